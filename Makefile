@@ -1,0 +1,52 @@
+# sagestack: `make demo` and `make test` work on a fresh clone (they set everything up first).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+# Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
+export AWS_EC2_METADATA_DISABLED := true
+
+.PHONY: setup demo test unit e2e lint typecheck synth bench schema clean
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[train,dev]'
+	$(BIN)/python -m pip check
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: setup
+	rm -rf cdk.out
+	cdk synth --all --quiet
+
+demo: synth
+	$(BIN)/sagestack validate --env dev
+	@echo "Synthesized every environment into cdk.out:"; ls cdk.out | grep -E '^assembly-' || true
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+unit: setup
+	$(BIN)/python -m pytest -q -m "not synth and not e2e"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+schema: setup
+	$(BIN)/sagestack schema --output schema/sagestack.schema.json
+
+bench: setup
+	$(BIN)/python bench/synth.py
+
+clean:
+	rm -rf cdk.out .pytest_cache
