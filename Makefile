@@ -25,7 +25,7 @@ node_modules/.installed: package.json package-lock.json
 
 synth: setup
 	rm -rf cdk.out
-	cdk synth --all --quiet
+	cdk synth --quiet
 
 demo: synth
 	$(BIN)/sagestack validate --env dev

@@ -1,0 +1,151 @@
+"""Instance types: what exists (botocore's enums) joined with what each one has (data/instances.json)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from sagestack.catalog.service_model import enum_values
+from sagestack.catalog.suggest import did_you_mean
+
+AcceleratorKind = Literal["nvidia", "trainium", "inferentia", "unknown"]
+Usage = Literal["training", "hosting"]
+
+_ENUM_FOR_USAGE: dict[str, str] = {
+    "training": "TrainingInstanceType",
+    "hosting": "ProductionVariantInstanceType",
+}
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    kind: AcceleratorKind
+    model: str
+    count: int  # GPUs, or Trainium/Inferentia chips
+    memory_gib: float | None  # per accelerator
+    neuron_cores_per_chip: int = 0
+
+    @property
+    def neuron_cores(self) -> int:
+        return self.count * self.neuron_cores_per_chip
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    family: str
+    size: str
+    vcpu: int | None
+    memory_gib: float | None
+    accelerator: Accelerator | None
+    nvlink: bool = False
+    efa: bool = False
+    gpudirect_rdma: bool = False
+    network_gbps: float | None = None
+    price_per_hour: float | None = None  # on-demand, us-east-1, USD
+
+    @property
+    def gpus(self) -> int:
+        a = self.accelerator
+        return a.count if a is not None and a.kind == "nvidia" else 0
+
+    @property
+    def neuron_cores(self) -> int:
+        a = self.accelerator
+        return a.neuron_cores if a is not None else 0
+
+    @property
+    def accelerators_per_host(self) -> int:
+        """Processes per host the SageMaker PyTorch container starts: GPUs, else Neuron cores, else 1."""
+        return self.gpus or self.neuron_cores or 1
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.accelerator is not None
+
+
+@cache
+def catalog_data() -> dict[str, Any]:
+    text = resources.files("sagestack.catalog").joinpath("data/instances.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def catalog_version() -> str:
+    return str(catalog_data()["as_of"])
+
+
+def _split(name: str) -> tuple[str, str]:
+    _, family, size = name.split(".", 2)
+    return family, size
+
+
+@cache
+def instance_type(name: str) -> InstanceType:
+    """Facts about one instance type (KeyError when SageMaker does not know it at all)."""
+    if name not in all_instance_types():
+        raise KeyError(name)
+    data = catalog_data()
+    family, size = _split(name)
+    acc = data["accelerated"].get(name)
+    if acc is not None:
+        a = acc["accelerator"]
+        return InstanceType(
+            name=name,
+            family=family,
+            size=size,
+            vcpu=acc["vcpu"],
+            memory_gib=acc["memory_gib"],
+            accelerator=Accelerator(
+                kind=a["kind"],
+                model=a["model"],
+                count=a["count"],
+                memory_gib=a["memory_gib"],
+                neuron_cores_per_chip=a.get("neuron_cores_per_chip", 0),
+            ),
+            nvlink=acc["nvlink"],
+            efa=acc["efa"],
+            gpudirect_rdma=acc["gpudirect_rdma"],
+            network_gbps=acc["network_gbps"],
+            price_per_hour=acc["price_per_hour"],
+        )
+    vcpu = data["size_vcpus"].get(size)
+    ratio = data["cpu_families"].get(family)
+    accelerator = None
+    if (ratio is None and family[:1] in ("p", "g")) or family.startswith(("trn", "inf")):
+        # An accelerated family newer than this table: say so rather than pretend it has no GPU.
+        accelerator = Accelerator(kind="unknown", model="unknown", count=0, memory_gib=None)
+    return InstanceType(
+        name=name,
+        family=family,
+        size=size,
+        vcpu=vcpu,
+        memory_gib=vcpu * ratio if vcpu is not None and ratio is not None else None,
+        accelerator=accelerator,
+        price_per_hour=data["cpu_prices"].get(name),
+    )
+
+
+@cache
+def instance_types_for(usage: Usage) -> tuple[str, ...]:
+    return enum_values(_ENUM_FOR_USAGE[usage])
+
+
+@cache
+def all_instance_types() -> frozenset[str]:
+    return frozenset(instance_types_for("training")) | frozenset(instance_types_for("hosting"))
+
+
+def check_instance_type(name: str, usage: Usage) -> str | None:
+    """None when `name` is a valid `usage` instance type, else an error message with a suggestion."""
+    allowed = instance_types_for(usage)
+    if name in allowed:
+        return None
+    what = "training job" if usage == "training" else "endpoint"
+    other: Usage = "hosting" if usage == "training" else "training"
+    if name in instance_types_for(other):
+        return f"'{name}' exists but SageMaker does not offer it for {what}s"
+    return f"'{name}' is not a SageMaker {what} instance type{did_you_mean(name, allowed)}"

@@ -1,0 +1,20 @@
+"""'Did you mean …?' for every error that names a value from a closed set."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+def closest(given: str, allowed: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """The allowed values closest to `given` (case-insensitive), best first."""
+    options = list(allowed)
+    by_lower = {o.lower(): o for o in options}
+    hits = difflib.get_close_matches(given.lower(), list(by_lower), n=n, cutoff=cutoff)
+    return [by_lower[h] for h in hits]
+
+
+def did_you_mean(given: str, allowed: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' or '' when nothing is close."""
+    hits = closest(given, allowed)
+    return f"; did you mean '{hits[0]}'?" if hits else ""

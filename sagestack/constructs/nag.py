@@ -1,0 +1,49 @@
+"""cdk-nag acknowledgements: each one names its rule finding and the reason it is acceptable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from constructs import IConstruct
+
+
+def acknowledge(construct: IConstruct, findings: dict[str, str]) -> None:
+    """findings: {'AwsSolutions-IAM5[Resource::…]': 'why this is right here', …}"""
+    Validations.of(construct).acknowledge(*(Acknowledgment(id=i, reason=r) for i, r in findings.items()))
+
+
+def nag_text(scope: IConstruct, value: str) -> str:
+    """A string with CDK tokens as cdk-nag writes it in finding IDs: Ref X -> <X>, GetAtt X.Arn -> <X.Arn>."""
+    return _render(Stack.of(scope).resolve(value))
+
+
+def _render(node: Any) -> str:
+    if isinstance(node, str):
+        return node
+    if isinstance(node, dict) and len(node) == 1:
+        (fn, arg), = node.items()
+        if fn == "Ref":
+            return f"<{arg}>"
+        if fn == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if fn == "Fn::Join":
+            sep, parts = arg
+            return sep.join(_render(p) for p in parts)
+    return json.dumps(node)
+
+
+def unacknowledged_findings(assembly_dir: str | Path) -> list[str]:
+    """Every violation in the cloud assembly's validation report, as 'path: rule: description'."""
+    report = Path(assembly_dir) / "validation-report.json"
+    if not report.exists():
+        return []
+    data = json.loads(report.read_text())
+    out = []
+    for plugin in data.get("pluginReports", []):
+        for v in plugin.get("violations", []):
+            for c in v.get("violatingConstructs", []):
+                out.append(f"{c['constructPath']}: {v['ruleName']}: {v['description']}")
+    return sorted(out)

@@ -1,0 +1,91 @@
+"""Resolution of a spec for one environment: names, images and everything derived once, so that
+the stacks, `sagestack plan` and the local runner all consume the same decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sagestack.spec.loader import LoadedSpec
+from sagestack.spec.models import ImageSpec, ProjectSpec
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    name: str
+    spec: ImageSpec
+    # dlc: one URI per instance type that uses it (cpu / gpu / neuronx builds differ)
+    dlc_uris: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        if self.spec.dlc is not None:
+            return "dlc"
+        return "dockerfile" if self.spec.dockerfile is not None else "uri"
+
+
+@dataclass(frozen=True)
+class EnvironmentPlan:
+    spec: ProjectSpec
+    env: str
+    images: dict[str, ResolvedImage]
+
+    @property
+    def project(self) -> str:
+        return self.spec.project
+
+    @property
+    def region(self) -> str:
+        return self.spec.region
+
+    @property
+    def account(self) -> str | None:
+        return self.spec.account
+
+    @property
+    def retain_data(self) -> bool:
+        return self.spec.retain_data
+
+    @property
+    def resource_prefix(self) -> str:
+        """'<project>-<env>': prefix of every physical name (≤ 37 chars)."""
+        return f"{self.spec.project}-{self.env}"
+
+    @property
+    def repository_name(self) -> str:
+        return f"{self.resource_prefix}-training"
+
+    @property
+    def model_package_group_name(self) -> str:
+        return self.resource_prefix
+
+    def stack_name(self, kind: str) -> str:
+        return f"{self.resource_prefix}-{kind}"
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {**self.spec.tags, "sagestack:project": self.spec.project, "sagestack:environment": self.env}
+
+
+def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
+    """Resolve images (DLC URIs per instance type that uses them) for one loaded environment."""
+    from sagestack.catalog.images import dlc_image_uri
+
+    if loaded.env is None:
+        raise ValueError("resolve_environment needs a spec loaded for an environment")
+    spec = loaded.spec
+    users: dict[str, list[str]] = {}
+    for job in spec.jobs.values():
+        for itype in job.instance_type:
+            if itype not in users.setdefault(job.image, []):
+                users[job.image].append(itype)
+    images: dict[str, ResolvedImage] = {}
+    for name, image in spec.images.items():
+        uris: dict[str, str] = {}
+        if image.dlc is not None:
+            for itype in users.get(name, []):
+                uris[itype] = dlc_image_uri(
+                    image.dlc.framework, image.dlc.version, image.dlc.py_version,
+                    region=spec.region, instance_type=itype,
+                )
+        images[name] = ResolvedImage(name=name, spec=image, dlc_uris=uris)
+    return EnvironmentPlan(spec=spec, env=loaded.env, images=images)

@@ -1,0 +1,346 @@
+"""The sagestack spec: pydantic models with the SageMaker Python SDK's names.
+
+Shape only (types, enums, required keys, unknown keys); meaning across entries (references,
+instance/distribution agreement, files that must exist) is checked by the rules in rules.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from sagestack.spec.types import (
+    AccountId,
+    EntryName,
+    HostingInstanceType,
+    HyperparameterValue,
+    ProjectName,
+    Region,
+    Seconds,
+    TrainingInstanceCandidates,
+)
+
+MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling (28 days)
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _exactly_one(model: BaseModel, keys: tuple[str, ...], what: str) -> None:
+    given = [k for k in keys if getattr(model, k) is not None]
+    if len(given) != 1:
+        raise PydanticCustomError(
+            "one_of",
+            "{what} needs exactly one of {keys}; got {given}",
+            {"what": what, "keys": ", ".join(keys), "given": ", ".join(given) or "none"},
+        )
+
+
+# ---------------------------------------------------------------- images
+
+
+class DlcImage(StrictModel):
+    """An AWS Deep Learning Container, resolved per instance type (cpu / gpu / neuronx) and region."""
+
+    framework: Literal["pytorch", "tensorflow", "huggingface"] = "pytorch"
+    version: str = Field(description="framework version, e.g. '2.5'")
+    py_version: str = Field(pattern=r"^py3\d+$", description="e.g. py311")
+
+
+class DockerfileImage(StrictModel):
+    directory: str = Field(description="folder holding the Dockerfile, relative to the project root")
+    build_args: dict[str, str] = Field(default_factory=dict)
+    target: str | None = None
+
+
+class ImageSpec(StrictModel):
+    """Exactly one of: dlc, dockerfile, uri."""
+
+    dlc: DlcImage | None = None
+    dockerfile: DockerfileImage | None = None
+    uri: str | None = Field(default=None, pattern=r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/.+")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dockerfile_shorthand(cls, data: Any) -> Any:
+        # `dockerfile: containers/training` is shorthand for `dockerfile: {directory: …}`.
+        if isinstance(data, dict) and isinstance(data.get("dockerfile"), str):
+            data = {**data, "dockerfile": {"directory": data["dockerfile"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImageSpec:
+        _exactly_one(self, ("dlc", "dockerfile", "uri"), "an image")
+        return self
+
+
+# ---------------------------------------------------------------- training jobs
+
+
+class TorchDistributed(StrictModel):
+    """torchrun on every host (nproc_per_node = accelerators per host)."""
+
+
+class SmddpDistribution(StrictModel):
+    """SageMaker distributed data parallel (p4d / p4de / p3dn)."""
+
+    custom_mpi_options: str = ""
+
+
+class MpiDistribution(StrictModel):
+    """MPI (Horovod)."""
+
+    processes_per_host: int | None = Field(default=None, ge=1, description="default: accelerators per host")
+    custom_mpi_options: str = ""
+
+
+class SmpDistribution(StrictModel):
+    """SageMaker model parallel v2 (built on PyTorch FSDP)."""
+
+    parameters: dict[str, Any] = Field(
+        default_factory=dict, description="SMP v2 parameters, e.g. hybrid_shard_degree, tensor_parallel_degree"
+    )
+
+
+class Distribution(StrictModel):
+    torch_distributed: TorchDistributed | None = None
+    smddp: SmddpDistribution | None = None
+    mpi: MpiDistribution | None = None
+    smp: SmpDistribution | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Distribution:
+        _exactly_one(self, ("torch_distributed", "smddp", "mpi", "smp"), "distribution")
+        return self
+
+    @property
+    def kind(self) -> str:
+        for k in ("torch_distributed", "smddp", "mpi", "smp"):
+            if getattr(self, k) is not None:
+                return k
+        raise AssertionError("validated: exactly one kind")
+
+
+class CheckpointSpec(StrictModel):
+    every_steps: int | None = Field(default=None, ge=1, description="save every N optimizer steps")
+    keep_last: int = Field(default=3, ge=1)
+    local_path: str = "/opt/ml/checkpoints"
+
+
+DebuggerRuleName = Literal[
+    "vanishing_gradient",
+    "exploding_tensor",
+    "overfit",
+    "overtraining",
+    "poor_weight_initialization",
+    "loss_not_decreasing",
+    "saturated_activation",
+    "dead_relu",
+    "weight_update_ratio",
+    "all_zero",
+    "class_imbalance",
+    "tensor_variance",
+    "unchanged_tensor",
+    "check_input_images",
+]
+
+
+class DebuggerSpec(StrictModel):
+    rules: list[DebuggerRuleName] = Field(min_length=1)
+    stop_on_issue: bool = False
+
+
+class FrameworkProfiling(StrictModel):
+    start_step: int = Field(default=5, ge=0)
+    num_steps: int = Field(default=10, ge=1)
+
+
+ProfilerRuleName = Literal[
+    "profiler_report", "cpu_bottleneck", "gpu_memory_increase", "io_bottleneck", "low_gpu_utilization",
+    "batch_size", "step_outlier", "load_balancing", "max_initialization_time", "overall_system_usage",
+]
+
+
+class ProfilerSpec(StrictModel):
+    system_interval_ms: Literal[100, 200, 500, 1000, 5000, 60000] = 500
+    framework: FrameworkProfiling | None = None
+    rules: list[ProfilerRuleName] = Field(default_factory=list)
+
+
+class ChannelSpec(StrictModel):
+    """An input channel: an S3 prefix (s3://…, or a key under the project bucket) and how it is read."""
+
+    s3_uri: str | None = None
+    key_prefix: str | None = Field(default=None, description="a prefix in the project bucket")
+    local_path: str | None = Field(default=None, description="used by `sagestack local train`")
+    input_mode: Literal["File", "Pipe", "FastFile"] | None = None
+    content_type: str | None = None
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
+
+
+class VpcSpec(StrictModel):
+    subnets: list[str] = Field(min_length=1, max_length=16)
+    security_groups: list[str] = Field(min_length=1, max_length=5)
+
+
+class ModelSizing(StrictModel):
+    parameters: float = Field(gt=0, description="number of model parameters, e.g. 1.2e6")
+    precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"] = "fp32"
+    optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum"] = "adamw"
+
+
+class JobSpec(StrictModel):
+    image: str = Field(description="a key of images:")
+    source_dir: str = "training_src"
+    entry_point: str = "train.py"
+    instance_type: TrainingInstanceCandidates
+    instance_count: int = Field(default=1, ge=1, le=1000)
+    volume_size_gb: int = Field(default=30, ge=1, le=16384)
+    volume_kms: bool = True
+    max_run: Seconds = Field(default=24 * 3600, ge=1, le=MAX_RUN_LIMIT)
+    input_mode: Literal["File", "Pipe", "FastFile"] = "File"
+    channels: dict[str, ChannelSpec] = Field(default_factory=dict)
+    distribution: Distribution | None = None
+    use_spot_instances: bool = False
+    max_wait: Seconds | None = Field(default=None, ge=1, le=MAX_RUN_LIMIT)
+    checkpoint: CheckpointSpec | None = None
+    hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
+    metric_definitions: dict[str, str] = Field(default_factory=dict, description="metric name -> regex")
+    debugger: DebuggerSpec | None = None
+    profiler: ProfilerSpec | None = None
+    tensorboard: bool = False
+    environment: dict[str, str] = Field(default_factory=dict)
+    efa: bool | None = Field(default=None, description="default: on for multi-node jobs on EFA-capable types")
+    vpc: VpcSpec | None = None
+    network_isolation: bool = False
+    encrypt_inter_container_traffic: bool | None = Field(default=None, description="default: on when multi-node")
+    retry_attempts: int = Field(default=1, ge=1, le=30, description="RetryStrategy.MaximumRetryAttempts")
+    keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
+    run_on_deploy: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+    model: ModelSizing | None = None
+
+
+# ---------------------------------------------------------------- tuning
+
+
+class ObjectiveSpec(StrictModel):
+    metric: str
+    type: Literal["Maximize", "Minimize"]
+
+
+class RangeSpec(StrictModel):
+    continuous: tuple[float, float] | None = None
+    integer: tuple[int, int] | None = None
+    categorical: list[str | int | float] | None = Field(default=None, min_length=1, max_length=30)
+    scaling: Literal["Auto", "Linear", "Logarithmic", "ReverseLogarithmic"] = "Auto"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> RangeSpec:
+        _exactly_one(self, ("continuous", "integer", "categorical"), "a range")
+        return self
+
+
+class HyperbandSpec(StrictModel):
+    min_resource: int = Field(ge=1)
+    max_resource: int = Field(ge=1)
+
+
+class CompletionSpec(StrictModel):
+    target_objective_value: float | None = None
+    max_jobs_not_improving: int | None = Field(default=None, ge=3)
+    max_runtime: Seconds | None = None
+
+
+class WarmStartSpec(StrictModel):
+    parents: list[str] = Field(min_length=1, max_length=5)
+    type: Literal["IdenticalDataAndAlgorithm", "TransferLearning"] = "IdenticalDataAndAlgorithm"
+
+
+class TuningSpec(StrictModel):
+    job: str = Field(description="a key of jobs:")
+    objective: ObjectiveSpec
+    strategy: Literal["Bayesian", "Random", "Hyperband", "Grid"] = "Bayesian"
+    ranges: dict[str, RangeSpec] = Field(min_length=1)
+    max_jobs: int | None = Field(default=None, ge=1, description="default: Grid's combinations, else required")
+    max_parallel_jobs: int = Field(default=1, ge=1)
+    early_stopping: Literal["Off", "Auto"] = "Off"
+    hyperband: HyperbandSpec | None = None
+    completion: CompletionSpec | None = None
+    random_seed: int | None = None
+    warm_start: WarmStartSpec | None = None
+    static_hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- endpoints
+
+
+class ModelSource(StrictModel):
+    from_: str = Field(alias="from", description="a job or tuning entry whose (best) model is served")
+
+
+class CompileSpec(StrictModel):
+    target_device: str | None = None
+    target_platform: dict[str, str] | None = None
+    framework: Literal["PYTORCH", "TENSORFLOW", "KERAS", "MXNET", "ONNX", "XGBOOST", "TFLITE"] = "PYTORCH"
+    framework_version: str | None = None
+    input_shapes: dict[str, list[int]] = Field(min_length=1)
+    compiler_options: dict[str, Any] = Field(default_factory=dict)
+    max_runtime: Seconds = 900
+
+
+class AutoscalingSpec(StrictModel):
+    min: int = Field(default=1, ge=0)
+    max: int = Field(default=1, ge=1)
+    invocations_per_instance: int = Field(default=1000, ge=1)
+
+
+class ServerlessSpec(StrictModel):
+    memory_mb: Literal[1024, 2048, 3072, 4096, 5120, 6144] = 2048
+    max_concurrency: int = Field(default=5, ge=1, le=200)
+
+
+class DataCaptureSpec(StrictModel):
+    sampling_percent: int = Field(default=100, ge=0, le=100)
+
+
+class EndpointSpec(StrictModel):
+    model: ModelSource | None = None
+    model_package: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/.+$",
+        description="the model package ARN this environment serves (the promotion pin)",
+    )
+    compile: CompileSpec | None = None
+    instance_type: HostingInstanceType | None = None
+    initial_instance_count: int = Field(default=1, ge=1)
+    serverless: ServerlessSpec | None = None
+    autoscaling: AutoscalingSpec | None = None
+    data_capture: DataCaptureSpec | None = None
+
+
+# ---------------------------------------------------------------- project
+
+
+class BucketSpec(StrictModel):
+    noncurrent_checkpoint_days: int = Field(default=30, ge=1, description="expire old checkpoint versions")
+    abort_incomplete_upload_days: int = Field(default=7, ge=1)
+    log_retention_days: int = Field(default=365, ge=1)
+
+
+class ProjectSpec(StrictModel):
+    """A whole sagestack project, as one environment sees it (project file + overlay)."""
+
+    project: ProjectName
+    region: Region
+    account: AccountId | None = Field(default=None, description="omit for environment-agnostic templates")
+    retain_data: bool = Field(default=True, description="keep buckets, keys, repositories on stack deletion")
+    tags: dict[str, str] = Field(default_factory=dict)
+    bucket: BucketSpec = Field(default_factory=BucketSpec)
+    images: dict[EntryName, ImageSpec] = Field(default_factory=dict)
+    jobs: dict[EntryName, JobSpec] = Field(default_factory=dict)
+    tuning: dict[EntryName, TuningSpec] = Field(default_factory=dict)
+    endpoints: dict[EntryName, EndpointSpec] = Field(default_factory=dict)

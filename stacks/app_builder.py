@@ -1,0 +1,45 @@
+"""Build the whole CDK app from the project's config: one stage per environment, cdk-nag on all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import App, Validations
+
+from sagestack.plan import resolve_environment
+from sagestack.spec import SpecError, list_environments, load_project
+from stacks.stage import EnvironmentStage
+
+ENVS_CONTEXT = "sagestack:environments"
+
+
+def selected_environments(app: App, root: Path) -> list[str]:
+    """`-c sagestack:environments=dev,prod`, else every config/envs/*.yaml."""
+    value = app.node.try_get_context(ENVS_CONTEXT)
+    if value:
+        names = [v.strip() for v in str(value).split(",") if v.strip()]
+        return names
+    return list_environments(root)
+
+
+def build_app(app: App, root: Path, envs: Sequence[str] | None = None, *, nag: bool = True) -> list[EnvironmentStage]:
+    """Add one EnvironmentStage per environment. Raises SpecError with every error of every env."""
+    names = list(envs) if envs is not None else selected_environments(app, root)
+    issues = []
+    plans = []
+    for env in names:
+        try:
+            plans.append(resolve_environment(load_project(root, env)))
+        except SpecError as e:
+            issues += e.issues
+    if issues:
+        # One report for all environments; an issue shared by several is shown once.
+        unique = list(dict.fromkeys(issues))
+        raise SpecError(unique)
+    stages = [EnvironmentStage(app, plan.env, plan=plan, project_root=root) for plan in plans]
+    if nag:
+        from cdk_nag import AwsSolutionsChecks
+
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return stages

@@ -1,0 +1,29 @@
+"""EnvironmentStage: every stack of one environment (dev, staging, prod …)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Environment, Stage, Tags
+from constructs import Construct
+
+from sagestack.plan import EnvironmentPlan
+from stacks.foundation import FoundationStack
+
+
+class EnvironmentStage(Stage):
+    def __init__(self, scope: Construct, id: str, *, plan: EnvironmentPlan, project_root: Path) -> None:
+        # No account in the overlay: account-agnostic templates, so synth needs no credentials.
+        super().__init__(scope, id, env=Environment(account=plan.account, region=plan.region))
+        self.plan = plan
+        self.foundation = FoundationStack(
+            self,
+            "Foundation",
+            plan=plan,
+            project_root=project_root,
+            stack_name=plan.stack_name("foundation"),
+            description=f"sagestack {plan.resource_prefix}: key, artifact bucket, registry, images, role",
+            termination_protection=plan.retain_data and plan.account is not None,
+        )
+        for key, value in plan.tags.items():
+            Tags.of(self).add(key, value)
