@@ -50,7 +50,7 @@ class SpecError(Exception):
     """Every error found in a spec, raised once. str() is the report a user reads."""
 
     def __init__(self, issues: Sequence[SpecIssue]) -> None:
-        self.issues = list(issues)
+        self.issues = sorted(issues, key=_sort_key)
         super().__init__(self.report())
 
     @property
@@ -59,7 +59,7 @@ class SpecError(Exception):
 
     def report(self) -> str:
         n = len(self.errors)
-        lines = [i.format() for i in sorted(self.issues, key=_sort_key)]
+        lines = [i.format() for i in self.issues]
         lines.append(f"{n} error{'s' if n != 1 else ''} in the spec")
         return "\n".join(lines)
 

@@ -15,5 +15,26 @@ def project_schema() -> dict[str, Any]:
     return schema
 
 
-def schema_text() -> str:
-    return json.dumps(project_schema(), indent=2, sort_keys=True) + "\n"
+def overlay_schema() -> dict[str, Any]:
+    """The same shapes with nothing required: an environment overlay sets only what differs."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "required"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    schema: dict[str, Any] = strip(project_schema())
+    schema["title"] = "sagestack environment overlay (config/envs/<env>.yaml)"
+    return schema
+
+
+SCHEMA_FILES = {
+    "sagestack.schema.json": project_schema,
+    "sagestack.env.schema.json": overlay_schema,
+}
+
+
+def schema_texts() -> dict[str, str]:
+    return {name: json.dumps(fn(), indent=2, sort_keys=True) + "\n" for name, fn in SCHEMA_FILES.items()}

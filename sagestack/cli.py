@@ -1,0 +1,122 @@
+"""The `sagestack` command: a thin layer over the library. Heavy modules (aws_cdk, torch, boto3,
+sagemaker.core) are imported inside the commands that need them, so `sagestack --help` is fast."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="sagestack",
+    help="Declarative deep-learning infrastructure on Amazon SageMaker, runnable locally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_INVALID_SPEC = 2
+
+RootOption = Annotated[
+    Path, typer.Option("--root", help="project root (holds config/sagestack.yaml)", show_default=False)
+]
+
+
+def _console(stderr: bool = False):  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def validate(
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="environment(s) to check; default: every one")
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Check the spec (and its environment overlays): every error with file:line:column."""
+    from sagestack.spec import SpecError, list_environments, load_project
+
+    out, err = _console(), _console(stderr=True)
+    names = env or list_environments(root) or [None]
+    failed = False
+    for name in names:
+        label = name or "project"
+        try:
+            loaded = load_project(root, name)
+        except SpecError as e:
+            failed = True
+            err.print(f"[bold red]✗ {label}[/]: {len(e.errors)} error(s)")
+            for issue in e.issues:
+                err.print(f"  {issue.format()}", markup=False)
+            continue
+        for w in loaded.warnings:
+            err.print(f"  {w.format()}", markup=False)
+        s = loaded.spec
+        out.print(
+            f"[green]✓ {label}[/]: {s.project} in {s.region}"
+            f"{' account ' + s.account if s.account else ' (account-agnostic)'}; "
+            f"{len(s.images)} image(s), {len(s.jobs)} job(s), {len(s.tuning)} tuning, {len(s.endpoints)} endpoint(s)"
+        )
+    if failed:
+        raise typer.Exit(EXIT_INVALID_SPEC)
+
+
+@app.command()
+def schema(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="folder to write the JSON Schemas into")
+    ] = Path("schema"),
+    check: Annotated[bool, typer.Option("--check", help="exit 1 if the files are out of date")] = False,
+) -> None:
+    """Write the spec's JSON Schemas (project file and environment overlays) for editors."""
+    from sagestack.spec.schema import schema_texts
+
+    stale = []
+    for name, text in schema_texts().items():
+        path = output / name
+        if check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        typer.echo(f"wrote {path}")
+    if stale:
+        typer.echo(f"out of date: {', '.join(stale)}; run `sagestack schema`", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def rules() -> None:
+    """List the spec rules sagestack checks."""
+    from rich.table import Table
+
+    from sagestack.spec.rules import RULES
+
+    table = Table("rule", "severity", "checks")
+    for r in RULES.values():
+        table.add_row(r.id, r.severity, r.summary)
+    _console().print(table)
+
+
+def main() -> None:
+    """Entry point: never a traceback for a user's mistake; SAGESTACK_DEBUG=1 shows one for ours."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - the last line of defence for a CLI
+        if os.environ.get("SAGESTACK_DEBUG"):
+            raise
+        print(f"sagestack: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print("Run again with SAGESTACK_DEBUG=1 for the traceback, and report it.", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Shared fixtures: a scratch project to write specs into, and the repository root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+MINIMAL = """\
+project: digits
+region: us-east-1
+images:
+  train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}
+jobs:
+  classifier:
+    image: train
+    instance_type: ml.m5.xlarge
+"""
+
+
+class Project:
+    """A throwaway project folder: write(path, yaml) then load(env)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "training_src").mkdir(parents=True)
+        (root / "training_src" / "train.py").write_text("print('train')\n")
+        (root / "config" / "envs").mkdir(parents=True)
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    def spec(self, text: str = MINIMAL) -> Project:
+        self.write("config/sagestack.yaml", text)
+        return self
+
+    def env(self, name: str, text: str = "{}\n") -> Project:
+        self.write(f"config/envs/{name}.yaml", text)
+        return self
+
+    def load(self, env: str | None = None, **kw):  # type: ignore[no-untyped-def]
+        from sagestack.spec import load_project
+
+        return load_project(self.root, env, **kw)
+
+    def errors(self, env: str | None = None) -> list[str]:
+        """The formatted issues of a spec that must fail."""
+        from sagestack.spec import SpecError
+
+        with pytest.raises(SpecError) as info:
+            self.load(env)
+        return [i.format() for i in info.value.issues]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path / "proj")
+
+
+@pytest.fixture
+def example_project(tmp_path: Path) -> Project:
+    """A copy of the repository's own example config, to modify safely."""
+    p = Project(tmp_path / "example")
+    shutil.rmtree(p.root / "config")
+    shutil.copytree(REPO / "config", p.root / "config")
+    shutil.copytree(REPO / "containers", p.root / "containers")
+    return p
+
+
+MakeProject = Callable[[str], Project]
