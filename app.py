@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""CDK entry point: `cdk synth` builds one stage per environment in config/envs/."""
+"""CDK entry point: `cdk synth` builds one stage per environment in config/envs/.
+
+Exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag finding.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,8 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from sagestack.constructs.nag import unacknowledged_findings
 from sagestack.spec import SpecError
-from stacks.app_builder import build_app
+from stacks.app_builder import UnacknowledgedFindings, build_app, synth_checked
 
 
 def main() -> None:
@@ -18,15 +20,12 @@ def main() -> None:
     app = App()
     try:
         build_app(app, root)
+        synth_checked(app)
     except SpecError as e:
         print(e.report(), file=sys.stderr)
         sys.exit(2)
-    assembly = app.synth()
-    findings = unacknowledged_findings(assembly.directory)
-    if findings:
-        print("cdk-nag findings without an acknowledgement (fix them, or acknowledge with a reason):",
-              file=sys.stderr)
-        print("\n".join(f"  {f}" for f in findings), file=sys.stderr)
+    except UnacknowledgedFindings as e:
+        print(e, file=sys.stderr)
         sys.exit(1)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import App, Validations
+from aws_cdk import App, Validations, cx_api
+
+from sagestack.constructs.nag import unacknowledged_findings
 
 from sagestack.plan import resolve_environment
 from sagestack.spec import SpecError, list_environments, load_project
@@ -43,3 +45,23 @@ def build_app(app: App, root: Path, envs: Sequence[str] | None = None, *, nag: b
 
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stages
+
+
+class UnacknowledgedFindings(Exception):
+    """cdk-nag found something that is neither fixed nor acknowledged with a reason."""
+
+    def __init__(self, findings: list[str]) -> None:
+        self.findings = findings
+        super().__init__(
+            "cdk-nag findings without an acknowledgement (fix them, or acknowledge each with a reason):\n"
+            + "\n".join(f"  {f}" for f in findings)
+        )
+
+
+def synth_checked(app: App) -> cx_api.CloudAssembly:
+    """app.synth(), failing on any unacknowledged cdk-nag finding (CDK itself only reports them)."""
+    assembly = app.synth()
+    findings = unacknowledged_findings(assembly.directory)
+    if findings:
+        raise UnacknowledgedFindings(findings)
+    return assembly

@@ -62,13 +62,14 @@ class FoundationStack(Stack):
         self.images: dict[str, list[TrainingImage]] = {}
         for name, resolved in plan.images.items():
             image = resolved.spec
-            if image.dockerfile is not None:
+            build = image.dockerfile_spec
+            if build is not None:
                 built = TrainingImage.from_asset(
                     self,
                     f"Image-{name}",
-                    directory=str(project_root / image.dockerfile.directory),
-                    build_args=image.dockerfile.build_args,
-                    target=image.dockerfile.target,
+                    directory=str(project_root / build.directory),
+                    build_args=build.build_args,
+                    target=build.target,
                 )
                 self.images[name] = [built]
             elif image.uri is not None:

@@ -60,7 +60,8 @@ class ImageSpec(StrictModel):
     """Exactly one of: dlc, dockerfile, uri."""
 
     dlc: DlcImage | None = None
-    dockerfile: DockerfileImage | None = None
+    # A string is shorthand for {directory: …}; the before-validator expands it, so code sees a model.
+    dockerfile: DockerfileImage | str | None = None
     uri: str | None = Field(default=None, pattern=r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/.+")
 
     @model_validator(mode="before")
@@ -70,6 +71,11 @@ class ImageSpec(StrictModel):
         if isinstance(data, dict) and isinstance(data.get("dockerfile"), str):
             data = {**data, "dockerfile": {"directory": data["dockerfile"]}}
         return data
+
+    @property
+    def dockerfile_spec(self) -> DockerfileImage | None:
+        """`dockerfile` as a model (the before-validator has expanded the string shorthand)."""
+        return self.dockerfile if isinstance(self.dockerfile, DockerfileImage) else None
 
     @model_validator(mode="after")
     def _one_source(self) -> ImageSpec:

@@ -51,13 +51,14 @@ def endpoint_model_reference(ctx: RuleContext) -> Iterator[Finding]:
 @rule("dockerfile-exists", "error", "an image built from a Dockerfile points at a folder holding one")
 def dockerfile_exists(ctx: RuleContext) -> Iterator[Finding]:
     for name, image in ctx.spec.images.items():
-        if image.dockerfile is None:
+        build = image.dockerfile_spec
+        if build is None:
             continue
-        folder = ctx.root / image.dockerfile.directory
+        folder = ctx.root / build.directory
         if not (folder / "Dockerfile").is_file():
             yield Finding(
                 ("images", name, "dockerfile"),
-                f"{image.dockerfile.directory}/Dockerfile does not exist (paths are relative to the project root)",
+                f"{build.directory}/Dockerfile does not exist (paths are relative to the project root)",
             )
 
 

@@ -1,0 +1,116 @@
+"""The catalog against its sources: botocore's enums and sagemaker-core's tables."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from sagestack.catalog import (
+    RequestValidationError,
+    check_instance_type,
+    dlc_image_uri,
+    instance_type,
+    instance_types_for,
+    quota_name,
+    validate_request,
+)
+from sagestack.catalog.images import ImageLookupError
+from sagestack.catalog.instances import catalog_data
+
+
+def _gpu_info() -> dict:
+    text = resources.files("sagemaker.core").joinpath("image_uri_config/instance_gpu_info.json").read_text()
+    return json.loads(text)["us-east-1"]
+
+
+def test_catalog_names_only_instance_types_sagemaker_knows():
+    known = set(instance_types_for("training")) | set(instance_types_for("hosting"))
+    stale = [name for name in catalog_data()["accelerated"] if name not in known]
+    assert stale == []
+
+
+def test_gpu_counts_and_memory_agree_with_sagemaker_core():
+    mismatches = []
+    for name, info in _gpu_info().items():
+        try:
+            it = instance_type(name)
+        except KeyError:
+            continue  # sagemaker-core lists some types SageMaker no longer offers (e.g. ml.g5n)
+        acc = it.accelerator
+        if acc is None or acc.count != info["Count"]:
+            mismatches.append((name, "count", info["Count"], acc and acc.count))
+        elif round(acc.memory_gib * acc.count) != round(info["TotalGpuMemoryInMiB"] / 1024):
+            mismatches.append((name, "memory", info["TotalGpuMemoryInMiB"] / 1024, acc.memory_gib * acc.count))
+    # sagemaker-core reports 183104 MiB (A10G usable memory) for g5.48xlarge; the spec sheet says 8 x 24 GiB.
+    assert [m for m in mismatches if m[0] != "ml.g5.48xlarge"] == []
+
+
+def test_every_training_type_has_facts():
+    missing_vcpu = [n for n in instance_types_for("training") if instance_type(n).vcpu is None]
+    assert missing_vcpu == []
+
+
+@pytest.mark.parametrize(
+    ("name", "per_host"),
+    [("ml.p4d.24xlarge", 8), ("ml.g5.12xlarge", 4), ("ml.trn1.32xlarge", 32), ("ml.trn1.2xlarge", 2),
+     ("ml.m5.xlarge", 1), ("ml.p3.16xlarge", 8)],
+)
+def test_processes_per_host_follow_the_container_rule(name, per_host):
+    # GPUs, else Neuron cores, else 1 (the SageMaker PyTorch container's default).
+    assert instance_type(name).accelerators_per_host == per_host
+
+
+def test_accelerated_family_newer_than_the_table_is_marked_unknown():
+    it = instance_type("ml.g7.2xlarge")
+    assert it.accelerator is not None and it.accelerator.kind == "unknown"
+
+
+def test_efa_types_match_the_training_toolkit():
+    toolkit = {"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
+               "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge"}
+    efa = {n for n in catalog_data()["accelerated"] if instance_type(n).efa}
+    assert toolkit <= efa
+    assert efa - toolkit == {"ml.p5en.48xlarge", "ml.trn1n.32xlarge", "ml.trn2.48xlarge", "ml.p6-b200.48xlarge"}
+
+
+def test_instance_type_check_messages():
+    assert check_instance_type("ml.g5.xlarge", "training") is None
+    assert check_instance_type("ml.g5.xlarg", "training") == (
+        "'ml.g5.xlarg' is not a SageMaker training job instance type; did you mean 'ml.g5.xlarge'?"
+    )
+    assert check_instance_type("ml.inf2.xlarge", "hosting") is None
+
+
+def test_quota_names_follow_sagemaker():
+    assert quota_name("ml.g5.2xlarge", "training") == "ml.g5.2xlarge for training job usage"
+    assert quota_name("ml.g5.2xlarge", "spot_training") == "ml.g5.2xlarge for spot training job usage"
+    assert quota_name("ml.c5.xlarge", "endpoint") == "ml.c5.xlarge for endpoint usage"
+
+
+def test_dlc_uris_by_processor_and_region(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from sagestack.catalog import images
+
+    images._disk_cache.cache_clear()
+    gpu = dlc_image_uri("pytorch", "2.5", "py311", region="us-east-1", instance_type="ml.p4d.24xlarge")
+    cpu = dlc_image_uri("pytorch", "2.5", "py311", region="eu-west-1", instance_type="ml.m5.xlarge")
+    assert gpu == "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311"
+    assert cpu == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.5-cpu-py311"
+    cached = json.loads(next((tmp_path / "sagestack").glob("dlc-uris-*.json")).read_text())
+    assert gpu in {v.get("uri") for v in cached.values()}
+    images._disk_cache.cache_clear()
+
+
+def test_dlc_lookup_error_is_clear():
+    with pytest.raises(ImageLookupError, match=r"Unsupported Python version: py38\. Supported Python version\(s\): py311"):
+        dlc_image_uri("pytorch", "2.5", "py38", region="us-east-1", instance_type="ml.g5.xlarge")
+
+
+def test_validate_request_accepts_valid_and_rejects_invalid():
+    validate_request("ListTrainingJobs", {"MaxResults": 10})
+    with pytest.raises(RequestValidationError, match="Invalid type for parameter MaxResults"):
+        validate_request("ListTrainingJobs", {"MaxResults": "10"})
+    with pytest.raises(RequestValidationError, match="Unknown parameter in input"):
+        validate_request("ListTrainingJobs", {"Bogus": 1})

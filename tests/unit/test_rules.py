@@ -1,0 +1,130 @@
+"""Each semantic rule with a spec that passes it and one that fails it (the message asserted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sagestack.spec.rules import RULES, RuleContext, run_rule
+from tests.conftest import MINIMAL
+
+
+def findings(project, rule_id: str, text: str, env: str | None = None) -> list[str]:
+    """Run one rule on a spec that passes the schema; messages with their key paths."""
+    spec = project.spec(text).load(run_rules=False).spec
+    ctx = RuleContext(spec=spec, env=env, root=project.root)
+    return [f"{'.'.join(map(str, f.path))}: {f.message}" for f in run_rule(rule_id, ctx)]
+
+
+def test_every_rule_has_a_test_here():
+    source = Path(__file__).read_text()
+    untested = [r for r in RULES if f'"{r}"' not in source]
+    assert untested == []
+
+
+def test_image_reference(project):
+    assert findings(project, "image-reference", MINIMAL) == []
+    assert findings(project, "image-reference", MINIMAL.replace("image: train", "image: trian")) == [
+        "jobs.classifier.image: image 'trian' is not defined under images:; did you mean 'train'? (defined: train)"
+    ]
+
+
+TUNING = MINIMAL + """\
+tuning:
+  search:
+    job: classifier
+    objective: {metric: val_accuracy, type: Maximize}
+    ranges: {lr: {continuous: [0.0001, 0.1]}}
+    max_jobs: 4
+"""
+
+
+def test_tuning_job_reference(project):
+    assert findings(project, "tuning-job-reference", TUNING) == []
+    assert findings(project, "tuning-job-reference", TUNING.replace("job: classifier", "job: clasifier")) == [
+        "tuning.search.job: job 'clasifier' is not defined under jobs:; did you mean 'classifier'?"
+    ]
+
+
+ENDPOINT = MINIMAL + """\
+endpoints:
+  digits:
+    model: {from: classifier}
+    instance_type: ml.c5.xlarge
+"""
+
+
+def test_endpoint_model_reference(project):
+    assert findings(project, "endpoint-model-reference", ENDPOINT) == []
+    assert findings(project, "endpoint-model-reference", ENDPOINT.replace("from: classifier", "from: clasifier")) == [
+        "endpoints.digits.model.from: 'clasifier' is neither a job nor a tuning entry; did you mean 'classifier'?"
+    ]
+    no_model = ENDPOINT.replace("    model: {from: classifier}\n", "")
+    assert findings(project, "endpoint-model-reference", no_model) == [
+        "endpoints.digits: an endpoint needs model: {from: <job or tuning entry>} or a pinned model_package ARN"
+    ]
+
+
+DOCKER = MINIMAL.replace(
+    '  train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}',
+    "  train: {dockerfile: containers/training}",
+)
+
+
+def test_dockerfile_exists(project):
+    assert findings(project, "dockerfile-exists", DOCKER) == [
+        "images.train.dockerfile: containers/training/Dockerfile does not exist (paths are relative to the project root)"
+    ]
+    project.write("containers/training/Dockerfile", "FROM scratch\n")
+    assert findings(project, "dockerfile-exists", DOCKER) == []
+
+
+def test_source_dir_exists(project):
+    assert findings(project, "source-dir-exists", MINIMAL) == []
+    assert findings(project, "source-dir-exists", MINIMAL + "    source_dir: src\n") == [
+        "jobs.classifier.source_dir: folder 'src' does not exist"
+    ]
+    assert findings(project, "source-dir-exists", MINIMAL + "    entry_point: trian.py\n") == [
+        "jobs.classifier.entry_point: 'trian.py' is not in training_src/; did you mean 'train.py'?"
+    ]
+
+
+def test_prod_retains_data(project):
+    assert findings(project, "prod-retains-data", MINIMAL + "retain_data: false\n", env="dev") == []
+    assert findings(project, "prod-retains-data", MINIMAL, env="prod") == []
+    assert findings(project, "prod-retains-data", MINIMAL + "retain_data: false\n", env="prod") == [
+        "retain_data: environment 'prod' must retain its data (checkpoints, models, keys); "
+        "remove retain_data: false from its overlay"
+    ]
+
+
+def test_dlc_in_region(project):
+    assert findings(project, "dlc-in-region", MINIMAL) == []
+    bad = MINIMAL.replace('version: "2.5"', 'version: "9.9"')
+    (msg,) = findings(project, "dlc-in-region", bad)
+    assert msg.startswith("images.train.dlc: no pytorch container for ml.m5.xlarge in us-east-1: Unsupported pytorch version: 9.9.")
+    assert "2.5" in msg  # the supported versions are listed
+
+
+def test_dlc_in_region_checks_neuron_images_for_trainium(project):
+    trn = MINIMAL.replace("ml.m5.xlarge", "ml.trn1.32xlarge")
+    (msg,) = findings(project, "dlc-in-region", trn)
+    assert msg == (
+        "images.train.dlc: no pytorch container for ml.trn1.32xlarge in us-east-1: the Neuron-x pytorch 2.5 "
+        "container ships py310, not py311"
+    )
+    assert findings(project, "dlc-in-region", trn.replace("py311", "py310")) == []
+
+
+def test_tag_limits(project):
+    assert findings(project, "tag-limits", MINIMAL + "tags: {team: ml}\n") == []
+    assert findings(project, "tag-limits", MINIMAL + "tags: {'aws:owner': me}\n") == [
+        "tags.aws:owner: tag keys starting with 'aws:' are reserved by AWS"
+    ]
+
+
+def test_rule_errors_carry_location_and_rule_id(project):
+    errors = project.spec(MINIMAL.replace("image: train", "image: trian")).errors()
+    assert errors == [
+        "config/sagestack.yaml:7:12: jobs.classifier.image: image 'trian' is not defined under images:; "
+        "did you mean 'train'? (defined: train) [image-reference]"
+    ]

@@ -1,0 +1,95 @@
+"""The JSON Schema files and the `sagestack` command as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+from ruamel.yaml import YAML
+
+from sagestack.spec.schema import schema_texts
+from tests.conftest import MINIMAL, REPO
+
+
+def run_cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagestack.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_committed_schemas_are_current():
+    for name, text in schema_texts().items():
+        assert (REPO / "schema" / name).read_text() == text, f"run `sagestack schema` to refresh {name}"
+
+
+def _yaml(path):
+    return YAML(typ="safe").load(path.read_text())
+
+
+def test_example_config_matches_its_schema():
+    schema = json.loads((REPO / "schema/sagestack.schema.json").read_text())
+    jsonschema.validate(_yaml(REPO / "config/sagestack.yaml"), schema)
+    env_schema = json.loads((REPO / "schema/sagestack.env.schema.json").read_text())
+    for overlay in (REPO / "config/envs").glob("*.yaml"):
+        jsonschema.validate(_yaml(overlay), env_schema)
+
+
+def test_schema_rejects_unknown_keys():
+    schema = json.loads((REPO / "schema/sagestack.schema.json").read_text())
+    data = _yaml(REPO / "config/sagestack.yaml")
+    data["jobs"]["classifier"]["instance_typo"] = "ml.m5.xlarge"
+    with pytest.raises(jsonschema.ValidationError, match="instance_typo"):
+        jsonschema.validate(data, schema)
+
+
+def test_example_config_references_the_schema():
+    first = (REPO / "config/sagestack.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../schema/sagestack.schema.json"
+
+
+def test_validate_passes_on_the_example_project():
+    result = run_cli("validate")
+    assert result.returncode == 0, result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["✓ dev", "✓ prod", "✓ staging"]
+
+
+def test_validate_exits_2_with_every_error_and_no_traceback(project):
+    project.spec(MINIMAL.replace("ml.m5.xlarge", "ml.m5.xl").replace("us-east-1", "us-est-1"))
+    result = run_cli("validate", "--root", str(project.root))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "config/sagestack.yaml:2:9: region: 'us-est-1'" in result.stderr
+    assert "config/sagestack.yaml:8:20: jobs.classifier.instance_type[0]: 'ml.m5.xl'" in result.stderr
+
+
+def test_validate_unknown_env_exits_2(project):
+    project.spec().env("dev")
+    result = run_cli("validate", "--env", "prod", "--root", str(project.root))
+    assert result.returncode == 2 and "no environment 'prod'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_project_file_is_a_clear_error(tmp_path):
+    result = run_cli("validate", "--root", str(tmp_path))
+    assert result.returncode == 2
+    assert "cannot read config/sagestack.yaml: No such file or directory" in result.stderr
+
+
+def test_schema_check_detects_stale_files(tmp_path):
+    assert run_cli("schema", "--output", str(tmp_path)).returncode == 0
+    assert run_cli("schema", "--check", "--output", str(tmp_path)).returncode == 0
+    (tmp_path / "sagestack.schema.json").write_text("{}")
+    stale = run_cli("schema", "--check", "--output", str(tmp_path))
+    assert stale.returncode == 1 and "out of date" in stale.stderr
+
+
+def test_help_does_not_import_heavy_modules():
+    code = (
+        "import sys; from typer.testing import CliRunner; from sagestack.cli import app; "
+        "CliRunner().invoke(app, ['--help']); "
+        "print([m for m in ('aws_cdk', 'torch', 'boto3', 'sagemaker.core', 'pydantic') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
