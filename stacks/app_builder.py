@@ -59,8 +59,14 @@ class UnacknowledgedFindings(Exception):
 
 
 def synth_checked(app: App) -> cx_api.CloudAssembly:
-    """app.synth(), failing on any unacknowledged cdk-nag finding (CDK itself only reports them)."""
-    assembly = app.synth()
+    """app.synth(), failing on any unacknowledged cdk-nag finding. In-process, CDK raises
+    'ValidationFailed'; under the CDK CLI it only writes the report: both end here."""
+    try:
+        assembly = app.synth()
+    except RuntimeError as e:
+        if "ValidationFailed" not in str(e):
+            raise
+        raise UnacknowledgedFindings(unacknowledged_findings(app.outdir) or [str(e)]) from None
     findings = unacknowledged_findings(assembly.directory)
     if findings:
         raise UnacknowledgedFindings(findings)

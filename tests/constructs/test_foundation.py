@@ -1,0 +1,155 @@
+"""FoundationStack: template assertions on the synthesized example app (all three environments)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match
+
+pytestmark = pytest.mark.synth
+
+STATEFUL = ("AWS::KMS::Key", "AWS::S3::Bucket", "AWS::ECR::Repository", "AWS::SageMaker::ModelPackageGroup")
+
+
+def test_key_rotates(example_app):
+    example_app.template("dev").has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_artifact_bucket_is_encrypted_versioned_private_and_logged(example_app):
+    t = example_app.template("prod")
+    t.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [
+                    {
+                        "BucketKeyEnabled": True,
+                        "ServerSideEncryptionByDefault": {
+                            "SSEAlgorithm": "aws:kms",
+                            "KMSMasterKeyID": {"Fn::GetAtt": [Match.string_like_regexp("^Key"), "Arn"]},
+                        },
+                    }
+                ]
+            },
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "LoggingConfiguration": {
+                "DestinationBucketName": {"Ref": Match.string_like_regexp("^ArtifactsAccessLogs")},
+                "LogFilePrefix": "artifacts/",
+            },
+            "LifecycleConfiguration": {
+                "Rules": [
+                    {"Id": "expire-replaced-checkpoints", "Prefix": "checkpoints/", "Status": "Enabled",
+                     "NoncurrentVersionExpiration": {"NoncurrentDays": 30}},
+                    {"Id": "abort-incomplete-uploads", "Status": "Enabled",
+                     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+                ]
+            },
+        },
+    )
+
+
+def test_every_bucket_refuses_plain_http(example_app):
+    t = example_app.template("dev")
+    policies = t.find_resources("AWS::S3::BucketPolicy")
+    assert len(policies) == 2
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+        )
+
+
+def test_repository_scans_on_push_with_immutable_tags_and_lifecycle(example_app):
+    t = example_app.template("staging")
+    t.has_resource_properties(
+        "AWS::ECR::Repository",
+        {
+            "RepositoryName": "digits-staging-training",
+            "ImageScanningConfiguration": {"ScanOnPush": True},
+            "ImageTagMutability": "IMMUTABLE",
+            "EncryptionConfiguration": {"EncryptionType": "KMS", "KmsKey": Match.any_value()},
+            "LifecyclePolicy": {"LifecyclePolicyText": Match.string_like_regexp("untagged")},
+        },
+    )
+
+
+def test_model_package_group_is_named_for_the_environment(example_app):
+    example_app.template("prod").has_resource_properties(
+        "AWS::SageMaker::ModelPackageGroup", {"ModelPackageGroupName": "digits-prod"}
+    )
+
+
+@pytest.mark.parametrize(("env", "policy"), [("dev", "Delete"), ("staging", "Retain"), ("prod", "Retain")])
+def test_stateful_resources_are_retained_outside_dev(example_app, env, policy):
+    t = example_app.template(env).to_json()
+    stateful = {k: v for k, v in t["Resources"].items() if v["Type"] in STATEFUL}
+    assert len(stateful) == 5  # key, two buckets, repository, model package group
+    assert {v.get("DeletionPolicy") for v in stateful.values()} == {policy}
+
+
+def test_stateful_logical_ids_are_stable(example_app):
+    # Renaming any of these replaces the resource and loses its data: they are API.
+    ids = sorted(k for k, v in example_app.template("prod").to_json()["Resources"].items() if v["Type"] in STATEFUL)
+    assert ids == ["Artifacts80C0BB10", "ArtifactsAccessLogs4D97777C", "Key961B73FD", "ModelRegistryB238A970",
+                   "Repository22E53BBD"]
+
+
+def _role_statements(t) -> list[dict]:
+    (policy,) = t.find_resources("AWS::IAM::Policy").values()
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_execution_role_is_assumed_by_sagemaker_only(example_app):
+    example_app.template("dev").has_resource_properties(
+        "AWS::IAM::Role",
+        {"AssumeRolePolicyDocument": {"Statement": [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
+        ]}},
+    )
+
+
+def test_execution_role_touches_objects_only_under_project_prefixes(example_app):
+    statements = _role_statements(example_app.template("prod"))
+    actions = [a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
+    assert not [a for a in actions if a.endswith("*")], "no wildcard actions"
+    (objects,) = [s for s in statements if "s3:PutObject" in s["Action"]]
+    rendered = json.dumps(objects["Resource"])
+    for prefix in ("checkpoints", "models", "code", "data", "output"):
+        assert f"/{prefix}/*" in rendered
+    assert '"/*"' not in rendered  # never the whole bucket
+    (listing,) = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert "checkpoints/*" in listing["Condition"]["StringLike"]["s3:prefix"]
+
+
+def test_execution_role_pulls_the_dlc_repository_it_uses(example_app):
+    rendered = json.dumps(_role_statements(example_app.template("dev")))
+    assert "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training" in rendered
+
+
+def test_dockerfile_image_is_an_asset_not_a_build(example_app):
+    docker = example_app.assets("dev")["dockerImages"]
+    (asset,) = docker.values()
+    assert asset["source"]["directory"].startswith("../asset.")  # staged at synth, built only on publish
+    assert asset["source"]["platform"] == "linux/amd64"
+
+
+def test_environment_without_account_is_account_agnostic(example_app):
+    from aws_cdk import Token
+
+    dev, prod = example_app.stages["dev"].foundation, example_app.stages["prod"].foundation
+    assert Token.is_unresolved(dev.account) and dev.region == "us-east-1"
+    assert prod.account == "111111111111"
+    assert prod.termination_protection is True and dev.termination_protection is False
+
+
+def test_stacks_are_named_and_tagged_per_environment(example_app):
+    stack = example_app.stages["prod"].foundation
+    assert stack.stack_name == "digits-prod-foundation"
+    tags = {t["Key"]: t["Value"] for t in example_app.template("prod").to_json()["Resources"]["Artifacts80C0BB10"][
+        "Properties"]["Tags"]}
+    assert tags["sagestack:environment"] == "prod" and tags["team"] == "ml-platform" and tags["stage"] == "prod"
