@@ -32,6 +32,9 @@ demo: synth
 	@echo "Synthesized every environment into cdk.out:"; ls cdk.out | grep -E '^assembly-' || true
 
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/sagestack schema --check
 	$(BIN)/python -m pytest -q
 
 unit: setup

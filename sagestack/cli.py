@@ -42,7 +42,7 @@ def validate(
     from sagestack.spec import SpecError, list_environments, load_project
 
     out, err = _console(), _console(stderr=True)
-    names = env or list_environments(root) or [None]
+    names: list[str | None] = list(env or list_environments(root)) or [None]
     failed = False
     for name in names:
         label = name or "project"
@@ -110,7 +110,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as e:  # noqa: BLE001 - the last line of defence for a CLI
+    except Exception as e:
         if os.environ.get("SAGESTACK_DEBUG"):
             raise
         print(f"sagestack: internal error: {type(e).__name__}: {e}", file=sys.stderr)

@@ -8,7 +8,6 @@ from pathlib import Path
 from aws_cdk import App, Validations, cx_api
 
 from sagestack.constructs.nag import unacknowledged_findings
-
 from sagestack.plan import resolve_environment
 from sagestack.spec import SpecError, list_environments, load_project
 from stacks.stage import EnvironmentStage
@@ -25,7 +24,9 @@ def selected_environments(app: App, root: Path) -> list[str]:
     return list_environments(root)
 
 
-def build_app(app: App, root: Path, envs: Sequence[str] | None = None, *, nag: bool = True) -> list[EnvironmentStage]:
+def build_app(
+    app: App, root: Path, envs: Sequence[str] | None = None, *, nag: bool = True
+) -> list[EnvironmentStage]:
     """Add one EnvironmentStage per environment. Raises SpecError with every error of every env."""
     names = list(envs) if envs is not None else selected_environments(app, root)
     issues = []

@@ -23,8 +23,9 @@ class FoundationStack(Stack):
     """Logical IDs of the stateful resources here (Key, Artifacts, Repository, ModelRegistry) are
     API: renaming them would replace the resource and lose its data."""
 
-    def __init__(self, scope: Construct, id: str, *, plan: EnvironmentPlan, project_root: Path,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, plan: EnvironmentPlan, project_root: Path, **kwargs: Any
+    ) -> None:
         super().__init__(scope, id, **kwargs)
         spec = plan.spec
         retain = plan.retain_data
@@ -75,7 +76,9 @@ class FoundationStack(Stack):
             elif image.uri is not None:
                 self.images[name] = [TrainingImage.from_dlc(image.uri)]
             else:
-                self.images[name] = [TrainingImage.from_dlc(uri) for uri in sorted(set(resolved.dlc_uris.values()))]
+                self.images[name] = [
+                    TrainingImage.from_dlc(uri) for uri in sorted(set(resolved.dlc_uris.values()))
+                ]
             for img in self.images[name]:
                 img.grant_pull(self.execution_role.role)
 

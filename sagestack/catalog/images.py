@@ -38,7 +38,9 @@ class DlcRequest:
     scope: Scope = "training"
 
     def key(self) -> str:
-        return "|".join((self.framework, self.version, self.py_version, self.region, self.instance_type, self.scope))
+        return "|".join(
+            (self.framework, self.version, self.py_version, self.region, self.instance_type, self.scope)
+        )
 
 
 @cache
@@ -52,7 +54,9 @@ def _neuronx_uri(req: DlcRequest) -> str:
     table = _neuronx_table()
     versions = table.get(req.framework)
     if versions is None:
-        raise ImageLookupError(f"no Neuron-x {req.framework} container; Trainium/Inferentia2 images exist for: pytorch")
+        raise ImageLookupError(
+            f"no Neuron-x {req.framework} container; Trainium/Inferentia2 images exist for: pytorch"
+        )
     entry = versions.get(req.version)
     if entry is None:
         raise ImageLookupError(
@@ -85,7 +89,9 @@ def _sagemaker_core_uri(req: DlcRequest) -> str:
         )
     except (ValueError, KeyError) as e:
         # sagemaker-core's text ends with "You may need to upgrade your SDK…", which is not the fix here.
-        text = re.sub(r" You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.", "", str(e))
+        text = re.sub(
+            r" You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.", "", str(e)
+        )
         raise ImageLookupError(text) from None
     return uri
 

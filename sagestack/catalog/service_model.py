@@ -38,10 +38,18 @@ def service_model(service: str = "sagemaker") -> Any:
 
 @cache
 def sagemaker_regions() -> tuple[str, ...]:
-    """Regions where SageMaker has an endpoint, from botocore's offline endpoint data."""
-    import botocore.session
+    """Regions where SageMaker has an endpoint, from botocore's offline endpoint data (the same
+    answer as Session.get_available_regions('sagemaker') for every partition, without building a
+    botocore session, which costs ~0.25 s)."""
+    import re
 
-    return tuple(botocore.session.get_session().get_available_regions("sagemaker"))
+    data = _loader().load_data("endpoints")
+    regions: list[str] = []
+    for partition in data["partitions"]:
+        pattern = re.compile(partition["regionRegex"])
+        endpoints = partition["services"].get("api.sagemaker", {}).get("endpoints", {})  # endpoint prefix
+        regions += [name for name in endpoints if pattern.match(name) and name in partition["regions"]]
+    return tuple(sorted(regions))
 
 
 class RequestValidationError(ValueError):

@@ -11,7 +11,17 @@ from constructs import Construct
 from sagestack.constructs.nag import acknowledge
 
 # Fixed prefixes: IAM grants and lifecycle rules are scoped to them.
-PREFIXES = ("code", "data", "checkpoints", "models", "output", "profiler", "debugger", "tensorboard", "capture")
+PREFIXES = (
+    "code",
+    "data",
+    "checkpoints",
+    "models",
+    "output",
+    "profiler",
+    "debugger",
+    "tensorboard",
+    "capture",
+)
 
 
 class CheckpointBucket(Construct):
@@ -109,8 +119,14 @@ class CheckpointBucket(Construct):
         principal = grantee.grant_principal
         principal.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject",
-                         "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                actions=[
+                    "s3:GetObject",
+                    "s3:GetObjectVersion",
+                    "s3:PutObject",
+                    "s3:DeleteObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
                 resources=[self.bucket.arn_for_objects(f"{p}/*") for p in prefixes],
             )
         )
@@ -118,7 +134,9 @@ class CheckpointBucket(Construct):
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{p}/*" for p in prefixes] + [f"{p}/" for p in prefixes]}},
+                conditions={
+                    "StringLike": {"s3:prefix": [f"{p}/*" for p in prefixes] + [f"{p}/" for p in prefixes]}
+                },
             )
         )
         principal.add_to_principal_policy(

@@ -57,14 +57,22 @@ class ExecutionRole(Construct):
         )
         stack = Stack.of(self)
         log_group_arns = [
-            stack.format_arn(service="logs", resource="log-group", resource_name=f"/aws/sagemaker/{g}:*",
-                             arn_format=ArnFormat.COLON_RESOURCE_NAME)
+            stack.format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=f"/aws/sagemaker/{g}:*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
             for g in LOG_GROUPS
         ]
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
-                         "logs:DescribeLogStreams"],
+                actions=[
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "logs:DescribeLogStreams",
+                ],
                 resources=log_group_arns,
             )
         )
@@ -78,10 +86,17 @@ class ExecutionRole(Construct):
         if vpc_access:
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
-                             "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission",
-                             "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
-                             "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
+                    actions=[
+                        "ec2:CreateNetworkInterface",
+                        "ec2:CreateNetworkInterfacePermission",
+                        "ec2:DeleteNetworkInterface",
+                        "ec2:DeleteNetworkInterfacePermission",
+                        "ec2:DescribeNetworkInterfaces",
+                        "ec2:DescribeVpcs",
+                        "ec2:DescribeDhcpOptions",
+                        "ec2:DescribeSubnets",
+                        "ec2:DescribeSecurityGroups",
+                    ],
                     resources=["*"],
                     conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
                 )
@@ -106,4 +121,3 @@ class ExecutionRole(Construct):
                 "Log streams in one of SageMaker's own /aws/sagemaker log groups, which SageMaker names per job."
             )
         acknowledge(self.role, findings)
-

@@ -14,8 +14,9 @@ class ModelPackageGroup(Construct):
     retain (default True).
     """
 
-    def __init__(self, scope: Construct, id: str, *, group_name: str, description: str = "",
-                 retain: bool = True) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, group_name: str, description: str = "", retain: bool = True
+    ) -> None:
         super().__init__(scope, id)
         self.resource = sagemaker.CfnModelPackageGroup(
             self,

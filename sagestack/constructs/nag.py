@@ -24,7 +24,7 @@ def _render(node: Any) -> str:
     if isinstance(node, str):
         return node
     if isinstance(node, dict) and len(node) == 1:
-        (fn, arg), = node.items()
+        ((fn, arg),) = node.items()
         if fn == "Ref":
             return f"<{arg}>"
         if fn == "Fn::GetAtt":

@@ -30,11 +30,21 @@ class TrainingImage:
         return TrainingImage(repository.repository_uri_for_tag(tag), [], repository)
 
     @staticmethod
-    def from_asset(scope: Construct, id: str, *, directory: str, build_args: dict[str, str] | None = None,
-                   target: str | None = None) -> TrainingImage:
+    def from_asset(
+        scope: Construct,
+        id: str,
+        *,
+        directory: str,
+        build_args: dict[str, str] | None = None,
+        target: str | None = None,
+    ) -> TrainingImage:
         """Built from a Dockerfile and published by `cdk deploy` (Docker is needed only to publish)."""
         asset = ecr_assets.DockerImageAsset(
-            scope, id, directory=directory, build_args=build_args or None, target=target,
+            scope,
+            id,
+            directory=directory,
+            build_args=build_args or None,
+            target=target,
             platform=ecr_assets.Platform.LINUX_AMD64,
         )
         return TrainingImage(asset.image_uri, [], asset.repository)
@@ -45,7 +55,11 @@ class TrainingImage:
         if self._repository_arns:
             grantee.grant_principal.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    actions=[
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                    ],
                     resources=self._repository_arns,
                 )
             )

@@ -84,8 +84,11 @@ def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
         if image.dlc is not None:
             for itype in users.get(name, []):
                 uris[itype] = dlc_image_uri(
-                    image.dlc.framework, image.dlc.version, image.dlc.py_version,
-                    region=spec.region, instance_type=itype,
+                    image.dlc.framework,
+                    image.dlc.version,
+                    image.dlc.py_version,
+                    region=spec.region,
+                    instance_type=itype,
                 )
         images[name] = ResolvedImage(name=name, spec=image, dlc_uris=uris)
     return EnvironmentPlan(spec=spec, env=loaded.env, images=images)

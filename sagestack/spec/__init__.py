@@ -4,4 +4,12 @@ from sagestack.spec.errors import Location, SpecError, SpecIssue
 from sagestack.spec.loader import LoadedSpec, list_environments, load_project
 from sagestack.spec.models import ProjectSpec
 
-__all__ = ["LoadedSpec", "Location", "ProjectSpec", "SpecError", "SpecIssue", "list_environments", "load_project"]
+__all__ = [
+    "LoadedSpec",
+    "Location",
+    "ProjectSpec",
+    "SpecError",
+    "SpecIssue",
+    "list_environments",
+    "load_project",
+]

@@ -85,7 +85,9 @@ def _apply_overlay(root: Path, base: Document, env: str) -> tuple[Document, list
             ]
         )
     if not _ENV_NAME.match(env):
-        raise SpecError([SpecIssue(f"environment name '{env}' must be 1-16 lowercase letters, digits, hyphens")])
+        raise SpecError(
+            [SpecIssue(f"environment name '{env}' must be 1-16 lowercase letters, digits, hyphens")]
+        )
     overlay = read_yaml(root / display, display)
     if not isinstance(overlay.data, dict):
         raise SpecError([SpecIssue("an environment overlay must be a mapping", location=overlay.locate(()))])

@@ -107,7 +107,8 @@ class SmpDistribution(StrictModel):
     """SageMaker model parallel v2 (built on PyTorch FSDP)."""
 
     parameters: dict[str, Any] = Field(
-        default_factory=dict, description="SMP v2 parameters, e.g. hybrid_shard_degree, tensor_parallel_degree"
+        default_factory=dict,
+        description="SMP v2 parameters, e.g. hybrid_shard_degree, tensor_parallel_degree",
     )
 
 
@@ -165,8 +166,16 @@ class FrameworkProfiling(StrictModel):
 
 
 ProfilerRuleName = Literal[
-    "profiler_report", "cpu_bottleneck", "gpu_memory_increase", "io_bottleneck", "low_gpu_utilization",
-    "batch_size", "step_outlier", "load_balancing", "max_initialization_time", "overall_system_usage",
+    "profiler_report",
+    "cpu_bottleneck",
+    "gpu_memory_increase",
+    "io_bottleneck",
+    "low_gpu_utilization",
+    "batch_size",
+    "step_outlier",
+    "load_balancing",
+    "max_initialization_time",
+    "overall_system_usage",
 ]
 
 
@@ -222,7 +231,9 @@ class JobSpec(StrictModel):
     efa: bool | None = Field(default=None, description="default: on for multi-node jobs on EFA-capable types")
     vpc: VpcSpec | None = None
     network_isolation: bool = False
-    encrypt_inter_container_traffic: bool | None = Field(default=None, description="default: on when multi-node")
+    encrypt_inter_container_traffic: bool | None = Field(
+        default=None, description="default: on when multi-node"
+    )
     retry_attempts: int = Field(default=1, ge=1, le=30, description="RetryStrategy.MaximumRetryAttempts")
     keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
     run_on_deploy: bool = False
@@ -271,7 +282,9 @@ class TuningSpec(StrictModel):
     objective: ObjectiveSpec
     strategy: Literal["Bayesian", "Random", "Hyperband", "Grid"] = "Bayesian"
     ranges: dict[str, RangeSpec] = Field(min_length=1)
-    max_jobs: int | None = Field(default=None, ge=1, description="default: Grid's combinations, else required")
+    max_jobs: int | None = Field(
+        default=None, ge=1, description="default: Grid's combinations, else required"
+    )
     max_parallel_jobs: int = Field(default=1, ge=1)
     early_stopping: Literal["Off", "Auto"] = "Off"
     hyperband: HyperbandSpec | None = None

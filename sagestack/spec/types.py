@@ -54,7 +54,7 @@ def name_validator(max_len: int, what: str) -> BeforeValidator:
         if not isinstance(value, str) or not re.match(NAME_PATTERN, value) or len(value) > max_len:
             raise PydanticCustomError(
                 "name",
-                "'{given}' is not a valid {what} name: use 2–{max_len} lowercase letters, digits and "
+                "'{given}' is not a valid {what} name: use 2-{max_len} lowercase letters, digits and "
                 "hyphens, starting with a letter (it becomes part of AWS resource names)",
                 {"given": value, "what": what, "max_len": max_len},
             )
@@ -63,7 +63,9 @@ def name_validator(max_len: int, what: str) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-ProjectName = Annotated[str, name_validator(20, "project"), Field(json_schema_extra={"pattern": NAME_PATTERN})]
+ProjectName = Annotated[
+    str, name_validator(20, "project"), Field(json_schema_extra={"pattern": NAME_PATTERN})
+]
 EntryName = Annotated[str, name_validator(24, "entry"), Field(json_schema_extra={"pattern": NAME_PATTERN})]
 
 
@@ -74,7 +76,7 @@ def _account(value: Any) -> Any:
         if len(text) != 12:
             raise PydanticCustomError(
                 "account",
-                "account {given} is not 12 digits; quote account ids in YAML (\"012345678901\") so "
+                'account {given} is not 12 digits; quote account ids in YAML ("012345678901") so '
                 "leading zeros are kept",
                 {"given": value},
             )
@@ -125,10 +127,14 @@ def _instance_type(usage: str) -> BeforeValidator:
 
 
 TrainingInstanceType = Annotated[
-    str, _instance_type("training"), WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"})
+    str,
+    _instance_type("training"),
+    WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
 ]
 HostingInstanceType = Annotated[
-    str, _instance_type("hosting"), WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"})
+    str,
+    _instance_type("hosting"),
+    WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,14 +24,36 @@ class Document:
         """The location of `path` (its key when key=True), else of the nearest enclosing entry."""
         p = tuple(path)
         while True:
-            found = (self.keys.get(p) or self.values.get(p)) if key else (self.values.get(p) or self.keys.get(p))
+            found = (
+                (self.keys.get(p) or self.values.get(p)) if key else (self.values.get(p) or self.keys.get(p))
+            )
             if found or not p:
                 return found or (Location(self.file, 1, 1) if self.file else None)
             p = p[:-1]
 
 
 def read_yaml(path: Path, display: str) -> Document:
-    """Parse one YAML file (round-trip loader, so line numbers survive); SpecError on bad YAML."""
+    """Parse one YAML file (round-trip loader, so line numbers survive); SpecError on bad YAML.
+
+    Parsed files are memoized by (path, mtime, size): synthesizing N environments reads the
+    project file N times, and the round-trip parser is the slow part of loading a spec."""
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), display, st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _PARSED:
+        return copy.deepcopy(_PARSED[key])
+    doc = _parse(path, display)
+    if key is not None:
+        _PARSED[key] = copy.deepcopy(doc)
+    return doc
+
+
+_PARSED: dict[tuple[str, str, int, int], Document] = {}
+
+
+def _parse(path: Path, display: str) -> Document:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError
 
@@ -38,7 +61,9 @@ def read_yaml(path: Path, display: str) -> Document:
     try:
         text = path.read_text()
     except OSError as e:
-        raise SpecError([SpecIssue(f"cannot read {display}: {e.strerror}", location=Location(display, 1, 1))]) from None
+        raise SpecError(
+            [SpecIssue(f"cannot read {display}: {e.strerror}", location=Location(display, 1, 1))]
+        ) from None
     try:
         raw = yaml.load(text)
     except MarkedYAMLError as e:

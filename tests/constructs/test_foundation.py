@@ -34,7 +34,9 @@ def test_artifact_bucket_is_encrypted_versioned_private_and_logged(example_app):
             },
             "VersioningConfiguration": {"Status": "Enabled"},
             "PublicAccessBlockConfiguration": {
-                "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True,
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
                 "RestrictPublicBuckets": True,
             },
             "LoggingConfiguration": {
@@ -43,10 +45,17 @@ def test_artifact_bucket_is_encrypted_versioned_private_and_logged(example_app):
             },
             "LifecycleConfiguration": {
                 "Rules": [
-                    {"Id": "expire-replaced-checkpoints", "Prefix": "checkpoints/", "Status": "Enabled",
-                     "NoncurrentVersionExpiration": {"NoncurrentDays": 30}},
-                    {"Id": "abort-incomplete-uploads", "Status": "Enabled",
-                     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+                    {
+                        "Id": "expire-replaced-checkpoints",
+                        "Prefix": "checkpoints/",
+                        "Status": "Enabled",
+                        "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
+                    },
+                    {
+                        "Id": "abort-incomplete-uploads",
+                        "Status": "Enabled",
+                        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+                    },
                 ]
             },
         },
@@ -60,7 +69,8 @@ def test_every_bucket_refuses_plain_http(example_app):
     for policy in policies.values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         assert any(
-            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in statements
         )
 
 
@@ -94,9 +104,16 @@ def test_stateful_resources_are_retained_outside_dev(example_app, env, policy):
 
 def test_stateful_logical_ids_are_stable(example_app):
     # Renaming any of these replaces the resource and loses its data: they are API.
-    ids = sorted(k for k, v in example_app.template("prod").to_json()["Resources"].items() if v["Type"] in STATEFUL)
-    assert ids == ["Artifacts80C0BB10", "ArtifactsAccessLogs4D97777C", "Key961B73FD", "ModelRegistryB238A970",
-                   "Repository22E53BBD"]
+    ids = sorted(
+        k for k, v in example_app.template("prod").to_json()["Resources"].items() if v["Type"] in STATEFUL
+    )
+    assert ids == [
+        "Artifacts80C0BB10",
+        "ArtifactsAccessLogs4D97777C",
+        "Key961B73FD",
+        "ModelRegistryB238A970",
+        "Repository22E53BBD",
+    ]
 
 
 def _role_statements(t) -> list[dict]:
@@ -107,15 +124,25 @@ def _role_statements(t) -> list[dict]:
 def test_execution_role_is_assumed_by_sagemaker_only(example_app):
     example_app.template("dev").has_resource_properties(
         "AWS::IAM::Role",
-        {"AssumeRolePolicyDocument": {"Statement": [
-            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
-        ]}},
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {
+                        "Action": "sts:AssumeRole",
+                        "Effect": "Allow",
+                        "Principal": {"Service": "sagemaker.amazonaws.com"},
+                    }
+                ]
+            }
+        },
     )
 
 
 def test_execution_role_touches_objects_only_under_project_prefixes(example_app):
     statements = _role_statements(example_app.template("prod"))
-    actions = [a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
+    actions = [
+        a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
     assert not [a for a in actions if a.endswith("*")], "no wildcard actions"
     (objects,) = [s for s in statements if "s3:PutObject" in s["Action"]]
     rendered = json.dumps(objects["Resource"])
@@ -150,6 +177,12 @@ def test_environment_without_account_is_account_agnostic(example_app):
 def test_stacks_are_named_and_tagged_per_environment(example_app):
     stack = example_app.stages["prod"].foundation
     assert stack.stack_name == "digits-prod-foundation"
-    tags = {t["Key"]: t["Value"] for t in example_app.template("prod").to_json()["Resources"]["Artifacts80C0BB10"][
-        "Properties"]["Tags"]}
-    assert tags["sagestack:environment"] == "prod" and tags["team"] == "ml-platform" and tags["stage"] == "prod"
+    tags = {
+        t["Key"]: t["Value"]
+        for t in example_app.template("prod").to_json()["Resources"]["Artifacts80C0BB10"]["Properties"][
+            "Tags"
+        ]
+    }
+    assert (
+        tags["sagestack:environment"] == "prod" and tags["team"] == "ml-platform" and tags["stage"] == "prod"
+    )

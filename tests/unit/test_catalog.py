@@ -42,7 +42,9 @@ def test_gpu_counts_and_memory_agree_with_sagemaker_core():
         if acc is None or acc.count != info["Count"]:
             mismatches.append((name, "count", info["Count"], acc and acc.count))
         elif round(acc.memory_gib * acc.count) != round(info["TotalGpuMemoryInMiB"] / 1024):
-            mismatches.append((name, "memory", info["TotalGpuMemoryInMiB"] / 1024, acc.memory_gib * acc.count))
+            mismatches.append(
+                (name, "memory", info["TotalGpuMemoryInMiB"] / 1024, acc.memory_gib * acc.count)
+            )
     # sagemaker-core reports 183104 MiB (A10G usable memory) for g5.48xlarge; the spec sheet says 8 x 24 GiB.
     assert [m for m in mismatches if m[0] != "ml.g5.48xlarge"] == []
 
@@ -54,8 +56,14 @@ def test_every_training_type_has_facts():
 
 @pytest.mark.parametrize(
     ("name", "per_host"),
-    [("ml.p4d.24xlarge", 8), ("ml.g5.12xlarge", 4), ("ml.trn1.32xlarge", 32), ("ml.trn1.2xlarge", 2),
-     ("ml.m5.xlarge", 1), ("ml.p3.16xlarge", 8)],
+    [
+        ("ml.p4d.24xlarge", 8),
+        ("ml.g5.12xlarge", 4),
+        ("ml.trn1.32xlarge", 32),
+        ("ml.trn1.2xlarge", 2),
+        ("ml.m5.xlarge", 1),
+        ("ml.p3.16xlarge", 8),
+    ],
 )
 def test_processes_per_host_follow_the_container_rule(name, per_host):
     # GPUs, else Neuron cores, else 1 (the SageMaker PyTorch container's default).
@@ -68,11 +76,25 @@ def test_accelerated_family_newer_than_the_table_is_marked_unknown():
 
 
 def test_efa_types_match_the_training_toolkit():
-    toolkit = {"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
-               "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge"}
+    toolkit = {
+        "ml.g4dn.8xlarge",
+        "ml.g4dn.12xlarge",
+        "ml.g5.48xlarge",
+        "ml.p3dn.24xlarge",
+        "ml.p4d.24xlarge",
+        "ml.p4de.24xlarge",
+        "ml.p5.48xlarge",
+        "ml.p5e.48xlarge",
+        "ml.trn1.32xlarge",
+    }
     efa = {n for n in catalog_data()["accelerated"] if instance_type(n).efa}
     assert toolkit <= efa
-    assert efa - toolkit == {"ml.p5en.48xlarge", "ml.trn1n.32xlarge", "ml.trn2.48xlarge", "ml.p6-b200.48xlarge"}
+    assert efa - toolkit == {
+        "ml.p5en.48xlarge",
+        "ml.trn1n.32xlarge",
+        "ml.trn2.48xlarge",
+        "ml.p6-b200.48xlarge",
+    }
 
 
 def test_instance_type_check_messages():
@@ -104,7 +126,9 @@ def test_dlc_uris_by_processor_and_region(tmp_path, monkeypatch):
 
 
 def test_dlc_lookup_error_is_clear():
-    with pytest.raises(ImageLookupError, match=r"Unsupported Python version: py38\. Supported Python version\(s\): py311"):
+    with pytest.raises(
+        ImageLookupError, match=r"Unsupported Python version: py38\. Supported Python version\(s\): py311"
+    ):
         dlc_image_uri("pytorch", "2.5", "py38", region="us-east-1", instance_type="ml.g5.xlarge")
 
 

@@ -28,7 +28,9 @@ def test_image_reference(project):
     ]
 
 
-TUNING = MINIMAL + """\
+TUNING = (
+    MINIMAL
+    + """\
 tuning:
   search:
     job: classifier
@@ -36,6 +38,7 @@ tuning:
     ranges: {lr: {continuous: [0.0001, 0.1]}}
     max_jobs: 4
 """
+)
 
 
 def test_tuning_job_reference(project):
@@ -45,17 +48,22 @@ def test_tuning_job_reference(project):
     ]
 
 
-ENDPOINT = MINIMAL + """\
+ENDPOINT = (
+    MINIMAL
+    + """\
 endpoints:
   digits:
     model: {from: classifier}
     instance_type: ml.c5.xlarge
 """
+)
 
 
 def test_endpoint_model_reference(project):
     assert findings(project, "endpoint-model-reference", ENDPOINT) == []
-    assert findings(project, "endpoint-model-reference", ENDPOINT.replace("from: classifier", "from: clasifier")) == [
+    assert findings(
+        project, "endpoint-model-reference", ENDPOINT.replace("from: classifier", "from: clasifier")
+    ) == [
         "endpoints.digits.model.from: 'clasifier' is neither a job nor a tuning entry; did you mean 'classifier'?"
     ]
     no_model = ENDPOINT.replace("    model: {from: classifier}\n", "")
@@ -101,7 +109,9 @@ def test_dlc_in_region(project):
     assert findings(project, "dlc-in-region", MINIMAL) == []
     bad = MINIMAL.replace('version: "2.5"', 'version: "9.9"')
     (msg,) = findings(project, "dlc-in-region", bad)
-    assert msg.startswith("images.train.dlc: no pytorch container for ml.m5.xlarge in us-east-1: Unsupported pytorch version: 9.9.")
+    assert msg.startswith(
+        "images.train.dlc: no pytorch container for ml.m5.xlarge in us-east-1: Unsupported pytorch version: 9.9."
+    )
     assert "2.5" in msg  # the supported versions are listed
 
 

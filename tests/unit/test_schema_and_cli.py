@@ -68,7 +68,11 @@ def test_validate_exits_2_with_every_error_and_no_traceback(project):
 def test_validate_unknown_env_exits_2(project):
     project.spec().env("dev")
     result = run_cli("validate", "--env", "prod", "--root", str(project.root))
-    assert result.returncode == 2 and "no environment 'prod'" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "no environment 'prod'" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_missing_project_file_is_a_clear_error(tmp_path):

@@ -43,8 +43,7 @@ def test_hosting_only_instance_type_is_refused_for_training(project):
 
 def test_every_error_of_a_file_is_reported_together(project):
     bad = (
-        MINIMAL.replace("us-east-1", "us-est-1")
-        .replace("project: digits", "project: Digits")
+        MINIMAL.replace("us-east-1", "us-est-1").replace("project: digits", "project: Digits")
         + "    max_run: 4 hours\n    input_mode: file\n"
     )
     errors = project.spec(bad).errors()
@@ -54,7 +53,9 @@ def test_every_error_of_a_file_is_reported_together(project):
         "config/sagestack.yaml:2:9: region: 'us-est-1' is not a region where SageMaker is available; "
         "did you mean 'us-west-1'?"
     )
-    assert errors[2].startswith("config/sagestack.yaml:9:14: jobs.classifier.max_run: '4 hours' is not a duration")
+    assert errors[2].startswith(
+        "config/sagestack.yaml:9:14: jobs.classifier.max_run: '4 hours' is not a duration"
+    )
     assert errors[3] == (
         "config/sagestack.yaml:10:17: jobs.classifier.input_mode: 'file' is not allowed; expected one of: "
         "File, Pipe, FastFile; did you mean 'File'?"
@@ -63,7 +64,9 @@ def test_every_error_of_a_file_is_reported_together(project):
 
 def test_missing_required_key_points_at_its_parent(project):
     errors = project.spec(MINIMAL.replace("    instance_type: ml.m5.xlarge\n", "")).errors()
-    assert errors == ["config/sagestack.yaml:6:3: jobs.classifier.instance_type: missing required key 'instance_type'"]
+    assert errors == [
+        "config/sagestack.yaml:6:3: jobs.classifier.instance_type: missing required key 'instance_type'"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -93,8 +96,12 @@ def test_duplicate_key_is_an_error(project):
 
 
 def test_image_needs_exactly_one_source(project):
-    errors = project.spec(MINIMAL.replace('{dlc: {framework: pytorch, version: "2.5", py_version: py311}}', "{}")).errors()
-    assert errors == ["config/sagestack.yaml:4:10: images.train: an image needs exactly one of dlc, dockerfile, uri; got none"]
+    errors = project.spec(
+        MINIMAL.replace('{dlc: {framework: pytorch, version: "2.5", py_version: py311}}', "{}")
+    ).errors()
+    assert errors == [
+        "config/sagestack.yaml:4:10: images.train: an image needs exactly one of dlc, dockerfile, uri; got none"
+    ]
 
 
 def test_hyperparameter_values_must_be_scalars(project):
@@ -123,9 +130,15 @@ def test_duration_parts_add_up(d, h, m, s):
 
 
 def test_overlay_merges_mappings_and_replaces_lists(project):
-    project.spec(MINIMAL.replace("ml.m5.xlarge", "[ml.g5.xlarge, ml.m5.xlarge]") + "    hyperparameters: {lr: 0.1, epochs: 3}\n")
-    project.env("prod", 'account: "111111111111"\njobs:\n  classifier:\n    instance_type: [ml.c5.xlarge]\n'
-                        "    hyperparameters: {lr: 0.2}\n")
+    project.spec(
+        MINIMAL.replace("ml.m5.xlarge", "[ml.g5.xlarge, ml.m5.xlarge]")
+        + "    hyperparameters: {lr: 0.1, epochs: 3}\n"
+    )
+    project.env(
+        "prod",
+        'account: "111111111111"\njobs:\n  classifier:\n    instance_type: [ml.c5.xlarge]\n'
+        "    hyperparameters: {lr: 0.2}\n",
+    )
     spec = project.load("prod").spec
     job = spec.jobs["classifier"]
     assert job.instance_type == ["ml.c5.xlarge"]  # list replaced, not appended
@@ -165,7 +178,9 @@ def test_unknown_environment_suggests_a_known_one(project):
 
 
 def test_overlay_and_project_errors_are_reported_together(project):
-    project.spec(MINIMAL.replace("ml.m5.xlarge", "ml.m5.xl")).env("dev", "jobs: {nope: {}}\nregion: eu-west-9\n")
+    project.spec(MINIMAL.replace("ml.m5.xlarge", "ml.m5.xl")).env(
+        "dev", "jobs: {nope: {}}\nregion: eu-west-9\n"
+    )
     errors = project.errors("dev")
     assert [e.split(": ")[0] for e in errors] == [
         "config/envs/dev.yaml:1:8",

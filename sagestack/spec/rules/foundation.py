@@ -86,7 +86,9 @@ def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("dlc-in-region", "error", "every DLC image exists in the project's region for the instances that use it")
+@rule(
+    "dlc-in-region", "error", "every DLC image exists in the project's region for the instances that use it"
+)
 def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.catalog.images import ImageLookupError, dlc_image_uri
 
@@ -100,14 +102,19 @@ def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
         for itype in used.get(name) or ["ml.m5.xlarge"]:
             try:
                 dlc_image_uri(
-                    image.dlc.framework, image.dlc.version, image.dlc.py_version,
-                    region=ctx.spec.region, instance_type=itype,
+                    image.dlc.framework,
+                    image.dlc.version,
+                    image.dlc.py_version,
+                    region=ctx.spec.region,
+                    instance_type=itype,
                 )
             except ImageLookupError as e:
                 if str(e) not in seen:
                     seen.add(str(e))
-                    yield Finding(("images", name, "dlc"), f"no {image.dlc.framework} container for {itype} "
-                                  f"in {ctx.spec.region}: {e}")
+                    yield Finding(
+                        ("images", name, "dlc"),
+                        f"no {image.dlc.framework} container for {itype} in {ctx.spec.region}: {e}",
+                    )
 
 
 @rule("tag-limits", "error", "tags fit AWS's limits (≤ 50, key ≤ 128, value ≤ 256, no aws: prefix)")

@@ -1,0 +1,88 @@
+"""The real `cdk synth` (Node CLI + app.py) on the example project, then cfn-lint on every template."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.synth
+
+CDK = REPO / "node_modules" / ".bin" / "cdk"
+
+
+def cdk_synth(cwd: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_DISABLE_VERSION_CHECK": "1",
+    }
+    for credential in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        env.pop(credential, None)  # synth must not need an account
+    return subprocess.run(
+        [str(CDK), "synth", "--quiet", "--no-notices", "-o", str(outdir)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory) -> Path:
+    if not CDK.exists():
+        pytest.fail("node_modules/.bin/cdk is missing: run `make setup` (npm ci)")
+    out = tmp_path_factory.mktemp("cdk-cli") / "cdk.out"
+    result = cdk_synth(REPO, out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_every_environment_is_synthesized(synthesized):
+    templates = sorted(p.parent.name for p in synthesized.glob("assembly-*/*.template.json"))
+    assert templates == ["assembly-dev", "assembly-prod", "assembly-staging"]
+
+
+def test_cfn_lint_finds_nothing_in_any_template(synthesized):
+    templates = sorted(str(p) for p in synthesized.glob("assembly-*/*.template.json"))
+    assert templates
+    lint = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "parseable", *templates],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_validation_report_has_no_violation(synthesized):
+    from sagestack.constructs.nag import unacknowledged_findings
+
+    assert (synthesized / "validation-report.json").exists()
+    assert unacknowledged_findings(synthesized) == []
+
+
+def test_invalid_spec_fails_the_synth_with_its_location(tmp_path):
+    for name in ("app.py", "cdk.json"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for folder in ("config", "training_src", "containers"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    spec = tmp_path / "config" / "sagestack.yaml"
+    text = spec.read_text().replace("ml.g5.2xlarge", "ml.g5.2xlarg", 1)
+    spec.write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "ml.g5.2xlarg," in row)
+    result = cdk_synth(tmp_path, tmp_path / "cdk.out")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert (
+        f"config/sagestack.yaml:{line}:21: jobs.classifier.instance_type[0]: 'ml.g5.2xlarg' is not a SageMaker "
+        "training job instance type; did you mean 'ml.g5.2xlarge'?"
+    ) in result.stderr
