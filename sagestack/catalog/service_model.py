@@ -6,6 +6,7 @@ renders is one SageMaker accepts (shape, types, enums, lengths, patterns), befor
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -41,8 +42,6 @@ def sagemaker_regions() -> tuple[str, ...]:
     """Regions where SageMaker has an endpoint, from botocore's offline endpoint data (the same
     answer as Session.get_available_regions('sagemaker') for every partition, without building a
     botocore session, which costs ~0.25 s)."""
-    import re
-
     data = _loader().load_data("endpoints")
     regions: list[str] = []
     for partition in data["partitions"]:
@@ -57,11 +56,65 @@ class RequestValidationError(ValueError):
 
 
 def validate_request(operation: str, params: dict[str, Any], service: str = "sagemaker") -> None:
-    """Raise RequestValidationError (with every problem botocore finds) unless `params` is a
-    valid input for `operation` (e.g. 'CreateTrainingJob')."""
+    """Raise RequestValidationError (with every problem found) unless `params` is a valid input
+    for `operation` (e.g. 'CreateTrainingJob').
+
+    botocore's own ParamValidator checks required members, unknown keys, types and minimums; the
+    service enforces more (maximum lengths and values, enums, patterns), so those are checked here
+    too, from the same model."""
     from botocore.validate import ParamValidator
 
     op = service_model(service).operation_model(operation)
+    problems: list[str] = []
     report = ParamValidator().validate(params, op.input_shape)
     if report.has_errors():
-        raise RequestValidationError(f"{service}:{operation} request is invalid:\n{report.generate_report()}")
+        problems.append(report.generate_report())
+    _check_constraints(params, op.input_shape, "", problems)
+    if problems:
+        raise RequestValidationError(f"{service}:{operation} request is invalid:\n" + "\n".join(problems))
+
+
+def _check_constraints(value: Any, shape: Any, path: str, problems: list[str]) -> None:
+    meta = shape.metadata
+    name = path or "request"
+    if shape.type_name == "structure" and isinstance(value, dict):
+        for key, member in shape.members.items():
+            if key in value:
+                _check_constraints(value[key], member, f"{path}.{key}" if path else key, problems)
+    elif shape.type_name == "list" and isinstance(value, list):
+        if "max" in meta and len(value) > meta["max"]:
+            problems.append(f"{name}: {len(value)} items, at most {meta['max']} allowed")
+        for i, item in enumerate(value):
+            _check_constraints(item, shape.member, f"{path}[{i}]", problems)
+    elif shape.type_name == "map" and isinstance(value, dict):
+        if "max" in meta and len(value) > meta["max"]:
+            problems.append(f"{name}: {len(value)} entries, at most {meta['max']} allowed")
+        for k, v in value.items():
+            _check_constraints(k, shape.key, f"{path} key {k!r}", problems)
+            _check_constraints(v, shape.value, f"{path}[{k!r}]", problems)
+    elif shape.type_name == "string" and isinstance(value, str):
+        if "max" in meta and len(value) > meta["max"]:
+            problems.append(f"{name}: {len(value)} characters, at most {meta['max']} allowed")
+        if shape.enum and value not in shape.enum:
+            problems.append(f"{name}: {value!r} is not one of {', '.join(shape.enum)}")
+        pattern = _pattern(meta.get("pattern"))
+        if pattern is not None and not pattern.fullmatch(value):
+            problems.append(f"{name}: {value!r} does not match the pattern {meta['pattern']}")
+    elif (
+        shape.type_name in ("integer", "long", "float", "double")
+        and isinstance(value, (int, float))
+        and "max" in meta
+        and value > meta["max"]
+    ):
+        problems.append(f"{name}: {value} is above the maximum {meta['max']}")
+
+
+@cache
+def _pattern(text: str | None) -> re.Pattern[str] | None:
+    """AWS model patterns are Java regexes; the few Python cannot compile are not checked."""
+    if not text:
+        return None
+    try:
+        return re.compile(text, re.DOTALL)
+    except re.error:
+        return None

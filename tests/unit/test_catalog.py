@@ -138,3 +138,24 @@ def test_validate_request_accepts_valid_and_rejects_invalid():
         validate_request("ListTrainingJobs", {"MaxResults": "10"})
     with pytest.raises(RequestValidationError, match="Unknown parameter in input"):
         validate_request("ListTrainingJobs", {"Bogus": 1})
+
+
+def test_validate_request_checks_what_botocore_leaves_to_the_service():
+    # botocore's ParamValidator checks only minimums; the service also enforces maxima, enums, patterns.
+    with pytest.raises(RequestValidationError) as info:
+        validate_request(
+            "CreateModelPackageGroup",
+            {"ModelPackageGroupName": "digits_dev", "ModelPackageGroupDescription": "x" * 1025},
+        )
+    text = str(info.value)
+    assert "ModelPackageGroupName: 'digits_dev' does not match the pattern" in text
+    assert "ModelPackageGroupDescription: 1025 characters, at most 1024 allowed" in text
+    with pytest.raises(RequestValidationError, match=r"'ml\.g5\.huge' is not one of"):
+        validate_request(
+            "CreateNotebookInstance",
+            {
+                "NotebookInstanceName": "nb",
+                "InstanceType": "ml.g5.huge",
+                "RoleArn": "arn:aws:iam::123456789012:role/r",
+            },
+        )
