@@ -12,12 +12,12 @@ from pathlib import Path
 from aws_cdk import App
 
 from sagestack.spec import SpecError
-from stacks.app_builder import UnacknowledgedFindings, build_app, synth_checked
+from stacks.app_builder import UnacknowledgedFindings, build_app, cdk_json_context, synth_checked
 
 
 def main() -> None:
     root = Path(__file__).resolve().parent
-    app = App()
+    app = App(context=cdk_json_context(root))
     try:
         build_app(app, root)
         synth_checked(app)

@@ -26,6 +26,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import AwsSolutionsChecks
 
+from stacks.app_builder import cdk_json_context
+
 ROOT = Path(__file__).resolve().parent.parent
 PREFIXES = (
     "code",
@@ -170,7 +172,7 @@ def foundation(stack: Stack, env: str, retain: bool) -> None:
 
 
 def main() -> None:
-    app = App()
+    app = App(context=cdk_json_context(ROOT))
     for env, (account, retain) in ENVS.items():
         stage = Stage(app, env, env=Environment(account=account, region="us-east-1"))
         foundation(Stack(stage, "Foundation", stack_name=f"digits-{env}-foundation"), env, retain)

@@ -15,6 +15,18 @@ from stacks.stage import EnvironmentStage
 ENVS_CONTEXT = "sagestack:environments"
 
 
+def cdk_json_context(root: Path) -> dict[str, object]:
+    """The feature flags and context of cdk.json, for apps built outside the CDK CLI (tests,
+    benchmarks, `python app.py`); the CLI's own context still takes precedence."""
+    import json
+
+    path = root / "cdk.json"
+    if not path.exists():
+        return {}
+    context: dict[str, object] = json.loads(path.read_text()).get("context", {})
+    return context
+
+
 def selected_environments(app: App, root: Path) -> list[str]:
     """`-c sagestack:environments=dev,prod`, else every config/envs/*.yaml."""
     value = app.node.try_get_context(ENVS_CONTEXT)

@@ -9,6 +9,7 @@ from constructs import Construct
 
 from sagestack.plan import EnvironmentPlan
 from stacks.foundation import FoundationStack
+from stacks.training import TrainingStack
 
 
 class EnvironmentStage(Stage):
@@ -23,6 +24,16 @@ class EnvironmentStage(Stage):
             project_root=project_root,
             stack_name=plan.stack_name("foundation"),
             description=f"sagestack {plan.resource_prefix}: key, artifact bucket, registry, images, role",
+            termination_protection=plan.retain_data and plan.account is not None,
+        )
+        self.training = TrainingStack(
+            self,
+            "Training",
+            plan=plan,
+            foundation=self.foundation,
+            project_root=project_root,
+            stack_name=plan.stack_name("training"),
+            description=f"sagestack {plan.resource_prefix}: training pipelines (Step Functions)",
             termination_protection=plan.retain_data and plan.account is not None,
         )
         for key, value in plan.tags.items():

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata, resources
@@ -131,6 +132,19 @@ def _store(key: str, value: dict[str, str]) -> None:
         pass  # a read-only home only costs the next run the lookup again
 
 
+def _cached_lookup(key: str, resolve: Callable[[], str]) -> str:
+    hit = _disk_cache().get(key)
+    if hit is None:
+        try:
+            hit = {"uri": resolve()}
+        except ImageLookupError as e:
+            hit = {"error": str(e)}
+        _store(key, hit)
+    if "error" in hit:
+        raise ImageLookupError(hit["error"])
+    return hit["uri"]
+
+
 def dlc_image_uri(
     framework: str,
     version: str,
@@ -142,13 +156,19 @@ def dlc_image_uri(
 ) -> str:
     """The DLC URI for a framework version on an instance type, or ImageLookupError saying why not."""
     req = DlcRequest(framework, version, py_version, region, instance_type, scope)
-    hit = _disk_cache().get(req.key())
-    if hit is None:
+    return _cached_lookup(req.key(), lambda: _resolve(req))
+
+
+def debugger_rules_image_uri(region: str) -> str:
+    """The SageMaker Debugger/Profiler rule evaluator image of a region."""
+
+    def resolve() -> str:
+        from sagemaker.core import image_uris
+
         try:
-            hit = {"uri": _resolve(req)}
-        except ImageLookupError as e:
-            hit = {"error": str(e)}
-        _store(req.key(), hit)
-    if "error" in hit:
-        raise ImageLookupError(hit["error"])
-    return hit["uri"]
+            uri: str = image_uris.retrieve("debugger", region)
+        except ValueError as e:
+            raise ImageLookupError(f"no Debugger rule evaluator image in {region}: {e}") from None
+        return uri
+
+    return _cached_lookup(f"debugger|{region}", resolve)

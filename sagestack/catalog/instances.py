@@ -14,6 +14,29 @@ from sagestack.catalog.suggest import did_you_mean
 AcceleratorKind = Literal["nvidia", "trainium", "inferentia", "unknown"]
 Usage = Literal["training", "hosting"]
 
+_INSTANCE_STORAGE_FAMILIES = frozenset(
+    {
+        "g4dn",
+        "g5",
+        "g6",
+        "g6e",
+        "g7",
+        "g7e",
+        "p3dn",
+        "p4d",
+        "p4de",
+        "p5",
+        "p5e",
+        "p5en",
+        "p6-b200",
+        "p6-b300",
+        "p6e-gb200",
+        "trn1",
+        "trn1n",
+        "trn2",
+    }
+)
+
 _ENUM_FOR_USAGE: dict[str, str] = {
     "training": "TrainingInstanceType",
     "hosting": "ProductionVariantInstanceType",
@@ -61,6 +84,12 @@ class InstanceType:
     def accelerators_per_host(self) -> int:
         """Processes per host the SageMaker PyTorch container starts: GPUs, else Neuron cores, else 1."""
         return self.gpus or self.neuron_cores or 1
+
+    @property
+    def has_instance_storage(self) -> bool:
+        """Local NVMe instance storage (g4dn, g5, p3dn, p4d, p5, trn1, …d): SageMaker encrypts it
+        itself and refuses a VolumeKmsKeyId for such types."""
+        return self.family in _INSTANCE_STORAGE_FAMILIES or self.family.endswith(("d", "dn"))
 
     @property
     def is_accelerated(self) -> bool:

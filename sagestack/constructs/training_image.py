@@ -15,8 +15,15 @@ _ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn
 class TrainingImage:
     """An image a SageMaker job can pull. Use the static factories."""
 
-    def __init__(self, image_uri: str, repository_arns: list[str], repository: ecr.IRepository | None = None):
+    def __init__(
+        self,
+        image_uri: str,
+        repository_arns: list[str],
+        repository: ecr.IRepository | None = None,
+        asset_hash: str | None = None,
+    ):
         self.image_uri = image_uri
+        self.asset_hash = asset_hash
         self._repository_arns = repository_arns
         self._repository = repository
 
@@ -47,7 +54,7 @@ class TrainingImage:
             target=target,
             platform=ecr_assets.Platform.LINUX_AMD64,
         )
-        return TrainingImage(asset.image_uri, [], asset.repository)
+        return TrainingImage(asset.image_uri, [], asset.repository, asset_hash=asset.asset_hash)
 
     def grant_pull(self, grantee: iam.IGrantable) -> None:
         if self._repository is not None:

@@ -350,6 +350,16 @@ class BucketSpec(StrictModel):
     log_retention_days: int = Field(default=365, ge=1)
 
 
+class PipelineSpec(StrictModel):
+    """How the training pipelines poll and retry (Step Functions)."""
+
+    poll_interval: Seconds = Field(default=60, ge=1, le=3600, description="DescribeTrainingJob polling")
+    backoff: Seconds = Field(default=120, ge=0, le=86400, description="wait before trying the next candidate")
+    log_retention_days: Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653] = (
+        90
+    )
+
+
 class ProjectSpec(StrictModel):
     """A whole sagestack project, as one environment sees it (project file + overlay)."""
 
@@ -359,6 +369,7 @@ class ProjectSpec(StrictModel):
     retain_data: bool = Field(default=True, description="keep buckets, keys, repositories on stack deletion")
     tags: dict[str, str] = Field(default_factory=dict)
     bucket: BucketSpec = Field(default_factory=BucketSpec)
+    pipeline: PipelineSpec = Field(default_factory=PipelineSpec)
     images: dict[EntryName, ImageSpec] = Field(default_factory=dict)
     jobs: dict[EntryName, JobSpec] = Field(default_factory=dict)
     tuning: dict[EntryName, TuningSpec] = Field(default_factory=dict)

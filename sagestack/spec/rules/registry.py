@@ -54,8 +54,10 @@ def run_rule(rule_id: str, ctx: RuleContext) -> list[Finding]:
 
 
 def check_spec(ctx: RuleContext, doc: Document | None = None) -> Iterator[SpecIssue]:
+    """Every rule's findings, each once (a rule that looks at every candidate of a job may find the
+    same job-level problem more than once)."""
     for r in RULES.values():
-        for f in r.check(ctx):
+        for f in dict.fromkeys(r.check(ctx)):
             yield SpecIssue(
                 f.message,
                 path=f.path,

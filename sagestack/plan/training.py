@@ -1,0 +1,347 @@
+"""Spec -> CreateTrainingJob requests, one per instance candidate.
+
+Pure functions over the spec and a RequestContext (the few values only a deployment knows: role,
+bucket, key, image, code location). The same functions feed the CDK pipeline (with CloudFormation
+tokens in the context), `sagestack plan`, and `sagestack local train`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sagestack.catalog.instances import instance_type as catalog_instance
+from sagestack.spec.models import JobSpec
+
+JOB_NAME_MAX = 63
+CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
+TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
+DEBUGGER_RULE_NAMES = {
+    "vanishing_gradient": "VanishingGradient",
+    "exploding_tensor": "ExplodingTensor",
+    "overfit": "Overfit",
+    "overtraining": "Overtraining",
+    "poor_weight_initialization": "PoorWeightInitialization",
+    "loss_not_decreasing": "LossNotDecreasing",
+    "saturated_activation": "SaturatedActivation",
+    "dead_relu": "DeadRelu",
+    "weight_update_ratio": "WeightUpdateRatio",
+    "all_zero": "AllZero",
+    "class_imbalance": "ClassImbalance",
+    "tensor_variance": "TensorVariance",
+    "unchanged_tensor": "UnchangedTensor",
+    "check_input_images": "CheckInputImages",
+}
+PROFILER_RULE_NAMES = {
+    "profiler_report": "ProfilerReport",
+    "cpu_bottleneck": "CPUBottleneck",
+    "gpu_memory_increase": "GPUMemoryIncrease",
+    "io_bottleneck": "IOBottleneck",
+    "low_gpu_utilization": "LowGPUUtilization",
+    "batch_size": "BatchSize",
+    "step_outlier": "StepOutlier",
+    "load_balancing": "LoadBalancing",
+    "max_initialization_time": "MaxInitializationTime",
+    "overall_system_usage": "OverallSystemUsage",
+}
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What only the deployment knows. Strings may be CloudFormation tokens."""
+
+    region: str
+    role_arn: str
+    bucket: str
+    kms_key_id: str
+    source_s3_uri: str  # s3://…/sourcedir.tar.gz
+    image_uri: str  # for this candidate
+    rules_image_uri: str | None = None  # Debugger/Profiler rule evaluator for the region
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+def encode_hyperparameter(value: Any) -> str:
+    """As the SageMaker SDK does: every value JSON-encoded (strings keep their quotes)."""
+    return json.dumps(value)
+
+
+def distribution_hyperparameters(job: JobSpec, candidate: str) -> dict[str, str]:
+    """The SageMaker SDK's keys for the job's distribution on one instance candidate."""
+    dist = job.distribution
+    if dist is None:
+        return {}
+    itype = encode_hyperparameter(candidate)
+    if dist.torch_distributed is not None:
+        return {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": itype}
+    if dist.smddp is not None:
+        return {
+            "sagemaker_distributed_dataparallel_enabled": "true",
+            "sagemaker_instance_type": itype,
+            "sagemaker_distributed_dataparallel_custom_mpi_options": encode_hyperparameter(
+                dist.smddp.custom_mpi_options
+            ),
+        }
+    if dist.mpi is not None:
+        per_host = dist.mpi.processes_per_host or catalog_instance(candidate).accelerators_per_host
+        return {
+            "sagemaker_mpi_enabled": "true",
+            "sagemaker_mpi_num_of_processes_per_host": str(per_host),
+            "sagemaker_mpi_custom_mpi_options": encode_hyperparameter(dist.mpi.custom_mpi_options),
+        }
+    assert dist.smp is not None
+    return {
+        "sagemaker_torch_distributed_enabled": "true",
+        "sagemaker_instance_type": itype,
+        "sagemaker_distributed_dataparallel_enabled": "false",
+        "mp_parameters": encode_hyperparameter(dist.smp.parameters),
+    }
+
+
+def processes_per_host(job: JobSpec, candidate: str) -> int:
+    dist = job.distribution
+    if dist is not None and dist.mpi is not None and dist.mpi.processes_per_host:
+        return dist.mpi.processes_per_host
+    return catalog_instance(candidate).accelerators_per_host
+
+
+def efa_enabled(job: JobSpec, candidate: str) -> bool:
+    it = catalog_instance(candidate)
+    if job.efa is not None:
+        return job.efa and it.efa
+    return it.efa and job.instance_count > 1
+
+
+def content_hash(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def job_hash(job: JobSpec, *, env: str, source_sha256: str, image_uris: dict[str, str]) -> str:
+    """Content address of a job: its spec, its code and its images. 10 hex characters."""
+    payload = {"job": job.model_dump(mode="json"), "env": env, "source": source_sha256, "images": image_uris}
+    return content_hash(payload)[:10]
+
+
+def training_job_name(project: str, env: str, job_key: str, digest: str, candidate_index: int) -> str:
+    """'<project>-<env>-<job>-<hash>-<i>', the prefix cut so the whole fits SageMaker's 63 characters."""
+    suffix = f"-{digest[:8]}-{candidate_index}"
+    prefix = f"{project}-{env}-{job_key}"[: JOB_NAME_MAX - len(suffix)].rstrip("-")
+    return prefix + suffix
+
+
+def render_training_request(
+    job: JobSpec,
+    *,
+    job_key: str,
+    candidate: str,
+    name: str,
+    digest: str,
+    ctx: RequestContext,
+) -> dict[str, Any]:
+    """A complete CreateTrainingJob request for one candidate. Unset options are omitted."""
+    it = catalog_instance(candidate)
+    s3 = f"s3://{ctx.bucket}"
+    hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(job.hyperparameters.items())}
+    hyperparameters.update(
+        {
+            "sagemaker_program": encode_hyperparameter(job.entry_point),
+            "sagemaker_submit_directory": encode_hyperparameter(ctx.source_s3_uri),
+            "sagemaker_container_log_level": str(CONTAINER_LOG_LEVEL),
+            "sagemaker_job_name": encode_hyperparameter(name),
+            "sagemaker_region": encode_hyperparameter(ctx.region),
+        }
+    )
+    hyperparameters.update(distribution_hyperparameters(job, candidate))
+
+    algorithm: dict[str, Any] = {"TrainingImage": ctx.image_uri, "TrainingInputMode": job.input_mode}
+    if job.metric_definitions:
+        algorithm["MetricDefinitions"] = [{"Name": k, "Regex": v} for k, v in job.metric_definitions.items()]
+        algorithm["EnableSageMakerMetricsTimeSeries"] = True
+
+    resources: dict[str, Any] = {
+        "InstanceType": candidate,
+        "InstanceCount": job.instance_count,
+        "VolumeSizeInGB": job.volume_size_gb,
+    }
+    if job.volume_kms and not it.has_instance_storage:
+        # SageMaker refuses VolumeKmsKeyId on types with local NVMe storage (it encrypts those itself).
+        resources["VolumeKmsKeyId"] = ctx.kms_key_id
+    if job.keep_alive is not None:
+        resources["KeepAlivePeriodInSeconds"] = job.keep_alive
+
+    stopping: dict[str, Any] = {"MaxRuntimeInSeconds": job.max_run}
+    if job.use_spot_instances:
+        stopping["MaxWaitTimeInSeconds"] = job.max_wait or job.max_run
+
+    request: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": algorithm,
+        "RoleArn": ctx.role_arn,
+        "HyperParameters": hyperparameters,
+        "OutputDataConfig": {"S3OutputPath": f"{s3}/output/{job_key}/", "KmsKeyId": ctx.kms_key_id},
+        "ResourceConfig": resources,
+        "StoppingCondition": stopping,
+        "EnableNetworkIsolation": job.network_isolation,
+        "EnableInterContainerTrafficEncryption": (
+            job.encrypt_inter_container_traffic
+            if job.encrypt_inter_container_traffic is not None
+            else job.instance_count > 1
+        ),
+        "EnableManagedSpotTraining": job.use_spot_instances,
+        "RetryStrategy": {"MaximumRetryAttempts": job.retry_attempts},
+    }
+    channels = [_channel(name_, ch, s3) for name_, ch in job.channels.items()]
+    if channels:
+        request["InputDataConfig"] = channels
+    if job.checkpoint is not None:
+        request["CheckpointConfig"] = {
+            "S3Uri": f"{s3}/checkpoints/{job_key}/{digest}/",
+            "LocalPath": job.checkpoint.local_path,
+        }
+    environment = dict(job.environment)
+    if efa_enabled(job, candidate):
+        environment.setdefault("FI_PROVIDER", "efa")
+        if it.gpudirect_rdma:
+            environment.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
+    if environment:
+        request["Environment"] = environment
+    if job.vpc is not None:
+        request["VpcConfig"] = {"SecurityGroupIds": job.vpc.security_groups, "Subnets": job.vpc.subnets}
+    if job.tensorboard:
+        request["TensorBoardOutputConfig"] = {
+            "S3OutputPath": f"{s3}/tensorboard/{job_key}/{digest}/",
+            "LocalPath": TENSORBOARD_LOCAL_PATH,
+        }
+    if job.debugger is not None:
+        request["DebugHookConfig"] = {"S3OutputPath": f"{s3}/debugger/{job_key}/"}
+        request["DebugRuleConfigurations"] = [
+            _rule(DEBUGGER_RULE_NAMES[r], ctx, stop_prefix=name if job.debugger.stop_on_issue else None)
+            for r in job.debugger.rules
+        ]
+    if job.profiler is not None:
+        profiler: dict[str, Any] = {
+            "S3OutputPath": f"{s3}/profiler/{job_key}/",
+            "ProfilingIntervalInMilliseconds": job.profiler.system_interval_ms,
+            "DisableProfiler": False,
+        }
+        if job.profiler.framework is not None:
+            profiler["ProfilingParameters"] = {
+                "DetailedProfilingConfig": json.dumps(
+                    {
+                        "StartStep": job.profiler.framework.start_step,
+                        "NumSteps": job.profiler.framework.num_steps,
+                    }
+                )
+            }
+        request["ProfilerConfig"] = profiler
+        if job.profiler.rules:
+            request["ProfilerRuleConfigurations"] = [
+                _rule(PROFILER_RULE_NAMES[r], ctx, stop_prefix=None) for r in job.profiler.rules
+            ]
+    tags = [*ctx.tags, *sorted(job.tags.items()), ("sagestack:job", job_key), ("sagestack:spec-hash", digest)]
+    request["Tags"] = [{"Key": k, "Value": v} for k, v in dict(tags).items()]
+    return request
+
+
+def _channel(name: str, ch: Any, s3: str) -> dict[str, Any]:
+    uri = ch.s3_uri or f"{s3}/data/{(ch.key_prefix or name).strip('/')}/"
+    out: dict[str, Any] = {
+        "ChannelName": name,
+        "DataSource": {
+            "S3DataSource": {
+                "S3DataType": "S3Prefix",
+                "S3Uri": uri,
+                "S3DataDistributionType": ch.distribution,
+            }
+        },
+    }
+    if ch.input_mode:
+        out["InputMode"] = ch.input_mode
+    if ch.content_type:
+        out["ContentType"] = ch.content_type
+    return out
+
+
+def _rule(name: str, ctx: RequestContext, *, stop_prefix: str | None) -> dict[str, Any]:
+    if ctx.rules_image_uri is None:
+        raise ValueError("Debugger/Profiler rules need the region's rule evaluator image")
+    params = {"rule_to_invoke": name}
+    if stop_prefix is not None:
+        params["action_json"] = json.dumps([{"name": "stoptraining", "training_job_prefix": stop_prefix}])
+    return {
+        "RuleConfigurationName": name,
+        "RuleEvaluatorImage": ctx.rules_image_uri,
+        "RuleParameters": params,
+    }
+
+
+def rules_image_uri(region: str) -> str:
+    """The Debugger/Profiler rule evaluator image for a region (sagemaker-core's debugger table)."""
+    from sagestack.catalog.images import debugger_rules_image_uri
+
+    return debugger_rules_image_uri(region)
+
+
+# ---------------------------------------------------------------- a job resolved for one environment
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    index: int
+    instance_type: str
+    name: str  # the TrainingJobName this candidate is created with
+    request: dict[str, Any]
+    processes_per_host: int
+    quota_name: str
+
+
+@dataclass(frozen=True)
+class TrainingJobPlan:
+    key: str
+    job: JobSpec
+    digest: str
+    candidates: tuple[CandidatePlan, ...]
+
+    @property
+    def name_prefix(self) -> str:
+        return self.candidates[0].name.rsplit("-", 2)[0]
+
+
+def resolve_training_job(
+    *,
+    project: str,
+    env: str,
+    key: str,
+    job: JobSpec,
+    source_sha256: str,
+    image_uris: dict[str, str],
+    context: Any,  # Callable[[str], RequestContext]: the context for one candidate
+    validate: bool = True,
+) -> TrainingJobPlan:
+    """Every candidate's request. With validate=True each one is checked against botocore's
+    SageMaker model (pass a context of concrete values: CloudFormation tokens are not ARNs)."""
+    from sagestack.catalog.quotas import quota_name
+    from sagestack.catalog.service_model import validate_request
+
+    digest = job_hash(job, env=env, source_sha256=source_sha256, image_uris=image_uris)
+    candidates = []
+    for i, itype in enumerate(job.instance_type):
+        name = training_job_name(project, env, key, digest, i)
+        request = render_training_request(
+            job, job_key=key, candidate=itype, name=name, digest=digest, ctx=context(itype)
+        )
+        if validate:
+            validate_request("CreateTrainingJob", request)
+        candidates.append(
+            CandidatePlan(
+                index=i,
+                instance_type=itype,
+                name=name,
+                request=request,
+                processes_per_host=processes_per_host(job, itype),
+                quota_name=quota_name(itype, "spot_training" if job.use_spot_instances else "training"),
+            )
+        )
+    return TrainingJobPlan(key=key, job=job, digest=digest, candidates=tuple(candidates))

@@ -1,0 +1,220 @@
+"""Rules about training jobs: instance types, distribution and its launcher, spot and
+checkpoints, hyperparameters and metrics must agree before a cluster is paid for."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from sagestack.catalog.instances import InstanceType, instance_type
+from sagestack.spec.models import JobSpec
+from sagestack.spec.rules.registry import Finding, RuleContext, rule
+
+SMDDP_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p3dn.24xlarge")
+HYPERPARAMETERS_MAX = 100
+HP_KEY_MAX, HP_VALUE_MAX = 256, 2500
+# Keys sagestack adds itself (script mode + the largest distribution set), counted against the 100.
+RESERVED_HYPERPARAMETERS = 9
+
+
+def _candidates(ctx: RuleContext) -> Iterator[tuple[str, JobSpec, int, InstanceType]]:
+    for name, job in ctx.spec.jobs.items():
+        for i, itype in enumerate(job.instance_type):
+            yield name, job, i, instance_type(itype)
+
+
+@rule(
+    "smddp-instance-types", "error", "SMDDP runs only on ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge"
+)
+def smddp_instance_types(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, i, it in _candidates(ctx):
+        if job.distribution and job.distribution.smddp is not None and it.name not in SMDDP_TYPES:
+            if it.family.startswith("p5"):
+                continue  # p5 is the p5 rule's business: SMDDP works there, under torch_distributed
+            yield Finding(
+                ("jobs", name, "instance_type", i),
+                f"SMDDP (distribution: smddp) does not run on {it.name}; it needs one of "
+                f"{', '.join(SMDDP_TYPES)}, or use distribution: {{torch_distributed: {{}}}} (NCCL)",
+            )
+
+
+@rule("trainium-torch-distributed", "error", "Trainium (ml.trn*) accepts only torch_distributed")
+def trainium_torch_distributed(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, _i, it in _candidates(ctx):
+        acc = it.accelerator
+        if acc is None or acc.kind != "trainium" or job.distribution is None:
+            continue
+        if job.distribution.kind != "torch_distributed":
+            yield Finding(
+                ("jobs", name, "distribution"),
+                f"{it.name} (Trainium) runs distributed training only with torch_distributed (torchrun over "
+                f"Neuron), not {job.distribution.kind}; write distribution: {{torch_distributed: {{}}}}",
+            )
+
+
+@rule("p5-smddp-needs-torch-distributed", "error", "SMDDP on p5 is launched by torch_distributed")
+def p5_smddp(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, _i, it in _candidates(ctx):
+        if it.family.startswith("p5") and job.distribution is not None and job.distribution.smddp is not None:
+            yield Finding(
+                ("jobs", name, "distribution"),
+                f"on {it.name}, SMDDP runs under torchrun: use distribution: {{torch_distributed: {{}}}} "
+                "and initialise the process group with backend 'smddp' in the script",
+            )
+
+
+@rule("mpi-processes-per-host", "error", "MPI processes per host do not exceed the accelerators per host")
+def mpi_processes_per_host(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, _i, it in _candidates(ctx):
+        mpi = job.distribution.mpi if job.distribution else None
+        if mpi is None or mpi.processes_per_host is None or not it.is_accelerated:
+            continue
+        if mpi.processes_per_host > it.accelerators_per_host:
+            yield Finding(
+                ("jobs", name, "distribution", "mpi", "processes_per_host"),
+                f"{mpi.processes_per_host} processes per host, but {it.name} has {it.accelerators_per_host} "
+                f"accelerator(s): processes would share a device; use at most {it.accelerators_per_host}",
+            )
+
+
+@rule("efa-multi-node", "warning", "multi-node jobs on EFA-capable types use EFA")
+def efa_multi_node(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, _i, it in _candidates(ctx):
+        if job.instance_count > 1 and it.efa and job.efa is False:
+            yield Finding(
+                ("jobs", name, "efa"),
+                f"{job.instance_count}x {it.name} with efa: false: gradients cross the network over TCP; "
+                "EFA (OS-bypass, up to the instance's full bandwidth) is usually much faster",
+            )
+
+
+@rule("distribution-on-single-cpu", "warning", "a distribution on one CPU instance has nothing to distribute")
+def distribution_on_single_cpu(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, _i, it in _candidates(ctx):
+        if job.distribution is not None and job.instance_count == 1 and not it.is_accelerated:
+            yield Finding(
+                ("jobs", name, "distribution"),
+                f"distribution on a single {it.name} (no accelerator) starts one process; drop it, or use "
+                "more instances or an accelerated type",
+            )
+
+
+@rule("spot-max-wait", "error", "spot jobs wait at least as long as they run; max_wait only with spot")
+def spot_max_wait(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if job.max_wait is not None and not job.use_spot_instances:
+            yield Finding(
+                ("jobs", name, "max_wait"),
+                "max_wait applies only to spot training (use_spot_instances: true)",
+            )
+        elif job.use_spot_instances and job.max_wait is not None and job.max_wait < job.max_run:
+            yield Finding(
+                ("jobs", name, "max_wait"),
+                f"max_wait ({job.max_wait} s) is shorter than max_run ({job.max_run} s); SageMaker requires "
+                "max_wait >= max_run (it includes the time spent waiting for spot capacity)",
+            )
+
+
+@rule("spot-checkpoint", "error", "spot jobs checkpoint, at a stated interval")
+def spot_checkpoint(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if not job.use_spot_instances:
+            continue
+        if job.checkpoint is None:
+            yield Finding(
+                ("jobs", name, "use_spot_instances"),
+                "spot training without a checkpoint location loses all progress on every interruption; "
+                "add checkpoint: {every_steps: N}",
+            )
+        elif job.checkpoint.every_steps is None:
+            yield Finding(
+                ("jobs", name, "checkpoint"),
+                "spot training needs checkpoint.every_steps, so the script saves progress it can resume from",
+            )
+
+
+@rule("warm-pool-not-with-spot", "error", "warm pools (keep_alive) are not available to spot jobs")
+def warm_pool_not_with_spot(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if job.use_spot_instances and job.keep_alive:
+            yield Finding(
+                ("jobs", name, "keep_alive"), "SageMaker warm pools do not support managed spot training"
+            )
+
+
+@rule(
+    "hyperparameter-limits", "error", "at most 100 hyperparameters; keys <= 256 and values <= 2500 characters"
+)
+def hyperparameter_limits(ctx: RuleContext) -> Iterator[Finding]:
+    import json
+
+    limit = HYPERPARAMETERS_MAX - RESERVED_HYPERPARAMETERS
+    for name, job in ctx.spec.jobs.items():
+        hps = job.hyperparameters
+        if len(hps) > limit:
+            yield Finding(
+                ("jobs", name, "hyperparameters"),
+                f"{len(hps)} hyperparameters; SageMaker allows 100 and sagestack adds up to "
+                f"{RESERVED_HYPERPARAMETERS} (sagemaker_program, distribution keys …): at most {limit}",
+            )
+        for key, value in hps.items():
+            if len(key) > HP_KEY_MAX:
+                yield Finding(
+                    ("jobs", name, "hyperparameters", key), f"key is {len(key)} characters; at most 256"
+                )
+            encoded = json.dumps(value)
+            if len(encoded) > HP_VALUE_MAX:
+                yield Finding(
+                    ("jobs", name, "hyperparameters", key),
+                    f"value is {len(encoded)} characters once encoded; at most 2500 (pass large settings as a "
+                    "file in the source directory or a channel)",
+                )
+
+
+@rule("metric-regex", "error", "metric regexes compile and capture the value in a group")
+def metric_regex(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if len(job.metric_definitions) > 40:
+            yield Finding(
+                ("jobs", name, "metric_definitions"), "SageMaker accepts at most 40 metric definitions"
+            )
+        for metric, regex in job.metric_definitions.items():
+            path = ("jobs", name, "metric_definitions", metric)
+            try:
+                compiled = re.compile(regex)
+            except re.error as e:
+                yield Finding(path, f"regex {regex!r} does not compile: {e}")
+                continue
+            if compiled.groups < 1:
+                yield Finding(
+                    path,
+                    f"regex {regex!r} has no capture group; SageMaker records the first group's match, e.g. "
+                    f"'{metric}=([0-9.]+)'",
+                )
+            if len(regex) > 500:
+                yield Finding(path, f"regex is {len(regex)} characters; at most 500")
+
+
+@rule(
+    "prefer-one-multi-accelerator-instance", "warning", "one multi-accelerator instance beats N single ones"
+)
+def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]:
+    from sagestack.catalog.instances import instance_types_for
+
+    for name, job, i, it in _candidates(ctx):
+        acc = it.accelerator
+        if job.instance_count < 2 or acc is None or acc.count != 1 or acc.kind == "unknown":
+            continue
+        total = job.instance_count
+        same_family = [
+            instance_type(n) for n in instance_types_for("training") if n.startswith(f"ml.{it.family}.")
+        ]
+        better = [o for o in same_family if o.accelerator is not None and o.accelerator.count == total]
+        if better:
+            alt = min(better, key=lambda o: o.price_per_hour or float("inf"))
+            yield Finding(
+                ("jobs", name, "instance_type", i),
+                f"{total}x {it.name} puts one {acc.model} on each host, so every gradient exchange crosses the "
+                f"network; 1x {alt.name} has the same {total} {acc.model}s on one host (NVLink/PCIe) and is "
+                "usually faster",
+            )

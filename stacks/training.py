@@ -1,0 +1,255 @@
+"""TrainingStack: one Step Functions pipeline per training job of an environment, with the shared
+role, log group and notification topic they use."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack, Stage
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from sagestack.catalog.quotas import quota_codes
+from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.training_pipeline import TrainingPipeline
+from sagestack.plan import EnvironmentPlan
+from sagestack.plan.sourcedir import pack_source_dir
+from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
+from stacks.foundation import FoundationStack
+
+# Concrete stand-ins for deploy-time values, used only to validate requests against the service
+# model at synth (CloudFormation tokens are not ARNs). The emitted requests carry the real tokens.
+_SAMPLE_ACCOUNT = "123456789012"
+
+
+class TrainingStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        foundation: FoundationStack,
+        project_root: Path,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        spec = plan.spec
+        self.topic = sns.Topic(
+            self,
+            "Notifications",
+            display_name=f"sagestack {plan.resource_prefix} training",
+            master_key=foundation.key,
+            enforce_ssl=True,
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "PipelineLogs",
+            log_group_name=f"/aws/vendedlogs/states/sagestack/{plan.resource_prefix}",
+            retention=_retention(spec.pipeline.log_retention_days),
+            removal_policy=RemovalPolicy.RETAIN if plan.retain_data else RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "PipelineRole",
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description=f"Step Functions pipelines of sagestack {plan.resource_prefix}",
+        )
+        self._grant(plan, foundation)
+
+        codes = quota_codes(project_root, plan.env)
+        self.pipelines: dict[str, TrainingPipeline] = {}
+        self.job_plans: dict[str, TrainingJobPlan] = {}
+        outdir = Path(Stage.of(self).outdir if Stage.of(self) else ".") / ".sagestack-sources"  # type: ignore[union-attr]
+        for key, job in spec.jobs.items():
+            archive = pack_source_dir(project_root / job.source_dir)
+            outdir.mkdir(parents=True, exist_ok=True)
+            tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
+            if not tarball.exists():
+                tarball.write_bytes(archive.data)
+            source = s3_assets.Asset(self, f"Source-{key}", path=str(tarball))
+            # Exactly this archive, not the whole bootstrap bucket.
+            foundation.execution_role.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[source.bucket.arn_for_objects(source.s3_object_key)]
+                )
+            )
+
+            concrete, tokens, image_ids = self._images(plan, foundation, key)
+            rules_image = (
+                rules_image_uri(plan.region)
+                if (job.debugger or (job.profiler and job.profiler.rules))
+                else None
+            )
+
+            account = plan.account or _SAMPLE_ACCOUNT
+            validation_ctx = partial(
+                _context,
+                plan,
+                role_arn=f"arn:aws:iam::{account}:role/sagestack-validation",
+                bucket="sagestack-validation-bucket",
+                kms_key_id=f"arn:aws:kms:{plan.region}:{account}:key/00000000-0000-0000-0000-000000000000",
+                source_s3_uri="s3://sagestack-validation-bucket/code/sourcedir.tar.gz",
+                images=concrete,
+                rules_image_uri=rules_image,
+            )
+            token_ctx = partial(
+                _context,
+                plan,
+                role_arn=foundation.execution_role.role_arn,
+                bucket=foundation.artifacts.bucket_name,
+                kms_key_id=foundation.key.key_arn,
+                source_s3_uri=source.s3_object_url,
+                images=tokens,
+                rules_image_uri=rules_image,
+            )
+            common = dict(
+                project=plan.project,
+                env=plan.env,
+                key=key,
+                job=job,
+                source_sha256=archive.sha256,
+                image_uris=image_ids,
+            )
+            resolve_training_job(**common, context=validation_ctx, validate=True)  # type: ignore[arg-type]
+            job_plan = resolve_training_job(**common, context=token_ctx, validate=False)  # type: ignore[arg-type]
+            self.job_plans[key] = job_plan
+            self.pipelines[key] = TrainingPipeline(
+                self,
+                f"Pipeline-{key}",
+                plan=job_plan,
+                role=self.role,
+                log_group=self.log_group,
+                topic=self.topic,
+                state_machine_name=f"{plan.resource_prefix}-{key}",
+                poll_interval=Duration.seconds(spec.pipeline.poll_interval),
+                backoff=Duration.seconds(spec.pipeline.backoff),
+                quota_codes=codes,
+                run_on_deploy=job.run_on_deploy,
+            )
+        self._acknowledge(plan)
+
+    def _images(
+        self, plan: EnvironmentPlan, foundation: FoundationStack, key: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """Per candidate: a concrete image URI (validation), the emitted one, and an identity for the hash."""
+        job = plan.spec.jobs[key]
+        resolved = plan.images[job.image]
+        concrete, tokens, ids = {}, {}, {}
+        for itype in job.instance_type:
+            if resolved.kind == "dlc":
+                uri = resolved.dlc_uris[itype]
+                concrete[itype] = tokens[itype] = ids[itype] = uri
+            elif resolved.kind == "uri":
+                assert resolved.spec.uri is not None
+                concrete[itype] = tokens[itype] = ids[itype] = resolved.spec.uri
+            else:
+                image = foundation.images[job.image][0]
+                tokens[itype] = image.image_uri
+                tag = image.asset_hash or "asset"
+                concrete[itype] = (
+                    f"{plan.account or _SAMPLE_ACCOUNT}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{tag}"
+                )
+                ids[itype] = f"asset:{tag}"
+        return concrete, tokens, ids
+
+    def _grant(self, plan: EnvironmentPlan, foundation: FoundationStack) -> None:
+        jobs_arn = self.format_arn(
+            service="sagemaker", resource="training-job", resource_name=f"{plan.resource_prefix}-*"
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:CreateTrainingJob",
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:StopTrainingJob",
+                    "sagemaker:AddTags",
+                ],
+                resources=[jobs_arn],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[foundation.execution_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["servicequotas:GetServiceQuota"],
+                resources=[f"arn:{Aws.PARTITION}:servicequotas:{plan.region}:{Aws.ACCOUNT_ID}:sagemaker/*"],
+            )
+        )
+        self.topic.grant_publish(self.role)
+        self._jobs_arn = jobs_arn
+
+    def _acknowledge(self, plan: EnvironmentPlan) -> None:
+        quota_arn = f"arn:{Aws.PARTITION}:servicequotas:{plan.region}:{Aws.ACCOUNT_ID}:sagemaker/*"
+        acknowledge(
+            self.role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, self._jobs_arn)}]": "Training jobs whose names "
+                "start with this environment's prefix: the pipelines create, follow and stop only their own jobs.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, quota_arn)}]": "Reading SageMaker's service "
+                "quotas (read-only); quota codes are opaque and chosen per candidate.",
+                "AwsSolutions-IAM5[Resource::*]": "Step Functions log delivery and X-Ray tracing have no "
+                "resource-level permissions (CDK adds them for LogOptions and tracing).",
+                "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "CDK's publish grant for the topic's "
+                "KMS key: data keys of the project key only.",
+                "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "CDK's grant for the topic's KMS key: the project key only.",
+            },
+        )
+
+
+def _context(
+    plan: EnvironmentPlan,
+    instance_type: str,
+    *,
+    role_arn: str,
+    bucket: str,
+    kms_key_id: str,
+    source_s3_uri: str,
+    images: dict[str, str],
+    rules_image_uri: str | None,
+) -> RequestContext:
+    return RequestContext(
+        region=plan.region,
+        role_arn=role_arn,
+        bucket=bucket,
+        kms_key_id=kms_key_id,
+        source_s3_uri=source_s3_uri,
+        image_uri=images[instance_type],
+        rules_image_uri=rules_image_uri,
+        tags=tuple(sorted(plan.tags.items())),
+    )
+
+
+_RETENTION_NAMES = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1827: "FIVE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    return getattr(logs.RetentionDays, _RETENTION_NAMES[days])  # type: ignore[no-any-return]
