@@ -100,13 +100,11 @@ def _check_constraints(value: Any, shape: Any, path: str, problems: list[str]) -
         pattern = _pattern(meta.get("pattern"))
         if pattern is not None and not pattern.fullmatch(value):
             problems.append(f"{name}: {value!r} does not match the pattern {meta['pattern']}")
-    elif (
-        shape.type_name in ("integer", "long", "float", "double")
-        and isinstance(value, (int, float))
-        and "max" in meta
-        and value > meta["max"]
-    ):
-        problems.append(f"{name}: {value} is above the maximum {meta['max']}")
+    elif shape.type_name in ("integer", "long", "float", "double") and isinstance(value, (int, float)):
+        if "max" in meta and value > meta["max"]:
+            problems.append(f"{name}: {value} is above the maximum {meta['max']}")
+        if "min" in meta and value < meta["min"]:
+            problems.append(f"{name}: {value} is below the minimum {meta['min']}")
 
 
 @cache

@@ -1,0 +1,202 @@
+"""Rendered CreateTrainingJob requests: golden files per distribution kind, each validated against
+botocore's SageMaker model, plus the details a request must get exactly right."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from sagestack.catalog import RequestValidationError, validate_request
+from sagestack.plan.sourcedir import pack_source_dir
+from sagestack.plan.training import (
+    RequestContext,
+    distribution_hyperparameters,
+    resolve_training_job,
+    training_job_name,
+)
+from sagestack.spec.models import JobSpec
+
+ACCOUNT = "123456789012"
+
+
+def context(image: str):
+    def ctx(itype: str) -> RequestContext:
+        return RequestContext(
+            region="us-east-1",
+            role_arn=f"arn:aws:iam::{ACCOUNT}:role/exec",
+            bucket="digits-artifacts",
+            kms_key_id=f"arn:aws:kms:us-east-1:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555",
+            source_s3_uri="s3://cdk-assets/abc.tar.gz",
+            image_uri=image,
+            rules_image_uri="503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest",
+            tags=(("sagestack:project", "digits"),),
+        )
+
+    return ctx
+
+
+GPU = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311"
+NEURON = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+
+CASES = {
+    "torch_distributed-2x-p4d-spot": (
+        {
+            "image": "train", "instance_type": ["ml.p4d.24xlarge", "ml.p4de.24xlarge"], "instance_count": 2,
+            "max_run": "4h", "use_spot_instances": True, "max_wait": "8h", "volume_size_gb": 100,
+            "distribution": {"torch_distributed": {}}, "checkpoint": {"every_steps": 200},
+            "hyperparameters": {"epochs": 10, "lr": 0.001, "optimizer": "adamw", "amp": True},
+            "metric_definitions": {"val_accuracy": "val_accuracy=([0-9.]+)"},
+            "debugger": {"rules": ["vanishing_gradient", "overfit"], "stop_on_issue": True},
+            "profiler": {"system_interval_ms": 500, "framework": {"start_step": 5, "num_steps": 10},
+                         "rules": ["profiler_report"]},
+            "tensorboard": True,
+        },
+        GPU, 8,
+    ),
+    "mpi-2x-p3.16xlarge": (
+        {"image": "train", "instance_type": "ml.p3.16xlarge", "instance_count": 2,
+         "distribution": {"mpi": {"custom_mpi_options": "-verbose -x NCCL_DEBUG=INFO"}},
+         "hyperparameters": {"epochs": 3}},
+        GPU, 8,
+    ),
+    "smp-p5.48xlarge": (
+        {"image": "train", "instance_type": "ml.p5.48xlarge", "instance_count": 2,
+         "distribution": {"smp": {"parameters": {"hybrid_shard_degree": 16, "sm_activation_offloading": True}}},
+         "keep_alive": "10m", "retry_attempts": 2},
+        GPU, 8,
+    ),
+    "torch_distributed-trn1.32xlarge": (
+        {"image": "train", "instance_type": "ml.trn1.32xlarge", "instance_count": 2,
+         "distribution": {"torch_distributed": {}}, "environment": {"NEURON_CC_FLAGS": "--model-type=transformer"}},
+        NEURON, 32,
+    ),
+    "smddp-2x-p4de-vpc-channels": (
+        {"image": "train", "instance_type": "ml.p4de.24xlarge", "instance_count": 2,
+         "distribution": {"smddp": {}},
+         "vpc": {"subnets": ["subnet-0abc"], "security_groups": ["sg-0abc"]},
+         "channels": {"train": {"key_prefix": "digits/train"},
+                      "val": {"s3_uri": "s3://shared-data/digits/val/", "input_mode": "FastFile"}}},
+        GPU, 8,
+    ),
+    "single-cpu-no-distribution": (
+        {"image": "train", "instance_type": "ml.m5.xlarge"},
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311", 1,
+    ),
+}
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_request(case, snapshot_json):
+    body, image, per_host = CASES[case]
+    job = JobSpec.model_validate(body)
+    plan = resolve_training_job(
+        project="digits", env="prod", key="classifier", job=job, source_sha256="0" * 64,
+        image_uris={it: image for it in job.instance_type}, context=context(image),
+    )  # validate=True: every candidate's request is checked against botocore's model
+    assert plan.candidates[0].processes_per_host == per_host
+    assert [c.request for c in plan.candidates] == snapshot_json
+
+
+def test_torch_distributed_keys_per_candidate():
+    job = JobSpec.model_validate({"image": "t", "instance_type": ["ml.p4d.24xlarge", "ml.g5.48xlarge"],
+                                  "instance_count": 2, "distribution": {"torch_distributed": {}}})
+    assert distribution_hyperparameters(job, "ml.g5.48xlarge") == {
+        "sagemaker_torch_distributed_enabled": "true",
+        "sagemaker_instance_type": '"ml.g5.48xlarge"',
+    }
+
+
+def test_mpi_processes_default_to_accelerators():
+    job = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.12xlarge", "distribution": {"mpi": {}}})
+    assert distribution_hyperparameters(job, "ml.g5.12xlarge")["sagemaker_mpi_num_of_processes_per_host"] == "4"
+
+
+def _request(body: dict, candidate: int = 0) -> dict:
+    job = JobSpec.model_validate({"image": "t", **body})
+    plan = resolve_training_job(project="digits", env="dev", key="c", job=job, source_sha256="0" * 64,
+                                image_uris={}, context=context(GPU))
+    return plan.candidates[candidate].request
+
+
+def test_hyperparameters_are_json_encoded_like_the_sdk():
+    hps = _request({"instance_type": "ml.g5.xlarge", "hyperparameters": {"lr": 0.001, "name": "x", "amp": True}})[
+        "HyperParameters"]
+    assert hps["lr"] == "0.001" and hps["name"] == '"x"' and hps["amp"] == "true"
+    assert hps["sagemaker_program"] == '"train.py"'
+    assert hps["sagemaker_submit_directory"] == '"s3://cdk-assets/abc.tar.gz"'
+    assert hps["sagemaker_container_log_level"] == "20" and hps["sagemaker_region"] == '"us-east-1"'
+
+
+def test_volume_key_only_where_sagemaker_accepts_it():
+    # p4d has local NVMe storage: SageMaker refuses a VolumeKmsKeyId there.
+    assert "VolumeKmsKeyId" not in _request({"instance_type": "ml.p4d.24xlarge"})["ResourceConfig"]
+    assert "VolumeKmsKeyId" in _request({"instance_type": "ml.p3.2xlarge"})["ResourceConfig"]
+
+
+def test_multi_node_encrypts_inter_container_traffic_by_default():
+    assert _request({"instance_type": "ml.g5.xlarge", "instance_count": 2})["EnableInterContainerTrafficEncryption"]
+    assert not _request({"instance_type": "ml.g5.xlarge"})["EnableInterContainerTrafficEncryption"]
+
+
+def test_efa_environment_on_multi_node_efa_types():
+    env = _request({"instance_type": "ml.p4d.24xlarge", "instance_count": 2})["Environment"]
+    assert env == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    assert "Environment" not in _request({"instance_type": "ml.p4d.24xlarge"})
+
+
+def test_invalid_request_is_refused_at_render():
+    req = _request({"instance_type": "ml.g5.xlarge"})
+    req["TrainingJobName"] = "digits_dev"  # underscores are not allowed in job names
+    req["StoppingCondition"]["MaxRuntimeInSeconds"] = 0
+    with pytest.raises(RequestValidationError, match=r"TrainingJobName: 'digits_dev' does not match[\s\S]*MaxRuntimeInSeconds"):
+        validate_request("CreateTrainingJob", req)
+
+
+def test_job_names_fit_63_characters_and_keep_the_hash():
+    name = training_job_name("a" * 20, "b" * 16, "c" * 24, "0123456789", 3)
+    assert len(name) <= 63 and name.endswith("-01234567-3")
+
+
+def test_content_hash_changes_with_code_and_spec_only(tmp_path):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    first = pack_source_dir(tmp_path)
+    job = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge"})
+
+    def digest(j, sha):
+        return resolve_training_job(project="p", env="dev", key="k", job=j, source_sha256=sha, image_uris={},
+                                    context=context(GPU)).digest
+
+    assert digest(job, first.sha256) == digest(job, pack_source_dir(tmp_path).sha256)
+    (tmp_path / "train.py").write_text("print(2)\n")
+    assert digest(job, first.sha256) != digest(job, pack_source_dir(tmp_path).sha256)
+    bigger = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge", "instance_count": 2})
+    assert digest(job, first.sha256) != digest(bigger, first.sha256)
+
+
+def test_source_archive_is_byte_identical_regardless_of_mtimes_and_caches(tmp_path):
+    import os
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "pkg" / "util.py").write_text("X = 1\n")
+    first = pack_source_dir(tmp_path)
+    os.utime(tmp_path / "train.py", (1, 1))
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"junk")
+    second = pack_source_dir(tmp_path)
+    assert first.data == second.data
+    assert first.files == ("pkg/util.py", "train.py")
+    import gzip
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(second.data))) as tar:
+        assert all(m.mtime == 0 and m.uid == 0 and m.uname == "" for m in tar.getmembers())
+    assert json.dumps(first.sha256)
