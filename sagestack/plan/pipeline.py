@@ -219,8 +219,9 @@ def _notify(
         "Type": "Task",
         "Resource": f"{SDK}sns:publish",
         "Parameters": {"TopicArn": settings.topic_arn, "Subject": f"sagestack: training {verb}", **message},
-        "ResultPath": None,
+        # Not ResultPath null: CDK's JSON rendering drops null values.
+        "ResultPath": "$.notification",
         # A lost notification must not change the outcome of the training.
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": nxt}],
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.notification_error", "Next": nxt}],
         "Next": nxt,
     }

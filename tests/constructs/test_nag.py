@@ -33,7 +33,7 @@ def test_an_unacknowledged_finding_fails_the_synth(tmp_path):
 
 def test_project_without_dockerfile_images_has_no_docker_asset(project, tmp_path):
     """The e2e environment has no Docker engine: a DLC-only project must publish no image."""
-    from tests.constructs.conftest import BuiltApp
+    from tests.support.cdk_app import BuiltApp
 
     project.spec(MINIMAL).env("dev", "retain_data: false\n")
     built = BuiltApp(project.root, tmp_path / "out", ["dev"])

@@ -43,46 +43,83 @@ NEURON = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:
 CASES = {
     "torch_distributed-2x-p4d-spot": (
         {
-            "image": "train", "instance_type": ["ml.p4d.24xlarge", "ml.p4de.24xlarge"], "instance_count": 2,
-            "max_run": "4h", "use_spot_instances": True, "max_wait": "8h", "volume_size_gb": 100,
-            "distribution": {"torch_distributed": {}}, "checkpoint": {"every_steps": 200},
+            "image": "train",
+            "instance_type": ["ml.p4d.24xlarge", "ml.p4de.24xlarge"],
+            "instance_count": 2,
+            "max_run": "4h",
+            "use_spot_instances": True,
+            "max_wait": "8h",
+            "volume_size_gb": 100,
+            "distribution": {"torch_distributed": {}},
+            "checkpoint": {"every_steps": 200},
             "hyperparameters": {"epochs": 10, "lr": 0.001, "optimizer": "adamw", "amp": True},
             "metric_definitions": {"val_accuracy": "val_accuracy=([0-9.]+)"},
             "debugger": {"rules": ["vanishing_gradient", "overfit"], "stop_on_issue": True},
-            "profiler": {"system_interval_ms": 500, "framework": {"start_step": 5, "num_steps": 10},
-                         "rules": ["profiler_report"]},
+            "profiler": {
+                "system_interval_ms": 500,
+                "framework": {"start_step": 5, "num_steps": 10},
+                "rules": ["profiler_report"],
+            },
             "tensorboard": True,
         },
-        GPU, 8,
+        GPU,
+        8,
     ),
     "mpi-2x-p3.16xlarge": (
-        {"image": "train", "instance_type": "ml.p3.16xlarge", "instance_count": 2,
-         "distribution": {"mpi": {"custom_mpi_options": "-verbose -x NCCL_DEBUG=INFO"}},
-         "hyperparameters": {"epochs": 3}},
-        GPU, 8,
+        {
+            "image": "train",
+            "instance_type": "ml.p3.16xlarge",
+            "instance_count": 2,
+            "distribution": {"mpi": {"custom_mpi_options": "-verbose -x NCCL_DEBUG=INFO"}},
+            "hyperparameters": {"epochs": 3},
+        },
+        GPU,
+        8,
     ),
     "smp-p5.48xlarge": (
-        {"image": "train", "instance_type": "ml.p5.48xlarge", "instance_count": 2,
-         "distribution": {"smp": {"parameters": {"hybrid_shard_degree": 16, "sm_activation_offloading": True}}},
-         "keep_alive": "10m", "retry_attempts": 2},
-        GPU, 8,
+        {
+            "image": "train",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 2,
+            "distribution": {
+                "smp": {"parameters": {"hybrid_shard_degree": 16, "sm_activation_offloading": True}}
+            },
+            "keep_alive": "10m",
+            "retry_attempts": 2,
+        },
+        GPU,
+        8,
     ),
     "torch_distributed-trn1.32xlarge": (
-        {"image": "train", "instance_type": "ml.trn1.32xlarge", "instance_count": 2,
-         "distribution": {"torch_distributed": {}}, "environment": {"NEURON_CC_FLAGS": "--model-type=transformer"}},
-        NEURON, 32,
+        {
+            "image": "train",
+            "instance_type": "ml.trn1.32xlarge",
+            "instance_count": 2,
+            "distribution": {"torch_distributed": {}},
+            "environment": {"NEURON_CC_FLAGS": "--model-type=transformer"},
+        },
+        NEURON,
+        32,
     ),
     "smddp-2x-p4de-vpc-channels": (
-        {"image": "train", "instance_type": "ml.p4de.24xlarge", "instance_count": 2,
-         "distribution": {"smddp": {}},
-         "vpc": {"subnets": ["subnet-0abc"], "security_groups": ["sg-0abc"]},
-         "channels": {"train": {"key_prefix": "digits/train"},
-                      "val": {"s3_uri": "s3://shared-data/digits/val/", "input_mode": "FastFile"}}},
-        GPU, 8,
+        {
+            "image": "train",
+            "instance_type": "ml.p4de.24xlarge",
+            "instance_count": 2,
+            "distribution": {"smddp": {}},
+            "vpc": {"subnets": ["subnet-0abc"], "security_groups": ["sg-0abc"]},
+            "channels": {
+                "train": {"key_prefix": "digits/train"},
+                "val": {"s3_uri": "s3://shared-data/digits/val/", "input_mode": "FastFile"},
+            },
+        },
+        GPU,
+        8,
     ),
     "single-cpu-no-distribution": (
         {"image": "train", "instance_type": "ml.m5.xlarge"},
-        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311", 1,
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311",
+        1,
     ),
 }
 
@@ -97,16 +134,27 @@ def test_golden_request(case, snapshot_json):
     body, image, per_host = CASES[case]
     job = JobSpec.model_validate(body)
     plan = resolve_training_job(
-        project="digits", env="prod", key="classifier", job=job, source_sha256="0" * 64,
-        image_uris={it: image for it in job.instance_type}, context=context(image),
+        project="digits",
+        env="prod",
+        key="classifier",
+        job=job,
+        source_sha256="0" * 64,
+        image_uris={it: image for it in job.instance_type},
+        context=context(image),
     )  # validate=True: every candidate's request is checked against botocore's model
     assert plan.candidates[0].processes_per_host == per_host
     assert [c.request for c in plan.candidates] == snapshot_json
 
 
 def test_torch_distributed_keys_per_candidate():
-    job = JobSpec.model_validate({"image": "t", "instance_type": ["ml.p4d.24xlarge", "ml.g5.48xlarge"],
-                                  "instance_count": 2, "distribution": {"torch_distributed": {}}})
+    job = JobSpec.model_validate(
+        {
+            "image": "t",
+            "instance_type": ["ml.p4d.24xlarge", "ml.g5.48xlarge"],
+            "instance_count": 2,
+            "distribution": {"torch_distributed": {}},
+        }
+    )
     assert distribution_hyperparameters(job, "ml.g5.48xlarge") == {
         "sagemaker_torch_distributed_enabled": "true",
         "sagemaker_instance_type": '"ml.g5.48xlarge"',
@@ -114,20 +162,32 @@ def test_torch_distributed_keys_per_candidate():
 
 
 def test_mpi_processes_default_to_accelerators():
-    job = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.12xlarge", "distribution": {"mpi": {}}})
-    assert distribution_hyperparameters(job, "ml.g5.12xlarge")["sagemaker_mpi_num_of_processes_per_host"] == "4"
+    job = JobSpec.model_validate(
+        {"image": "t", "instance_type": "ml.g5.12xlarge", "distribution": {"mpi": {}}}
+    )
+    assert (
+        distribution_hyperparameters(job, "ml.g5.12xlarge")["sagemaker_mpi_num_of_processes_per_host"] == "4"
+    )
 
 
 def _request(body: dict, candidate: int = 0) -> dict:
     job = JobSpec.model_validate({"image": "t", **body})
-    plan = resolve_training_job(project="digits", env="dev", key="c", job=job, source_sha256="0" * 64,
-                                image_uris={}, context=context(GPU))
+    plan = resolve_training_job(
+        project="digits",
+        env="dev",
+        key="c",
+        job=job,
+        source_sha256="0" * 64,
+        image_uris={},
+        context=context(GPU),
+    )
     return plan.candidates[candidate].request
 
 
 def test_hyperparameters_are_json_encoded_like_the_sdk():
-    hps = _request({"instance_type": "ml.g5.xlarge", "hyperparameters": {"lr": 0.001, "name": "x", "amp": True}})[
-        "HyperParameters"]
+    hps = _request(
+        {"instance_type": "ml.g5.xlarge", "hyperparameters": {"lr": 0.001, "name": "x", "amp": True}}
+    )["HyperParameters"]
     assert hps["lr"] == "0.001" and hps["name"] == '"x"' and hps["amp"] == "true"
     assert hps["sagemaker_program"] == '"train.py"'
     assert hps["sagemaker_submit_directory"] == '"s3://cdk-assets/abc.tar.gz"'
@@ -141,7 +201,9 @@ def test_volume_key_only_where_sagemaker_accepts_it():
 
 
 def test_multi_node_encrypts_inter_container_traffic_by_default():
-    assert _request({"instance_type": "ml.g5.xlarge", "instance_count": 2})["EnableInterContainerTrafficEncryption"]
+    assert _request({"instance_type": "ml.g5.xlarge", "instance_count": 2})[
+        "EnableInterContainerTrafficEncryption"
+    ]
     assert not _request({"instance_type": "ml.g5.xlarge"})["EnableInterContainerTrafficEncryption"]
 
 
@@ -155,7 +217,10 @@ def test_invalid_request_is_refused_at_render():
     req = _request({"instance_type": "ml.g5.xlarge"})
     req["TrainingJobName"] = "digits_dev"  # underscores are not allowed in job names
     req["StoppingCondition"]["MaxRuntimeInSeconds"] = 0
-    with pytest.raises(RequestValidationError, match=r"TrainingJobName: 'digits_dev' does not match[\s\S]*MaxRuntimeInSeconds"):
+    with pytest.raises(
+        RequestValidationError,
+        match=r"TrainingJobName: 'digits_dev' does not match[\s\S]*MaxRuntimeInSeconds",
+    ):
         validate_request("CreateTrainingJob", req)
 
 
@@ -170,8 +235,9 @@ def test_content_hash_changes_with_code_and_spec_only(tmp_path):
     job = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge"})
 
     def digest(j, sha):
-        return resolve_training_job(project="p", env="dev", key="k", job=j, source_sha256=sha, image_uris={},
-                                    context=context(GPU)).digest
+        return resolve_training_job(
+            project="p", env="dev", key="k", job=j, source_sha256=sha, image_uris={}, context=context(GPU)
+        ).digest
 
     assert digest(job, first.sha256) == digest(job, pack_source_dir(tmp_path).sha256)
     (tmp_path / "train.py").write_text("print(2)\n")

@@ -22,7 +22,9 @@ def job(body: str) -> str:
 def test_smddp_instance_types(project):
     ok = job("instance_type: ml.p4d.24xlarge\ninstance_count: 2\ndistribution: {smddp: {}}")
     assert findings(project, "smddp-instance-types", ok) == []
-    bad = job("instance_type: [ml.p4d.24xlarge, ml.g5.48xlarge]\ninstance_count: 2\ndistribution: {smddp: {}}")
+    bad = job(
+        "instance_type: [ml.p4d.24xlarge, ml.g5.48xlarge]\ninstance_count: 2\ndistribution: {smddp: {}}"
+    )
     assert findings(project, "smddp-instance-types", bad) == [
         "jobs.big.instance_type.1: SMDDP (distribution: smddp) does not run on ml.g5.48xlarge; it needs one of "
         "ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge, or use distribution: {torch_distributed: {}} (NCCL)"
@@ -64,7 +66,9 @@ def test_mpi_processes_per_host(project):
 def test_efa_multi_node(project):
     ok = job("instance_type: ml.p4d.24xlarge\ninstance_count: 2\ndistribution: {torch_distributed: {}}")
     assert findings(project, "efa-multi-node", ok) == []
-    bad = job("instance_type: ml.p4d.24xlarge\ninstance_count: 2\nefa: false\ndistribution: {torch_distributed: {}}")
+    bad = job(
+        "instance_type: ml.p4d.24xlarge\ninstance_count: 2\nefa: false\ndistribution: {torch_distributed: {}}"
+    )
     assert findings(project, "efa-multi-node", bad) == [
         "jobs.big.efa: 2x ml.p4d.24xlarge with efa: false: gradients cross the network over TCP; EFA (OS-bypass, "
         "up to the instance's full bandwidth) is usually much faster"
@@ -110,7 +114,10 @@ def test_spot_checkpoint(project):
 
 
 def test_warm_pool_not_with_spot(project):
-    assert findings(project, "warm-pool-not-with-spot", job("instance_type: ml.g5.xlarge\nkeep_alive: 10m")) == []
+    assert (
+        findings(project, "warm-pool-not-with-spot", job("instance_type: ml.g5.xlarge\nkeep_alive: 10m"))
+        == []
+    )
     assert findings(project, "warm-pool-not-with-spot", job(SPOT + "keep_alive: 10m")) == [
         "jobs.big.keep_alive: SageMaker warm pools do not support managed spot training"
     ]
@@ -119,7 +126,9 @@ def test_warm_pool_not_with_spot(project):
 def test_hyperparameter_limits(project):
     few = "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(91)) + "}"
     assert findings(project, "hyperparameter-limits", job(few)) == []
-    many = "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(92)) + "}"
+    many = (
+        "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(92)) + "}"
+    )
     assert findings(project, "hyperparameter-limits", job(many)) == [
         "jobs.big.hyperparameters: 92 hyperparameters; SageMaker allows 100 and sagestack adds up to 9 "
         "(sagemaker_program, distribution keys …): at most 91"
@@ -141,7 +150,9 @@ def test_metric_regex(project):
     ]
     broken = job("instance_type: ml.g5.xlarge\nmetric_definitions: {loss: 'loss=([0-9.]+'}")
     (msg,) = findings(project, "metric-regex", broken)
-    assert msg.startswith("jobs.big.metric_definitions.loss: regex 'loss=([0-9.]+' does not compile: missing )")
+    assert msg.startswith(
+        "jobs.big.metric_definitions.loss: regex 'loss=([0-9.]+' does not compile: missing )"
+    )
 
 
 def test_prefer_one_multi_accelerator_instance(project):
@@ -158,4 +169,8 @@ def test_prefer_one_multi_accelerator_instance(project):
 def test_warnings_do_not_fail_loading_and_are_kept(project):
     loaded = project.spec(job("instance_type: ml.g5.2xlarge\ninstance_count: 4")).load()
     assert [w.rule for w in loaded.warnings] == ["prefer-one-multi-accelerator-instance"]
-    assert loaded.warnings[0].format().startswith("config/sagestack.yaml:8:20: warning: jobs.big.instance_type[0]")
+    assert (
+        loaded.warnings[0]
+        .format()
+        .startswith("config/sagestack.yaml:8:20: warning: jobs.big.instance_type[0]")
+    )

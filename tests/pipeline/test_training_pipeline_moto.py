@@ -1,0 +1,189 @@
+"""The synthesized training state machine, executed by moto's Step Functions interpreter against
+a moto server started here: success, fallback to the next candidate, and failures with reasons."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.support.cdk_app import BuiltApp
+from tests.support.cfn import resolve
+from tests.support.moto_server import ACCOUNT, REGION, running_moto
+
+pytestmark = pytest.mark.synth
+
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/digits-dev-execution"
+BUCKET = "digits-dev-artifacts"
+KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
+
+
+@pytest.fixture(scope="module")
+def moto():
+    with running_moto() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def dev_app(tmp_path_factory):
+    import shutil
+
+    from tests.conftest import REPO, Project
+
+    root = tmp_path_factory.mktemp("proj") / "p"
+    project = Project(root)
+    shutil.rmtree(root / "config")
+    shutil.copytree(REPO / "config", root / "config")
+    shutil.copytree(REPO / "containers", root / "containers")
+    dev = root / "config/envs/dev.yaml"
+    dev.write_text(dev.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
+    return BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["dev"])
+
+
+def _definition(app: BuiltApp, job: str, topic_arn: str) -> str:
+    resources = app.training_template("dev").to_json()["Resources"]
+    (machine,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == f"digits-dev-{job}"
+    ]
+
+    def ref(name: str) -> str:
+        pseudo = {
+            "AWS::AccountId": ACCOUNT,
+            "AWS::Region": REGION,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+        }
+        if name in pseudo:
+            return pseudo[name]
+        if resources[name]["Type"] == "AWS::SNS::Topic":
+            return topic_arn
+        raise KeyError(name)
+
+    def import_value(export: str) -> str:
+        for fragment, value in (("ExecutionRole", ROLE), ("Artifacts", BUCKET), ("Key", KEY)):
+            if fragment in export:
+                return value
+        raise KeyError(export)
+
+    return resolve(machine["Properties"]["DefinitionString"], ref, lambda r, a: ref(r), import_value)
+
+
+def _run(moto, app, job: str = "classifier", timeout: float = 60) -> dict:
+    moto.reset()
+    topic = moto.client("sns").create_topic(Name="digits-dev-training")["TopicArn"]
+    sfn = moto.client("stepfunctions")
+    machine = sfn.create_state_machine(
+        name=f"digits-dev-{job}",
+        definition=_definition(app, job, topic),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            break
+        time.sleep(0.2)
+    history = sfn.get_execution_history(executionArn=execution)["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+    return {**described, "entered": entered}
+
+
+def _jobs(moto) -> dict[str, dict]:
+    sm = moto.client("sagemaker")
+    names = [j["TrainingJobName"] for j in sm.list_training_jobs()["TrainingJobSummaries"]]
+    return {n: sm.describe_training_job(TrainingJobName=n) for n in names}
+
+
+def test_success_path_creates_the_first_candidate(moto, dev_app):
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    output = json.loads(result["output"])
+    plan = dev_app.stages["dev"].training.job_plans["classifier"]
+    first = plan.candidates[0]
+    assert output["TrainingJobName"] == first.name and output["InstanceType"] == "ml.g4dn.xlarge"
+    jobs = _jobs(moto)
+    assert list(jobs) == [first.name]
+    recorded = jobs[first.name]
+    assert recorded["RoleArn"] == ROLE
+    assert recorded["ResourceConfig"]["InstanceType"] == "ml.g4dn.xlarge"
+    assert recorded["HyperParameters"]["sagemaker_program"] == '"train.py"'
+    assert recorded["HyperParameters"]["epochs"] == "10"
+    assert "Notify succeeded" in result["entered"]
+
+
+def test_resource_limit_exceeded_moves_to_the_next_candidate(moto, dev_app, monkeypatch):
+    from moto.core.exceptions import JsonRESTError
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    original = SageMakerModelBackend.create_training_job
+
+    def refuse_g4dn(self, *args, **kwargs):
+        itype = kwargs["resource_config"]["InstanceType"]
+        if itype == "ml.g4dn.xlarge":
+            raise JsonRESTError(
+                "ResourceLimitExceeded",
+                f"The account-level service limit '{itype} for training job usage' is 0 Instances, with current "
+                "utilization of 0 Instances and a request delta of 1 Instances.",
+            )
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SageMakerModelBackend, "create_training_job", refuse_g4dn)
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"])["InstanceType"] == "ml.m5.xlarge"
+    assert "Back off 1/2" in result["entered"] and "Create 2/2" in result["entered"]
+    assert [j["ResourceConfig"]["InstanceType"] for j in _jobs(moto).values()] == ["ml.m5.xlarge"]
+
+
+def _fail_jobs_on(monkeypatch, reasons: dict[str, str]) -> None:
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    original = SageMakerModelBackend.describe_training_job
+
+    def describe(self, training_job_name):
+        response = dict(original(self, training_job_name))
+        reason = reasons.get(response["ResourceConfig"]["InstanceType"])
+        if reason:
+            response.update(TrainingJobStatus="Failed", FailureReason=reason)
+        return response
+
+    monkeypatch.setattr(SageMakerModelBackend, "describe_training_job", describe)
+
+
+def test_failed_job_ends_in_the_fail_state_with_its_reason(moto, dev_app, monkeypatch):
+    reason = "AlgorithmError: ExecuteUserScriptError: loss became NaN at step 1200"
+    _fail_jobs_on(monkeypatch, {"ml.g4dn.xlarge": reason})
+    result = _run(moto, dev_app)
+    assert result["status"] == "FAILED"
+    assert result["error"] == "TrainingJobFailed" and result["cause"] == reason
+    assert "Create 2/2" not in result["entered"]  # an algorithm error is not the next candidate's business
+
+
+def test_capacity_failure_after_creation_tries_the_next_candidate(moto, dev_app, monkeypatch):
+    _fail_jobs_on(
+        monkeypatch, {"ml.g4dn.xlarge": "CapacityError: Unable to provision requested ML compute capacity."}
+    )
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"])["InstanceType"] == "ml.m5.xlarge"
+
+
+def test_every_candidate_refused_fails_with_a_clear_cause(moto, dev_app, monkeypatch):
+    _fail_jobs_on(
+        monkeypatch, {t: "InsufficientCapacityError: no capacity" for t in ("ml.g4dn.xlarge", "ml.m5.xlarge")}
+    )
+    result = _run(moto, dev_app)
+    assert result["status"] == "FAILED" and result["error"] == "NoCandidateAvailable"
+    assert "1x ml.g4dn.xlarge, 1x ml.m5.xlarge" in result["cause"]
+
+
+def test_quota_step_notes_an_unknown_quota_and_proceeds(moto, dev_app):
+    result = _run(moto, dev_app)
+    assert result["entered"][0] == "Quota 1/2"
+    history_note = dev_app.stages["dev"].training.pipelines["classifier"].definition["States"]["Quota 1/2"]
+    assert history_note["Result"]["checked"] is False
