@@ -92,6 +92,80 @@ def schema(
 
 
 @app.command()
+def run(
+    job: Annotated[str, typer.Argument(help="a key of jobs:")],
+    env: Annotated[str, typer.Option("--env", "-e", help="environment to run in")],
+    root: RootOption = Path("."),
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
+    poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
+) -> None:
+    """Start a job's deployed training pipeline and follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
+    from sagestack.catalog.suggest import did_you_mean
+    from sagestack.spec import SpecError, load_project
+
+    err = _console(stderr=True)
+    try:
+        loaded = load_project(root, env)
+    except SpecError as e:
+        for issue in e.issues:
+            err.print(issue.format(), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    spec = loaded.spec
+    if job not in spec.jobs:
+        err.print(
+            f"no job '{job}'{did_you_mean(job, spec.jobs)} (jobs: {', '.join(spec.jobs) or 'none'})",
+            markup=False,
+        )
+        raise typer.Exit(EXIT_INVALID_SPEC)
+
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from sagestack import remote
+
+    name = f"{spec.project}-{env}-{job}"
+    sfn = boto3.client("stepfunctions", region_name=spec.region)
+    try:
+        arn = remote.state_machine_arn(sfn, name)
+        execution = remote.start_execution(sfn, arn)
+    except remote.PipelineNotFound:
+        err.print(
+            f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
+            f"{spec.project}-{env}-training` first",
+            markup=False,
+        )
+        raise typer.Exit(1) from None
+    except NoCredentialsError:
+        err.print("no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE", markup=False)
+        raise typer.Exit(1) from None
+    except (ClientError, BotoCoreError) as e:
+        err.print(f"could not start '{name}': {e}", markup=False)
+        raise typer.Exit(1) from None
+    out = _console()
+    out.print(f"started {execution}", markup=False)
+    if not wait:
+        return
+    with out.status(f"[bold]{name}[/]: starting") as status:
+
+        def on_state(state: str) -> None:
+            out.print(f"  → {state}", markup=False)
+            status.update(f"[bold]{name}[/]: {state}")
+
+        result = remote.follow(sfn, execution, poll_seconds=poll, timeout_seconds=timeout, on_state=on_state)
+    if result.status == "SUCCEEDED":
+        out.print(f"[green]✓ succeeded[/]: {result.output}")
+        return
+    if result.status == "RUNNING":
+        out.print(f"still running after {timeout} s: {execution}", markup=False)
+        return
+    err.print(f"[red]✗ {result.status.lower()}[/]: {result.error or ''}", highlight=False)
+    if result.cause:
+        err.print(f"  {result.cause}", markup=False)
+    raise typer.Exit(1)
+
+
+@app.command()
 def rules() -> None:
     """List the spec rules sagestack checks."""
     from rich.table import Table

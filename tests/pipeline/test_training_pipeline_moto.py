@@ -38,7 +38,9 @@ def dev_app(tmp_path_factory):
     shutil.copytree(REPO / "containers", root / "containers")
     dev = root / "config/envs/dev.yaml"
     dev.write_text(dev.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
-    return BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["dev"])
+    built = BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["dev"])
+    built.root = project.root  # type: ignore[attr-defined]
+    return built
 
 
 def _definition(app: BuiltApp, job: str, topic_arn: str) -> str:
@@ -72,15 +74,20 @@ def _definition(app: BuiltApp, job: str, topic_arn: str) -> str:
     return resolve(machine["Properties"]["DefinitionString"], ref, lambda r, a: ref(r), import_value)
 
 
-def _run(moto, app, job: str = "classifier", timeout: float = 60) -> dict:
+def _deploy(moto, app, job: str = "classifier") -> str:
+    """What `cdk deploy` would leave behind: the topic and the state machine."""
     moto.reset()
     topic = moto.client("sns").create_topic(Name="digits-dev-training")["TopicArn"]
-    sfn = moto.client("stepfunctions")
-    machine = sfn.create_state_machine(
+    return moto.client("stepfunctions").create_state_machine(
         name=f"digits-dev-{job}",
         definition=_definition(app, job, topic),
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
     )["stateMachineArn"]
+
+
+def _run(moto, app, job: str = "classifier", timeout: float = 60) -> dict:
+    machine = _deploy(moto, app, job)
+    sfn = moto.client("stepfunctions")
     execution = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -187,3 +194,57 @@ def test_quota_step_notes_an_unknown_quota_and_proceeds(moto, dev_app):
     assert result["entered"][0] == "Quota 1/2"
     history_note = dev_app.stages["dev"].training.pipelines["classifier"].definition["States"]["Quota 1/2"]
     assert history_note["Result"]["checked"] is False
+
+
+def _cli(moto, root, *args):
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto.url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }
+    env.pop("AWS_PROFILE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "sagestack.cli", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_sagestack_run_starts_and_follows_the_pipeline(moto, dev_app):
+    _deploy(moto, dev_app)
+    result = _cli(moto, dev_app.root, "run", "classifier", "--env", "dev", "--poll", "0.2")
+    assert result.returncode == 0, result.stderr
+    assert "→ Create 1/2" in result.stdout and "✓ succeeded" in result.stdout
+    assert dev_app.stages["dev"].training.job_plans["classifier"].candidates[0].name in result.stdout
+
+
+def test_sagestack_run_reports_the_failure_reason(moto, dev_app, monkeypatch):
+    _fail_jobs_on(monkeypatch, {"ml.g4dn.xlarge": "AlgorithmError: out of memory"})
+    _deploy(moto, dev_app)
+    result = _cli(moto, dev_app.root, "run", "classifier", "--env", "dev", "--poll", "0.2")
+    assert result.returncode == 1
+    assert "TrainingJobFailed" in result.stderr and "AlgorithmError: out of memory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_sagestack_run_says_what_to_deploy_when_nothing_is(moto, dev_app):
+    moto.reset()
+    result = _cli(moto, dev_app.root, "run", "classifier", "--env", "dev")
+    assert result.returncode == 1
+    assert (
+        "state machine 'digits-dev-classifier' is not deployed in us-east-1; run `cdk deploy digits-dev-training` first"
+        in result.stderr
+    )
+
+
+def test_sagestack_run_unknown_job_suggests(moto, dev_app):
+    result = _cli(moto, dev_app.root, "run", "clasifier", "--env", "dev")
+    assert result.returncode == 2 and "no job 'clasifier'; did you mean 'classifier'?" in result.stderr

@@ -1,0 +1,111 @@
+"""TrainingStack: template assertions on the example app's training pipelines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match
+
+from tests.conftest import MINIMAL
+
+pytestmark = pytest.mark.synth
+
+
+def _definition(example_app, env: str, job: str) -> dict:
+    return example_app.stages[env].training.pipelines[job].definition
+
+
+def test_one_state_machine_per_job_with_logging_and_tracing(example_app):
+    t = example_app.training_template("prod")
+    t.resource_count_is("AWS::StepFunctions::StateMachine", 2)
+    t.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineName": "digits-prod-classifier-spot",
+            "LoggingConfiguration": {
+                "Level": "ALL",
+                "IncludeExecutionData": True,
+                "Destinations": Match.any_value(),
+            },
+            "TracingConfiguration": {"Enabled": True},
+        },
+    )
+    t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 90})
+
+
+def test_pipeline_uses_sdk_integrations_with_polling_not_sync(example_app):
+    states = _definition(example_app, "dev", "classifier")["States"]
+    resources = {s.get("Resource") for s in states.values() if s["Type"] == "Task"}
+    assert resources == {
+        "arn:aws:states:::aws-sdk:sagemaker:createTrainingJob",
+        "arn:aws:states:::aws-sdk:sagemaker:describeTrainingJob",
+        "arn:aws:states:::aws-sdk:sns:publish",
+    }
+    assert not any(".sync" in (r or "") for r in resources)
+    assert states["Wait 1/2"] == {"Type": "Wait", "Seconds": 60, "Next": "Describe 1/2"}
+
+
+def test_each_candidate_gets_its_own_request(example_app):
+    states = _definition(example_app, "prod", "classifier-spot")["States"]
+    first, second = states["Create 1/2"]["Parameters"], states["Create 2/2"]["Parameters"]
+    assert first["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+    assert second["ResourceConfig"]["InstanceType"] == "ml.g5.48xlarge"
+    assert first["ResourceConfig"]["InstanceCount"] == 4  # prod overlay
+    assert first["HyperParameters"]["sagemaker_instance_type"] == '"ml.p4d.24xlarge"'
+    assert first["EnableManagedSpotTraining"] is True
+    assert first["StoppingCondition"] == {"MaxRuntimeInSeconds": 14400, "MaxWaitTimeInSeconds": 28800}
+
+
+def test_pipeline_role_passes_only_the_execution_role_and_touches_only_its_jobs(example_app):
+    t = example_app.training_template("prod")
+    (policy,) = [p for p in t.find_resources("AWS::IAM::Policy").values()]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (create,) = [s for s in statements if "sagemaker:CreateTrainingJob" in s["Action"]]
+    assert ':training-job/digits-prod-*"' in json.dumps(create["Resource"])
+    (passrole,) = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert passrole["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    assert "ExecutionRole" in json.dumps(passrole["Resource"])
+    assert not [s for s in statements if s["Action"] in ("sagemaker:*", "*", "iam:*")]
+
+
+def test_failures_alarm_and_notify_an_encrypted_topic(example_app):
+    t = example_app.training_template("dev")
+    t.resource_count_is("AWS::CloudWatch::Alarm", 2)
+    t.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ExecutionsFailed",
+            "Threshold": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "AlarmActions": [{"Ref": Match.string_like_regexp("^Notifications")}],
+        },
+    )
+    t.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+
+
+def test_run_on_deploy_starts_an_execution_named_after_the_hash(project, tmp_path):
+    from tests.support.cdk_app import BuiltApp
+
+    project.spec(MINIMAL + "    run_on_deploy: true\n").env("dev", "retain_data: false\n")
+    built = BuiltApp(project.root, tmp_path / "out", ["dev"])
+    digest = built.stages["dev"].training.job_plans["classifier"].digest
+    t = built.training_template("dev")
+    (resource,) = t.find_resources("Custom::AWS").values()
+    create = json.dumps(resource["Properties"]["Create"])
+    assert f"deploy-{digest}" in create and "startExecution" in create and "ExecutionAlreadyExists" in create
+
+
+def test_no_job_no_deploy_trigger(example_app):
+    example_app.training_template("dev").resource_count_is("Custom::AWS", 0)
+
+
+def test_hundred_jobs_stay_under_the_resource_limit(project, tmp_path):
+    from tests.support.cdk_app import BuiltApp
+
+    jobs = "".join(f"  job{i}:\n    image: train\n    instance_type: ml.m5.xlarge\n" for i in range(100))
+    spec = MINIMAL.split("jobs:")[0] + "jobs:\n" + jobs
+    project.spec(spec).env("dev", "retain_data: false\n")
+    built = BuiltApp(project.root, tmp_path / "out", ["dev"])
+    count = len(built.training_template("dev").to_json()["Resources"])
+    assert count < 500, count
