@@ -164,10 +164,10 @@ def foundation(stack: Stack, env: str, retain: bool) -> None:
             )
         )
     for arn in log_arns:
-        rendered = "".join(
-            x if isinstance(x, str) else f"<{x['Ref']}>" for x in stack.resolve(arn)["Fn::Join"][1]
-        )
-        acks.append(Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{rendered}]", reason="log group"))
+        resolved = stack.resolve(arn)
+        if not isinstance(resolved, str):
+            resolved = "".join(x if isinstance(x, str) else f"<{x['Ref']}>" for x in resolved["Fn::Join"][1])
+        acks.append(Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resolved}]", reason="log group"))
     Validations.of(role).acknowledge(*acks)
 
 

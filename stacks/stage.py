@@ -26,15 +26,18 @@ class EnvironmentStage(Stage):
             description=f"sagestack {plan.resource_prefix}: key, artifact bucket, registry, images, role",
             termination_protection=plan.retain_data and plan.account is not None,
         )
-        self.training = TrainingStack(
-            self,
-            "Training",
-            plan=plan,
-            foundation=self.foundation,
-            project_root=project_root,
-            stack_name=plan.stack_name("training"),
-            description=f"sagestack {plan.resource_prefix}: training pipelines (Step Functions)",
-            termination_protection=plan.retain_data and plan.account is not None,
-        )
+        # No jobs, no pipelines: an empty TrainingStack would still hold a role, a topic and a log group.
+        self.training: TrainingStack | None = None
+        if plan.spec.jobs:
+            self.training = TrainingStack(
+                self,
+                "Training",
+                plan=plan,
+                foundation=self.foundation,
+                project_root=project_root,
+                stack_name=plan.stack_name("training"),
+                description=f"sagestack {plan.resource_prefix}: training pipelines (Step Functions)",
+                termination_protection=plan.retain_data and plan.account is not None,
+            )
         for key, value in plan.tags.items():
             Tags.of(self).add(key, value)

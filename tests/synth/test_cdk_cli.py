@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -47,8 +48,18 @@ def synthesized(tmp_path_factory) -> Path:
 
 
 def test_every_environment_is_synthesized(synthesized):
-    templates = sorted(p.parent.name for p in synthesized.glob("assembly-*/*.template.json"))
-    assert templates == ["assembly-dev", "assembly-prod", "assembly-staging"]
+    stacks = sorted(
+        json.loads(p.read_text())["Description"].split(":")[0]
+        for p in synthesized.glob("assembly-*/*.template.json")
+    )
+    assert stacks == [
+        f"sagestack digits-{env}" for env in ("dev", "dev", "prod", "prod", "staging", "staging")
+    ]
+    names = {
+        p.name.split("Foundation")[0].split("Training")[0]
+        for p in synthesized.glob("assembly-*/*.template.json")
+    }
+    assert names == {"dev", "prod", "staging"}
 
 
 def test_cfn_lint_finds_nothing_in_any_template(synthesized):
