@@ -64,7 +64,9 @@ def run(cmd: list[str], cwd: Path, outdir: str, envs: str | None = None) -> floa
 def resources(outdir: str) -> dict[str, Counter[str]]:
     out = {}
     for template in sorted(Path(outdir).glob("assembly-*/*.template.json")):
-        out[template.name] = Counter(r["Type"] for r in json.loads(template.read_text())["Resources"].values())
+        out[template.name] = Counter(
+            r["Type"] for r in json.loads(template.read_text())["Resources"].values()
+        )
     return out
 
 
@@ -94,12 +96,18 @@ def main() -> None:
     a = sum(resources(outdirs["sagestack"]).values(), Counter())
     b = sum(resources(outdirs["hand-written"]).values(), Counter())
     print("1. foundation, 3 environments (example project without jobs) vs hand-written aws-cdk-lib")
-    print(f"   resources: sagestack {sum(a.values())}, hand-written {sum(b.values())}"
-          + ("" if a == b else f" (differ: {dict((a - b) + (b - a))})"))
+    print(
+        f"   resources: sagestack {sum(a.values())}, hand-written {sum(b.values())}"
+        + ("" if a == b else f" (differ: {dict((a - b) + (b - a))})")
+    )
     for name, ts in times.items():
-        print(f"   {name:>13}: median {median(ts):.2f} s  (min {min(ts):.2f}, max {max(ts):.2f}, n={len(ts)})")
+        print(
+            f"   {name:>13}: median {median(ts):.2f} s  (min {min(ts):.2f}, max {max(ts):.2f}, n={len(ts)})"
+        )
     ratio = median(times["sagestack"]) / median(times["hand-written"])
-    print(f"   ratio sagestack / hand-written: {ratio:.3f}  (goal <= 1.15: {'met' if ratio <= 1.15 else 'NOT met'})")
+    print(
+        f"   ratio sagestack / hand-written: {ratio:.3f}  (goal <= 1.15: {'met' if ratio <= 1.15 else 'NOT met'})"
+    )
 
     # 2. per-job cost
     small, large = make_project(jobs=1), make_project(jobs=51)
@@ -112,8 +120,10 @@ def main() -> None:
         job_times[51].append(run([py, "app.py"], large, out_large, "dev"))
     per_job_ms = (median(job_times[51]) - median(job_times[1])) / 50 * 1000
     print("2. cost of each extra training job (dev: 1 job vs 51 jobs)")
-    print(f"   1 job: {median(job_times[1]):.2f} s, 51 jobs: {median(job_times[51]):.2f} s "
-          f"-> {per_job_ms:.0f} ms per job  (goal <= 60 ms: {'met' if per_job_ms <= 60 else 'NOT met'})")
+    print(
+        f"   1 job: {median(job_times[1]):.2f} s, 51 jobs: {median(job_times[51]):.2f} s "
+        f"-> {per_job_ms:.0f} ms per job  (goal <= 60 ms: {'met' if per_job_ms <= 60 else 'NOT met'})"
+    )
 
     # 3. 100 jobs
     hundred, out_hundred = make_project(jobs=100), tempfile.mkdtemp()
@@ -121,7 +131,9 @@ def main() -> None:
     print(f"3. 100 jobs in dev: synthesized in {t:.2f} s")
     for template, counts in resources(out_hundred).items():
         total = sum(counts.values())
-        print(f"   {template}: {total} resources (CloudFormation limit 500: {'under' if total < 500 else 'OVER'})")
+        print(
+            f"   {template}: {total} resources (CloudFormation limit 500: {'under' if total < 500 else 'OVER'})"
+        )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,20 @@ def dev_app(tmp_path_factory):
     shutil.copytree(REPO / "containers", root / "containers")
     dev = root / "config/envs/dev.yaml"
     dev.write_text(dev.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
+    # A quota snapshot that knows the second candidate's quota code only.
+    (root / "config/envs/dev.quotas.json").write_text(
+        json.dumps(
+            {
+                "quotas": [
+                    {
+                        "QuotaName": "ml.m5.xlarge for training job usage",
+                        "QuotaCode": "L-E7898792",
+                        "Value": 4.0,
+                    }
+                ]
+            }
+        )
+    )
     built = BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["dev"])
     built.root = project.root  # type: ignore[attr-defined]
     return built
@@ -144,6 +158,12 @@ def test_resource_limit_exceeded_moves_to_the_next_candidate(moto, dev_app, monk
     assert result["status"] == "SUCCEEDED", result
     assert json.loads(result["output"])["InstanceType"] == "ml.m5.xlarge"
     assert "Back off 1/2" in result["entered"] and "Create 2/2" in result["entered"]
+    # The second candidate's quota is known: GetServiceQuota runs; moto has no SageMaker quotas,
+    # so the step fails and the pipeline proceeds (as it must on AWS when the quota API is unavailable).
+    assert "Quota 2/2" in result["entered"]
+    quota_state = dev_app.stages["dev"].training.pipelines["classifier"].definition["States"]["Quota 2/2"]
+    assert quota_state["Resource"] == "arn:aws:states:::aws-sdk:servicequotas:getServiceQuota"
+    assert quota_state["Parameters"] == {"ServiceCode": "sagemaker", "QuotaCode": "L-E7898792"}
     assert [j["ResourceConfig"]["InstanceType"] for j in _jobs(moto).values()] == ["ml.m5.xlarge"]
 
 

@@ -266,3 +266,32 @@ def test_source_archive_is_byte_identical_regardless_of_mtimes_and_caches(tmp_pa
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(second.data))) as tar:
         assert all(m.mtime == 0 and m.uid == 0 and m.uname == "" for m in tar.getmembers())
     assert json.dumps(first.sha256)
+
+
+def test_pipeline_skips_a_candidate_whose_quota_is_short():
+    from sagestack.plan.pipeline import PipelineSettings, training_pipeline
+
+    job = JobSpec.model_validate(
+        {
+            "image": "t",
+            "instance_type": ["ml.p4d.24xlarge", "ml.g5.48xlarge"],
+            "instance_count": 2,
+            "distribution": {"torch_distributed": {}},
+        }
+    )
+    plan = resolve_training_job(
+        project="digits",
+        env="dev",
+        key="c",
+        job=job,
+        source_sha256="0" * 64,
+        image_uris={},
+        context=context(GPU),
+    )
+    codes = {"ml.p4d.24xlarge for training job usage": "L-AAAA0001"}
+    states = training_pipeline(plan, PipelineSettings(quota_codes=codes))["States"]
+    assert states["Quota enough 1/2?"]["Choices"] == [
+        {"Variable": "$.quota_1.Value", "NumericLessThan": 2, "Next": "Quota 2/2"}
+    ]
+    assert states["Quota 2/2"]["Type"] == "Pass" and states["Quota 2/2"]["Result"]["checked"] is False
+    assert states["Back off 2/2"]["Next"] == "No candidate available"
