@@ -143,7 +143,13 @@ def render_training_request(
     """A complete CreateTrainingJob request for one candidate. Unset options are omitted."""
     it = catalog_instance(candidate)
     s3 = f"s3://{ctx.bucket}"
-    hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(job.hyperparameters.items())}
+    script_args: dict[str, Any] = {}
+    if job.checkpoint is not None and job.checkpoint.every_steps is not None:
+        # training_src/train.py reads these; the user's own values win.
+        script_args = {"checkpoint_every_steps": job.checkpoint.every_steps,
+                       "checkpoint_keep_last": job.checkpoint.keep_last}
+    script_args.update(job.hyperparameters)
+    hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_args.items())}
     hyperparameters.update(
         {
             "sagemaker_program": encode_hyperparameter(job.entry_point),

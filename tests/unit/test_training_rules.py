@@ -124,14 +124,14 @@ def test_warm_pool_not_with_spot(project):
 
 
 def test_hyperparameter_limits(project):
-    few = "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(91)) + "}"
+    few = "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(89)) + "}"
     assert findings(project, "hyperparameter-limits", job(few)) == []
     many = (
-        "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(92)) + "}"
+        "instance_type: ml.g5.xlarge\nhyperparameters: {" + ", ".join(f"p{i}: {i}" for i in range(90)) + "}"
     )
     assert findings(project, "hyperparameter-limits", job(many)) == [
-        "jobs.big.hyperparameters: 92 hyperparameters; SageMaker allows 100 and sagestack adds up to 9 "
-        "(sagemaker_program, distribution keys …): at most 91"
+        "jobs.big.hyperparameters: 90 hyperparameters; SageMaker allows 100 and sagestack adds up to 11 "
+        "(sagemaker_program, distribution keys …): at most 89"
     ]
     long_value = "instance_type: ml.g5.xlarge\nhyperparameters: {prompt: " + "x" * 2500 + "}"
     assert findings(project, "hyperparameter-limits", job(long_value)) == [

@@ -14,7 +14,7 @@ SMDDP_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p3dn.24xlarge")
 HYPERPARAMETERS_MAX = 100
 HP_KEY_MAX, HP_VALUE_MAX = 256, 2500
 # Keys sagestack adds itself (script mode + the largest distribution set), counted against the 100.
-RESERVED_HYPERPARAMETERS = 9
+RESERVED_HYPERPARAMETERS = 11  # + checkpoint_every_steps, checkpoint_keep_last
 
 
 def _candidates(ctx: RuleContext) -> Iterator[tuple[str, JobSpec, int, InstanceType]]:
