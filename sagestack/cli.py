@@ -165,6 +165,131 @@ def run(
     raise typer.Exit(1)
 
 
+local_app = typer.Typer(help="Run the spec's work on this machine (no AWS account).", no_args_is_help=True)
+app.add_typer(local_app, name="local")
+
+
+def _parse_overrides(values: list[str]) -> dict[str, object]:
+    import json
+
+    out: dict[str, object] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def _default_env(root: Path, env: str | None) -> str | None:
+    from sagestack.spec import list_environments
+
+    if env is not None:
+        return env
+    envs = list_environments(root)
+    return "dev" if "dev" in envs else (envs[0] if envs else None)
+
+
+@local_app.command("train")
+def local_train(
+    job: Annotated[str, typer.Argument(help="a key of jobs:")],
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment overlay (default: dev)")] = None,
+    hosts: Annotated[int, typer.Option("--hosts", help="simulated hosts")] = 1,
+    procs: Annotated[int, typer.Option("--procs", help="processes per host")] = 1,
+    interrupt_at: Annotated[
+        int | None,
+        typer.Option("--interrupt-at", help="kill every process at this step, as a spot reclaim does"),
+    ] = None,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="default: .sagestack/local/<env>/<job>")
+    ] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="start over: drop earlier checkpoints")] = False,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="override a hyperparameter: KEY=VALUE")
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sagestack.local.runner import LocalRunError, LocalTrainOptions, plot_curves, run_local_training
+    from sagestack.spec import SpecError, load_project
+
+    out, err = _console(), _console(stderr=True)
+    try:
+        loaded = load_project(root, _default_env(root, env))
+    except SpecError as e:
+        for issue in e.issues:
+            err.print(issue.format(), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    if job not in loaded.spec.jobs:
+        from sagestack.catalog.suggest import did_you_mean
+
+        err.print(f"no job '{job}'{did_you_mean(job, loaded.spec.jobs)}", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    options = LocalTrainOptions(
+        hosts=hosts,
+        procs=procs,
+        interrupt_at=interrupt_at,
+        workdir=workdir,
+        fresh=fresh,
+        overrides=_parse_overrides(set_ or []),
+    )
+    progress = Progress(
+        TextColumn(f"[bold]{job}[/] {hosts}x{procs}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+    )
+    task = progress.add_task("train", total=None, stats="starting")
+    stats: dict[str, float] = {}
+
+    def on_metrics(values: dict[str, float]) -> None:
+        stats.update(values)
+        total = values.get("total_steps")
+        if total:
+            progress.update(task, total=int(total))
+        text = " ".join(
+            f"{k}={stats[k]:.4g}" for k in ("train_loss", "val_accuracy", "samples_per_sec") if k in stats
+        )
+        progress.update(task, completed=int(values.get("step", 0)), stats=text)
+
+    def on_line(host: str, line: str) -> None:
+        if line and not line.startswith("metrics:"):
+            progress.console.print(f"[dim]{host}[/] {line}", markup=True, highlight=False)
+
+    try:
+        with progress:
+            result = run_local_training(loaded, job, options, on_metrics=on_metrics, on_line=on_line)
+    except LocalRunError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    if result.interrupted_at is not None:
+        out.print(
+            f"[yellow]interrupted at step {result.interrupted_at}[/] (every process killed, as a spot reclaim "
+            f"does); run the same command again to resume from the newest checkpoint"
+        )
+        raise typer.Exit(3)
+    if not result.succeeded:
+        err.print(f"[red]✗ training failed[/] (exit {result.exit_code}): {result.failure or 'see the logs'}")
+        err.print(f"  logs: {', '.join(str(p) for p in result.log_files)}", markup=False)
+        raise typer.Exit(1)
+    png = plot_curves(
+        result.metrics, result.workdir / "training_curves.png", f"{job} ({hosts} hosts x {procs})"
+    )
+    accuracy = result.last("val_accuracy")
+    out.print(f"[green]✓ trained[/] {job}: val_accuracy={accuracy if accuracy is not None else 'n/a'}")
+    out.print(f"  model: {result.model_dir}", markup=False)
+    if png:
+        out.print(f"  curves: {png}", markup=False)
+
+
 @app.command()
 def rules() -> None:
     """List the spec rules sagestack checks."""

@@ -55,7 +55,7 @@ def load_newest(folder: Path, log: Any = print) -> tuple[int, dict[str, Any]] | 
     for step, path in list_checkpoints(folder):
         try:
             state = torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as e:  # noqa: BLE001 - any unreadable file is skipped the same way
+        except Exception as e:
             log(f"checkpoint {path.name} is unreadable ({type(e).__name__}: {e}); trying an older one")
             continue
         if not isinstance(state, dict) or "model" not in state:

@@ -40,7 +40,9 @@ def _load_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
         if suffix == ".npz":
             with np.load(path) as data:
                 if "x" not in data or "y" not in data:
-                    raise DataError(f"{path}: an .npz file needs arrays 'x' and 'y' (found {', '.join(data.files)})")
+                    raise DataError(
+                        f"{path}: an .npz file needs arrays 'x' and 'y' (found {', '.join(data.files)})"
+                    )
                 return data["x"], data["y"]
         if suffix == ".csv":
             table = np.loadtxt(path, delimiter=",", ndmin=2)
@@ -52,7 +54,7 @@ def _load_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
             return data["x"].numpy(), data["y"].numpy()
     except DataError:
         raise
-    except Exception as e:  # noqa: BLE001 - every unreadable file gets the same clear message
+    except Exception as e:
         raise DataError(f"{path}: cannot read it as {suffix[1:]} ({type(e).__name__}: {e})") from None
     raise DataError(f"{path}: unsupported file type '{suffix}'; use .npz (x, y), .csv (label last) or .pt")
 
@@ -60,7 +62,9 @@ def _load_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def load_channel(folder: Path) -> Dataset:
     if not folder.is_dir():
         raise DataError(f"training channel {folder} does not exist; check the job's channels: in the spec")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in (".npz", ".csv", ".pt"))
+    files = sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in (".npz", ".csv", ".pt")
+    )
     if not files:
         raise DataError(f"training channel {folder} has no .npz, .csv or .pt file")
     xs, ys = zip(*(_load_file(p) for p in files), strict=True)

@@ -16,8 +16,9 @@ class SmallCNN(nn.Module):
             nn.ReLU(),
             nn.MaxPool2d(2),
         )
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(64 * (size // 2) ** 2, 128), nn.ReLU(),
-                                  nn.Linear(128, num_classes))
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(64 * (size // 2) ** 2, 128), nn.ReLU(), nn.Linear(128, num_classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
@@ -26,8 +27,14 @@ class SmallCNN(nn.Module):
 class MLP(nn.Module):
     def __init__(self, features: int, num_classes: int, hidden: int = 256) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                 nn.ReLU(), nn.Linear(hidden, num_classes))
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(features, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, num_classes),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -40,7 +47,9 @@ def build_model(kind: str, sample: torch.Tensor, num_classes: int) -> nn.Module:
         kind = "cnn" if is_image else "mlp"
     if kind == "cnn":
         if not is_image:
-            raise ValueError(f"model 'cnn' needs square (C, H, W) inputs; the data has shape {tuple(sample.shape)}")
+            raise ValueError(
+                f"model 'cnn' needs square (C, H, W) inputs; the data has shape {tuple(sample.shape)}"
+            )
         return SmallCNN(sample.shape[0], num_classes, sample.shape[1])
     if kind == "mlp":
         return MLP(int(sample.numel()), num_classes)

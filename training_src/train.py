@@ -1,7 +1,12 @@
-"""Entry point SageMaker runs (sagemaker_program). Self-contained: imports nothing from sagestack.
+"""The training program SageMaker runs (sagemaker_program), unchanged on this machine.
 
-Single-process digits classifier for now; the distributed program (DDP, checkpoints, resume)
-is the training_src issue's work.
+PyTorch DDP (NCCL on GPUs, gloo on CPUs) over a DistributedSampler; per-device and global batch;
+learning rate scaled linearly with the global batch plus linear warm-up (Goyal et al., 2017);
+gradient accumulation; bf16 autocast where the device supports it; opt-in torch.compile, FSDP and
+torch.profiler; metrics in training_src/metrics.py's format; TensorBoard summaries; atomic
+checkpoints every N steps carrying everything needed to resume bitwise-identically; the final
+model as a state dict and TorchScript; a failure reason in /opt/ml/output/failure.
+Self-contained: imports nothing from sagestack.
 """
 
 from __future__ import annotations
@@ -9,43 +14,480 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+# Siblings in the source directory (the script's folder is first on sys.path, also under torchrun).
+from checkpointing import load_newest, save_atomic
+from data import DataError, load_training_data, split
+from metrics import format_metrics
+from model import build_model
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--batch_size_per_device", type=int, default=64)
-    args, _ = parser.parse_known_args()
+class HyperparameterError(ValueError):
+    pass
 
-    import torch
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
-    torch.manual_seed(0)
-    x, y = load_digits(return_X_y=True)
-    x_tr, x_va, y_tr, y_va = train_test_split(x / 16.0, y, test_size=0.2, random_state=0)
-    x_tr, x_va = torch.tensor(x_tr, dtype=torch.float32), torch.tensor(x_va, dtype=torch.float32)
-    y_tr, y_va = torch.tensor(y_tr), torch.tensor(y_va)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    for epoch in range(args.epochs):
-        perm = torch.randperm(len(x_tr))
-        for i in range(0, len(perm), args.batch_size_per_device):
-            idx = perm[i : i + args.batch_size_per_device]
-            loss = torch.nn.functional.cross_entropy(model(x_tr[idx]), y_tr[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        with torch.no_grad():
-            acc = (model(x_va).argmax(1) == y_va).float().mean().item()
-        print(f"epoch={epoch} train_loss={loss.item():.4f} val_accuracy={acc:.4f}", flush=True)
-    model_dir = os.environ.get("SM_MODEL_DIR", "model")
-    os.makedirs(model_dir, exist_ok=True)
-    torch.save(model.state_dict(), os.path.join(model_dir, "model.pth"))
-    with open(os.path.join(model_dir, "metrics.json"), "w") as f:
-        json.dump({"val_accuracy": acc}, f)
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise HyperparameterError(f"bad hyperparameter: {message}")
+
+
+def _bool(text: str) -> bool:
+    lowered = str(text).strip().strip('"').lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = _Parser(description="sagestack digits trainer")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--lr", type=float, default=1e-3, help="learning rate at --reference_batch")
+    p.add_argument("--batch_size_per_device", type=int, default=64)
+    p.add_argument("--grad_accum_steps", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--reference_batch", type=int, default=64, help="global batch at which --lr applies")
+    p.add_argument("--lr_scaling", choices=["linear", "none"], default="linear")
+    p.add_argument(
+        "--warmup_steps", type=int, default=-1, help="-1: 5%% of the steps when the lr is scaled up"
+    )
+    p.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam")
+    p.add_argument("--model", choices=["auto", "cnn", "mlp"], default="auto")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="fp32")
+    p.add_argument("--compile", type=_bool, default=False)
+    p.add_argument("--fsdp", type=_bool, default=False)
+    p.add_argument("--profile", type=_bool, default=False)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--val_fraction", type=float, default=0.2)
+    p.add_argument("--log_every", type=int, default=10)
+    p.add_argument("--max_steps", type=int, default=0, help="stop after N optimizer steps (0: all epochs)")
+    p.add_argument("--checkpoint_every_steps", type=int, default=0)
+    p.add_argument("--checkpoint_keep_last", type=int, default=3)
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        print(f"warning: ignoring unknown arguments {unknown}", flush=True)
+    for name in ("epochs", "batch_size_per_device", "grad_accum_steps", "reference_batch", "log_every"):
+        if getattr(args, name) < 1:
+            raise HyperparameterError(f"bad hyperparameter: {name} must be >= 1, got {getattr(args, name)}")
+    if not 0 < args.val_fraction < 1:
+        raise HyperparameterError(
+            f"bad hyperparameter: val_fraction must be in (0, 1), got {args.val_fraction}"
+        )
+    return args
+
+
+@dataclass(frozen=True)
+class Paths:
+    model: Path
+    output: Path
+    checkpoints: Path
+    tensorboard: Path
+
+    @classmethod
+    def from_env(cls) -> Paths:
+        base = Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
+        output = Path(os.environ.get("SM_OUTPUT_DIR", base / "output"))
+        return cls(
+            model=Path(os.environ.get("SM_MODEL_DIR", base / "model")),
+            output=output,
+            checkpoints=Path(os.environ.get("SAGESTACK_CHECKPOINT_DIR", base / "checkpoints")),
+            tensorboard=Path(os.environ.get("SAGESTACK_TENSORBOARD_DIR", output / "tensorboard")),
+        )
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int
+    local_rank: int
+    size: int
+    device: torch.device
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed() -> World:
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if size > 1:
+        dist.init_process_group(backend=backend)
+    return World(rank, local_rank, size, device)
+
+
+def log(world: World, message: str) -> None:
+    if world.leader:
+        print(message, flush=True)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    if precision == "fp32":
+        return None
+    supported = torch.cuda.is_bf16_supported() if device.type == "cuda" else True
+    if precision == "bf16" and not supported:
+        raise HyperparameterError("bad hyperparameter: precision bf16 is not supported on this device")
+    return torch.bfloat16 if supported else None
+
+
+def wrap_model(model: torch.nn.Module, args: argparse.Namespace, world: World) -> torch.nn.Module:
+    model = model.to(world.device)
+    if world.size > 1:
+        if args.fsdp:
+            from torch.distributed.fsdp import FullyShardedDataParallel
+
+            model = FullyShardedDataParallel(
+                model, device_id=world.device if world.device.type == "cuda" else None
+            )
+        else:
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(
+                model, device_ids=[world.local_rank] if world.device.type == "cuda" else None
+            )
+    if args.compile:
+        model = torch.compile(model)  # type: ignore[assignment]
+    return model
+
+
+def full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """Unsharded, unwrapped state dicts (a collective under FSDP: every rank calls it)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_sd: dict, optim_sd: dict
+) -> None:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=model_sd,
+        optim_state_dict=optim_sd,
+        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False),
+    )
+
+
+def gather_rng(world: World) -> list[dict[str, Any]]:
+    mine = rng_state()
+    if world.size == 1:
+        return [mine]
+    everyone: list[Any] = [None] * world.size
+    dist.all_gather_object(everyone, mine)
+    return everyone
+
+
+def evaluate(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, world: World, dtype: torch.dtype | None
+) -> tuple[float, float]:
+    model.eval()
+    with torch.no_grad(), torch.autocast(world.device.type, dtype=dtype, enabled=dtype is not None):
+        logits = model(x.to(world.device)).float()
+        loss = torch.nn.functional.cross_entropy(logits, y.to(world.device)).item()
+        accuracy = (logits.argmax(1).cpu() == y).float().mean().item()
+    model.train()
+    return loss, accuracy
+
+
+def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, float]:
+    seed_everything(args.seed)
+    data = load_training_data()
+    train_set, val_set = split(data, args.val_fraction, args.seed)
+    per_step = args.batch_size_per_device * world.size
+    if len(train_set.y) < per_step:
+        raise DataError(
+            f"{len(train_set.y)} training samples cannot be split over a world of {world.size} processes x "
+            f"batch {args.batch_size_per_device}: use fewer processes or a smaller batch_size_per_device"
+        )
+    sampler = DistributedSampler(
+        TensorDataset(train_set.x, train_set.y),
+        num_replicas=world.size,
+        rank=world.rank,
+        shuffle=True,
+        seed=args.seed,
+        drop_last=True,
+    )
+    loader = DataLoader(
+        TensorDataset(train_set.x, train_set.y),
+        batch_size=args.batch_size_per_device,
+        sampler=sampler,
+        drop_last=True,
+    )
+    micro_per_epoch = len(loader)
+    steps_per_epoch = micro_per_epoch // args.grad_accum_steps
+    if steps_per_epoch < 1:
+        raise DataError(
+            f"one epoch has {micro_per_epoch} micro-batches per process, fewer than "
+            f"grad_accum_steps={args.grad_accum_steps}; lower it or the batch size"
+        )
+    total_steps = args.epochs * steps_per_epoch
+    if args.max_steps:
+        total_steps = min(total_steps, args.max_steps)
+
+    global_batch = per_step * args.grad_accum_steps
+    scale = global_batch / args.reference_batch if args.lr_scaling == "linear" else 1.0
+    peak_lr = args.lr * scale
+    warmup = args.warmup_steps if args.warmup_steps >= 0 else (max(1, total_steps // 20) if scale > 1 else 0)
+
+    torch.manual_seed(args.seed)  # identical initial weights on every rank and every restart
+    model = wrap_model(build_model(args.model, train_set.x[0], data.num_classes), args, world)
+    optimizer_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[
+        args.optimizer
+    ]
+    optimizer = optimizer_cls(model.parameters(), lr=peak_lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
+    )
+    dtype = autocast_dtype(args.precision, world.device)
+
+    step, start_epoch, skip_micro = 0, 0, 0
+    resumed = load_newest(paths.checkpoints, log=lambda m: log(world, m))
+    if resumed is not None:
+        step, state = resumed
+        load_full_state(model, optimizer, state["model"], state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        start_epoch, skip_micro = state["epoch"], state["micro_batch"]
+        rngs = state["rng"]
+        set_rng_state(rngs[world.rank] if world.rank < len(rngs) else rngs[0])
+        log(world, f"resumed from checkpoint at step {step} (epoch {start_epoch}, micro-batch {skip_micro})")
+
+    log(
+        world,
+        f"training: world_size={world.size} device={world.device.type} global_batch={global_batch} "
+        f"lr={peak_lr:g} (x{scale:g}) warmup_steps={warmup} total_steps={total_steps} data={data.source}",
+    )
+    writer = _tensorboard(paths, world)
+    profiler = _profiler(args, paths, world)
+    last: dict[str, float] = {}
+    window_start, window_samples = time.perf_counter(), 0
+    done = step >= total_steps
+    epoch = start_epoch
+    for epoch in range(start_epoch, args.epochs):
+        if done:
+            break
+        sampler.set_epoch(epoch)
+        optimizer.zero_grad(set_to_none=True)
+        running = torch.zeros((), device=world.device)
+        for micro, (x, y) in enumerate(loader):
+            if micro >= steps_per_epoch * args.grad_accum_steps:
+                break  # a tail shorter than grad_accum_steps would never reach an optimizer step
+            if epoch == start_epoch and micro < skip_micro:
+                continue
+            x, y = x.to(world.device), y.to(world.device)
+            boundary = (micro + 1) % args.grad_accum_steps == 0
+            sync = _no_sync(model) if (world.size > 1 and not boundary and not args.fsdp) else _null()
+            with sync, torch.autocast(world.device.type, dtype=dtype, enabled=dtype is not None):
+                loss = torch.nn.functional.cross_entropy(model(x).float(), y) / args.grad_accum_steps
+                loss.backward()
+            running += loss.detach()
+            window_samples += len(y) * world.size
+            if not boundary:
+                continue
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            if profiler is not None:
+                profiler.step()
+            if step % args.log_every == 0 or step == total_steps:
+                if world.size > 1:
+                    dist.all_reduce(running)
+                    running /= world.size
+                elapsed = time.perf_counter() - window_start
+                last = {
+                    "train_loss": running.item(),
+                    "lr": scheduler.get_last_lr()[0],
+                    "samples_per_sec": window_samples / elapsed if elapsed > 0 else 0.0,
+                }
+                log(world, format_metrics(epoch=epoch, step=step, total_steps=total_steps, **last))
+                if writer is not None:
+                    for k, v in last.items():
+                        writer.add_scalar(k, v, step)
+                window_start, window_samples = time.perf_counter(), 0
+            running.zero_()
+            if args.checkpoint_every_steps and step % args.checkpoint_every_steps == 0:
+                _checkpoint(model, optimizer, scheduler, paths, world, args, step, epoch, micro + 1)
+            if step >= total_steps:
+                done = True
+                break
+        val_loss, val_accuracy = evaluate(model, val_set.x, val_set.y, world, dtype)
+        last.update(val_loss=val_loss, val_accuracy=val_accuracy)
+        log(world, format_metrics(epoch=epoch, step=step, val_loss=val_loss, val_accuracy=val_accuracy))
+        if writer is not None:
+            writer.add_scalar("val_accuracy", val_accuracy, step)
+            writer.add_scalar("val_loss", val_loss, step)
+    if profiler is not None:
+        profiler.stop()
+    if writer is not None:
+        writer.close()
+    _save_model(model, optimizer, paths, world, train_set.x[:1], data.num_classes, args, last, step)
+    return last
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _no_sync(model: torch.nn.Module) -> Any:
+    inner = getattr(model, "_orig_mod", model)
+    return inner.no_sync() if hasattr(inner, "no_sync") else _null()
+
+
+def _checkpoint(
+    model, optimizer, scheduler, paths: Paths, world: World, args, step: int, epoch: int, next_micro: int
+) -> None:  # type: ignore[no-untyped-def]
+    model_sd, optim_sd = full_state(model, optimizer)
+    rngs = gather_rng(world)
+    if world.leader:
+        save_atomic(
+            {
+                "model": model_sd,
+                "optimizer": optim_sd,
+                "scheduler": scheduler.state_dict(),
+                "step": step,
+                "epoch": epoch,
+                "micro_batch": next_micro,
+                "rng": rngs,
+                "world_size": world.size,
+                "args": vars(args),
+            },
+            paths.checkpoints,
+            step,
+            args.checkpoint_keep_last,
+        )
+    if world.size > 1:
+        dist.barrier()  # no rank runs ahead of a checkpoint it may need to resume from
+
+
+def _save_model(
+    model,
+    optimizer,
+    paths: Paths,
+    world: World,
+    example: torch.Tensor,
+    num_classes: int,
+    args,
+    metrics: dict[str, float],
+    step: int,
+) -> None:  # type: ignore[no-untyped-def]
+    model_sd, _ = full_state(model, optimizer)
+    if world.leader:
+        paths.model.mkdir(parents=True, exist_ok=True)
+        torch.save(model_sd, paths.model / "model.pth")
+        plain = build_model(args.model, example[0], num_classes)
+        plain.load_state_dict(model_sd)
+        plain.eval()
+        scripted = torch.jit.trace(plain, example.float())
+        scripted.save(str(paths.model / "model.pt"))
+        info = {
+            "input_shape": list(example.shape),
+            "num_classes": num_classes,
+            "model": args.model,
+            "step": step,
+            "metrics": metrics,
+        }
+        (paths.model / "model_info.json").write_text(json.dumps(info, indent=2))
+    if world.size > 1:
+        dist.barrier()
+
+
+def _tensorboard(paths: Paths, world: World) -> Any:
+    if not world.leader:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional in the container
+        return None
+    paths.tensorboard.mkdir(parents=True, exist_ok=True)
+    return SummaryWriter(log_dir=str(paths.tensorboard))
+
+
+def _profiler(args, paths: Paths, world: World) -> Any:  # type: ignore[no-untyped-def]
+    if not args.profile or not world.leader:
+        return None
+    from torch.profiler import profile, schedule, tensorboard_trace_handler
+
+    prof = profile(
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(str(paths.tensorboard / "profiler")),
+    )
+    prof.start()
+    return prof
+
+
+def write_failure(paths: Paths, error: BaseException) -> None:
+    """SageMaker shows the first 1024 characters of this file as the job's FailureReason."""
+    reason = f"{type(error).__name__}: {error}"
+    try:
+        paths.output.mkdir(parents=True, exist_ok=True)
+        (paths.output / "failure").write_text(reason[:1024] + "\n\n" + traceback.format_exc())
+    except OSError:
+        pass
+    print(f"error: {reason}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = Paths.from_env()
+    world: World | None = None
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        world = init_distributed()
+        train(args, paths, world)
+        return 0
+    except (HyperparameterError, DataError, ValueError, RuntimeError, OSError) as e:
+        write_failure(paths, e)
+        return 1
+    finally:
+        if world is not None and world.size > 1 and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

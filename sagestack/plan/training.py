@@ -146,8 +146,10 @@ def render_training_request(
     script_args: dict[str, Any] = {}
     if job.checkpoint is not None and job.checkpoint.every_steps is not None:
         # training_src/train.py reads these; the user's own values win.
-        script_args = {"checkpoint_every_steps": job.checkpoint.every_steps,
-                       "checkpoint_keep_last": job.checkpoint.keep_last}
+        script_args = {
+            "checkpoint_every_steps": job.checkpoint.every_steps,
+            "checkpoint_keep_last": job.checkpoint.keep_last,
+        }
     script_args.update(job.hyperparameters)
     hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_args.items())}
     hyperparameters.update(

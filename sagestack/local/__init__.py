@@ -1,0 +1,1 @@
+"""Run a spec's work on this machine: the SageMaker container contract, emulated."""
