@@ -28,8 +28,9 @@ synth: setup
 	cdk synth --quiet
 
 demo: synth
-	$(BIN)/sagestack validate --env dev
+	$(BIN)/sagestack validate
 	@echo "Synthesized every environment into cdk.out:"; ls cdk.out | grep -E '^assembly-' || true
+	$(BIN)/sagestack local train classifier --env dev --hosts 2 --procs 1 --fresh
 
 test: setup
 	$(BIN)/ruff check .

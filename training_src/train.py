@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 # Siblings in the source directory (the script's folder is first on sys.path, also under torchrun).
 from checkpointing import load_newest, save_atomic
 from data import DataError, load_training_data, split
 from metrics import format_metrics
 from model import build_model
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
 class HyperparameterError(ValueError):

@@ -83,6 +83,26 @@ def parse_metrics(line: str) -> dict[str, float]:
     return out
 
 
+def _process_tree(root: int) -> list[int]:
+    """`root` and all its descendants, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop()
+        tree.append(pid)
+        queue += children.get(pid, [])
+    return tree
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -225,9 +245,12 @@ def run_local_training(
     lock = threading.Lock()
 
     def kill_all() -> None:
-        for p in processes:
+        # torchrun starts each worker in a session of its own, so killing the launcher's process
+        # group is not enough: find every descendant first, then kill them all at once.
+        victims = [pid for p in processes for pid in _process_tree(p.pid)]
+        for pid in victims:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
     def pump(host: str, proc: subprocess.Popen[str], path: Path) -> None:
         assert proc.stdout is not None

@@ -1,0 +1,139 @@
+"""Real torch, real processes: `sagestack local train` on the example project.
+
+Multi-process DDP over gloo on loopback; interruption the way a spot reclaim does it (every process
+killed) and a resume that ends bitwise-equal to an uninterrupted run; bad input that fails clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sagestack.local.runner import LocalTrainOptions, run_local_training
+
+pytestmark = pytest.mark.train
+
+
+def train(project, workdir: Path, *, hosts=1, procs=1, interrupt_at=None, **hps):
+    loaded = project.load("dev")
+    options = LocalTrainOptions(
+        hosts=hosts, procs=procs, interrupt_at=interrupt_at, workdir=workdir, overrides=hps
+    )
+    return run_local_training(loaded, "classifier", options)
+
+
+def weights(result) -> dict[str, torch.Tensor]:
+    return torch.load(result.model_dir / "model.pth", weights_only=True)
+
+
+def test_two_process_ddp_on_digits_reaches_90_percent(digits_project, tmp_path):
+    result = train(digits_project, tmp_path / "w", hosts=2, procs=1, epochs=6)
+    assert result.succeeded, (result.failure, result.log_files[0].read_text()[-2000:])
+    assert result.last("val_accuracy") >= 0.9
+    first = next(m for m in result.metrics if "train_loss" in m)
+    assert first["total_steps"] == 6 * (1438 // 128)  # 1438 training samples, 2 processes x 64 per step
+    assert (result.model_dir / "model.pt").exists() and (result.model_dir / "model_info.json").exists()
+    scripted = torch.jit.load(str(result.model_dir / "model.pt"))
+    assert scripted(torch.zeros(3, 1, 8, 8)).shape == (3, 10)
+    # the world really had two ranks: the launcher said so and both hosts logged
+    assert "world_size=2" in result.log_files[0].read_text()
+
+
+def test_interrupted_then_resumed_run_equals_an_uninterrupted_one(digits_project, tmp_path):
+    # 110 steps: the kill (sent when the log reaches step 25, so a few steps later) lands mid-run.
+    hps = {"epochs": 10, "checkpoint_every_steps": 10, "log_every": 5}
+    straight = train(digits_project, tmp_path / "straight", procs=2, **hps)
+    assert straight.succeeded, straight.failure
+
+    workdir = tmp_path / "spot"
+    killed = train(digits_project, workdir, procs=2, interrupt_at=25, **hps)
+    assert killed.interrupted_at is not None and killed.interrupted_at >= 25
+    assert not killed.succeeded and not (workdir / "model" / "model.pth").exists()
+    saved = sorted(int(p.stem.split("-")[1]) for p in (workdir / "checkpoints").glob("checkpoint-*.pt"))
+    assert saved and 20 <= saved[-1] < 110  # progress was saved, and the run did not finish
+
+    resumed = train(digits_project, workdir, procs=2, **hps)
+    assert resumed.succeeded, resumed.failure
+    log = resumed.log_files[0].read_text()
+    assert "resumed from checkpoint at step" in log
+    a, b = weights(straight), weights(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_truncated_newest_checkpoint_is_skipped_on_resume(digits_project, tmp_path):
+    hps = {"epochs": 6, "checkpoint_every_steps": 10, "log_every": 5}
+    straight = train(digits_project, tmp_path / "straight", **hps)
+    workdir = tmp_path / "spot"
+    killed = train(digits_project, workdir, interrupt_at=30, **hps)
+    assert killed.interrupted_at is not None
+    newest = max((workdir / "checkpoints").glob("checkpoint-*.pt"))
+    newest.write_bytes(newest.read_bytes()[:100])
+    resumed = train(digits_project, workdir, **hps)
+    assert resumed.succeeded, resumed.failure
+    log = resumed.log_files[0].read_text()
+    assert f"checkpoint {newest.name} is unreadable" in log and "resumed from checkpoint at step" in log
+    a, b = weights(straight), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _failure(result) -> str:
+    assert result.exit_code != 0 and not result.succeeded
+    return result.failure or ""
+
+
+def test_wrong_hyperparameter_type_fails_clearly(digits_project, tmp_path):
+    result = train(digits_project, tmp_path / "w", epochs="ten")
+    assert "bad hyperparameter: argument --epochs: invalid int value: 'ten'" in _failure(result)
+
+
+def test_world_size_the_data_cannot_be_split_over(digits_project, tmp_path):
+    result = train(digits_project, tmp_path / "w", procs=2, batch_size_per_device=1000)
+    assert "1438 training samples cannot be split over a world of 2 processes x batch 1000" in _failure(
+        result
+    )
+
+
+def _with_channel(project, path: str) -> None:
+    spec = project.root / "config/sagestack.yaml"
+    text = spec.read_text().replace(
+        "    entry_point: train.py\n",
+        f"    entry_point: train.py\n    channels: {{train: {{local_path: {path}}}}}\n",
+        1,
+    )
+    spec.write_text(text)
+
+
+def test_missing_channel_fails_clearly(digits_project, tmp_path):
+    _with_channel(digits_project, "data/none")
+    result = train(digits_project, tmp_path / "w")
+    assert "training channel" in _failure(result) and "does not exist" in result.failure
+
+
+def test_unreadable_data_file_fails_clearly_and_keeps_checkpoints(digits_project, tmp_path):
+    (digits_project.root / "data/bad").mkdir(parents=True)
+    (digits_project.root / "data/bad/part-0.npz").write_bytes(b"not an npz file")
+    _with_channel(digits_project, "data/bad")
+    workdir = tmp_path / "w"
+    (workdir / "checkpoints").mkdir(parents=True)
+    (workdir / "checkpoints" / "checkpoint-000000010.pt").write_bytes(b"kept")
+    result = train(digits_project, workdir)
+    assert "part-0.npz: cannot read it as npz" in _failure(result)
+    assert (workdir / "checkpoints" / "checkpoint-000000010.pt").read_bytes() == b"kept"
+
+
+def test_training_channel_with_npz_data(digits_project, tmp_path):
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    (digits_project.root / "data/train").mkdir(parents=True)
+    np.savez(digits_project.root / "data/train/digits.npz", x=(x / 16.0).astype(np.float32), y=y)
+    _with_channel(digits_project, "data/train")
+    result = train(digits_project, tmp_path / "w", epochs=3)
+    assert result.succeeded, result.failure
+    assert (
+        "data=" in result.log_files[0].read_text()
+        and "digits (bundled)" not in result.log_files[0].read_text()
+    )
+    assert result.last("val_accuracy") > 0.8
