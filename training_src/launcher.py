@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         topology = topology_from_env()
         command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(topology, script, args)]
         print(f"launcher: torchrun {' '.join(command[3:])}", flush=True)
+    if os.environ.get("SAGESTACK_LAUNCHER_DRY_RUN"):
+        return 0  # print the command only (debugging; the launcher benchmark times exactly this part)
     # Replace this process: signals (a spot reclaim's SIGTERM) reach torchrun and the workers directly.
     os.execv(sys.executable, command)
     return 0  # not reached

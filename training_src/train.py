@@ -183,7 +183,10 @@ def wrap_model(model: torch.nn.Module, args: argparse.Namespace, world: World) -
             from torch.nn.parallel import DistributedDataParallel
 
             model = DistributedDataParallel(
-                model, device_ids=[world.local_rank] if world.device.type == "cuda" else None
+                model,
+                device_ids=[world.local_rank] if world.device.type == "cuda" else None,
+                gradient_as_bucket_view=True,  # gradients live in the all-reduce buckets: no copy
+                static_graph=True,  # the graph never changes: DDP skips per-step bookkeeping
             )
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]
