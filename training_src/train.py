@@ -308,6 +308,8 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
     window_start, window_samples = time.perf_counter(), 0
     done = step >= total_steps
     epoch = start_epoch
+    checkpoint_seconds = 0.0
+    train_started = time.perf_counter()
     for epoch in range(start_epoch, args.epochs):
         if done:
             break
@@ -352,7 +354,9 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
                 window_start, window_samples = time.perf_counter(), 0
             running.zero_()
             if args.checkpoint_every_steps and step % args.checkpoint_every_steps == 0:
+                started = time.perf_counter()
                 _checkpoint(model, optimizer, scheduler, paths, world, args, step, epoch, micro + 1)
+                checkpoint_seconds += time.perf_counter() - started
             if step >= total_steps:
                 done = True
                 break
@@ -362,6 +366,15 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
         if writer is not None:
             writer.add_scalar("val_accuracy", val_accuracy, step)
             writer.add_scalar("val_loss", val_loss, step)
+    # What checkpointing cost this run, on the training's own clock (robust to a noisy machine).
+    log(
+        world,
+        format_metrics(
+            step=step,
+            train_seconds=time.perf_counter() - train_started,
+            checkpoint_seconds=checkpoint_seconds,
+        ),
+    )
     if profiler is not None:
         profiler.stop()
     if writer is not None:
