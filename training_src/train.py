@@ -174,11 +174,15 @@ def wrap_model(model: torch.nn.Module, args: argparse.Namespace, world: World) -
     model = model.to(world.device)
     if world.size > 1:
         if args.fsdp:
-            from torch.distributed.fsdp import FullyShardedDataParallel
+            # FSDP2 (fully_shard): parameters, gradients and optimizer state sharded across ranks;
+            # unlike FSDP1 it also runs on CPU processes over gloo.
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
 
-            model = FullyShardedDataParallel(
-                model, device_id=world.device if world.device.type == "cuda" else None
-            )
+            mesh = init_device_mesh(world.device.type, (world.size,))
+            for child in model.children():
+                fully_shard(child, mesh=mesh)
+            fully_shard(model, mesh=mesh)
         else:
             from torch.nn.parallel import DistributedDataParallel
 

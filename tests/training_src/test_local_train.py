@@ -137,3 +137,16 @@ def test_training_channel_with_npz_data(digits_project, tmp_path):
         and "digits (bundled)" not in result.log_files[0].read_text()
     )
     assert result.last("val_accuracy") > 0.8
+
+
+def test_fsdp_with_bf16_autocast_trains_and_resumes(digits_project, tmp_path):
+    hps = {"epochs": 4, "fsdp": True, "precision": "bf16", "checkpoint_every_steps": 10, "log_every": 5}
+    workdir = tmp_path / "fsdp"
+    killed = train(digits_project, workdir, procs=2, interrupt_at=15, **hps)
+    assert killed.interrupted_at is not None
+    resumed = train(digits_project, workdir, procs=2, **hps)
+    assert resumed.succeeded, resumed.failure
+    assert "resumed from checkpoint at step" in resumed.log_files[0].read_text()
+    assert resumed.last("val_accuracy") > 0.8
+    # the saved state dict is the plain (unsharded, unwrapped) model's
+    assert all(not k.startswith(("module.", "_fsdp")) for k in weights(resumed))
