@@ -9,7 +9,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup demo test unit e2e lint typecheck synth bench schema clean
+.PHONY: setup demo test unit e2e lint synth bench schema clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -39,7 +39,11 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 unit: setup
-	$(BIN)/python -m pytest -q -m "not synth and not e2e"
+	$(BIN)/python -m pytest -q -m "not synth and not e2e and not train"
+
+# bootstrap + deploy + run + destroy against a moto server on loopback (also part of `make test`)
+e2e: setup
+	$(BIN)/python -m pytest -q -m e2e
 
 lint: setup
 	$(BIN)/ruff check .
@@ -51,6 +55,7 @@ schema: setup
 
 bench: setup
 	$(BIN)/python bench/synth.py
+	$(BIN)/python bench/train.py
 
 clean:
 	rm -rf cdk.out .pytest_cache
