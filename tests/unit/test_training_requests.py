@@ -170,9 +170,9 @@ def test_mpi_processes_default_to_accelerators():
     )
 
 
-def _request(body: dict, candidate: int = 0) -> dict:
+def _plan(body: dict):
     job = JobSpec.model_validate({"image": "t", **body})
-    plan = resolve_training_job(
+    return resolve_training_job(
         project="digits",
         env="dev",
         key="c",
@@ -181,7 +181,10 @@ def _request(body: dict, candidate: int = 0) -> dict:
         image_uris={},
         context=context(GPU),
     )
-    return plan.candidates[candidate].request
+
+
+def _request(body: dict, candidate: int = 0) -> dict:
+    return _plan(body).candidates[candidate].request
 
 
 def test_hyperparameters_are_json_encoded_like_the_sdk():
@@ -271,22 +274,12 @@ def test_source_archive_is_byte_identical_regardless_of_mtimes_and_caches(tmp_pa
 def test_pipeline_skips_a_candidate_whose_quota_is_short():
     from sagestack.plan.pipeline import PipelineSettings, training_pipeline
 
-    job = JobSpec.model_validate(
+    plan = _plan(
         {
-            "image": "t",
             "instance_type": ["ml.p4d.24xlarge", "ml.g5.48xlarge"],
             "instance_count": 2,
             "distribution": {"torch_distributed": {}},
         }
-    )
-    plan = resolve_training_job(
-        project="digits",
-        env="dev",
-        key="c",
-        job=job,
-        source_sha256="0" * 64,
-        image_uris={},
-        context=context(GPU),
     )
     codes = {"ml.p4d.24xlarge for training job usage": "L-AAAA0001"}
     states = training_pipeline(plan, PipelineSettings(quota_codes=codes))["States"]
