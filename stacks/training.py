@@ -14,12 +14,16 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from sagestack.catalog.quotas import quota_codes
+from sagestack.catalog.quotas import quota_codes, quota_name
+from sagestack.catalog.service_model import validate_request
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.plan import EnvironmentPlan
+from sagestack.plan.pipeline import PipelineSettings
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
+from sagestack.plan.tuning import render_tuning_request
+from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline
 from stacks.foundation import FoundationStack
 
 # Concrete stand-ins for deploy-time values, used only to validate requests against the service
@@ -65,6 +69,7 @@ class TrainingStack(Stack):
         codes = quota_codes(project_root, plan.env)
         self.pipelines: dict[str, TrainingPipeline] = {}
         self.job_plans: dict[str, TrainingJobPlan] = {}
+        validation_plans: dict[str, TrainingJobPlan] = {}
         outdir = Path(Stage.of(self).outdir if Stage.of(self) else ".") / ".sagestack-sources"  # type: ignore[union-attr]
         for key, job in spec.jobs.items():
             archive = pack_source_dir(project_root / job.source_dir)
@@ -116,7 +121,7 @@ class TrainingStack(Stack):
                 source_sha256=archive.sha256,
                 image_uris=image_ids,
             )
-            resolve_training_job(**common, context=validation_ctx, validate=True)  # type: ignore[arg-type]
+            validation_plans[key] = resolve_training_job(**common, context=validation_ctx, validate=True)  # type: ignore[arg-type]
             job_plan = resolve_training_job(**common, context=token_ctx, validate=False)  # type: ignore[arg-type]
             self.job_plans[key] = job_plan
             self.pipelines[key] = TrainingPipeline(
@@ -132,7 +137,53 @@ class TrainingStack(Stack):
                 quota_codes=codes,
                 run_on_deploy=job.run_on_deploy,
             )
+        self.tuning_pipelines: dict[str, TrainingPipeline] = {}
+        self.tuning_requests: dict[str, dict[str, Any]] = {}
+        for key, tuning in spec.tuning.items():
+            self._tuning(plan, key, tuning, validation_plans[tuning.job], codes)
         self._acknowledge(plan)
+
+    def _tuning(
+        self,
+        plan: EnvironmentPlan,
+        key: str,
+        tuning: Any,
+        validation_plan: TrainingJobPlan,
+        codes: dict[str, str],
+    ) -> None:
+        job_plan = self.job_plans[tuning.job]
+        validate_request(
+            "CreateHyperParameterTuningJob",
+            render_tuning_request(tuning, key=key, project=plan.project, job_plan=validation_plan),
+        )
+        request = render_tuning_request(tuning, key=key, project=plan.project, job_plan=job_plan)
+        self.tuning_requests[key] = request
+        job = plan.spec.jobs[tuning.job]
+        inputs = TuningPipelineInputs(
+            key=key,
+            request=request,
+            quota_name=quota_name(
+                job.instance_type[0], "spot_training" if job.use_spot_instances else "training"
+            ),
+            quota_needed=tuning.max_parallel_jobs * job.instance_count,
+            parameter_name=best_model_parameter(plan, key),
+        )
+        settings = PipelineSettings(
+            poll_seconds=plan.spec.pipeline.poll_interval,
+            backoff_seconds=plan.spec.pipeline.backoff,
+            topic_arn=self.topic.topic_arn,
+            quota_codes=codes,
+        )
+        self.tuning_pipelines[key] = TrainingPipeline(
+            self,
+            f"Tuning-{key}",
+            definition=tuning_pipeline(inputs, settings),
+            description=f"the '{key}' tuning pipeline",
+            role=self.role,
+            log_group=self.log_group,
+            topic=self.topic,
+            state_machine_name=f"{plan.resource_prefix}-tune-{key}",
+        )
 
     def _images(
         self, plan: EnvironmentPlan, foundation: FoundationStack, key: str
@@ -188,6 +239,29 @@ class TrainingStack(Stack):
         )
         self.topic.grant_publish(self.role)
         self._jobs_arn = jobs_arn
+        if plan.spec.tuning:
+            self._tuning_arn = self.format_arn(
+                service="sagemaker", resource="hyper-parameter-tuning-job", resource_name=f"{plan.project}-*"
+            )
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=[
+                        "sagemaker:CreateHyperParameterTuningJob",
+                        "sagemaker:DescribeHyperParameterTuningJob",
+                        "sagemaker:StopHyperParameterTuningJob",
+                        "sagemaker:AddTags",
+                    ],
+                    resources=[self._tuning_arn],
+                )
+            )
+            self._parameters_arn = self.format_arn(
+                service="ssm",
+                resource="parameter",
+                resource_name=f"sagestack/{plan.project}/{plan.env}/tuning/*",
+            )
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self._parameters_arn])
+            )
 
     def _acknowledge(self, plan: EnvironmentPlan) -> None:
         quota_arn = f"arn:{Aws.PARTITION}:servicequotas:{plan.region}:{Aws.ACCOUNT_ID}:sagemaker/*"
@@ -205,6 +279,16 @@ class TrainingStack(Stack):
                 "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "CDK's grant for the topic's KMS key: the project key only.",
             },
         )
+        if plan.spec.tuning:
+            acknowledge(
+                self.role,
+                {
+                    f"AwsSolutions-IAM5[Resource::{nag_text(self, self._tuning_arn)}]": "Tuning jobs whose names "
+                    "start with the project's name (SageMaker allows them 32 characters: no room for more).",
+                    f"AwsSolutions-IAM5[Resource::{nag_text(self, self._parameters_arn)}]": "The best-model "
+                    "parameters of this environment's tuning pipelines.",
+                },
+            )
 
 
 def _context(
@@ -228,6 +312,11 @@ def _context(
         rules_image_uri=rules_image_uri,
         tags=tuple(sorted(plan.tags.items())),
     )
+
+
+def best_model_parameter(plan: EnvironmentPlan, key: str) -> str:
+    """The SSM parameter where a tuning pipeline records its best training job and model."""
+    return f"/sagestack/{plan.project}/{plan.env}/tuning/{key}/best-model"
 
 
 _RETENTION_NAMES = {

@@ -3,6 +3,8 @@ optionally an execution started by `cdk deploy` when the job's content hash chan
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -36,7 +38,9 @@ class TrainingPipeline(Construct):
         scope: Construct,
         id: str,
         *,
-        plan: TrainingJobPlan,
+        plan: TrainingJobPlan | None = None,
+        definition: dict[str, Any] | None = None,
+        description: str | None = None,
         role: iam.IRole,
         log_group: logs.ILogGroup,
         topic: sns.ITopic | None = None,
@@ -53,8 +57,11 @@ class TrainingPipeline(Construct):
             topic_arn=topic.topic_arn if topic else None,
             quota_codes=quota_codes,
         )
-        self.definition = training_pipeline(plan, settings)
+        if (plan is None) == (definition is None):
+            raise ValueError("give either a training job plan or a ready definition")
+        self.definition = definition if definition is not None else training_pipeline(plan, settings)  # type: ignore[arg-type]
         self.plan = plan
+        label = description or (f"the '{plan.key}' training pipeline" if plan else "the pipeline")
         self.state_machine = sfn.StateMachine(
             self,
             "Resource",
@@ -69,7 +76,7 @@ class TrainingPipeline(Construct):
         self.alarm = cloudwatch.Alarm(
             self,
             "Failures",
-            alarm_description=f"An execution of the '{plan.key}' training pipeline failed",
+            alarm_description=f"An execution of {label} failed",
             metric=self.state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
             threshold=1,
             evaluation_periods=1,
@@ -78,7 +85,7 @@ class TrainingPipeline(Construct):
         )
         if topic is not None:
             self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        if run_on_deploy:
+        if run_on_deploy and plan is not None:
             self._start_on_deploy()
 
     def _drop_redundant_role_dependency(self, role: iam.IRole) -> None:
@@ -94,6 +101,7 @@ class TrainingPipeline(Construct):
     def _start_on_deploy(self) -> None:
         """An execution named after the content hash: an unchanged job is never started twice
         (ExecutionAlreadyExists is ignored), a changed one starts once per deploy."""
+        assert self.plan is not None
         call = cr.AwsSdkCall(
             service="SFN",
             action="startExecution",

@@ -8,84 +8,10 @@ import time
 
 import pytest
 
-from tests.support.cdk_app import BuiltApp
-from tests.support.cfn import resolve
-from tests.support.moto_server import ACCOUNT, REGION, running_moto
+from tests.pipeline.conftest import ROLE, definition
+from tests.support.moto_server import ACCOUNT, REGION
 
 pytestmark = pytest.mark.synth
-
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/digits-dev-execution"
-BUCKET = "digits-dev-artifacts"
-KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
-
-
-@pytest.fixture(scope="module")
-def moto():
-    with running_moto() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def dev_app(tmp_path_factory):
-    import shutil
-
-    from tests.conftest import REPO, Project
-
-    root = tmp_path_factory.mktemp("proj") / "p"
-    project = Project(root)
-    shutil.rmtree(root / "config")
-    shutil.copytree(REPO / "config", root / "config")
-    shutil.copytree(REPO / "containers", root / "containers")
-    dev = root / "config/envs/dev.yaml"
-    dev.write_text(dev.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
-    # A quota snapshot that knows the second candidate's quota code only.
-    (root / "config/envs/dev.quotas.json").write_text(
-        json.dumps(
-            {
-                "quotas": [
-                    {
-                        "QuotaName": "ml.m5.xlarge for training job usage",
-                        "QuotaCode": "L-E7898792",
-                        "Value": 4.0,
-                    }
-                ]
-            }
-        )
-    )
-    built = BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["dev"])
-    built.root = project.root  # type: ignore[attr-defined]
-    return built
-
-
-def _definition(app: BuiltApp, job: str, topic_arn: str) -> str:
-    resources = app.training_template("dev").to_json()["Resources"]
-    (machine,) = [
-        r
-        for r in resources.values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and r["Properties"]["StateMachineName"] == f"digits-dev-{job}"
-    ]
-
-    def ref(name: str) -> str:
-        pseudo = {
-            "AWS::AccountId": ACCOUNT,
-            "AWS::Region": REGION,
-            "AWS::Partition": "aws",
-            "AWS::URLSuffix": "amazonaws.com",
-        }
-        if name in pseudo:
-            return pseudo[name]
-        if resources[name]["Type"] == "AWS::SNS::Topic":
-            return topic_arn
-        raise KeyError(name)
-
-    def import_value(export: str) -> str:
-        for fragment, value in (("ExecutionRole", ROLE), ("Artifacts", BUCKET), ("Key", KEY)):
-            if fragment in export:
-                return value
-        raise KeyError(export)
-
-    return resolve(machine["Properties"]["DefinitionString"], ref, lambda r, a: ref(r), import_value)
 
 
 def _deploy(moto, app, job: str = "classifier") -> str:
@@ -94,7 +20,7 @@ def _deploy(moto, app, job: str = "classifier") -> str:
     topic = moto.client("sns").create_topic(Name="digits-dev-training")["TopicArn"]
     return moto.client("stepfunctions").create_state_machine(
         name=f"digits-dev-{job}",
-        definition=_definition(app, job, topic),
+        definition=definition(app, f"digits-dev-{job}", topic),
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
     )["stateMachineArn"]
 

@@ -2,6 +2,7 @@
 
 from sagestack.spec.rules import foundation as foundation
 from sagestack.spec.rules import training as training
+from sagestack.spec.rules import tuning as tuning
 from sagestack.spec.rules.registry import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
 
 __all__ = ["RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

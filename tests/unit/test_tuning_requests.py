@@ -1,0 +1,135 @@
+"""Rendered CreateHyperParameterTuningJob requests: a golden file per strategy, each validated
+against botocore's SageMaker model, and the details that must be right."""
+
+from __future__ import annotations
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from sagestack.catalog import validate_request
+from sagestack.plan.training import resolve_training_job
+from sagestack.plan.tuning import grid_points, render_tuning_request
+from sagestack.spec.models import JobSpec, TuningSpec
+from tests.unit.test_training_requests import GPU, context
+
+JOB = {
+    "image": "train",
+    "instance_type": ["ml.g5.2xlarge", "ml.g4dn.2xlarge"],
+    "use_spot_instances": True,
+    "max_run": "2h",
+    "max_wait": "4h",
+    "checkpoint": {"every_steps": 100},
+    "hyperparameters": {"epochs": 10, "lr": 0.001, "batch_size_per_device": 64},
+    "metric_definitions": {"val_accuracy": "val_accuracy=([0-9.]+)", "train_loss": "train_loss=([0-9.]+)"},
+}
+OBJECTIVE = {"metric": "val_accuracy", "type": "Maximize"}
+CASES = {
+    "bayesian": {
+        "strategy": "Bayesian",
+        "max_jobs": 20,
+        "max_parallel_jobs": 4,
+        "early_stopping": "Auto",
+        "ranges": {
+            "lr": {"continuous": [1e-4, 1e-1], "scaling": "Logarithmic"},
+            "batch_size_per_device": {"categorical": [32, 64, 128]},
+        },
+        "completion": {"target_objective_value": 0.99, "max_jobs_not_improving": 5, "max_runtime": "6h"},
+        "warm_start": {"parents": ["digits-lr-search-0a1b2c3d"], "type": "TransferLearning"},
+    },
+    "random": {
+        "strategy": "Random",
+        "max_jobs": 10,
+        "max_parallel_jobs": 2,
+        "random_seed": 7,
+        "ranges": {
+            "lr": {"continuous": [1e-4, 1e-1], "scaling": "Logarithmic"},
+            "grad_accum_steps": {"integer": [1, 8]},
+        },
+        "static_hyperparameters": {"warmup_steps": 0},
+    },
+    "hyperband": {
+        "strategy": "Hyperband",
+        "max_jobs": 30,
+        "max_parallel_jobs": 6,
+        "hyperband": {"min_resource": 1, "max_resource": 10},
+        "ranges": {"lr": {"continuous": [1e-4, 1e-1], "scaling": "Logarithmic"}},
+    },
+    "grid": {
+        "strategy": "Grid",
+        "max_parallel_jobs": 3,
+        "ranges": {
+            "batch_size_per_device": {"categorical": [32, 64, 128]},
+            "optimizer": {"categorical": ["adam", "sgd"]},
+        },
+    },
+}
+
+
+def _job_plan(body=JOB):
+    return resolve_training_job(
+        project="digits",
+        env="prod",
+        key="classifier",
+        job=JobSpec.model_validate(body),
+        source_sha256="0" * 64,
+        image_uris={},
+        context=context(GPU),
+    )
+
+
+def _render(case: str) -> dict:
+    tuning = TuningSpec.model_validate({"job": "classifier", "objective": OBJECTIVE, **CASES[case]})
+    request = render_tuning_request(tuning, key="lr-search", project="digits", job_plan=_job_plan())
+    validate_request("CreateHyperParameterTuningJob", request)
+    return request
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_tuning_request(case, snapshot):
+    assert _render(case) == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_tuned_hyperparameters_leave_the_static_ones_and_the_candidates_stay_prioritized():
+    request = _render("bayesian")
+    definition = request["TrainingJobDefinition"]
+    static = definition["StaticHyperParameters"]
+    assert "lr" not in static and "batch_size_per_device" not in static and static["epochs"] == "10"
+    assert static["sagemaker_program"] == '"train.py"'
+    assert definition["HyperParameterTuningResourceConfig"]["AllocationStrategy"] == "Prioritized"
+    assert [
+        c["InstanceType"] for c in definition["HyperParameterTuningResourceConfig"]["InstanceConfigs"]
+    ] == ["ml.g5.2xlarge", "ml.g4dn.2xlarge"]
+    assert definition["EnableManagedSpotTraining"] is True and "CheckpointConfig" in definition
+    ranges = request["HyperParameterTuningJobConfig"]["ParameterRanges"]
+    assert ranges["ContinuousParameterRanges"] == [
+        {"Name": "lr", "MinValue": "0.0001", "MaxValue": "0.1", "ScalingType": "Logarithmic"}
+    ]
+    assert ranges["CategoricalParameterRanges"] == [
+        {"Name": "batch_size_per_device", "Values": ["32", "64", "128"]}
+    ]
+
+
+def test_grid_has_no_job_count_and_enumerates_every_combination():
+    request = _render("grid")
+    assert "MaxNumberOfTrainingJobs" not in request["HyperParameterTuningJobConfig"]["ResourceLimits"]
+    tuning = TuningSpec.model_validate({"job": "classifier", "objective": OBJECTIVE, **CASES["grid"]})
+    points = grid_points(tuning)
+    assert len(points) == 6 and points[0] == {"batch_size_per_device": 32, "optimizer": "adam"}
+
+
+def test_hyperband_gets_its_strategy_config_and_no_early_stopping_type():
+    config = _render("hyperband")["HyperParameterTuningJobConfig"]
+    assert config["StrategyConfig"] == {"HyperbandStrategyConfig": {"MinResource": 1, "MaxResource": 10}}
+    assert "TrainingJobEarlyStoppingType" not in config
+
+
+def test_tuning_job_names_fit_32_characters():
+    request = _render("random")
+    assert len(request["HyperParameterTuningJobName"]) <= 32
+    long = render_tuning_request(
+        TuningSpec.model_validate({"job": "c", "objective": OBJECTIVE, **CASES["random"]}),
+        key="a-very-long-tuning-entry-name",
+        project="a-long-project-name",
+        job_plan=_job_plan(),
+    )
+    assert len(long["HyperParameterTuningJobName"]) == 32
