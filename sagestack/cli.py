@@ -290,6 +290,80 @@ def local_train(
         out.print(f"  curves: {png}", markup=False)
 
 
+@local_app.command("tune")
+def local_tune(
+    tuning: Annotated[str, typer.Argument(help="a key of tuning:")],
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment overlay (default: dev)")] = None,
+    max_jobs: Annotated[
+        int | None, typer.Option("--max-jobs", help="trials to run (default: the spec's)")
+    ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option("--max-parallel", help="trials at once (default: the spec's, capped by the cores)"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="a static hyperparameter: KEY=VALUE")
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Run a tuning job's trials here, to check its metric regex and ranges before the cloud."""
+    from rich.table import Table
+
+    from sagestack.local.tuning import plot_objective, run_local_tuning
+    from sagestack.spec import SpecError, load_project
+
+    out, err = _console(), _console(stderr=True)
+    try:
+        loaded = load_project(root, _default_env(root, env))
+    except SpecError as e:
+        for issue in e.issues:
+            err.print(issue.format(), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    if tuning not in loaded.spec.tuning:
+        from sagestack.catalog.suggest import did_you_mean
+
+        err.print(f"no tuning entry '{tuning}'{did_you_mean(tuning, loaded.spec.tuning)}", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    spec = loaded.spec.tuning[tuning]
+    with out.status(f"[bold]{tuning}[/]: {spec.strategy} search") as status:
+
+        def on_trial(trial) -> None:  # type: ignore[no-untyped-def]
+            value = f"{trial.objective:.4f}" if trial.objective is not None else f"failed: {trial.failure}"
+            out.print(
+                f"  trial {trial.number}: {trial.params} -> {spec.objective.metric}={value}", markup=False
+            )
+            status.update(f"[bold]{tuning}[/]: {trial.number + 1} trial(s) done")
+
+        trials = run_local_tuning(
+            loaded,
+            tuning,
+            budget=max_jobs,
+            parallel=max_parallel,
+            overrides=_parse_overrides(set_ or []),
+            on_trial=on_trial,
+        )
+    table = Table(
+        "rank", "trial", *sorted(spec.ranges), spec.objective.metric, title=f"{tuning}: {spec.objective.type}"
+    )
+    for rank_, t in enumerate(trials, 1):
+        shown = [
+            f"{t.params[k]:.4g}" if isinstance(t.params[k], float) else str(t.params[k])
+            for k in sorted(spec.ranges)
+        ]
+        value = f"{t.objective:.4f}" if t.objective is not None else "[red]failed[/]"
+        table.add_row(str(rank_) if t.objective is not None else "-", str(t.number), *shown, value)
+    out.print(table)
+    if not trials or trials[0].objective is None:
+        err.print(
+            "every trial failed; check the metric regex against the log, e.g. "
+            + str(trials[0].workdir if trials else "")
+        )
+        raise typer.Exit(1)
+    png = plot_objective(trials, spec, trials[0].workdir.parent / "objective.png")
+    if png:
+        out.print(f"  plot: {png}", markup=False)
+
+
 @app.command()
 def rules() -> None:
     """List the spec rules sagestack checks."""

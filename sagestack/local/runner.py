@@ -46,6 +46,7 @@ class LocalTrainOptions:
     workdir: Path | None = None
     fresh: bool = False  # drop checkpoints and outputs of earlier runs
     overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameters, as the spec would set them
+    threads: int | None = None  # per process; default: this machine's cores shared by every process
 
 
 @dataclass
@@ -191,7 +192,7 @@ def run_local_training(
     instance_type = request["ResourceConfig"]["InstanceType"]
     hyperparameters: dict[str, str] = request["HyperParameters"]
     port = _free_port()
-    threads = max(1, cpu_count() // (options.hosts * options.procs))
+    threads = options.threads or max(1, cpu_count() // (options.hosts * options.procs))
     processes: list[subprocess.Popen[str]] = []
     log_files = []
     for host in hosts:

@@ -1,0 +1,66 @@
+"""`sagestack local tune` with real trials: the objective read from each trial's log with the job's
+own regex, ranked, and a learning rate found that beats the default on a small budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagestack.local.runner import LocalTrainOptions, run_local_training
+from sagestack.local.tuning import objective_from_log, plot_objective, run_local_tuning
+
+pytestmark = pytest.mark.train
+
+QUICK = """
+  quick:
+    job: classifier
+    objective: {metric: val_accuracy, type: Maximize}
+    strategy: STRATEGY
+    random_seed: 1
+    ranges:
+      lr: {continuous: [0.002, 0.02], scaling: Logarithmic}
+    max_jobs: 3
+    max_parallel_jobs: 2
+"""
+
+
+def _with_search(project, strategy: str = "Random") -> None:
+    spec = project.root / "config/sagestack.yaml"
+    spec.write_text(spec.read_text() + QUICK.replace("STRATEGY", strategy))
+
+
+@pytest.mark.parametrize("strategy", ["Random", "Bayesian"])
+def test_local_search_beats_the_default_learning_rate(digits_project, tmp_path, strategy):
+    _with_search(digits_project, strategy)
+    loaded = digits_project.load("dev")
+    baseline = run_local_training(
+        loaded, "classifier", LocalTrainOptions(workdir=tmp_path / "baseline", overrides={"epochs": 1})
+    )
+    assert baseline.succeeded, baseline.failure
+    default_accuracy = baseline.last("val_accuracy")
+
+    trials = run_local_tuning(loaded, "quick", overrides={"epochs": 1}, workdir=tmp_path / "search")
+    assert len(trials) == 3 and all(t.status == "Completed" for t in trials)
+    best = trials[0]
+    assert best.objective == max(t.objective for t in trials)
+    assert best.objective > default_accuracy, (best, default_accuracy)
+    assert 0.002 <= best.params["lr"] <= 0.02
+    # the objective is what the job's regex reads from the trial's own log
+    log = (best.workdir / "logs" / "algo-1.log").read_text()
+    assert objective_from_log(log, r"val_accuracy=([0-9.]+)") == best.objective
+    png = plot_objective(trials, loaded.spec.tuning["quick"], tmp_path / "objective.png")
+    assert png is not None and png.stat().st_size > 10_000
+
+
+def test_objective_regex_that_matches_nothing_fails_the_trial(digits_project, tmp_path):
+    _with_search(digits_project)
+    spec = digits_project.root / "config/sagestack.yaml"
+    spec.write_text(
+        spec.read_text().replace(
+            "val_accuracy: 'val_accuracy=([0-9.]+)'", "val_accuracy: 'valacc=([0-9.]+)'", 1
+        )
+    )
+    trials = run_local_tuning(
+        digits_project.load("dev"), "quick", budget=1, overrides={"epochs": 1}, workdir=tmp_path / "search"
+    )
+    assert [t.status for t in trials] == ["Failed"]
+    assert trials[0].failure == "no 'val_accuracy' in the log"
