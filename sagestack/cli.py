@@ -93,14 +93,14 @@ def schema(
 
 @app.command()
 def run(
-    job: Annotated[str, typer.Argument(help="a key of jobs:")],
+    job: Annotated[str, typer.Argument(help="a key of jobs: or tuning:")],
     env: Annotated[str, typer.Option("--env", "-e", help="environment to run in")],
     root: RootOption = Path("."),
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
 ) -> None:
-    """Start a job's deployed training pipeline and follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
+    """Start a job's (or tuning entry's) deployed pipeline and follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
     from sagestack.catalog.suggest import did_you_mean
     from sagestack.spec import SpecError, load_project
 
@@ -112,9 +112,10 @@ def run(
             err.print(issue.format(), markup=False)
         raise typer.Exit(EXIT_INVALID_SPEC) from None
     spec = loaded.spec
-    if job not in spec.jobs:
+    runnable = [*spec.jobs, *spec.tuning]
+    if job not in runnable:
         err.print(
-            f"no job '{job}'{did_you_mean(job, spec.jobs)} (jobs: {', '.join(spec.jobs) or 'none'})",
+            f"no job or tuning entry '{job}'{did_you_mean(job, runnable)} (runnable: {', '.join(runnable) or 'none'})",
             markup=False,
         )
         raise typer.Exit(EXIT_INVALID_SPEC)
@@ -124,7 +125,7 @@ def run(
 
     from sagestack import remote
 
-    name = f"{spec.project}-{env}-{job}"
+    name = f"{spec.project}-{env}-{job}" if job in spec.jobs else f"{spec.project}-{env}-tune-{job}"
     sfn = boto3.client("stepfunctions", region_name=spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)

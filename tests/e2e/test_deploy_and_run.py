@@ -16,6 +16,8 @@ What this tier cannot cover, and where it is covered instead:
   and it creates state machines in the Step Functions backend that the executing interpreter does
   not read. `cdk deploy` uses `--method direct`: moto computes no stack outputs (so no exports)
   for change sets.
+- Nothing registers a model package yet: that is the compile/serving pipeline's step (the serving
+  issue); extend this tier with it. The tuning pipeline's SSM pointer is checked here.
 """
 
 from __future__ import annotations
@@ -224,3 +226,44 @@ def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulato
     from sagestack.plan.sourcedir import pack_source_dir
 
     assert body == pack_source_dir(deployed / "training_src").data
+
+
+def test_tuning_pipeline_records_the_best_model_in_ssm(emulator, deployed):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sagestack.cli",
+            "run",
+            "lr-search",
+            "--env",
+            "e2e",
+            "--poll",
+            "0.5",
+            "--root",
+            str(deployed),
+        ],
+        env=_env(emulator),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    output = json.loads(result.stdout.split("✓ succeeded: ", 1)[1])
+    stored = emulator.client("ssm").get_parameter(Name="/sagestack/digits/e2e/tuning/lr-search/best-model")
+    assert json.loads(stored["Parameter"]["Value"]) == output
+    recorded = emulator.client("sagemaker").describe_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName=output["TuningJobName"]
+    )
+    definition = recorded["TrainingJobDefinition"]
+    outputs = {
+        o["OutputKey"]: o["OutputValue"]
+        for o in emulator.client("cloudformation").describe_stacks(StackName="digits-e2e-foundation")[
+            "Stacks"
+        ][0]["Outputs"]
+    }
+    assert definition["RoleArn"] == outputs["ExecutionRoleArn"]
+    assert (
+        "lr" not in definition["StaticHyperParameters"]
+        and definition["StaticHyperParameters"]["epochs"] == "10"
+    )

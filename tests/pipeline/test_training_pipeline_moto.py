@@ -193,4 +193,7 @@ def test_sagestack_run_says_what_to_deploy_when_nothing_is(moto, dev_app):
 
 def test_sagestack_run_unknown_job_suggests(moto, dev_app):
     result = _cli(moto, dev_app.root, "run", "clasifier", "--env", "dev")
-    assert result.returncode == 2 and "no job 'clasifier'; did you mean 'classifier'?" in result.stderr
+    assert (
+        result.returncode == 2
+        and "no job or tuning entry 'clasifier'; did you mean 'classifier'?" in result.stderr
+    )
