@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -29,6 +30,30 @@ def _console(stderr: bool = False):  # type: ignore[no-untyped-def]
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _load_entry(
+    root: Path, env: str | None, name: str, entries: Callable[[Any], Iterable[str]], what: str
+) -> Any:
+    """The spec as `env` sees it, with `name` among `entries(spec)`; else every problem, and exit 2."""
+    from sagestack.catalog.suggest import did_you_mean
+    from sagestack.spec import SpecError, load_project
+
+    err = _console(stderr=True)
+    try:
+        loaded = load_project(root, env)
+    except SpecError as e:
+        for issue in e.issues:
+            err.print(issue.format(), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    known = list(entries(loaded.spec))
+    if name not in known:
+        err.print(
+            f"no {what} '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
+            markup=False,
+        )
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    return loaded
 
 
 @app.command()
@@ -101,24 +126,9 @@ def run(
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
 ) -> None:
     """Start a job's (or tuning entry's) deployed pipeline and follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
-    from sagestack.catalog.suggest import did_you_mean
-    from sagestack.spec import SpecError, load_project
-
     err = _console(stderr=True)
-    try:
-        loaded = load_project(root, env)
-    except SpecError as e:
-        for issue in e.issues:
-            err.print(issue.format(), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    loaded = _load_entry(root, env, job, lambda spec: [*spec.jobs, *spec.tuning], "job or tuning entry")
     spec = loaded.spec
-    runnable = [*spec.jobs, *spec.tuning]
-    if job not in runnable:
-        err.print(
-            f"no job or tuning entry '{job}'{did_you_mean(job, runnable)} (runnable: {', '.join(runnable) or 'none'})",
-            markup=False,
-        )
-        raise typer.Exit(EXIT_INVALID_SPEC)
 
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -217,20 +227,9 @@ def local_train(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from sagestack.local.runner import LocalRunError, LocalTrainOptions, plot_curves, run_local_training
-    from sagestack.spec import SpecError, load_project
 
     out, err = _console(), _console(stderr=True)
-    try:
-        loaded = load_project(root, _default_env(root, env))
-    except SpecError as e:
-        for issue in e.issues:
-            err.print(issue.format(), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
-    if job not in loaded.spec.jobs:
-        from sagestack.catalog.suggest import did_you_mean
-
-        err.print(f"no job '{job}'{did_you_mean(job, loaded.spec.jobs)}", markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC)
+    loaded = _load_entry(root, _default_env(root, env), job, lambda spec: spec.jobs, "job")
     options = LocalTrainOptions(
         hosts=hosts,
         procs=procs,
@@ -311,20 +310,9 @@ def local_tune(
     from rich.table import Table
 
     from sagestack.local.tuning import plot_objective, run_local_tuning
-    from sagestack.spec import SpecError, load_project
 
     out, err = _console(), _console(stderr=True)
-    try:
-        loaded = load_project(root, _default_env(root, env))
-    except SpecError as e:
-        for issue in e.issues:
-            err.print(issue.format(), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
-    if tuning not in loaded.spec.tuning:
-        from sagestack.catalog.suggest import did_you_mean
-
-        err.print(f"no tuning entry '{tuning}'{did_you_mean(tuning, loaded.spec.tuning)}", markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC)
+    loaded = _load_entry(root, _default_env(root, env), tuning, lambda spec: spec.tuning, "tuning entry")
     spec = loaded.spec.tuning[tuning]
     with out.status(f"[bold]{tuning}[/]: {spec.strategy} search") as status:
 
