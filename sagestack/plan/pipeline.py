@@ -29,6 +29,38 @@ class PipelineSettings:
     quota_codes: dict[str, str] | None = None  # quota name -> code (from a quota snapshot)
 
 
+def quota_state(
+    name: str, code: str | None, *, needed: int, result_path: str, next_checked: str, next_unchecked: str
+) -> dict[str, Any]:
+    """GetServiceQuota for a quota the snapshot names; a Pass that records "not checked" otherwise.
+    An unreachable quota service also proceeds: the create call is the final judge."""
+    if code is None:
+        return {
+            "Type": "Pass",
+            "Comment": f"Quota '{name}': code unknown at synth (no quota snapshot names it)",
+            "Result": {
+                "checked": False,
+                "quota": name,
+                "needed": needed,
+                "note": "quota code unknown at synth; run `sagestack quota snapshot` to check it",
+            },
+            "ResultPath": result_path,
+            "Next": next_unchecked,
+        }
+    return {
+        "Type": "Task",
+        "Comment": f"GetServiceQuota '{name}' ({code}): {needed} needed at once",
+        "Resource": f"{SDK}servicequotas:getServiceQuota",
+        "Parameters": {"ServiceCode": "sagemaker", "QuotaCode": code},
+        "ResultSelector": {"Value.$": "$.Quota.Value", "Name.$": "$.Quota.QuotaName"},
+        "ResultPath": result_path,
+        "Next": next_checked,
+        "Catch": [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": f"{result_path}_error", "Next": next_unchecked}
+        ],
+    }
+
+
 def _matches_any(variable: str, patterns: tuple[str, ...]) -> dict[str, Any]:
     return {"Or": [{"Variable": variable, "StringMatches": p} for p in patterns]}
 
@@ -63,36 +95,15 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         nxt = start_of(i + 1)
         backoff = f"Back off {tag}"
         code = (settings.quota_codes or {}).get(c.quota_name)
-        if code is None:
-            states[start_of(i)] = {
-                "Type": "Pass",
-                "Comment": f"Quota '{c.quota_name}': code unknown at synth (no quota snapshot names it)",
-                "Result": {
-                    "checked": False,
-                    "quota": c.quota_name,
-                    "note": "quota code unknown at synth; run `sagestack quota snapshot` to check it",
-                },
-                "ResultPath": f"$.quota_{i + 1}",
-                "Next": f"Create {tag}",
-            }
-        else:
-            states[start_of(i)] = {
-                "Type": "Task",
-                "Comment": f"GetServiceQuota '{c.quota_name}' ({code})",
-                "Resource": f"{SDK}servicequotas:getServiceQuota",
-                "Parameters": {"ServiceCode": "sagemaker", "QuotaCode": code},
-                "ResultSelector": {"Value.$": "$.Quota.Value", "Name.$": "$.Quota.QuotaName"},
-                "ResultPath": f"$.quota_{i + 1}",
-                "Next": f"Quota enough {tag}?",
-                # Quota service unreachable or refusing: proceed; CreateTrainingJob is the final judge.
-                "Catch": [
-                    {
-                        "ErrorEquals": ["States.ALL"],
-                        "ResultPath": f"$.quota_{i + 1}_error",
-                        "Next": f"Create {tag}",
-                    }
-                ],
-            }
+        states[start_of(i)] = quota_state(
+            c.quota_name,
+            code,
+            needed=count,
+            result_path=f"$.quota_{i + 1}",
+            next_checked=f"Quota enough {tag}?",
+            next_unchecked=f"Create {tag}",
+        )
+        if code is not None:
             states[f"Quota enough {tag}?"] = {
                 "Type": "Choice",
                 "Choices": [{"Variable": f"$.quota_{i + 1}.Value", "NumericLessThan": count, "Next": nxt}],

@@ -13,6 +13,7 @@ from sagestack.plan.pipeline import (
     PipelineSettings,
     _error_matches,
     _notify,
+    quota_state,
 )
 
 
@@ -30,31 +31,15 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
     output_path = inputs.request["TrainingJobDefinition"]["OutputDataConfig"]["S3OutputPath"]
     states: dict[str, Any] = {}
     code = (settings.quota_codes or {}).get(inputs.quota_name)
-    if code is None:
-        states["Quota"] = {
-            "Type": "Pass",
-            "Result": {
-                "checked": False,
-                "quota": inputs.quota_name,
-                "needed": inputs.quota_needed,
-                "note": "quota code unknown at synth; run `sagestack quota snapshot` to check it",
-            },
-            "ResultPath": "$.quota",
-            "Next": "Create tuning job",
-        }
-    else:
-        states["Quota"] = {
-            "Type": "Task",
-            "Comment": f"GetServiceQuota '{inputs.quota_name}' ({code}): {inputs.quota_needed} needed at once",
-            "Resource": f"{SDK}servicequotas:getServiceQuota",
-            "Parameters": {"ServiceCode": "sagemaker", "QuotaCode": code},
-            "ResultSelector": {"Value.$": "$.Quota.Value"},
-            "ResultPath": "$.quota",
-            "Next": "Quota enough?",
-            "Catch": [
-                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.quota_error", "Next": "Create tuning job"}
-            ],
-        }
+    states["Quota"] = quota_state(
+        inputs.quota_name,
+        code,
+        needed=inputs.quota_needed,
+        result_path="$.quota",
+        next_checked="Quota enough?",
+        next_unchecked="Create tuning job",
+    )
+    if code is not None:
         states["Quota enough?"] = {
             "Type": "Choice",
             "Choices": [
