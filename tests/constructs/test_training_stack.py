@@ -18,7 +18,8 @@ def _definition(example_app, env: str, job: str) -> dict:
 
 def test_one_state_machine_per_job_with_logging_and_tracing(example_app):
     t = example_app.training_template("prod")
-    t.resource_count_is("AWS::StepFunctions::StateMachine", 2)
+    spec = example_app.stages["prod"].plan.spec
+    t.resource_count_is("AWS::StepFunctions::StateMachine", len(spec.jobs) + len(spec.tuning))
     t.has_resource_properties(
         "AWS::StepFunctions::StateMachine",
         {
@@ -71,7 +72,8 @@ def test_pipeline_role_passes_only_the_execution_role_and_touches_only_its_jobs(
 
 def test_failures_alarm_and_notify_an_encrypted_topic(example_app):
     t = example_app.training_template("dev")
-    t.resource_count_is("AWS::CloudWatch::Alarm", 2)
+    spec = example_app.stages["dev"].plan.spec
+    t.resource_count_is("AWS::CloudWatch::Alarm", len(spec.jobs) + len(spec.tuning))
     t.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -109,3 +111,21 @@ def test_hundred_jobs_stay_under_the_resource_limit(project, tmp_path):
     built = BuiltApp(project.root, tmp_path / "out", ["dev"])
     count = len(built.training_template("dev").to_json()["Resources"])
     assert count < 500, count
+
+
+def test_tuning_pipeline_may_touch_only_the_projects_searches_and_its_parameters(example_app):
+    t = example_app.training_template("prod")
+    t.has_resource_properties(
+        "AWS::StepFunctions::StateMachine", {"StateMachineName": "digits-prod-tune-lr-search"}
+    )
+    (policy,) = t.find_resources("AWS::IAM::Policy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (tuning,) = [s for s in statements if "sagemaker:CreateHyperParameterTuningJob" in s["Action"]]
+    assert ":hyper-parameter-tuning-job/digits-*" in json.dumps(tuning["Resource"])
+    (ssm,) = [s for s in statements if s["Action"] == "ssm:PutParameter"]
+    assert ":parameter/sagestack/digits/prod/tuning/*" in json.dumps(ssm["Resource"])
+    states = example_app.stages["prod"].training.tuning_pipelines["lr-search"].definition["States"]
+    assert (
+        states["Record best model"]["Parameters"]["Name"]
+        == "/sagestack/digits/prod/tuning/lr-search/best-model"
+    )
