@@ -150,3 +150,26 @@ def test_fsdp_with_bf16_autocast_trains_and_resumes(digits_project, tmp_path):
     assert resumed.last("val_accuracy") > 0.8
     # the saved state dict is the plain (unsharded, unwrapped) model's
     assert all(not k.startswith(("module.", "_fsdp")) for k in weights(resumed))
+
+
+def test_gradient_accumulation_matches_the_larger_batch(digits_project, tmp_path):
+    """2 micro-batches of 32 make the same optimizer step as one batch of 64 (same samples, same
+    global batch, so the same learning rate), up to float summation order."""
+    common = {"max_steps": 3, "epochs": 1, "log_every": 1}
+    big = train(digits_project, tmp_path / "big", batch_size_per_device=64, **common)
+    accumulated = train(
+        digits_project, tmp_path / "acc", batch_size_per_device=32, grad_accum_steps=2, **common
+    )
+    assert big.succeeded and accumulated.succeeded, (big.failure, accumulated.failure)
+    a, b = weights(big), weights(accumulated)
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    moved = weights(train(digits_project, tmp_path / "small", batch_size_per_device=32, **common))
+    assert not all(torch.allclose(a[k], moved[k], atol=1e-5) for k in a)  # the check can fail
+
+
+def test_tensorboard_and_profiler_write_their_files(digits_project, tmp_path):
+    result = train(digits_project, tmp_path / "w", epochs=1, profile=True, log_every=2)
+    assert result.succeeded, result.failure
+    board = result.workdir / "hosts" / "algo-1" / "output" / "tensorboard"
+    assert list(board.glob("events.out.tfevents.*"))
+    assert list((board / "profiler").glob("*.pt.trace.json*"))
