@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.contract import cpu_count, lay_out_host, sm_environment
+from sagestack.local.contract import cpu_count, lay_out_host, sm_environment, user_args
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, resolve_training_job
 from sagestack.spec.loader import LoadedSpec
@@ -225,8 +225,6 @@ def run_local_training(
         }
         for stale in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(stale, None)
-        from sagestack.local.contract import user_args
-
         log_path = logs / f"{host}.log"
         log_files.append(log_path)
         processes.append(
