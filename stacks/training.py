@@ -20,7 +20,7 @@ from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.pipeline import PipelineSettings
-from sagestack.plan.sourcedir import pack_source_dir
+from sagestack.plan.sourcedir import SourceArchive, pack_source_dir
 from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
 from sagestack.plan.tuning import render_tuning_request
 from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline
@@ -70,9 +70,14 @@ class TrainingStack(Stack):
         self.pipelines: dict[str, TrainingPipeline] = {}
         self.job_plans: dict[str, TrainingJobPlan] = {}
         validation_plans: dict[str, TrainingJobPlan] = {}
-        outdir = Path(Stage.of(self).outdir if Stage.of(self) else ".") / ".sagestack-sources"  # type: ignore[union-attr]
+        stage = Stage.of(self)
+        assert stage is not None  # every stack lives in a stage (the App is one)
+        outdir = Path(stage.outdir) / ".sagestack-sources"
+        archives: dict[str, SourceArchive] = {}  # jobs sharing a source folder share one archive
         for key, job in spec.jobs.items():
-            archive = pack_source_dir(project_root / job.source_dir)
+            if job.source_dir not in archives:
+                archives[job.source_dir] = pack_source_dir(project_root / job.source_dir)
+            archive = archives[job.source_dir]
             outdir.mkdir(parents=True, exist_ok=True)
             tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
             if not tarball.exists():
