@@ -312,10 +312,6 @@ class TrainingJobPlan:
     digest: str
     candidates: tuple[CandidatePlan, ...]
 
-    @property
-    def name_prefix(self) -> str:
-        return self.candidates[0].name.rsplit("-", 2)[0]
-
 
 def resolve_training_job(
     *,

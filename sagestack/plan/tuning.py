@@ -11,7 +11,7 @@ import itertools
 import math
 from typing import Any
 
-from sagestack.plan.training import JOB_NAME_MAX, TrainingJobPlan, content_hash, encode_hyperparameter
+from sagestack.plan.training import TrainingJobPlan, content_hash, encode_hyperparameter
 from sagestack.spec.models import RangeSpec, TuningSpec
 
 TUNING_NAME_MAX = 32  # HyperParameterTuningJobName: 1-32 characters
@@ -178,5 +178,4 @@ def render_tuning_request(
             ],
             "WarmStartType": tuning.warm_start.type,
         }
-    assert len(name) <= JOB_NAME_MAX
     return request
