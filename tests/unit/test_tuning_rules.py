@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
+from tests.conftest import MINIMAL
 from tests.unit.test_rules import findings
 
-BASE = """\
-project: digits
-region: us-east-1
-images:
-  train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}
-jobs:
-  classifier:
-    image: train
-    instance_type: ml.m5.xlarge
+BASE = (
+    MINIMAL
+    + """\
     hyperparameters: {epochs: 10, lr: 0.001}
     metric_definitions: {val_accuracy: 'val_accuracy=([0-9.]+)'}
 tuning:
   search:
     job: classifier
 """
+)
 
 
 def tuning(body: str) -> str:
