@@ -36,6 +36,20 @@ def selected_environments(app: App, root: Path) -> list[str]:
     return list_environments(root)
 
 
+def environment_accounts(root: Path) -> dict[str, str]:
+    """env -> account for every environment that names one (promotion targets read its models).
+    An environment whose config does not load is left out here; its own synth reports why."""
+    out: dict[str, str] = {}
+    for env in list_environments(root):
+        try:
+            account = load_project(root, env).spec.account
+        except SpecError:
+            continue
+        if account:
+            out[env] = account
+    return out
+
+
 def build_app(
     app: App, root: Path, envs: Sequence[str] | None = None, *, nag: bool = True
 ) -> list[EnvironmentStage]:
@@ -52,7 +66,19 @@ def build_app(
         # One report for all environments; an issue shared by several is shown once.
         unique = list(dict.fromkeys(issues))
         raise SpecError(unique)
-    stages = [EnvironmentStage(app, plan.env, plan=plan, project_root=root) for plan in plans]
+    accounts = environment_accounts(root)
+    stages = [
+        EnvironmentStage(
+            app,
+            plan.env,
+            plan=plan,
+            project_root=root,
+            model_readers=tuple(
+                sorted({a for e, a in accounts.items() if e != plan.env and a != plan.account})
+            ),
+        )
+        for plan in plans
+    ]
     if nag:
         from cdk_nag import AwsSolutionsChecks
 

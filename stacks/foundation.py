@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -24,8 +25,17 @@ class FoundationStack(Stack):
     API: renaming them would replace the resource and lose its data."""
 
     def __init__(
-        self, scope: Construct, id: str, *, plan: EnvironmentPlan, project_root: Path, **kwargs: Any
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        project_root: Path,
+        model_readers: tuple[str, ...] = (),
+        **kwargs: Any,
     ) -> None:
+        """model_readers: accounts of the environments this one promotes models to; they may read
+        the registry's packages and the models under the bucket's models/ prefix."""
         super().__init__(scope, id, **kwargs)
         spec = plan.spec
         retain = plan.retain_data
@@ -88,7 +98,25 @@ class FoundationStack(Stack):
             group_name=plan.model_package_group_name,
             description=f"Models trained by sagestack for {plan.resource_prefix}",
             retain=retain,
+            reader_accounts=model_readers,
         )
+        for account in model_readers:
+            reader = iam.AccountPrincipal(account)
+            self.artifacts.bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"],
+                    principals=[reader],
+                    resources=[self.artifacts.bucket.arn_for_objects("models/*")],
+                )
+            )
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    principals=[reader],
+                    resources=["*"],
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{plan.region}.amazonaws.com"}},
+                )
+            )
 
         CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
         CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)

@@ -9,11 +9,20 @@ from constructs import Construct
 
 from sagestack.plan import EnvironmentPlan
 from stacks.foundation import FoundationStack
+from stacks.serving import ServingStack, served_endpoints
 from stacks.training import TrainingStack
 
 
 class EnvironmentStage(Stage):
-    def __init__(self, scope: Construct, id: str, *, plan: EnvironmentPlan, project_root: Path) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        project_root: Path,
+        model_readers: tuple[str, ...] = (),
+    ) -> None:
         # No account in the overlay: account-agnostic templates, so synth needs no credentials.
         super().__init__(scope, id, env=Environment(account=plan.account, region=plan.region))
         self.plan = plan
@@ -22,6 +31,7 @@ class EnvironmentStage(Stage):
             "Foundation",
             plan=plan,
             project_root=project_root,
+            model_readers=model_readers,
             stack_name=plan.stack_name("foundation"),
             description=f"sagestack {plan.resource_prefix}: key, artifact bucket, registry, images, role",
             termination_protection=plan.retain_data and plan.account is not None,
@@ -38,6 +48,17 @@ class EnvironmentStage(Stage):
                 stack_name=plan.stack_name("training"),
                 description=f"sagestack {plan.resource_prefix}: training pipelines (Step Functions)",
                 termination_protection=plan.retain_data and plan.account is not None,
+            )
+        # Only endpoints with a pinned model package are deployed; the others wait for a promotion.
+        self.serving: ServingStack | None = None
+        if served_endpoints(plan):
+            self.serving = ServingStack(
+                self,
+                "Serving",
+                plan=plan,
+                foundation=self.foundation,
+                stack_name=plan.stack_name("serving"),
+                description=f"sagestack {plan.resource_prefix}: endpoints serving the pinned model packages",
             )
         for key, value in plan.tags.items():
             Tags.of(self).add(key, value)

@@ -3,6 +3,7 @@ role, log group and notification topic they use."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,13 @@ from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.pipeline import PipelineSettings
+from sagestack.plan.serving import (
+    EndpointPlan,
+    ModelStepContext,
+    append_model_steps,
+    endpoints_fed_by,
+    validate_model_requests,
+)
 from sagestack.plan.sourcedir import SourceArchive, pack_source_dir
 from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
 from sagestack.plan.tuning import render_tuning_request
@@ -64,6 +72,8 @@ class TrainingStack(Stack):
             assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
             description=f"Step Functions pipelines of sagestack {plan.resource_prefix}",
         )
+        self._foundation = foundation
+        self.endpoints: dict[str, EndpointPlan] = {}
         self._grant(plan, foundation)
 
         codes = quota_codes(project_root, plan.env)
@@ -141,6 +151,7 @@ class TrainingStack(Stack):
                 backoff=Duration.seconds(spec.pipeline.backoff),
                 quota_codes=codes,
                 run_on_deploy=job.run_on_deploy,
+                extend=self._model_steps(plan, foundation, key),
             )
         self.tuning_pipelines: dict[str, TrainingPipeline] = {}
         self.tuning_requests: dict[str, dict[str, Any]] = {}
@@ -188,6 +199,80 @@ class TrainingStack(Stack):
             log_group=self.log_group,
             topic=self.topic,
             state_machine_name=f"{plan.resource_prefix}-tune-{key}",
+            extend=self._model_steps(plan, self._foundation, key),
+        )
+
+    def _model_steps(
+        self, plan: EnvironmentPlan, foundation: FoundationStack, source: str
+    ) -> Callable[[dict[str, Any], PipelineSettings], dict[str, Any]] | None:
+        """Compile and register steps for the endpoints that serve this job's (or search's) model;
+        their requests validated with stand-ins, emitted with the foundation's tokens."""
+        endpoints = endpoints_fed_by(plan, source)
+        if not endpoints:
+            return None
+        tags = tuple(sorted(plan.tags.items()))
+        account = plan.account or _SAMPLE_ACCOUNT
+        stand_ins = ModelStepContext(
+            region=plan.region,
+            env=plan.env,
+            role_arn=f"arn:aws:iam::{account}:role/sagestack-validation",
+            bucket="sagestack-validation-bucket",
+            kms_key_id=f"arn:aws:kms:{plan.region}:{account}:key/00000000-0000-0000-0000-000000000000",
+            group_name=foundation.model_registry.group_name,
+            tags=tags,
+        )
+        for ep in endpoints:
+            validate_model_requests(ep, stand_ins)
+            self.endpoints[ep.key] = ep
+        ctx = ModelStepContext(
+            region=plan.region,
+            env=plan.env,
+            role_arn=foundation.execution_role.role_arn,
+            bucket=foundation.artifacts.bucket_name,
+            kms_key_id=foundation.key.key_arn,
+            group_name=foundation.model_registry.group_name,
+            tags=tags,
+        )
+        self._grant_model_steps(plan, foundation)
+        return lambda definition, settings: append_model_steps(definition, endpoints, ctx, settings)
+
+    def _grant_model_steps(self, plan: EnvironmentPlan, foundation: FoundationStack) -> None:
+        if getattr(self, "_compilation_arn", None) is not None:
+            return
+        group = foundation.model_registry.group_name
+        self._compilation_arn = self.format_arn(
+            service="sagemaker", resource="compilation-job", resource_name=f"{plan.resource_prefix[:30]}*"
+        )
+        self._packages_arn = self.format_arn(
+            service="sagemaker", resource="model-package", resource_name=f"{group}/*"
+        )
+        group_arn = self.format_arn(service="sagemaker", resource="model-package-group", resource_name=group)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:CreateCompilationJob",
+                    "sagemaker:DescribeCompilationJob",
+                    "sagemaker:StopCompilationJob",
+                    "sagemaker:AddTags",
+                ],
+                resources=[self._compilation_arn],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:CreateModelPackage", "sagemaker:AddTags"],
+                resources=[group_arn, self._packages_arn],
+            )
+        )
+        acknowledge(
+            self.role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, self._compilation_arn)}]": "Compilation jobs "
+                "whose names start with this environment's prefix (names are content-addressed, so only the "
+                "prefix is known at synth).",
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, self._packages_arn)}]": "Versions of this "
+                "environment's model package group: each registration creates a new version number.",
+            },
         )
 
     def _images(

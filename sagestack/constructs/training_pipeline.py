@@ -3,6 +3,7 @@ optionally an execution started by `cdk deploy` when the job's content hash chan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_cdk import Duration, Stack
@@ -31,6 +32,8 @@ class TrainingPipeline(Construct):
     quota_codes: quota name -> code, for the run-time quota check (default: none; checks are skipped
       with a note in the execution).
     run_on_deploy: start an execution from `cdk deploy` when the job's hash changed (default False).
+    extend: a function that adds states after training (compile, register), given the definition and
+      the pipeline's settings (default: none).
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class TrainingPipeline(Construct):
         backoff: Duration | None = None,
         quota_codes: dict[str, str] | None = None,
         run_on_deploy: bool = False,
+        extend: Callable[[dict[str, Any], PipelineSettings], dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(scope, id)
         settings = PipelineSettings(
@@ -60,6 +64,8 @@ class TrainingPipeline(Construct):
         if (plan is None) == (definition is None):
             raise ValueError("give either a training job plan or a ready definition")
         self.definition = definition if definition is not None else training_pipeline(plan, settings)  # type: ignore[arg-type]
+        if extend is not None:
+            self.definition = extend(self.definition, settings)
         self.plan = plan
         label = description or (f"the '{plan.key}' training pipeline" if plan else "the pipeline")
         self.state_machine = sfn.StateMachine(

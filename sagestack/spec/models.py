@@ -302,19 +302,31 @@ class ModelSource(StrictModel):
 
 
 class CompileSpec(StrictModel):
-    target_device: str | None = None
-    target_platform: dict[str, str] | None = None
+    """A SageMaker Neo compilation (CreateCompilationJob) of the trained model for one target."""
+
+    target_device: str | None = Field(default=None, description="a TargetDevice, e.g. ml_c5, ml_inf2")
+    target_platform: dict[str, str] | None = Field(
+        default=None, description="{Os, Arch, Accelerator}, instead of target_device"
+    )
     framework: Literal["PYTORCH", "TENSORFLOW", "KERAS", "MXNET", "ONNX", "XGBOOST", "TFLITE"] = "PYTORCH"
-    framework_version: str | None = None
-    input_shapes: dict[str, list[int]] = Field(min_length=1)
+    framework_version: str | None = Field(
+        default=None, description="e.g. '2.0' (Neo's PyTorch tops out at 2.0)"
+    )
+    input_shapes: dict[str, list[int]] = Field(
+        min_length=1, description="DataInputConfig: input name -> shape, e.g. {input0: [1, 1, 8, 8]}"
+    )
     compiler_options: dict[str, Any] = Field(default_factory=dict)
-    max_runtime: Seconds = 900
+    max_runtime: Seconds = Field(default=900, ge=1, description="the compilation job's MaxRuntimeInSeconds")
 
 
 class AutoscalingSpec(StrictModel):
+    """Target tracking on SageMakerVariantInvocationsPerInstance."""
+
     min: int = Field(default=1, ge=0)
     max: int = Field(default=1, ge=1)
-    invocations_per_instance: int = Field(default=1000, ge=1)
+    invocations_per_instance: int = Field(default=1000, ge=1, description="per minute, the tracking target")
+    scale_in_cooldown: Seconds = 300
+    scale_out_cooldown: Seconds = 60
 
 
 class ServerlessSpec(StrictModel):
@@ -326,8 +338,22 @@ class DataCaptureSpec(StrictModel):
     sampling_percent: int = Field(default=100, ge=0, le=100)
 
 
+class RolloutSpec(StrictModel):
+    """A guarded (blue/green) update: traffic shifts to the new fleet while CloudWatch alarms watch
+    it; an alarm rolls the endpoint back automatically."""
+
+    traffic: Literal["canary", "linear", "all_at_once"] = "canary"
+    canary_percent: int = Field(default=10, ge=1, le=99, description="canary / linear step size")
+    wait: Seconds = Field(default=300, ge=0, le=3600, description="bake time between traffic steps")
+    termination_wait: Seconds = Field(default=600, ge=0, le=3600, description="keep the old fleet this long")
+    max_5xx_errors: int = Field(default=0, ge=0, description="alarm when a minute has more 5XX errors")
+    max_latency_ms: int | None = Field(default=None, ge=1, description="alarm on ModelLatency p99 above this")
+
+
 class EndpointSpec(StrictModel):
-    model: ModelSource | None = None
+    model: ModelSource | None = Field(
+        default=None, description="which pipeline registers this endpoint's model"
+    )
     model_package: str | None = Field(
         default=None,
         pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/.+$",
@@ -339,6 +365,7 @@ class EndpointSpec(StrictModel):
     serverless: ServerlessSpec | None = None
     autoscaling: AutoscalingSpec | None = None
     data_capture: DataCaptureSpec | None = None
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
 
 
 # ---------------------------------------------------------------- project
@@ -374,3 +401,7 @@ class ProjectSpec(StrictModel):
     jobs: dict[EntryName, JobSpec] = Field(default_factory=dict)
     tuning: dict[EntryName, TuningSpec] = Field(default_factory=dict)
     endpoints: dict[EntryName, EndpointSpec] = Field(default_factory=dict)
+    require_approved_models: bool = Field(
+        default=False,
+        description="`sagestack promote` into this environment accepts only Approved model packages",
+    )

@@ -1,6 +1,7 @@
 """Semantic rules over a validated spec. Importing this package registers every rule."""
 
 from sagestack.spec.rules import foundation as foundation
+from sagestack.spec.rules import serving as serving
 from sagestack.spec.rules import training as training
 from sagestack.spec.rules import tuning as tuning
 from sagestack.spec.rules.registry import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule

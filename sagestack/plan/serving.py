@@ -1,0 +1,468 @@
+"""Endpoints resolved for one environment: the CreateCompilationJob and CreateModelPackage requests
+a pipeline sends after training (or tuning), the states that send them, and the names, images and
+instance types the ServingStack and the local commands use.
+
+Values only known when the pipeline runs (the trained artifact, the compiled artifact, the image
+the compilation job reports) are JSONPath references in the state machine; at synth each request
+is rendered once more with concrete stand-ins and validated against the service model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sagestack.catalog.instances import instance_types_for
+from sagestack.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
+from sagestack.plan.environment import EnvironmentPlan
+from sagestack.plan.pipeline import IN_USE_PATTERNS, SDK, PipelineSettings, _error_matches
+from sagestack.spec.models import EndpointSpec
+
+COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of MD5 = 63, SageMaker's limit
+CONTENT_TYPES = ["application/json", "application/x-npy"]
+RESPONSE_TYPES = ["application/json", "application/x-npy"]
+SERVERLESS_FAMILY_HINT = "ml.m5.xlarge"  # DLC processor choice for serverless (CPU) endpoints
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    key: str
+    spec: EndpointSpec
+    endpoint_name: str  # <project>-<env>-<key>
+    target: NeoTarget | None  # the compile target, when compiled for a cloud device
+    image_uri: str  # the catalog's inference image (a compiled model's job reports its own)
+    supported_instance_types: tuple[str, ...]
+
+    @property
+    def compile_name_prefix(self) -> str:
+        return self.endpoint_name[:COMPILE_NAME_PREFIX_MAX].rstrip("-")
+
+    @property
+    def source(self) -> str | None:
+        return self.spec.model.from_ if self.spec.model else None
+
+
+class EndpointResolutionError(ValueError):
+    pass
+
+
+def _job_of(plan: EnvironmentPlan, source: str) -> str:
+    spec = plan.spec
+    return spec.tuning[source].job if source in spec.tuning else source
+
+
+def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
+    """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
+    from sagestack.catalog.images import ImageLookupError, dlc_image_uri
+
+    ep = plan.spec.endpoints[key]
+    c = ep.compile
+    target = cloud_target(c.target_device) if c and c.target_device else None
+    hosting = instance_types_for("hosting")
+    if target is not None:
+        supported = tuple(t for t in hosting if t.startswith(target.instance_prefix))
+    elif ep.instance_type is not None:
+        family = ep.instance_type.rsplit(".", 1)[0] + "."
+        supported = tuple(t for t in hosting if t.startswith(family))
+    else:
+        supported = tuple(t for t in hosting if t.startswith("ml.m5."))
+    try:
+        if c is not None and target is not None:
+            version = c.framework_version or ""
+            image = compiled_image_uri(
+                c.framework, normalize_version(c.framework, version, target), target, plan.region
+            )
+        else:
+            if ep.model is None:
+                image = ""  # served only from a pinned package, which carries its own image
+            else:
+                job = plan.spec.jobs[_job_of(plan, ep.model.from_)]
+                dlc = plan.spec.images[job.image].dlc
+                if dlc is None:
+                    raise EndpointResolutionError(
+                        f"endpoint '{key}': job '{job.image}' image is not a Deep Learning Container, so sagestack "
+                        "knows no inference image for it; add compile: (Neo reports the image) or serve a "
+                        "registered model_package"
+                    )
+                image = dlc_image_uri(
+                    dlc.framework,
+                    dlc.version,
+                    dlc.py_version,
+                    region=plan.region,
+                    instance_type=ep.instance_type or SERVERLESS_FAMILY_HINT,
+                    scope="inference",
+                )
+    except ImageLookupError as e:
+        raise EndpointResolutionError(f"endpoint '{key}': {e}") from None
+    return EndpointPlan(
+        key=key,
+        spec=ep,
+        endpoint_name=f"{plan.resource_prefix}-{key}",
+        target=target,
+        image_uri=image,
+        supported_instance_types=supported,
+    )
+
+
+def endpoints_fed_by(plan: EnvironmentPlan, source: str) -> list[EndpointPlan]:
+    """The endpoints whose model a job's (or tuning entry's) pipeline registers."""
+    return [
+        resolve_endpoint(plan, k)
+        for k, ep in plan.spec.endpoints.items()
+        if ep.model and ep.model.from_ == source
+    ]
+
+
+# ---------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class ModelStepContext:
+    """Deploy-time values (tokens in the template, stand-ins when validating)."""
+
+    region: str
+    env: str
+    role_arn: str
+    bucket: str
+    kms_key_id: str
+    group_name: str
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+def compile_digest(ep: EndpointPlan) -> str:
+    """What the compilation depends on besides the trained artifact (part of the job's name)."""
+    c = ep.spec.compile
+    assert c is not None
+    return hashlib.sha256(json.dumps(c.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def compilation_request(
+    ep: EndpointPlan, ctx: ModelStepContext, *, name: str, model_artifacts: str
+) -> dict[str, Any]:
+    c = ep.spec.compile
+    assert c is not None
+    input_config: dict[str, Any] = {
+        "S3Uri": model_artifacts,
+        "DataInputConfig": json.dumps(c.input_shapes, separators=(",", ":")),
+        "Framework": c.framework,
+    }
+    if c.framework_version:
+        input_config["FrameworkVersion"] = c.framework_version
+    output: dict[str, Any] = {
+        "S3OutputLocation": f"s3://{ctx.bucket}/models/compiled/{ep.key}/",
+        "KmsKeyId": ctx.kms_key_id,
+    }
+    if c.target_device:
+        output["TargetDevice"] = c.target_device
+    else:
+        output["TargetPlatform"] = dict(c.target_platform or {})
+    if c.compiler_options:
+        output["CompilerOptions"] = json.dumps(c.compiler_options, separators=(",", ":"), sort_keys=True)
+    request: dict[str, Any] = {
+        "CompilationJobName": name,
+        "RoleArn": ctx.role_arn,
+        "InputConfig": input_config,
+        "OutputConfig": output,
+        "StoppingCondition": {"MaxRuntimeInSeconds": c.max_runtime},
+    }
+    if ctx.tags:
+        request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.tags]
+    return request
+
+
+def model_package_request(
+    ep: EndpointPlan, ctx: ModelStepContext, *, image: str, model_data_url: str, training_job: str
+) -> dict[str, Any]:
+    c = ep.spec.compile
+    container: dict[str, Any] = {
+        "Image": image,
+        "ModelDataUrl": model_data_url,
+        "Environment": {
+            "SAGEMAKER_PROGRAM": "inference.py",
+            "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+            "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
+            "SAGEMAKER_REGION": ctx.region,
+        },
+    }
+    if c is not None:
+        container["Framework"] = c.framework
+        if c.framework_version:
+            container["FrameworkVersion"] = c.framework_version
+        container["ModelInput"] = {"DataInputConfig": json.dumps(c.input_shapes, separators=(",", ":"))}
+    compiled = f"compiled for {c.target_device or 'a target platform'}" if c else "not compiled"
+    request: dict[str, Any] = {
+        "ModelPackageGroupName": ctx.group_name,
+        "ModelPackageDescription": f"sagestack {ctx.env}: model for endpoint '{ep.key}', {compiled}",
+        "ModelApprovalStatus": "PendingManualApproval",
+        "InferenceSpecification": {
+            "Containers": [container],
+            "SupportedContentTypes": CONTENT_TYPES,
+            "SupportedResponseMIMETypes": RESPONSE_TYPES,
+            "SupportedRealtimeInferenceInstanceTypes": list(ep.supported_instance_types),
+        },
+        "CustomerMetadataProperties": {
+            "sagestack:endpoint": ep.key,
+            "sagestack:environment": ctx.env,
+            "sagestack:training-job": training_job,
+        },
+    }
+    if ctx.tags:
+        request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.tags]
+    return request
+
+
+def validation_stand_ins(ep: EndpointPlan) -> dict[str, str]:
+    return {
+        "name": f"{ep.compile_name_prefix}-{'0' * 32}",
+        "model_artifacts": "s3://sagestack-validation-bucket/models/job/output/model.tar.gz",
+        "training_job": "sagestack-validation-job",
+        "compiled": "s3://sagestack-validation-bucket/models/compiled/model-ml_c5.tar.gz",
+    }
+
+
+def _dynamic(request: dict[str, Any], path: tuple[str, ...], json_path: str) -> None:
+    """Replace request[path] with a JSONPath reference ('Key.$')."""
+    node = request
+    for part in path[:-1]:
+        node = node[part]
+    node.pop(path[-1], None)
+    node[f"{path[-1]}.$"] = json_path
+
+
+# ---------------------------------------------------------------- states
+
+
+def append_model_steps(
+    definition: dict[str, Any],
+    endpoints: list[EndpointPlan],
+    ctx: ModelStepContext,
+    settings: PipelineSettings,
+) -> dict[str, Any]:
+    """Chain compile (when asked) and register steps for each endpoint after the pipeline's
+    'Succeeded' state, whose output carries TrainingJobName and ModelArtifacts."""
+    if not endpoints:
+        return definition
+    states: dict[str, Any] = definition["States"]
+    done = states["Succeeded"]
+    done.pop("End", None)
+    first = _start(endpoints[0])
+    done["Next"] = first
+    packages: dict[str, str] = {}
+    for i, ep in enumerate(endpoints):
+        nxt = _start(endpoints[i + 1]) if i + 1 < len(endpoints) else "Notify registered"
+        result = f"$.package_{i + 1}"
+        packages[f"{ep.key}.$"] = f"{result}.ModelPackageArn"
+        states.update(_endpoint_states(ep, ctx, settings, i + 1, result, nxt))
+    _notify_text(
+        states,
+        "Notify registered",
+        settings,
+        "Model packages registered (PendingManualApproval).",
+        "Model registered",
+    )
+    states["Model registered"] = {
+        "Type": "Pass",
+        "Parameters": {
+            "TrainingJobName.$": "$.TrainingJobName",
+            "ModelArtifacts.$": "$.ModelArtifacts",
+            "ModelPackages": packages,
+        },
+        "End": True,
+    }
+    return definition
+
+
+def _start(ep: EndpointPlan) -> str:
+    return f"Name compilation {ep.key}" if ep.spec.compile else f"Register {ep.key}"
+
+
+def _endpoint_states(
+    ep: EndpointPlan, ctx: ModelStepContext, settings: PipelineSettings, n: int, result: str, nxt: str
+) -> dict[str, Any]:
+    s: dict[str, Any] = {}
+    k = ep.key
+    stand_in = validation_stand_ins(ep)
+    register_selector = {"ModelPackageArn.$": "$.ModelPackageArn"}
+    if ep.spec.compile is None:
+        request = model_package_request(
+            ep,
+            ctx,
+            image=ep.image_uri,
+            model_data_url=stand_in["model_artifacts"],
+            training_job=stand_in["training_job"],
+        )
+        _dynamic(request["InferenceSpecification"]["Containers"][0], ("ModelDataUrl",), "$.ModelArtifacts")
+        _dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
+        s[f"Register {k}"] = _register_task(request, register_selector, result, nxt, k)
+        return s
+
+    compiled = f"$.compiled_{n}"
+    name_path = f"$.compilation_{n}.name"
+    digest = compile_digest(ep)
+    s[f"Name compilation {k}"] = {
+        "Type": "Pass",
+        "Comment": "Content-addressed: the same trained model and compile settings give the same job name",
+        "Parameters": {
+            "name.$": f"States.Format('{ep.compile_name_prefix}-{{}}', "
+            f"States.Hash(States.Format('{{}}|{digest}', $.ModelArtifacts), 'MD5'))"
+        },
+        "ResultPath": f"$.compilation_{n}",
+        "Next": f"Compile {k}",
+    }
+    request = compilation_request(ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"])
+    _dynamic(request, ("CompilationJobName",), name_path)
+    _dynamic(request, ("InputConfig", "S3Uri"), "$.ModelArtifacts")
+    target = ep.spec.compile.target_device or "target platform"  # type: ignore[union-attr]
+    s[f"Compile {k}"] = {
+        "Type": "Task",
+        "Comment": f"CreateCompilationJob (SageMaker Neo) for {target}",
+        "Resource": f"{SDK}sagemaker:createCompilationJob",
+        "Parameters": request,
+        "ResultPath": "$.compile_created",
+        "Next": f"Wait compilation {k}",
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": f"Compile refused {k}?"}],
+    }
+    s[f"Compile refused {k}?"] = {
+        "Type": "Choice",
+        # The same name means this model was compiled with these settings already: follow that job.
+        "Choices": [{**_error_matches(IN_USE_PATTERNS), "Next": f"Describe compilation {k}"}],
+        "Default": f"Notify compile refused {k}",
+    }
+    _notify_text(
+        s,
+        f"Notify compile refused {k}",
+        settings,
+        f"Compilation for endpoint {k} was refused.",
+        f"Compile refused {k}",
+    )
+    s[f"Compile refused {k}"] = {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+    s[f"Wait compilation {k}"] = {
+        "Type": "Wait",
+        "Seconds": settings.poll_seconds,
+        "Next": f"Describe compilation {k}",
+    }
+    s[f"Describe compilation {k}"] = {
+        "Type": "Task",
+        "Resource": f"{SDK}sagemaker:describeCompilationJob",
+        "Parameters": {"CompilationJobName.$": name_path},
+        "ResultSelector": {"Status.$": "$.CompilationJobStatus", "Detail.$": "$"},
+        "ResultPath": compiled,
+        "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 3, "BackoffRate": 2}],
+        "Next": f"Compilation status {k}?",
+    }
+    s[f"Compilation status {k}?"] = {
+        "Type": "Choice",
+        "Choices": [
+            {"Variable": f"{compiled}.Status", "StringEquals": "COMPLETED", "Next": f"Image reported {k}?"},
+            {
+                "Variable": f"{compiled}.Status",
+                "StringEquals": "FAILED",
+                "Next": f"Notify compile failed {k}",
+            },
+            {
+                "Variable": f"{compiled}.Status",
+                "StringEquals": "STOPPED",
+                "Next": f"Notify compile failed {k}",
+            },
+        ],
+        "Default": f"Wait compilation {k}",
+    }
+    _notify_text(
+        s,
+        f"Notify compile failed {k}",
+        settings,
+        f"Compilation for endpoint {k} failed.",
+        f"Compile failed {k}",
+    )
+    s[f"Compile failed {k}"] = {
+        "Type": "Fail",
+        "Error": "CompilationJobFailed",
+        "CausePath": f"{compiled}.Detail.FailureReason",
+    }
+    s[f"Image reported {k}?"] = {
+        "Type": "Choice",
+        "Choices": [
+            {
+                "And": [
+                    {"Variable": f"{compiled}.Detail.InferenceImage", "IsPresent": True},
+                    {"Variable": f"{compiled}.Detail.InferenceImage", "IsString": True},
+                ],
+                "Next": f"Register {k}",
+            }
+        ],
+        "Default": f"Register {k} (catalog image)",
+    }
+    for state, image_path in (
+        (f"Register {k}", f"{compiled}.Detail.InferenceImage"),
+        (f"Register {k} (catalog image)", None),
+    ):
+        request = model_package_request(
+            ep,
+            ctx,
+            image=ep.image_uri,
+            model_data_url=stand_in["compiled"],
+            training_job=stand_in["training_job"],
+        )
+        container = request["InferenceSpecification"]["Containers"][0]
+        if image_path:
+            _dynamic(container, ("Image",), image_path)
+        _dynamic(container, ("ModelDataUrl",), f"{compiled}.Detail.ModelArtifacts.S3ModelArtifacts")
+        _dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
+        s[state] = _register_task(request, register_selector, result, nxt, k)
+    return s
+
+
+def _register_task(
+    request: dict[str, Any], selector: dict[str, str], result: str, nxt: str, key: str
+) -> dict[str, Any]:
+    return {
+        "Type": "Task",
+        "Comment": f"CreateModelPackage for endpoint '{key}' (PendingManualApproval)",
+        "Resource": f"{SDK}sagemaker:createModelPackage",
+        "Parameters": request,
+        "ResultSelector": selector,
+        "ResultPath": result,
+        "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 2, "BackoffRate": 2}],
+        "Next": nxt,
+    }
+
+
+def _notify_text(states: dict[str, Any], state: str, settings: PipelineSettings, text: str, nxt: str) -> None:
+    """An SNS message with fixed text; a lost notification never changes the outcome."""
+    if settings.topic_arn is None:
+        states[state] = {"Type": "Pass", "Next": nxt}
+        return
+    states[state] = {
+        "Type": "Task",
+        "Resource": f"{SDK}sns:publish",
+        "Parameters": {"TopicArn": settings.topic_arn, "Subject": f"sagestack: {text[:80]}", "Message": text},
+        "ResultPath": "$.notification",
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.notification_error", "Next": nxt}],
+        "Next": nxt,
+    }
+
+
+def validate_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> None:
+    """Render this endpoint's requests with concrete stand-ins and validate them against the
+    service model (ValueError listing every problem)."""
+    from sagestack.catalog.service_model import validate_request
+
+    stand_in = validation_stand_ins(ep)
+    if ep.spec.compile is not None:
+        validate_request(
+            "CreateCompilationJob",
+            compilation_request(ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"]),
+        )
+    if ep.spec.model is not None:
+        validate_request(
+            "CreateModelPackage",
+            model_package_request(
+                ep,
+                ctx,
+                image=ep.image_uri or "123456789012.dkr.ecr.us-east-1.amazonaws.com/stand-in:1",
+                model_data_url=stand_in["compiled"],
+                training_job=stand_in["training_job"],
+            ),
+        )
