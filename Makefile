@@ -31,6 +31,8 @@ demo: synth
 	$(BIN)/sagestack validate
 	@echo "Synthesized every environment into cdk.out:"; ls cdk.out | grep -E '^assembly-' || true
 	$(BIN)/sagestack local train classifier --env dev --hosts 2 --procs 1 --fresh
+	$(BIN)/sagestack local compile digits --env dev
+	$(BIN)/sagestack local serve digits --env dev --port 18080 --predict 5
 
 test: setup
 	$(BIN)/ruff check .
@@ -56,6 +58,7 @@ schema: setup
 bench: setup
 	$(BIN)/python bench/synth.py
 	$(BIN)/python bench/train.py
+	$(BIN)/python bench/serve.py
 
 clean:
 	rm -rf cdk.out .pytest_cache

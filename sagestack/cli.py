@@ -353,6 +353,160 @@ def local_tune(
         out.print(f"  plot: {png}", markup=False)
 
 
+@local_app.command("compile")
+def local_compile(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment overlay (default: dev)")] = None,
+    model_dir: Annotated[
+        Path | None,
+        typer.Option("--model-dir", help="the trained model (default: the local train/tune result)"),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="default: .sagestack/local/<env>/compiled/<endpoint>/model.tar.gz"),
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Trace the trained model for its compile target and check it against eager mode (Neo-ready)."""
+    from sagestack.local.compile import LocalCompileError, compile_locally
+
+    out, err = _console(), _console(stderr=True)
+    loaded = _load_entry(root, _default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    try:
+        with out.status(f"[bold]{endpoint}[/]: tracing and checking"):
+            result = compile_locally(loaded, endpoint, model_dir=model_dir, output=output)
+    except LocalCompileError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    c = loaded.spec.endpoints[endpoint].compile
+    target = (c.target_device or "a target platform") if c else "no compile target (served as trained)"
+    out.print(f"[green]✓ compiled[/] {endpoint} for {target}: {result.input_shapes}")
+    out.print(
+        f"  traced == eager on {result.checks} inputs (max |diff| {result.max_abs_diff:.2g})", markup=False
+    )
+    out.print(f"  {result.archive} ({result.size / 1024:.0f} KiB, sha256 {result.sha256[:12]})", markup=False)
+
+
+@local_app.command("serve")
+def local_serve(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment overlay (default: dev)")] = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="SageMaker's containers listen on 8080")] = 8080,
+    max_batch: Annotated[
+        int, typer.Option("--max-batch", help="rows per dynamic batch (1: no batching)")
+    ] = 32,
+    max_delay_ms: Annotated[
+        float, typer.Option("--max-delay-ms", help="wait this long for a batch to fill (0: never wait)")
+    ] = 0.0,
+    model: Annotated[
+        Path | None, typer.Option("--model", help="a model.tar.gz (default: the local compile result)")
+    ] = None,
+    predict: Annotated[
+        int, typer.Option("--predict", help="serve, send this many digits samples, print the answers, stop")
+    ] = 0,
+    root: RootOption = Path("."),
+) -> None:
+    """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations)."""
+    from sagestack.local.compile import LocalCompileError, compile_locally, local_root
+    from sagestack.local.serve import BackgroundServer, ServeError, ServeOptions, build_server, unpack_model
+
+    out, err = _console(), _console(stderr=True)
+    loaded = _load_entry(root, _default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    archive = model or local_root(loaded) / "compiled" / endpoint / "model.tar.gz"
+    if model is None and not archive.exists():
+        out.print(f"no compiled model yet: compiling {endpoint} first")
+        try:
+            archive = compile_locally(loaded, endpoint).archive
+        except LocalCompileError as e:
+            err.print(str(e), markup=False)
+            raise typer.Exit(1) from None
+    if not archive.exists():
+        err.print(f"{archive} does not exist", markup=False)
+        raise typer.Exit(1)
+    model_dir = unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
+    options = ServeOptions(host=host, port=port, max_batch=max_batch, max_delay_ms=max_delay_ms)
+    try:
+        if predict > 0:
+            with BackgroundServer(model_dir, options) as url:
+                _print_predictions(out, url, predict)
+            return
+        server, _ = build_server(model_dir, options)
+    except ServeError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    out.print(
+        f"serving [bold]{endpoint}[/] on http://{host}:{port} (GET /ping, POST /invocations; "
+        f"dynamic batches up to {max_batch}); Ctrl-C stops"
+    )
+    server.run()
+
+
+def _print_predictions(out: Any, url: str, count: int) -> None:
+    import json
+    import urllib.request
+
+    from rich.table import Table
+    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+
+    x, y = load_digits(return_X_y=True)
+    table = Table("sample", "label", "predicted", "probability", title=f"POST {url}/invocations")
+    for i in range(count):
+        body = json.dumps({"instances": [(x[i] / 16.0).reshape(1, 8, 8).tolist()]}).encode()
+        req = urllib.request.Request(
+            f"{url}/invocations", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer = json.loads(resp.read())["predictions"][0]
+        label = answer["label"]
+        mark = "[green]✓[/]" if label == y[i] else "[red]✗[/]"
+        table.add_row(str(i), str(y[i]), f"{label} {mark}", f"{answer['probabilities'][label]:.3f}")
+    out.print(table)
+
+
+@app.command()
+def promote(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    from_env: Annotated[str, typer.Option("--from", help="the environment whose model is promoted")],
+    to_env: Annotated[str, typer.Option("--to", help="the environment whose config gets the pin")],
+    package: Annotated[
+        str | None,
+        typer.Option(
+            "--package", help="a model package ARN (default: --from's pin, else its newest Approved)"
+        ),
+    ] = None,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="do not read the registry (refused where approval is required)")
+    ] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Pin a model package in another environment's config (reviewed in git, deployed by cdk deploy)."""
+    from sagestack.promote import PromotionError
+    from sagestack.promote import promote as do_promote
+    from sagestack.spec import SpecError
+
+    out, err = _console(), _console(stderr=True)
+    try:
+        result = do_promote(root, endpoint, from_env, to_env, package_arn=package, offline=offline)
+    except SpecError as e:
+        for issue in e.issues:
+            err.print(issue.format(), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    except PromotionError as e:
+        err.print(f"[red]✗ not promoted[/]: {e}")
+        raise typer.Exit(1) from None
+    status = f" ({result.status})" if result.status else " (status not checked: --offline)"
+    if not result.changed:
+        out.print(f"{to_env} already serves {result.package_arn}{status} at '{endpoint}'; nothing to change")
+        return
+    out.print(f"[green]✓ promoted[/] {endpoint}: {from_env} → {to_env}{status}")
+    out.print(
+        f"  {result.config_file}: model_package {result.previous or '(none)'} → {result.package_arn}",
+        markup=False,
+    )
+    out.print(f"  review and commit it, then: cdk deploy '{to_env}/*'", markup=False)
+
+
 @app.command()
 def rules() -> None:
     """List the spec rules sagestack checks."""

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import time
 import traceback
@@ -454,6 +455,12 @@ def _save_model(
             "metrics": metrics,
         }
         (paths.model / "model_info.json").write_text(json.dumps(info, indent=2))
+        # The serving contract travels with the model (model.tar.gz's code/), as SageMaker's
+        # PyTorch and Neo inference containers expect.
+        serving = Path(__file__).resolve().parent / "inference.py"
+        if serving.exists():
+            (paths.model / "code").mkdir(exist_ok=True)
+            shutil.copyfile(serving, paths.model / "code" / "inference.py")
     if world.size > 1:
         dist.barrier()
 

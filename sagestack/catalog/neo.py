@@ -70,7 +70,7 @@ def target_for_family(family: str) -> NeoTarget | None:
 def _sagemaker_core_table(name: str) -> dict[str, Any]:
     # Read the JSON file without importing sagemaker.core (its import costs ~2 s).
     path = metadata.distribution("sagemaker-core").locate_file(f"sagemaker/core/image_uri_config/{name}.json")
-    data: dict[str, Any] = json.loads(path.read_text())  # type: ignore[union-attr]
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 

@@ -8,6 +8,7 @@ Hyperband is sampled at random here (its early stopping needs the service's reso
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -161,7 +162,22 @@ def run_local_tuning(
                     state=None if trial.objective is not None else _failed_state(),
                 )
             on_trial(trial)
-    return rank(trials, maximize)
+    ranked = rank(trials, maximize)
+    if ranked and ranked[0].objective is not None:
+        best = ranked[0]
+        # What `sagestack local compile` serves for an endpoint whose model comes from this search.
+        (root / "best.json").write_text(
+            json.dumps(
+                {
+                    "trial": best.number,
+                    "params": best.params,
+                    "objective": best.objective,
+                    "model_dir": str(best.workdir / "model"),
+                },
+                indent=2,
+            )
+        )
+    return ranked
 
 
 def _wait_first(futures: dict[Any, int]) -> set[Any]:

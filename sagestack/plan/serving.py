@@ -314,7 +314,7 @@ def _endpoint_states(
     request = compilation_request(ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"])
     _dynamic(request, ("CompilationJobName",), name_path)
     _dynamic(request, ("InputConfig", "S3Uri"), "$.ModelArtifacts")
-    target = ep.spec.compile.target_device or "target platform"  # type: ignore[union-attr]
+    target = ep.spec.compile.target_device or "target platform"
     s[f"Compile {k}"] = {
         "Type": "Task",
         "Comment": f"CreateCompilationJob (SageMaker Neo) for {target}",

@@ -1,0 +1,133 @@
+"""The SageMaker serving contract for the models train.py writes (sagemaker-inference toolkit):
+model_fn / input_fn / predict_fn / output_fn. Runs in the PyTorch (or Neo) inference container,
+from model.tar.gz's code/ folder, and under `sagestack local serve`.
+
+Payloads: application/json ({"instances": [...]} or a bare nested list) or application/x-npy,
+one sample (the model's input shape without the batch dimension) or a batch of them. Responses:
+application/json ({"predictions": [{"label": k, "probabilities": [...]}, ...]}) or
+application/x-npy (the probabilities). A bad payload raises an error with an HTTP `status`
+(400, 406, 413, 415), never a crash.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+JSON = "application/json"
+NPY = "application/x-npy"
+MAX_BATCH_ROWS = 1024
+
+
+class PayloadError(ValueError):
+    """The request cannot be served as sent (the server answers `status`)."""
+
+    status = 400
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Model:
+    """The TorchScript module with what the payload checks need."""
+
+    def __init__(self, module: torch.jit.ScriptModule, sample_shape: tuple[int, ...] | None) -> None:
+        self.module = module
+        self.sample_shape = sample_shape
+
+
+_EXPECTED: dict[str, tuple[int, ...] | None] = {"sample_shape": None}
+
+
+def model_fn(model_dir: str) -> Model:
+    torch.set_num_threads(int(os.environ.get("SAGESTACK_SERVE_THREADS", "1")))
+    path = Path(model_dir)
+    module = torch.jit.load(str(path / "model.pt"), map_location="cpu")
+    module.eval()
+    sample_shape = None
+    info = path / "model_info.json"
+    if info.exists():
+        shape = json.loads(info.read_text()).get("input_shape")
+        if shape:
+            sample_shape = tuple(int(d) for d in shape[1:])
+    _EXPECTED["sample_shape"] = sample_shape
+    return Model(module, sample_shape)
+
+
+def _base(content_type: str | None) -> str:
+    return (content_type or JSON).split(";")[0].strip().lower()
+
+
+def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tensor:
+    kind = _base(content_type)
+    if kind == JSON:
+        try:
+            data = json.loads(request_body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise PayloadError(f"the body is not valid JSON: {e}") from None
+        if isinstance(data, dict):
+            if "instances" not in data:
+                raise PayloadError('a JSON object needs "instances": [sample, ...]')
+            data = data["instances"]
+        try:
+            array = np.asarray(data, dtype=np.float32)
+        except (ValueError, TypeError):
+            raise PayloadError("the JSON must be a rectangular array of numbers") from None
+    elif kind == NPY:
+        body = request_body.encode() if isinstance(request_body, str) else request_body
+        try:
+            array = np.load(io.BytesIO(body), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise PayloadError(f"the body is not a .npy array: {e}") from None
+        if array.dtype.kind not in "fiub":
+            raise PayloadError(f"a .npy payload must hold numbers, not {array.dtype}")
+        array = array.astype(np.float32, copy=False)
+    else:
+        raise PayloadError(f"content type '{kind}' is not supported; send {JSON} or {NPY}", status=415)
+    if not np.isfinite(array).all():
+        raise PayloadError("the payload holds NaN or infinite values")
+    return _batched(torch.from_numpy(np.ascontiguousarray(array)))
+
+
+def _batched(x: torch.Tensor) -> torch.Tensor:
+    expected = _EXPECTED["sample_shape"]
+    if expected is None:
+        return x
+    if tuple(x.shape) == expected:
+        x = x.unsqueeze(0)
+    if tuple(x.shape[1:]) != expected or x.shape[0] < 1:
+        want = "x".join(map(str, expected))
+        raise PayloadError(
+            f"a sample has shape {want} (a batch: N x {want}); got {'x'.join(map(str, x.shape)) or 'a scalar'}"
+        )
+    if x.shape[0] > MAX_BATCH_ROWS:
+        raise PayloadError(f"at most {MAX_BATCH_ROWS} samples per request; got {x.shape[0]}", status=413)
+    return x
+
+
+def predict_fn(input_data: torch.Tensor, model: Model) -> torch.Tensor:
+    with torch.inference_mode():
+        return torch.softmax(model.module(input_data), dim=1)
+
+
+def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]:
+    kind = _base(accept)
+    if kind in ("*/*", ""):
+        kind = JSON
+    probs = prediction.detach().cpu().numpy()
+    if kind == JSON:
+        out = [
+            {"label": int(row.argmax()), "probabilities": [round(float(p), 6) for p in row]} for row in probs
+        ]
+        return json.dumps({"predictions": out}).encode(), JSON
+    if kind == NPY:
+        buf = io.BytesIO()
+        np.save(buf, probs, allow_pickle=False)
+        return buf.getvalue(), NPY
+    raise PayloadError(f"cannot answer in '{kind}'; accept {JSON} or {NPY}", status=406)
