@@ -53,7 +53,7 @@ lint: setup
 	$(BIN)/mypy
 
 schema: setup
-	$(BIN)/sagestack schema --output schema/sagestack.schema.json
+	$(BIN)/sagestack schema --output schema
 
 bench: setup
 	$(BIN)/python bench/synth.py
