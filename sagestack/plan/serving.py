@@ -262,13 +262,12 @@ def append_model_steps(
         "Model packages registered (PendingManualApproval).",
         "Model registered",
     )
+    # The pipeline's own result, plus the registered packages.
+    shown = done.get("Parameters") or states.get("Best model", {}).get("Parameters", {})
+    fields = {f"{k.removesuffix('.$')}.$": f"$.{k.removesuffix('.$')}" for k in shown}
     states["Model registered"] = {
         "Type": "Pass",
-        "Parameters": {
-            "TrainingJobName.$": "$.TrainingJobName",
-            "ModelArtifacts.$": "$.ModelArtifacts",
-            "ModelPackages": packages,
-        },
+        "Parameters": {**fields, "ModelPackages": packages},
         "End": True,
     }
     return definition

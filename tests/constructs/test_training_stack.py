@@ -42,6 +42,10 @@ def test_pipeline_uses_sdk_integrations_with_polling_not_sync(example_app):
         "arn:aws:states:::aws-sdk:sagemaker:createTrainingJob",
         "arn:aws:states:::aws-sdk:sagemaker:describeTrainingJob",
         "arn:aws:states:::aws-sdk:sns:publish",
+        # the example's endpoint: compile the trained model, register it
+        "arn:aws:states:::aws-sdk:sagemaker:createCompilationJob",
+        "arn:aws:states:::aws-sdk:sagemaker:describeCompilationJob",
+        "arn:aws:states:::aws-sdk:sagemaker:createModelPackage",
     }
     assert not any(".sync" in (r or "") for r in resources)
     assert states["Wait 1/2"] == {"Type": "Wait", "Seconds": 60, "Next": "Describe 1/2"}

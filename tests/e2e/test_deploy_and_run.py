@@ -158,6 +158,9 @@ def test_both_stacks_deploy_and_what_moto_skips_is_known(emulator, deployed):
 
 def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulator, deployed):
     env = _env(emulator)
+    # moto's CloudFormation skips AWS::SageMaker::ModelPackageGroup (see UNSUPPORTED_BY_MOTO): make
+    # the group the foundation stack declares, so the pipeline's registration step has its registry.
+    emulator.client("sagemaker").create_model_package_group(ModelPackageGroupName="digits-e2e")
     result = subprocess.run(
         [
             sys.executable,
@@ -226,6 +229,26 @@ def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulato
     from sagestack.plan.sourcedir import pack_source_dir
 
     assert body == pack_source_dir(deployed / "training_src").data
+
+    # the endpoint's model: compiled by Neo from this job's artifact, registered for review
+    compile_state = definition["States"]["Compile digits"]["Parameters"]
+    (compilation,) = sm.list_compilation_jobs()["CompilationJobSummaries"]
+    compiled = sm.describe_compilation_job(CompilationJobName=compilation["CompilationJobName"])
+    assert (
+        compiled["InputConfig"]["S3Uri"]
+        == output["ModelArtifacts"]
+        == job["ModelArtifacts"]["S3ModelArtifacts"]
+    )
+    assert compiled["InputConfig"]["DataInputConfig"] == compile_state["InputConfig"]["DataInputConfig"]
+    assert compiled["OutputConfig"]["TargetDevice"] == "ml_c5"
+    assert compiled["RoleArn"] == outputs["ExecutionRoleArn"]
+    package = sm.describe_model_package(ModelPackageName=output["ModelPackages"]["digits"])
+    assert package["ModelPackageGroupName"] == "digits-e2e"
+    assert package["ModelApprovalStatus"] == "PendingManualApproval"
+    (container,) = package["InferenceSpecification"]["Containers"]
+    assert container["ModelDataUrl"] == compiled["ModelArtifacts"]["S3ModelArtifacts"]
+    assert container["Image"] == compiled["InferenceImage"]
+    assert package["CustomerMetadataProperties"]["sagestack:training-job"] == output["TrainingJobName"]
 
 
 def test_tuning_pipeline_records_the_best_model_in_ssm(emulator, deployed):

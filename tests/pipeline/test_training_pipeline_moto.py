@@ -18,6 +18,9 @@ def _deploy(moto, app, job: str = "classifier") -> str:
     """What `cdk deploy` would leave behind: the topic and the state machine."""
     moto.reset()
     topic = moto.client("sns").create_topic(Name="digits-dev-training")["TopicArn"]
+    moto.client("sagemaker").create_model_package_group(
+        ModelPackageGroupName="digits-dev"
+    )  # the foundation's
     return moto.client("stepfunctions").create_state_machine(
         name=f"digits-dev-{job}",
         definition=definition(app, f"digits-dev-{job}", topic),

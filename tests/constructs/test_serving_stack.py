@@ -1,0 +1,256 @@
+"""ServingStack and the registry: template assertions on the example app (prod pins a package)
+and on small projects for serverless, Inferentia and cross-account promotion."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from tests.conftest import MINIMAL
+from tests.support.cdk_app import BuiltApp
+
+pytestmark = pytest.mark.synth
+
+PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
+
+
+def _serving(app: BuiltApp, env: str) -> Template:
+    return Template.from_stack(app.stages[env].serving)
+
+
+def test_only_environments_with_a_pin_get_endpoints(example_app):
+    assert example_app.stages["dev"].serving is None
+    assert example_app.stages["staging"].serving is None
+    assert example_app.stages["prod"].serving is not None
+
+
+def test_endpoint_serves_the_pinned_package_with_kms_and_capture(example_app):
+    t = _serving(example_app, "prod")
+    t.has_resource_properties(
+        "AWS::SageMaker::Model",
+        {
+            "Containers": [{"ModelPackageName": PIN}],
+            "EnableNetworkIsolation": True,
+            "ExecutionRoleArn": Match.any_value(),
+        },
+    )
+    t.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "KmsKeyId": Match.any_value(),
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "InstanceType": "ml.c5.xlarge",
+                    "InitialInstanceCount": 2,
+                    "InitialVariantWeight": 1,
+                    "ModelName": {"Fn::GetAtt": [Match.any_value(), "ModelName"]},
+                }
+            ],
+            "DataCaptureConfig": {
+                "EnableCapture": True,
+                "InitialSamplingPercentage": 20,
+                "DestinationS3Uri": {"Fn::Join": ["", ["s3://", Match.any_value(), "/capture/digits"]]},
+                "KmsKeyId": Match.any_value(),
+                "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+                "CaptureContentTypeHeader": {"JsonContentTypes": ["application/json"]},
+            },
+        },
+    )
+
+
+def test_rollout_is_blue_green_canary_rolled_back_by_the_error_alarm(example_app):
+    t = _serving(example_app, "prod")
+    alarms = t.find_resources("AWS::CloudWatch::Alarm")
+    (alarm_id,) = [k for k, v in alarms.items() if v["Properties"]["MetricName"] == "Invocation5XXErrors"]
+    assert alarms[alarm_id]["Properties"]["Dimensions"] == [
+        {"Name": "EndpointName", "Value": "digits-prod-digits"},
+        {"Name": "VariantName", "Value": "AllTraffic"},
+    ]
+    t.has_resource_properties(
+        "AWS::SageMaker::Endpoint",
+        {
+            "EndpointName": "digits-prod-digits",
+            "DeploymentConfig": {
+                "BlueGreenUpdatePolicy": {
+                    "TrafficRoutingConfiguration": {
+                        "Type": "CANARY",
+                        "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 10},
+                        "WaitIntervalInSeconds": 300,
+                    },
+                    "TerminationWaitInSeconds": 600,
+                    "MaximumExecutionTimeoutInSeconds": Match.any_value(),
+                },
+                "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": {"Ref": alarm_id}}]},
+            },
+        },
+    )
+
+
+def test_autoscaling_tracks_invocations_per_instance(example_app):
+    t = _serving(example_app, "prod")
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {
+            "ResourceId": "endpoint/digits-prod-digits/variant/AllTraffic",
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+            "ServiceNamespace": "sagemaker",
+            "MinCapacity": 2,
+            "MaxCapacity": 10,
+        },
+    )
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "TargetTrackingScaling",
+            "TargetTrackingScalingPolicyConfiguration": {
+                "TargetValue": 1000,
+                "PredefinedMetricSpecification": {
+                    "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+                },
+                "ScaleInCooldown": 300,
+                "ScaleOutCooldown": 60,
+            },
+        },
+    )
+
+
+def test_registry_lets_promotion_targets_read_packages(example_app):
+    dev_registry = example_app.template("dev").find_resources("AWS::SageMaker::ModelPackageGroup")
+    ((_, group),) = dev_registry.items()
+    (statement,) = group["Properties"]["ModelPackageGroupPolicy"]["Statement"]
+    principals = statement["Principal"]["AWS"]
+    rendered = [str(p) for p in principals]
+    assert any("111111111111" in p for p in rendered) and any("222222222222" in p for p in rendered)
+    assert set(statement["Action"]) == {
+        "sagemaker:DescribeModelPackage",
+        "sagemaker:DescribeModelPackageGroup",
+        "sagemaker:ListModelPackages",
+    }
+    # prod reads staging's models: staging's bucket shares models/ with prod's account, through S3
+    staging = example_app.template("staging")
+    staging.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Action": "s3:GetObject",
+                                "Principal": {"AWS": Match.any_value()},
+                                "Resource": {"Fn::Join": ["", [Match.any_value(), "/models/*"]]},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_the_role_reads_a_promoted_model_only_in_its_source_account(example_app):
+    policies = example_app.template("prod").find_resources("AWS::IAM::Policy")
+    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    (s3,) = [
+        s for s in statements if s.get("Condition", {}).get("StringEquals", {}).get("s3:ResourceAccount")
+    ]
+    assert s3["Condition"]["StringEquals"]["s3:ResourceAccount"] == "222222222222"
+    assert s3["Action"] == "s3:GetObject"
+
+
+def _project_app(project, tmp_path, body: str, env: str = "prod") -> BuiltApp:
+    project.spec(MINIMAL + "endpoints:\n  digits:\n" + body)
+    project.env(env, 'account: "111111111111"\n')
+    return BuiltApp(project.root, tmp_path / "out", [env])
+
+
+def test_serverless_endpoint_has_no_kms_and_shifts_all_at_once(project, tmp_path):
+    app = _project_app(
+        project,
+        tmp_path,
+        f'    model_package: "{PIN}"\n    serverless: {{memory_mb: 3072, max_concurrency: 8}}\n',
+    )
+    t = _serving(app, "prod")
+    config = next(iter(t.find_resources("AWS::SageMaker::EndpointConfig").values()))["Properties"]
+    assert "KmsKeyId" not in config and "DataCaptureConfig" not in config
+    assert config["ProductionVariants"][0]["ServerlessConfig"] == {
+        "MemorySizeInMB": 3072,
+        "MaxConcurrency": 8,
+    }
+    assert "InstanceType" not in config["ProductionVariants"][0]
+    t.has_resource_properties(
+        "AWS::SageMaker::Endpoint",
+        {
+            "DeploymentConfig": {
+                "BlueGreenUpdatePolicy": Match.object_like(
+                    {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}}
+                ),
+                "AutoRollbackConfiguration": Match.any_value(),
+            }
+        },
+    )
+    t.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 0)
+
+
+def test_inferentia_endpoint_compiles_in_the_pipeline_and_shifts_all_at_once(project, tmp_path):
+    app = _project_app(
+        project,
+        tmp_path,
+        "    model: {from: classifier}\n"
+        "    compile: {target_device: ml_inf1, framework_version: '1.9', input_shapes: {input0: [1, 1, 8, 8]}}\n"
+        "    instance_type: ml.inf1.xlarge\n"
+        f'    model_package: "{PIN}"\n'
+        "    rollout: {traffic: linear, canary_percent: 25, max_latency_ms: 50}\n",
+    )
+    t = _serving(app, "prod")
+    t.has_resource_properties(
+        "AWS::SageMaker::Endpoint",
+        {
+            "DeploymentConfig": {
+                "BlueGreenUpdatePolicy": Match.object_like(
+                    {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}}
+                ),
+                "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": Match.any_value()}] * 2},
+            }
+        },
+    )
+    t.has_resource_properties("AWS::CloudWatch::Alarm", {"MetricName": "ModelLatency", "Threshold": 50000})
+    states = app.stages["prod"].training.pipelines["classifier"].definition["States"]
+    compile_request = states["Compile digits"]["Parameters"]
+    assert compile_request["OutputConfig"]["TargetDevice"] == "ml_inf1"
+    register = states["Register digits (catalog image)"]["Parameters"]["InferenceSpecification"]
+    assert register["Containers"][0]["Image"].endswith("/sagemaker-neo-pytorch:1.9-inf-py3")
+    assert register["SupportedRealtimeInferenceInstanceTypes"] == [
+        "ml.inf1.xlarge",
+        "ml.inf1.2xlarge",
+        "ml.inf1.6xlarge",
+        "ml.inf1.24xlarge",
+    ]
+
+
+def test_linear_rollout_steps_by_the_given_percent(project, tmp_path):
+    app = _project_app(
+        project,
+        tmp_path,
+        f'    model_package: "{PIN}"\n    instance_type: ml.m5.large\n'
+        "    rollout: {traffic: linear, canary_percent: 25, wait: 2m}\n",
+    )
+    _serving(app, "prod").has_resource_properties(
+        "AWS::SageMaker::Endpoint",
+        {
+            "DeploymentConfig": Match.object_like(
+                {
+                    "BlueGreenUpdatePolicy": Match.object_like(
+                        {
+                            "TrafficRoutingConfiguration": {
+                                "Type": "LINEAR",
+                                "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 25},
+                                "WaitIntervalInSeconds": 120,
+                            }
+                        }
+                    )
+                }
+            )
+        },
+    )
