@@ -251,12 +251,6 @@ class ServingApp:
             await _respond(send, 405, b'{"error": "use POST /invocations"}')
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY:
-            await _respond(
-                send, 413, json.dumps({"error": f"payloads are limited to {MAX_BODY} bytes"}).encode()
-            )
-            return
         body = await _read_body(receive)
         if body is None:
             await _respond(
@@ -300,16 +294,18 @@ class ServingApp:
 
 
 async def _read_body(receive: Receive) -> bytes | None:
-    chunks, size = [], 0
+    """The request body; None when it is over MAX_BODY (read to the end and dropped, so that the
+    client, still sending, gets the 413 rather than a reset connection)."""
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY:
-            return None
-        chunks.append(chunk)
+        if size <= MAX_BODY:
+            chunks.append(chunk)
         if not message.get("more_body"):
-            return b"".join(chunks)
+            return b"".join(chunks) if size <= MAX_BODY else None
 
 
 async def _client_error(send: Send, e: Exception) -> None:

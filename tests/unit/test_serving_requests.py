@@ -1,0 +1,136 @@
+"""CreateCompilationJob and CreateModelPackage requests: golden files, validated against botocore's
+SageMaker model, and the compile/register states chained after a pipeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from sagestack.catalog import validate_request
+from sagestack.plan import resolve_environment
+from sagestack.plan.pipeline import PipelineSettings
+from sagestack.plan.serving import (
+    ModelStepContext,
+    append_model_steps,
+    compilation_request,
+    model_package_request,
+    resolve_endpoint,
+    validate_model_requests,
+    validation_stand_ins,
+)
+from tests.conftest import MINIMAL
+
+CTX = ModelStepContext(
+    region="us-east-1",
+    env="dev",
+    role_arn="arn:aws:iam::123456789012:role/digits-dev-execution",
+    bucket="digits-dev-artifacts",
+    kms_key_id="arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555",
+    group_name="digits-dev",
+    tags=(("team", "ml"),),
+)
+CASES = {
+    "neo-c5": "    compile: {target_device: ml_c5, framework_version: '2.0', input_shapes: {input0: [1, 1, 8, 8]},"
+    " compiler_options: {dtype: float32}}\n    instance_type: ml.c5.xlarge\n",
+    "neo-inf1": "    compile: {target_device: ml_inf1, framework_version: '1.9', input_shapes: {input0: [4, 1, 8, 8]}}\n"
+    "    instance_type: ml.inf1.xlarge\n",
+    "platform": "    compile: {target_platform: {Os: LINUX, Arch: X86_64}, framework_version: '2.0',"
+    " input_shapes: {input0: [1, 1, 8, 8]}}\n    instance_type: ml.m5.large\n",
+    "uncompiled": "    instance_type: ml.g5.xlarge\n",
+}
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def _endpoint(project, body: str):
+    project.spec(MINIMAL + "endpoints:\n  digits:\n    model: {from: classifier}\n" + body).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    return resolve_endpoint(plan, "digits")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_requests_are_valid(project, snapshot_json, case):
+    ep = _endpoint(project, CASES[case])
+    s = validation_stand_ins(ep)
+    requests = {}
+    if ep.spec.compile is not None:
+        requests["CreateCompilationJob"] = compilation_request(
+            ep, CTX, name=s["name"], model_artifacts=s["model_artifacts"]
+        )
+    requests["CreateModelPackage"] = model_package_request(
+        ep, CTX, image=ep.image_uri, model_data_url=s["compiled"], training_job=s["training_job"]
+    )
+    for operation, request in requests.items():
+        validate_request(operation, request)
+    assert requests == snapshot_json
+
+
+def test_uncompiled_model_is_registered_with_the_dlc_inference_image(project):
+    ep = _endpoint(project, CASES["uncompiled"])
+    assert ep.image_uri == "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference:2.5-gpu-py311"
+    assert ep.supported_instance_types[0].startswith("ml.g5.")
+
+
+def test_a_request_the_service_would_refuse_is_caught_at_synth(project):
+    ep = _endpoint(project, CASES["neo-c5"])
+    bad = ModelStepContext(**{**CTX.__dict__, "group_name": "not a valid group name!"})
+    with pytest.raises(ValueError, match="ModelPackageGroupName"):
+        validate_model_requests(ep, bad)
+
+
+def test_compile_and_register_states_follow_the_pipeline(project):
+    ep = _endpoint(project, CASES["neo-c5"])
+    definition = {
+        "StartAt": "Succeeded",
+        "States": {
+            "Succeeded": {
+                "Type": "Pass",
+                "Parameters": {"TrainingJobName.$": "$.job.Name", "ModelArtifacts.$": "$.job.Artifacts"},
+                "End": True,
+            }
+        },
+    }
+    states = append_model_steps(definition, [ep], CTX, PipelineSettings(poll_seconds=5))["States"]
+    assert states["Succeeded"]["Next"] == "Name compilation digits" and "End" not in states["Succeeded"]
+    name = states["Name compilation digits"]["Parameters"]["name.$"]
+    assert name.startswith("States.Format('digits-dev-digits-{}', States.Hash(States.Format('{}|")
+    create = states["Compile digits"]["Parameters"]
+    assert create["CompilationJobName.$"] == "$.compilation_1.name"
+    assert create["InputConfig"]["S3Uri.$"] == "$.ModelArtifacts"
+    assert states["Wait compilation digits"]["Seconds"] == 5
+    register = states["Register digits"]["Parameters"]["InferenceSpecification"]["Containers"][0]
+    assert register["Image.$"] == "$.compiled_1.Detail.InferenceImage"
+    assert register["ModelDataUrl.$"] == "$.compiled_1.Detail.ModelArtifacts.S3ModelArtifacts"
+    fallback = states["Register digits (catalog image)"]["Parameters"]["InferenceSpecification"][
+        "Containers"
+    ][0]
+    assert fallback["Image"] == ep.image_uri
+    assert states["Model registered"] == {
+        "Type": "Pass",
+        "Parameters": {
+            "TrainingJobName.$": "$.TrainingJobName",
+            "ModelArtifacts.$": "$.ModelArtifacts",
+            "ModelPackages": {"digits.$": "$.package_1.ModelPackageArn"},
+        },
+        "End": True,
+    }
+    # every Next names a state that exists
+    for state in states.values():
+        for target in [state.get("Next"), state.get("Default")] + [
+            c["Next"] for c in state.get("Choices", [])
+        ]:
+            assert target is None or target in states, target
+
+
+def test_compile_name_changes_with_the_compile_settings(project):
+    from sagestack.plan.serving import compile_digest
+
+    a = compile_digest(_endpoint(project, CASES["neo-c5"]))
+    b = compile_digest(_endpoint(project, CASES["neo-c5"].replace("float32", "float16")))
+    assert a != b and len(a) == 12
+    assert json.dumps(a)  # a plain string, safe inside States.Format
