@@ -100,7 +100,7 @@ def test_compiled_archive_is_neo_ready_and_matches_eager(trained, compiled, digi
 
 
 def test_input_shapes_that_do_not_match_the_model_are_refused(trained):
-    project, loaded = trained
+    _, loaded = trained
     spec = loaded.spec.model_copy(
         update={
             "endpoints": {

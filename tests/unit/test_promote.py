@@ -111,7 +111,7 @@ def test_without_a_package_the_newest_approved_of_the_source_group_is_taken(proj
 
 def test_a_package_for_another_instance_family_is_refused(proj, sm):
     arn = _package(sm, "Approved", instance_types=("ml.inf1.xlarge",))
-    with pytest.raises(PromotionError, match="supports ml.inf1.xlarge, not ml.c5.xlarge"):
+    with pytest.raises(PromotionError, match=r"supports ml\.inf1\.xlarge, not ml\.c5\.xlarge"):
         promote(proj.root, "digits", "dev", "staging", package_arn=arn)
 
 
