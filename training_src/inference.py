@@ -122,9 +122,9 @@ def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]
         kind = JSON
     probs = prediction.detach().cpu().numpy()
     if kind == JSON:
-        out = [
-            {"label": int(row.argmax()), "probabilities": [round(float(p), 6) for p in row]} for row in probs
-        ]
+        labels = probs.argmax(axis=1).tolist()
+        rounded = np.round(probs.astype(np.float64), 6).tolist()
+        out = [{"label": k, "probabilities": row} for k, row in zip(labels, rounded, strict=True)]
         return json.dumps({"predictions": out}).encode(), JSON
     if kind == NPY:
         buf = io.BytesIO()

@@ -356,6 +356,11 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
         lifespan="on",
         log_level="warning",
         access_log=False,
+        # Nothing sits in front of a local endpoint: skip the proxy-header middleware and the
+        # per-response Server/Date headers (each costs every request a little).
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
     )
     return uvicorn.Server(config), app
 
@@ -382,3 +387,28 @@ class BackgroundServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m sagestack.local.serve MODEL_DIR [--port P] [--max-batch N] [--max-delay-ms D]`:
+    serve an unpacked model directory (what benchmarks start in a process of its own)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m sagestack.local.serve")
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument("--max-delay-ms", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    server, _ = build_server(
+        args.model_dir,
+        ServeOptions(
+            host=args.host, port=args.port, max_batch=args.max_batch, max_delay_ms=args.max_delay_ms
+        ),
+    )
+    server.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The local endpoint's cost over the bare model, and what dynamic batching buys, measured in one run.
+
+- bare forward: predict_fn on one digits sample, in this process, 1 torch thread (p50 / p99);
+- served at batch 1: one client, sequential keep-alive POST /invocations of one sample each, against
+  a server in its own process (1 torch thread); overhead = served p50 - bare p50 (goal <= 1 ms);
+- throughput under 32 concurrent clients: the same server with dynamic batching (max batch 32)
+  against batch-1 serving (max batch 1); ratio (goal >= 3x).
+
+The model is the example's CNN with seeded random weights (serving cost does not depend on what
+the weights learned), traced and packed as `sagestack local compile` does.
+Usage: python bench/serve.py [--requests N] [--clients C] [--model-width W]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def build_model_dir(dest: Path) -> Path:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "training_src"))
+    from model import build_model  # training_src/model.py
+
+    torch.manual_seed(0)
+    model = build_model("cnn", torch.zeros(1, 8, 8), 10).eval()
+    traced = torch.jit.freeze(torch.jit.trace(model, torch.zeros(1, 1, 8, 8)).eval())
+    (dest / "code").mkdir(parents=True)
+    traced.save(str(dest / "model.pt"))
+    (dest / "model_info.json").write_text(json.dumps({"input_shape": [1, 1, 8, 8], "num_classes": 10}))
+    shutil.copyfile(ROOT / "training_src" / "inference.py", dest / "code" / "inference.py")
+    return dest
+
+
+def bare_forward(model_dir: Path, n: int) -> list[float]:
+    import torch
+
+    os.environ["SAGESTACK_SERVE_THREADS"] = "1"
+    from sagestack.local.serve import load_handlers
+
+    h = load_handlers(model_dir)
+    x = torch.rand(1, 1, 8, 8)
+    for _ in range(200):
+        h.predict_fn(x, h.model)
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        h.predict_fn(x, h.model)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+class Server:
+    def __init__(self, model_dir: Path, max_batch: int) -> None:
+        self.port = free_port()
+        env = {**os.environ, "SAGESTACK_SERVE_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sagestack.local.serve",
+                str(model_dir),
+                "--port",
+                str(self.port),
+                "--max-batch",
+                str(max_batch),
+            ],
+            env=env,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/ping", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit("the server did not start") from None
+                time.sleep(0.1)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=4000, help="per throughput run")
+    parser.add_argument("--latency-requests", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=32)
+    args = parser.parse_args()
+
+    import numpy as np
+
+    from sagestack.local.loadgen import load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_model_dir(Path(tmp) / "model")
+        rng = np.random.default_rng(0)
+        payloads = [
+            json.dumps({"instances": rng.random((1, 1, 8, 8), dtype=np.float32).tolist()}).encode()
+            for _ in range(256)
+        ]
+
+        bare = bare_forward(model_dir, args.latency_requests)
+        bare_p50, bare_p99 = statistics.median(bare), sorted(bare)[int(0.99 * len(bare))]
+        print(f"bare forward (predict_fn, batch 1, 1 thread): p50 {ms(bare_p50)}  p99 {ms(bare_p99)}")
+
+        with Server(model_dir, max_batch=32) as server:
+            load(server.url, payloads, concurrency=1, total=300)  # warm-up
+            single = load(server.url, payloads, concurrency=1, total=args.latency_requests)
+            assert not single.errors, single.errors[:3]
+            p50, p99 = single.percentile(50), single.percentile(99)
+            print(f"served at batch 1 (1 client, keep-alive): p50 {ms(p50)}  p99 {ms(p99)}")
+            print(f"  overhead over the bare forward at p50: {ms(p50 - bare_p50)} (goal <= 1 ms)")
+            load(server.url, payloads, concurrency=args.clients, total=500)  # warm-up
+            batched = load(server.url, payloads, concurrency=args.clients, total=args.requests)
+            assert not batched.errors, batched.errors[:3]
+        with Server(model_dir, max_batch=1) as server:
+            load(server.url, payloads, concurrency=args.clients, total=500)
+            one = load(server.url, payloads, concurrency=args.clients, total=args.requests)
+            assert not one.errors, one.errors[:3]
+        print(
+            f"{args.clients} clients, {args.requests} requests: dynamic batching {batched.throughput:.0f} req/s "
+            f"(p50 {ms(batched.percentile(50))}), batch-1 serving {one.throughput:.0f} req/s "
+            f"(p50 {ms(one.percentile(50))})"
+        )
+        print(
+            f"  throughput ratio batched / batch-1: {batched.throughput / one.throughput:.2f}x (goal >= 3x)"
+        )
+        print(f"  (machine: {os.cpu_count()} CPUs; server and clients share them)")
+
+
+if __name__ == "__main__":
+    main()
