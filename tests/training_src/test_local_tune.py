@@ -25,7 +25,9 @@ QUICK = """
 
 def _with_search(project, strategy: str = "Random") -> None:
     spec = project.root / "config/sagestack.yaml"
-    spec.write_text(spec.read_text() + QUICK.replace("STRATEGY", strategy))
+    text = spec.read_text()
+    assert "\ntuning:\n" in text
+    spec.write_text(text.replace("\ntuning:\n", "\ntuning:" + QUICK.replace("STRATEGY", strategy), 1))
 
 
 @pytest.mark.parametrize("strategy", ["Random", "Bayesian"])
