@@ -21,6 +21,14 @@ from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.pipeline import PipelineSettings
+from sagestack.plan.requests import (
+    STAND_IN_BUCKET,
+    job_images,
+    job_rules_image,
+    stand_in_key,
+    stand_in_role,
+    validation_context,
+)
 from sagestack.plan.serving import (
     EndpointPlan,
     ModelStepContext,
@@ -29,14 +37,10 @@ from sagestack.plan.serving import (
     validate_model_requests,
 )
 from sagestack.plan.sourcedir import SourceArchive, pack_source_dir
-from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
+from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job
 from sagestack.plan.tuning import render_tuning_request
 from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline
 from stacks.foundation import FoundationStack
-
-# Concrete stand-ins for deploy-time values, used only to validate requests against the service
-# model at synth (CloudFormation tokens are not ARNs). The emitted requests carry the real tokens.
-_SAMPLE_ACCOUNT = "123456789012"
 
 
 class TrainingStack(Stack):
@@ -100,23 +104,12 @@ class TrainingStack(Stack):
                 )
             )
 
-            concrete, tokens, image_ids = self._images(plan, foundation, key)
-            rules_image = (
-                rules_image_uri(plan.region)
-                if (job.debugger or (job.profiler and job.profiler.rules))
-                else None
-            )
-
-            account = plan.account or _SAMPLE_ACCOUNT
+            images = job_images(plan, project_root, key)
+            tokens = self._image_tokens(plan, foundation, key, images.concrete)
+            rules_image = job_rules_image(plan, key)
+            # Validated with the same stand-ins `sagestack plan` and `sagestack lock` use.
             validation_ctx = partial(
-                _context,
-                plan,
-                role_arn=f"arn:aws:iam::{account}:role/sagestack-validation",
-                bucket="sagestack-validation-bucket",
-                kms_key_id=f"arn:aws:kms:{plan.region}:{account}:key/00000000-0000-0000-0000-000000000000",
-                source_s3_uri="s3://sagestack-validation-bucket/code/sourcedir.tar.gz",
-                images=concrete,
-                rules_image_uri=rules_image,
+                validation_context, plan, images=images.concrete, rules_image=rules_image
             )
             token_ctx = partial(
                 _context,
@@ -134,7 +127,7 @@ class TrainingStack(Stack):
                 key=key,
                 job=job,
                 source_sha256=archive.sha256,
-                image_uris=image_ids,
+                image_uris=images.identity,
             )
             validation_plans[key] = resolve_training_job(**common, context=validation_ctx, validate=True)  # type: ignore[arg-type]
             job_plan = resolve_training_job(**common, context=token_ctx, validate=False)  # type: ignore[arg-type]
@@ -211,13 +204,12 @@ class TrainingStack(Stack):
         if not endpoints:
             return None
         tags = tuple(sorted(plan.tags.items()))
-        account = plan.account or _SAMPLE_ACCOUNT
         stand_ins = ModelStepContext(
             region=plan.region,
             env=plan.env,
-            role_arn=f"arn:aws:iam::{account}:role/sagestack-validation",
-            bucket="sagestack-validation-bucket",
-            kms_key_id=f"arn:aws:kms:{plan.region}:{account}:key/00000000-0000-0000-0000-000000000000",
+            role_arn=stand_in_role(plan),
+            bucket=STAND_IN_BUCKET,
+            kms_key_id=stand_in_key(plan),
             group_name=foundation.model_registry.group_name,
             tags=tags,
         )
@@ -275,29 +267,16 @@ class TrainingStack(Stack):
             },
         )
 
-    def _images(
-        self, plan: EnvironmentPlan, foundation: FoundationStack, key: str
-    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-        """Per candidate: a concrete image URI (validation), the emitted one, and an identity for the hash."""
+    def _image_tokens(
+        self, plan: EnvironmentPlan, foundation: FoundationStack, key: str, concrete: dict[str, str]
+    ) -> dict[str, str]:
+        """Per candidate, the image URI the template carries: a built image's asset URI (a token),
+        else the concrete URI."""
         job = plan.spec.jobs[key]
-        resolved = plan.images[job.image]
-        concrete, tokens, ids = {}, {}, {}
-        for itype in job.instance_type:
-            if resolved.kind == "dlc":
-                uri = resolved.dlc_uris[itype]
-                concrete[itype] = tokens[itype] = ids[itype] = uri
-            elif resolved.kind == "uri":
-                assert resolved.spec.uri is not None
-                concrete[itype] = tokens[itype] = ids[itype] = resolved.spec.uri
-            else:
-                image = foundation.images[job.image][0]
-                tokens[itype] = image.image_uri
-                tag = image.asset_hash or "asset"
-                concrete[itype] = (
-                    f"{plan.account or _SAMPLE_ACCOUNT}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{tag}"
-                )
-                ids[itype] = f"asset:{tag}"
-        return concrete, tokens, ids
+        if plan.images[job.image].kind != "dockerfile":
+            return dict(concrete)
+        uri = foundation.images[job.image][0].image_uri
+        return dict.fromkeys(job.instance_type, uri)
 
     def _grant(self, plan: EnvironmentPlan, foundation: FoundationStack) -> None:
         jobs_arn = self.format_arn(

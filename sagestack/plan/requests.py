@@ -1,0 +1,179 @@
+"""Every request of one environment, rendered with concrete stand-ins for what only a deployment
+knows (role, bucket, key, code location) and validated against the service model.
+
+One function, three consumers: the TrainingStack validates exactly these requests at synth,
+`sagestack plan` sizes and prices them, and `sagestack lock` / `-c sagestack:locked=true` hash
+them. Nothing here imports aws_cdk or torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sagestack.plan.environment import EnvironmentPlan
+from sagestack.plan.sourcedir import pack_source_dir
+from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
+from sagestack.spec.models import DockerfileImage
+
+SAMPLE_ACCOUNT = "123456789012"
+STAND_IN_BUCKET = "sagestack-validation-bucket"
+STAND_IN_SOURCE = f"s3://{STAND_IN_BUCKET}/code/sourcedir.tar.gz"
+
+
+def stand_in_account(plan: EnvironmentPlan) -> str:
+    return plan.account or SAMPLE_ACCOUNT
+
+
+def stand_in_role(plan: EnvironmentPlan) -> str:
+    return f"arn:aws:iam::{stand_in_account(plan)}:role/sagestack-validation"
+
+
+def stand_in_key(plan: EnvironmentPlan) -> str:
+    return f"arn:aws:kms:{plan.region}:{stand_in_account(plan)}:key/00000000-0000-0000-0000-000000000000"
+
+
+def dockerfile_fingerprint(root: Path, image: DockerfileImage) -> str:
+    """What a Dockerfile image is made of: every file of its build folder, the build args and the
+    target (sha256). Independent of CDK, so plan, lock and synth agree on it."""
+    h = hashlib.sha256()
+    folder = root / image.directory
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if any(part in (".git", "__pycache__") for part in path.relative_to(folder).parts):
+            continue
+        h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    h.update(json.dumps({"build_args": image.build_args, "target": image.target}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class JobImages:
+    concrete: dict[str, str]  # instance type -> an image URI the service model accepts
+    identity: dict[str, str]  # instance type -> what the image is (URI, or dockerfile:<fingerprint>)
+
+
+def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
+    job = plan.spec.jobs[key]
+    resolved = plan.images[job.image]
+    concrete: dict[str, str] = {}
+    identity: dict[str, str] = {}
+    build = resolved.spec.dockerfile_spec
+    fingerprint = dockerfile_fingerprint(root, build) if build is not None else None
+    for itype in job.instance_type:
+        if resolved.kind == "dlc":
+            concrete[itype] = identity[itype] = resolved.dlc_uris[itype]
+        elif resolved.kind == "uri":
+            assert resolved.spec.uri is not None
+            concrete[itype] = identity[itype] = resolved.spec.uri
+        else:
+            assert fingerprint is not None
+            concrete[itype] = (
+                f"{stand_in_account(plan)}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{fingerprint[:64]}"
+            )
+            identity[itype] = f"dockerfile:{fingerprint}"
+    return JobImages(concrete, identity)
+
+
+def validation_context(
+    plan: EnvironmentPlan, instance_type: str, *, images: dict[str, str], rules_image: str | None
+) -> RequestContext:
+    return RequestContext(
+        region=plan.region,
+        role_arn=stand_in_role(plan),
+        bucket=STAND_IN_BUCKET,
+        kms_key_id=stand_in_key(plan),
+        source_s3_uri=STAND_IN_SOURCE,
+        image_uri=images[instance_type],
+        rules_image_uri=rules_image,
+        tags=tuple(sorted(plan.tags.items())),
+    )
+
+
+def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
+    job = plan.spec.jobs[key]
+    return rules_image_uri(plan.region) if (job.debugger or (job.profiler and job.profiler.rules)) else None
+
+
+@dataclass
+class EnvironmentRequests:
+    jobs: dict[str, TrainingJobPlan] = field(default_factory=dict)
+    tuning: dict[str, dict[str, Any]] = field(default_factory=dict)
+    endpoints: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # key -> operation -> request
+    images: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> instance type -> identity
+    sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
+
+
+def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
+    """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
+    CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
+    from sagestack.catalog.service_model import validate_request
+    from sagestack.plan.serving import (
+        ModelStepContext,
+        compilation_request,
+        model_package_request,
+        resolve_endpoint,
+        validation_stand_ins,
+    )
+    from sagestack.plan.tuning import render_tuning_request
+
+    out = EnvironmentRequests()
+    for key, job in plan.spec.jobs.items():
+        if job.source_dir not in out.sources:
+            out.sources[job.source_dir] = pack_source_dir(root / job.source_dir).sha256
+        images = job_images(plan, root, key)
+        out.images[key] = images.identity
+        out.jobs[key] = resolve_training_job(
+            project=plan.project,
+            env=plan.env,
+            key=key,
+            job=job,
+            source_sha256=out.sources[job.source_dir],
+            image_uris=images.identity,
+            context=partial(
+                validation_context, plan, images=images.concrete, rules_image=job_rules_image(plan, key)
+            ),
+            validate=validate,
+        )
+    for key, tuning in plan.spec.tuning.items():
+        request = render_tuning_request(tuning, key=key, project=plan.project, job_plan=out.jobs[tuning.job])
+        if validate:
+            validate_request("CreateHyperParameterTuningJob", request)
+        out.tuning[key] = request
+    ctx = ModelStepContext(
+        region=plan.region,
+        env=plan.env,
+        role_arn=stand_in_role(plan),
+        bucket=STAND_IN_BUCKET,
+        kms_key_id=stand_in_key(plan),
+        group_name=plan.model_package_group_name,
+        tags=tuple(sorted(plan.tags.items())),
+    )
+    for key, spec in plan.spec.endpoints.items():
+        if spec.model is None:
+            continue
+        ep = resolve_endpoint(plan, key)
+        s = validation_stand_ins(ep)
+        requests: dict[str, dict[str, Any]] = {}
+        if spec.compile is not None:
+            requests["CreateCompilationJob"] = compilation_request(
+                ep, ctx, name=s["name"], model_artifacts=s["model_artifacts"]
+            )
+        requests["CreateModelPackage"] = model_package_request(
+            ep, ctx, image=ep.image_uri, model_data_url=s["compiled"], training_job=s["training_job"]
+        )
+        if validate:
+            for operation, request in requests.items():
+                validate_request(operation, request)
+        out.endpoints[key] = requests
+    return out
+
+
+def request_sha256(request: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
