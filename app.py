@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """CDK entry point: `cdk synth` builds one stage per environment in config/envs/.
 
-Exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag finding.
+Exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag finding,
+3 when a quota is short (`-c sagestack:quotas=live|snapshot|off`), 4 when a request differs from
+the environment's lock (`-c sagestack:locked=true`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from pathlib import Path
 
 from aws_cdk import App
 
+from sagestack.plan.capacity import QuotaShortfallError
+from sagestack.plan.lock import LockMismatchError
+from sagestack.report import QuotaSourceError
 from sagestack.spec import SpecError
 from stacks.app_builder import UnacknowledgedFindings, build_app, cdk_json_context, synth_checked
 
@@ -27,6 +32,15 @@ def main() -> None:
     except UnacknowledgedFindings as e:
         print(e, file=sys.stderr)
         sys.exit(1)
+    except QuotaShortfallError as e:
+        print(e, file=sys.stderr)
+        sys.exit(3)
+    except QuotaSourceError as e:
+        print(e, file=sys.stderr)
+        sys.exit(1)
+    except LockMismatchError as e:
+        print(e, file=sys.stderr)
+        sys.exit(4)
 
 
 if __name__ == "__main__":

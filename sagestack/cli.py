@@ -507,6 +507,178 @@ def promote(
     out.print(f"  review and commit it, then: cdk deploy '{to_env}/*'", markup=False)
 
 
+quota_app = typer.Typer(help="SageMaker service quotas of an environment's account.", no_args_is_help=True)
+app.add_typer(quota_app, name="quota")
+
+EXIT_QUOTA_SHORT = 3
+
+
+def _plan_for(root: Path, env: str | None) -> Any:
+    """The resolved plan of one environment, or every spec error and exit 2."""
+    from sagestack.plan import resolve_environment
+    from sagestack.plan.serving import EndpointResolutionError
+    from sagestack.spec import SpecError, load_project
+
+    err = _console(stderr=True)
+    name = _default_env(root, env)
+    if name is None:
+        err.print("no environment: add config/envs/<env>.yaml or pass --env", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    try:
+        return resolve_environment(load_project(root, name))
+    except SpecError as e:
+        for issue in e.issues:
+            err.print(issue.format(), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    except (FileNotFoundError, EndpointResolutionError) as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+
+
+@app.command()
+def plan(
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
+    quotas: Annotated[
+        str,
+        typer.Option("--quotas", help="auto (live with credentials, else snapshot) | live | snapshot | off"),
+    ] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Candidates, quotas, cost, sizing and lock state of an environment (exit 3 if a quota is short)."""
+    import json
+
+    from sagestack.report import QuotaSourceError, make_plan, quota_book, render
+    from sagestack.report import as_json as plan_json
+
+    err = _console(stderr=True)
+    if quotas not in ("auto", "live", "snapshot", "off"):
+        err.print(f"--quotas {quotas}: use auto, live, snapshot or off", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    resolved = _plan_for(root, env)
+    try:
+        book = quota_book(root, resolved, quotas)  # type: ignore[arg-type]
+    except QuotaSourceError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    result = make_plan(root, resolved, book)
+    if as_json:
+        typer.echo(json.dumps(plan_json(result), indent=1))
+    else:
+        render(result, _console())
+    raise typer.Exit(result.exit_code)
+
+
+@quota_app.command("snapshot")
+def quota_snapshot(
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Save the account's SageMaker quotas and current usage to config/envs/<env>.quotas.json."""
+    from rich.table import Table
+
+    from sagestack.account import take_snapshot
+    from sagestack.catalog.quotas import quota_name
+
+    out, err = _console(), _console(stderr=True)
+    resolved = _plan_for(root, env)
+    try:
+        path, document = take_snapshot(root, resolved.env, resolved.region)
+    except Exception as e:
+        err.print(
+            f"cannot read the account's quotas in {resolved.region}: {type(e).__name__}: {e}", markup=False
+        )
+        err.print("check the credentials (`sagestack check`) and servicequotas:ListServiceQuotas permission")
+        raise typer.Exit(1) from None
+    if resolved.account and document.get("account") and document["account"] != resolved.account:
+        err.print(
+            f"[yellow]![/] the credentials are for account {document['account']}, but '{resolved.env}' deploys to "
+            f"{resolved.account}"
+        )
+    values = {q["QuotaName"]: q for q in document["quotas"]}
+    wanted = sorted(
+        {
+            quota_name(t, "spot_training" if j.use_spot_instances else "training")
+            for j in resolved.spec.jobs.values()
+            for t in j.instance_type
+        }
+        | {
+            quota_name(e.instance_type, "endpoint")
+            for e in resolved.spec.endpoints.values()
+            if e.instance_type
+        }
+    )
+    table = Table("quota", "code", "value", "in use", title=f"{resolved.env}: quotas the spec uses")
+    for name in wanted:
+        q = values.get(name)
+        table.add_row(
+            name,
+            q["QuotaCode"] if q else "-",
+            f"{q['Value']:g}" if q else "not listed",
+            f"{document['usage'].get(name, 0):g}",
+        )
+    out.print(table)
+    out.print(f"[green]✓[/] {len(document['quotas'])} quotas saved to {path}", highlight=False)
+
+
+@app.command()
+def lock(
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
+    digests: Annotated[
+        bool, typer.Option("--digests", help="ask ECR for each image's digest (needs credentials)")
+    ] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Write config/envs/<env>.lock.json: job hashes, images, request hashes, catalog versions."""
+    from sagestack.plan.lock import diff, lock_document, read_lock, write_lock
+    from sagestack.plan.requests import render_environment
+
+    out = _console()
+    resolved = _plan_for(root, env)
+    requests = render_environment(resolved, root)
+    found: dict[str, str | None] = {}
+    if digests:
+        from sagestack.account import image_digest
+
+        for images in requests.images.values():
+            for uri in images.values():
+                if uri not in found and not uri.startswith("dockerfile:"):
+                    found[uri] = image_digest(uri)
+        missing = [u for u, d in found.items() if d is None]
+        if missing:
+            out.print(f"[yellow]![/] ECR did not tell the digest of: {', '.join(missing)}", highlight=False)
+    document = lock_document(resolved, requests, found)
+    previous = read_lock(root, resolved.env)
+    path = write_lock(root, resolved.env, document)
+    changes = diff(previous, document) if previous else []
+    if previous is None:
+        out.print(f"[green]✓[/] wrote {path}", highlight=False)
+    elif changes:
+        out.print(f"[green]✓[/] updated {path}:", highlight=False)
+        for c in changes:
+            out.print(f"  {c}", markup=False)
+    else:
+        out.print(f"{path} is up to date", highlight=False)
+
+
+@app.command()
+def check(
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Credentials, region, CDK bootstrap, quotas for the plan, ECR access: one line each."""
+    from sagestack.checks import run_checks
+
+    out = _console()
+    resolved = _plan_for(root, env)
+    failed = False
+    for c in run_checks(root, resolved):
+        mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]-[/]"}[c.ok]
+        out.print(f"{mark} {c.name}: {c.detail}", highlight=False)
+        failed = failed or c.ok is False
+    raise typer.Exit(1 if failed else 0)
+
+
 @app.command()
 def rules() -> None:
     """List the spec rules sagestack checks."""

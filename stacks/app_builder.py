@@ -8,11 +8,13 @@ from pathlib import Path
 from aws_cdk import App, Validations, cx_api
 
 from sagestack.constructs.nag import unacknowledged_findings
-from sagestack.plan import resolve_environment
-from sagestack.spec import SpecError, list_environments, load_project
+from sagestack.plan import EnvironmentPlan, resolve_environment
+from sagestack.spec import SpecError, SpecIssue, list_environments, load_project
 from stacks.stage import EnvironmentStage
 
 ENVS_CONTEXT = "sagestack:environments"
+QUOTAS_CONTEXT = "sagestack:quotas"  # live | snapshot | off (default: snapshot where one exists)
+LOCKED_CONTEXT = "sagestack:locked"  # true: refuse requests that differ from config/envs/<env>.lock.json
 
 
 def cdk_json_context(root: Path) -> dict[str, object]:
@@ -66,6 +68,8 @@ def build_app(
         # One report for all environments; an issue shared by several is shown once.
         unique = list(dict.fromkeys(issues))
         raise SpecError(unique)
+    check_quotas(app, root, plans)
+    check_lock(app, root, plans)
     accounts = environment_accounts(root)
     stages = [
         EnvironmentStage(
@@ -84,6 +88,50 @@ def build_app(
 
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stages
+
+
+def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+    """`-c sagestack:quotas=live|snapshot|off`: the check `sagestack plan` makes, failing the synth
+    with the same message when a quota is short (default: the snapshot, where one exists)."""
+    from sagestack.plan.capacity import QuotaShortfallError, evaluate, load_snapshot
+    from sagestack.report import quota_book
+
+    mode = str(app.node.try_get_context(QUOTAS_CONTEXT) or "default")
+    if mode not in ("live", "snapshot", "off", "default"):
+        raise SpecError([SpecIssue(f"-c {QUOTAS_CONTEXT}={mode}: use live, snapshot or off")])
+    if mode == "off":
+        return
+    short = []
+    for plan in plans:
+        if mode == "default":
+            book = load_snapshot(root, plan.env)
+            if book is None:
+                continue
+        else:
+            book = quota_book(root, plan, mode)  # type: ignore[arg-type]
+        report = evaluate(plan, book)
+        if report.short:
+            short.append(report)
+    if short:
+        raise QuotaShortfallError(short)
+
+
+def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+    """`-c sagestack:locked=true`: every request must be the one config/envs/<env>.lock.json hashed."""
+    from sagestack.plan.lock import REQUEST_SECTIONS, LockMismatchError, diff, lock_document, read_lock
+    from sagestack.plan.requests import render_environment
+    from sagestack.report import clean_lock
+
+    if str(app.node.try_get_context(LOCKED_CONTEXT) or "false").lower() not in ("true", "1", "yes"):
+        return
+    for plan in plans:
+        locked = read_lock(root, plan.env)
+        if locked is None:
+            raise LockMismatchError(plan.env, [], missing=True)
+        current = lock_document(plan, render_environment(plan, root, validate=False))
+        changes = diff(clean_lock(locked), current, REQUEST_SECTIONS)
+        if changes:
+            raise LockMismatchError(plan.env, changes)
 
 
 class UnacknowledgedFindings(Exception):

@@ -1,0 +1,164 @@
+"""What sagestack reads from a live AWS account: SageMaker's service quotas and what is using them
+now, image digests, and the checks of `sagestack check`. boto3 is imported only here, and only
+when a command needs the account."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sagestack.catalog.quotas import SERVICE_CODE, TRAINING_INSTANCES_TOTAL, quota_name, snapshot_path
+from sagestack.plan.capacity import QuotaBook, book_from_document
+
+CREDENTIAL_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+
+
+def credentials_configured() -> bool:
+    """A cheap look for credentials (no boto3 import): environment variables or ~/.aws files.
+    Instance-role credentials are not probed here (the metadata service may hang offline)."""
+    if any(os.environ.get(v) for v in CREDENTIAL_VARIABLES):
+        return True
+    home = Path(os.environ.get("HOME", "~")).expanduser()
+    config = Path(os.environ.get("AWS_CONFIG_FILE", home / ".aws" / "config"))
+    shared = Path(os.environ.get("AWS_SHARED_CREDENTIALS_FILE", home / ".aws" / "credentials"))
+    return shared.exists() or config.exists()
+
+
+def _client(service: str, region: str) -> Any:
+    import boto3
+
+    return boto3.client(service, region_name=region)
+
+
+def list_quotas(region: str, client: Any | None = None) -> list[dict[str, Any]]:
+    """Every SageMaker quota of the account in `region` (ListServiceQuotas, all pages)."""
+    client = client or _client("service-quotas", region)
+    out: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"ServiceCode": SERVICE_CODE, "MaxResults": 100}
+        if token:
+            kwargs["NextToken"] = token
+        page = client.list_service_quotas(**kwargs)
+        out += [
+            {"QuotaName": q["QuotaName"], "QuotaCode": q["QuotaCode"], "Value": float(q["Value"])}
+            for q in page.get("Quotas", [])
+        ]
+        token = page.get("NextToken")
+        if not token:
+            return out
+
+
+def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterable[dict[str, Any]]:
+    token: str | None = None
+    while True:
+        page = getattr(client, operation)(**kwargs, **({"NextToken": token} if token else {}))
+        yield from page.get(key, [])
+        token = page.get("NextToken")
+        if not token:
+            return
+
+
+def count_usage(region: str, client: Any | None = None) -> dict[str, float]:
+    """Instances in use per quota name: InProgress training jobs (on-demand and spot, and the
+    aggregate) and InService endpoints (current instance count per variant). Service Quotas does
+    not report usage for SageMaker, so it is counted."""
+    sm = client or _client("sagemaker", region)
+    usage: dict[str, float] = {}
+
+    def add(name: str, n: float) -> None:
+        usage[name] = usage.get(name, 0.0) + n
+
+    for summary in _paginate(sm, "list_training_jobs", "TrainingJobSummaries", StatusEquals="InProgress"):
+        job = sm.describe_training_job(TrainingJobName=summary["TrainingJobName"])
+        kind = "spot_training" if job.get("EnableManagedSpotTraining") else "training"
+        rc = job.get("ResourceConfig", {})
+        groups = rc.get("InstanceGroups") or (
+            [{"InstanceType": rc["InstanceType"], "InstanceCount": rc.get("InstanceCount", 1)}]
+            if rc.get("InstanceType")
+            else []
+        )
+        for g in groups:
+            add(quota_name(g["InstanceType"], kind), float(g["InstanceCount"]))  # type: ignore[arg-type]
+            add(TRAINING_INSTANCES_TOTAL, float(g["InstanceCount"]))
+    for summary in _paginate(sm, "list_endpoints", "Endpoints", StatusEquals="InService"):
+        endpoint = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+        config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+        types = {v["VariantName"]: v.get("InstanceType") for v in config.get("ProductionVariants", [])}
+        for variant in endpoint.get("ProductionVariants", []):
+            itype = types.get(variant["VariantName"])
+            if itype:
+                add(quota_name(itype, "endpoint"), float(variant.get("CurrentInstanceCount", 0)))
+    return usage
+
+
+def snapshot_document(
+    region: str, quotas: list[dict[str, Any]], usage: dict[str, float], account: str | None
+) -> dict[str, Any]:
+    return {
+        "$comment": "SageMaker service quotas and usage; written by `sagestack quota snapshot`",
+        "taken_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "account": account,
+        "region": region,
+        "quotas": sorted(quotas, key=lambda q: q["QuotaName"]),
+        "usage": dict(sorted(usage.items())),
+    }
+
+
+def caller_account(region: str) -> str | None:
+    try:
+        identity = _client("sts", region).get_caller_identity()
+    except Exception:
+        return None
+    return str(identity["Account"])
+
+
+def take_snapshot(root: Path, env: str, region: str) -> tuple[Path, dict[str, Any]]:
+    document = snapshot_document(region, list_quotas(region), count_usage(region), caller_account(region))
+    path = snapshot_path(root, env)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(document, indent=1) + "\n")
+    tmp.replace(path)
+    return path, document
+
+
+def live_book(region: str) -> QuotaBook:
+    account = caller_account(region)
+    document = {"quotas": list_quotas(region), "usage": count_usage(region)}
+    return book_from_document(document, "live", f"live, account {account or 'unknown'} in {region}")
+
+
+# ---------------------------------------------------------------- sagestack check
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: not applicable / skipped
+    detail: str
+
+
+def image_digest(uri: str) -> str | None:
+    """The digest ECR reports for an image URI (None when it cannot tell: no access, no tag)."""
+    registry, _, rest = uri.partition("/")
+    repository, _, tag = rest.partition(":")
+    account, region = registry.split(".")[0], registry.split(".")[3]
+    try:
+        found = _client("ecr", region).describe_images(
+            registryId=account, repositoryName=repository, imageIds=[{"imageTag": tag or "latest"}]
+        )
+    except Exception:
+        return None
+    details = found.get("imageDetails", [])
+    return str(details[0]["imageDigest"]) if details else None

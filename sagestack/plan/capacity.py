@@ -1,0 +1,357 @@
+"""Quotas and cost of an environment's plan: which instance candidate each job gets, what each
+job, search and endpoint needs at once against what the account allows, and what it may cost.
+
+Needs are summed over what runs at once: every job started on deploy (run_on_deploy) shares the
+account with the others started then and with the endpoints, which always run; a search needs
+max_parallel_jobs x instance_count; an endpoint its autoscaling maximum. On-demand and spot
+quotas are separate names; the aggregate "Number of instances across all training jobs" is
+checked too. Pure: the quota values come in a QuotaBook (live, or a snapshot file).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sagestack.catalog.instances import instance_type
+from sagestack.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, snapshot_path
+from sagestack.plan.environment import EnvironmentPlan
+
+SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
+HOURS_PER_MONTH = 730
+Status = Literal["ok", "short", "unchecked"]
+
+
+@dataclass(frozen=True)
+class QuotaValue:
+    name: str
+    code: str
+    value: float
+
+
+@dataclass
+class QuotaBook:
+    """Quota values and current usage of one account and region."""
+
+    source: Literal["live", "snapshot", "none"]
+    detail: str  # where the values come from, for the report
+    values: dict[str, QuotaValue] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+
+    def available(self, name: str) -> float | None:
+        q = self.values.get(name)
+        return None if q is None else q.value - self.usage.get(name, 0.0)
+
+    def code(self, name: str) -> str | None:
+        q = self.values.get(name)
+        return q.code if q else None
+
+    @classmethod
+    def none(cls, why: str) -> QuotaBook:
+        return cls("none", why)
+
+
+def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"], detail: str) -> QuotaBook:
+    values = {
+        q["QuotaName"]: QuotaValue(q["QuotaName"], q["QuotaCode"], float(q["Value"]))
+        for q in data.get("quotas", [])
+    }
+    usage = {k: float(v) for k, v in data.get("usage", {}).items()}
+    return QuotaBook(source, detail, values, usage)
+
+
+def load_snapshot(root: Path, env: str) -> QuotaBook | None:
+    path = snapshot_path(root, env)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    taken = data.get("taken_at")
+    detail = f"snapshot {path.relative_to(root)}" + (f" (taken {taken})" if taken else "")
+    return book_from_document(data, "snapshot", detail)
+
+
+@dataclass
+class Row:
+    kind: Literal["job", "tuning", "endpoint", "aggregate"]
+    key: str
+    instance_type: str
+    count: int
+    quota: str
+    needed: float
+    available: float | None
+    status: Status
+    chosen: bool
+    price_per_hour: float | None = None  # per instance, on-demand
+    cost_on_demand: float | None = None  # USD, bound (max_run) or per month for endpoints
+    cost_spot: float | None = None
+    cost_basis: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    kind: str
+    key: str
+    quota: str
+    code: str
+    needed: float
+    available: float
+    value: float
+    alternatives: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        free = max(0.0, self.available)
+        what = {
+            "job": "job",
+            "tuning": "tuning entry",
+            "endpoint": "endpoint",
+            "aggregate": "the environment",
+        }[self.kind]
+        subject = f"{what} '{self.key}'" if self.kind != "aggregate" else what
+        fixes = []
+        if free >= 1 and self.kind in ("job", "endpoint"):
+            fixes.append(f"lower the count to {int(free)}")
+        if self.kind == "tuning" and free >= 1:
+            fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
+        if self.alternatives:
+            fixes.append(f"use a candidate with quota ({', '.join(self.alternatives)})")
+        desired = self.value - self.available + self.needed
+        fixes.append(
+            "ask for more: aws service-quotas request-service-quota-increase --service-code sagemaker "
+            f"--quota-code {self.code} --desired-value {desired:g}"
+        )
+        return (
+            f"{subject} needs {self.needed:g} of '{self.quota}' ({self.code}); the account allows "
+            f"{self.value:g} with {self.value - self.available:g} in use, so {free:g} are free. To fix: "
+            + "; or ".join(fixes)
+        )
+
+
+@dataclass
+class CapacityReport:
+    env: str
+    book: QuotaBook
+    rows: list[Row]
+    shortfalls: list[Shortfall]
+
+    @property
+    def short(self) -> bool:
+        return bool(self.shortfalls)
+
+    def chosen(self, kind: str, key: str) -> Row | None:
+        return next((r for r in self.rows if r.kind == kind and r.key == key and r.chosen), None)
+
+
+def _status(available: float | None, needed: float) -> Status:
+    if available is None:
+        return "unchecked"
+    return "ok" if available >= needed else "short"
+
+
+def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
+    spec = plan.spec
+    rows: list[Row] = []
+    shortfalls: list[Shortfall] = []
+    at_once: dict[str, float] = {}  # quota -> instances taken by what runs together after deploy
+    training_at_once = 0.0
+    largest_training = 0.0
+
+    for key, job in spec.jobs.items():
+        usage: QuotaUsage = "spot_training" if job.use_spot_instances else "training"
+        need = float(job.instance_count)
+        hours = job.max_run / 3600
+        chosen_index: int | None = None
+        job_rows = []
+        for i, itype in enumerate(job.instance_type):
+            qn = quota_name(itype, usage)
+            together = at_once.get(qn, 0.0) if job.run_on_deploy else 0.0
+            avail = book.available(qn)
+            status = _status(None if avail is None else avail - together, need)
+            price = instance_type(itype).price_per_hour
+            on_demand = price * need * hours if price is not None else None
+            row = Row(
+                kind="job",
+                key=key,
+                instance_type=itype,
+                count=job.instance_count,
+                quota=qn,
+                needed=need + together,
+                available=avail,
+                status=status,
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=on_demand,
+                cost_spot=on_demand * (1 - SPOT_SAVINGS) if on_demand is not None else None,
+                cost_basis=f"≤ {hours:g} h (max_run)",
+                note="run on deploy" if job.run_on_deploy else "",
+            )
+            if chosen_index is None and status != "short":
+                chosen_index = i
+                row.chosen = True
+            job_rows.append(row)
+        rows += job_rows
+        if chosen_index is None:
+            first = job_rows[0]
+            code = book.code(first.quota)
+            assert code is not None and first.available is not None  # short means checked
+            shortfalls.append(
+                Shortfall(
+                    "job",
+                    key,
+                    first.quota,
+                    code,
+                    first.needed,
+                    first.available,
+                    book.values[first.quota].value,
+                )
+            )
+        elif job.run_on_deploy:
+            qn = job_rows[chosen_index].quota
+            at_once[qn] = at_once.get(qn, 0.0) + need
+        if job.run_on_deploy:
+            training_at_once += need
+        largest_training = max(largest_training, need)
+
+    for key, tuning in spec.tuning.items():
+        job = spec.jobs[tuning.job]
+        itype = job.instance_type[0]
+        kind: QuotaUsage = "spot_training" if job.use_spot_instances else "training"
+        qn = quota_name(itype, kind)
+        need = float(tuning.max_parallel_jobs * job.instance_count)
+        avail = book.available(qn)
+        status = _status(avail, need)
+        price = instance_type(itype).price_per_hour
+        trials = tuning.max_jobs or 1
+        per_trial = price * job.instance_count * job.max_run / 3600 if price is not None else None
+        on_demand = per_trial * trials if per_trial is not None else None
+        rows.append(
+            Row(
+                kind="tuning",
+                key=key,
+                instance_type=itype,
+                count=job.instance_count,
+                quota=qn,
+                needed=need,
+                available=avail,
+                status=status,
+                chosen=True,
+                price_per_hour=price,
+                cost_on_demand=on_demand,
+                cost_spot=on_demand * (1 - SPOT_SAVINGS) if on_demand is not None else None,
+                cost_basis=f"≤ {trials} trials x {job.max_run / 3600:g} h",
+                note=f"{tuning.max_parallel_jobs} trials at once",
+            )
+        )
+        if status == "short":
+            code = book.code(qn)
+            assert code is not None and avail is not None
+            alternatives = tuple(
+                c
+                for c in job.instance_type[1:]
+                if _status(
+                    book.available(quota_name(c, "spot_training" if job.use_spot_instances else "training")),
+                    need,
+                )
+                == "ok"
+            )
+            shortfalls.append(
+                Shortfall("tuning", key, qn, code, need, avail, book.values[qn].value, alternatives)
+            )
+        largest_training = max(largest_training, need)
+
+    for key, ep in spec.endpoints.items():
+        if ep.model_package is None and ep.model is None:
+            continue
+        if ep.serverless is not None:
+            rows.append(
+                Row(
+                    kind="endpoint",
+                    key=key,
+                    instance_type="serverless",
+                    count=0,
+                    quota="(serverless concurrency)",
+                    needed=float(ep.serverless.max_concurrency),
+                    available=None,
+                    status="unchecked",
+                    chosen=True,
+                    cost_basis="per request",
+                    note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
+                )
+            )
+            continue
+        assert ep.instance_type is not None
+        high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
+        low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
+        qn = quota_name(ep.instance_type, "endpoint")
+        avail = book.available(qn)
+        status = _status(avail, float(high))
+        price = instance_type(ep.instance_type).price_per_hour
+        rows.append(
+            Row(
+                kind="endpoint",
+                key=key,
+                instance_type=ep.instance_type,
+                count=high,
+                quota=qn,
+                needed=float(high),
+                available=avail,
+                status=status,
+                chosen=True,
+                price_per_hour=price,
+                cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
+                cost_basis=f"per month at {low} instance(s) ({high} at most)",
+                note="deployed" if ep.model_package else "no package pinned yet",
+            )
+        )
+        if status == "short":
+            code = book.code(qn)
+            assert code is not None and avail is not None
+            shortfalls.append(Shortfall("endpoint", key, qn, code, float(high), avail, book.values[qn].value))
+
+    total_need = max(training_at_once, largest_training)
+    if total_need:
+        avail = book.available(TRAINING_INSTANCES_TOTAL)
+        status = _status(avail, total_need)
+        rows.append(
+            Row(
+                kind="aggregate",
+                key="training",
+                instance_type="(all types)",
+                count=int(total_need),
+                quota=TRAINING_INSTANCES_TOTAL,
+                needed=total_need,
+                available=avail,
+                status=status,
+                chosen=True,
+                note="jobs started on deploy together, or the largest job or search",
+            )
+        )
+        if status == "short":
+            code = book.code(TRAINING_INSTANCES_TOTAL)
+            assert code is not None and avail is not None
+            shortfalls.append(
+                Shortfall(
+                    "aggregate",
+                    "training",
+                    TRAINING_INSTANCES_TOTAL,
+                    code,
+                    total_need,
+                    avail,
+                    book.values[TRAINING_INSTANCES_TOTAL].value,
+                )
+            )
+    return CapacityReport(plan.env, book, rows, shortfalls)
+
+
+class QuotaShortfallError(Exception):
+    """A quota is short for an environment's plan (the same message `sagestack plan` prints)."""
+
+    def __init__(self, reports: list[CapacityReport]) -> None:
+        self.reports = reports
+        lines = []
+        for r in reports:
+            lines.append(f"{r.env}: quotas short ({r.book.detail}):")
+            lines += [f"  ✗ {s.message()}" for s in r.shortfalls]
+        super().__init__("\n".join(lines))

@@ -1,0 +1,129 @@
+"""`config/envs/<env>.lock.json`: what an environment's spec resolved to, so that a later synth can
+be held to it. Each job's content hash and candidates' request hashes, the resolved images (with
+digests where ECR could tell), the tuning and endpoint requests' hashes, the source archives and
+the catalog versions that resolved them. No timestamps: the same spec writes the same file."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sagestack.catalog.instances import catalog_version
+from sagestack.plan.environment import EnvironmentPlan
+from sagestack.plan.requests import EnvironmentRequests, request_sha256
+
+LOCK_VERSION = 1
+# Parts of the lock that say what runs; the catalog versions only say how it was resolved.
+REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "sources")
+
+
+def lock_path(root: Path, env: str) -> Path:
+    return root / "config" / "envs" / f"{env}.lock.json"
+
+
+def lock_document(
+    plan: EnvironmentPlan, requests: EnvironmentRequests, digests: dict[str, str | None] | None = None
+) -> dict[str, Any]:
+    digests = digests or {}
+    jobs: dict[str, Any] = {}
+    for key, job_plan in requests.jobs.items():
+        candidates = {}
+        for c in job_plan.candidates:
+            image = requests.images[key][c.instance_type]
+            entry: dict[str, Any] = {
+                "name": c.name,
+                "request_sha256": request_sha256(c.request),
+                "image": image,
+            }
+            if digests.get(image):
+                entry["image_digest"] = digests[image]
+            candidates[c.instance_type] = entry
+        jobs[key] = {"hash": job_plan.digest, "candidates": candidates}
+    return {
+        "$comment": "Written by `sagestack lock`; `cdk synth -c sagestack:locked=true` refuses requests that differ.",
+        "version": LOCK_VERSION,
+        "project": plan.project,
+        "environment": plan.env,
+        "region": plan.region,
+        "catalog": {
+            "instances": catalog_version(),
+            "sagemaker-core": metadata.version("sagemaker-core"),
+            "botocore": metadata.version("botocore"),
+        },
+        "sources": dict(sorted(requests.sources.items())),
+        "jobs": jobs,
+        "tuning": {k: {"request_sha256": request_sha256(r)} for k, r in requests.tuning.items()},
+        "endpoints": {
+            k: {op: request_sha256(r) for op, r in ops.items()} for k, ops in requests.endpoints.items()
+        },
+    }
+
+
+def write_lock(root: Path, env: str, document: dict[str, Any]) -> Path:
+    path = lock_path(root, env)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_lock(root: Path, env: str) -> dict[str, Any] | None:
+    path = lock_path(root, env)
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def diff(old: dict[str, Any], new: dict[str, Any], sections: tuple[str, ...] | None = None) -> list[str]:
+    """'path: old → new' for each leaf that differs ('+' added, '-' removed), in `sections`
+    (default: everything but the comment)."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                p = f"{path}.{k}" if path else str(k)
+                if k not in b:
+                    out.append(f"- {p} (was {_short(a[k])})")
+                elif k not in a:
+                    out.append(f"+ {p} ({_short(b[k])})")
+                else:
+                    walk(a[k], b[k], p)
+        elif a != b:
+            out.append(f"~ {path}: {_short(a)} → {_short(b)}")
+
+    keys = sections or tuple(k for k in sorted(set(old) | set(new)) if k != "$comment")
+    for k in keys:
+        walk(old.get(k, {}), new.get(k, {}), k)
+    return out
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12]
+    if isinstance(value, dict):
+        return "{…}"
+    return str(value)
+
+
+class LockMismatchError(Exception):
+    """`-c sagestack:locked=true` and a request differs from config/envs/<env>.lock.json."""
+
+    def __init__(self, env: str, changes: list[str], missing: bool = False) -> None:
+        self.env, self.changes = env, changes
+        if missing:
+            text = (
+                f"{env}: -c sagestack:locked=true but config/envs/{env}.lock.json does not exist; write it with "
+                f"`sagestack lock --env {env}`"
+            )
+        else:
+            text = (
+                f"{env}: the spec resolves to requests that differ from config/envs/{env}.lock.json "
+                "(-c sagestack:locked=true):\n"
+                + "\n".join(f"  {c}" for c in changes)
+                + f"\nReview the change, then `sagestack lock --env {env}` to accept it."
+            )
+        super().__init__(text)

@@ -1,0 +1,275 @@
+"""`sagestack plan`: one environment's candidates, quotas, cost, sizing and lock state, as rich
+tables (or JSON). Builds on plan/ only: no aws_cdk, no torch, no boto3 unless quotas are live."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sagestack.plan.capacity import CapacityReport, QuotaBook, evaluate, load_snapshot
+from sagestack.plan.environment import EnvironmentPlan
+from sagestack.plan.lock import REQUEST_SECTIONS, diff, lock_document, read_lock
+from sagestack.plan.requests import EnvironmentRequests, render_environment
+from sagestack.plan.sizing import GIB, MIB, Sizing, size_job
+
+QuotaMode = Literal["auto", "live", "snapshot", "off"]
+
+
+class QuotaSourceError(Exception):
+    """The quota source asked for cannot be read; the message says what to do."""
+
+
+def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
+    """live: the account (credentials needed); snapshot: config/envs/<env>.quotas.json; auto: live
+    when credentials are configured, else the snapshot, else nothing (and say so); off: nothing."""
+    from sagestack.account import credentials_configured
+
+    if mode == "off":
+        return QuotaBook.none("not checked (quotas: off)")
+    if mode == "live" or (mode == "auto" and credentials_configured()):
+        try:
+            from sagestack.account import live_book
+
+            return live_book(plan.region)
+        except Exception as e:
+            if mode == "live":
+                raise QuotaSourceError(f"cannot read the account's quotas: {type(e).__name__}: {e}") from None
+    snapshot = load_snapshot(root, plan.env)
+    if snapshot is not None:
+        return snapshot
+    if mode == "snapshot":
+        raise QuotaSourceError(
+            f"no quota snapshot for '{plan.env}' (config/envs/{plan.env}.quotas.json); take one with "
+            f"`sagestack quota snapshot --env {plan.env}`"
+        )
+    return QuotaBook.none(
+        f"not checked: no credentials and no snapshot (`sagestack quota snapshot --env {plan.env}` writes one)"
+    )
+
+
+def clean_lock(doc: dict[str, Any]) -> dict[str, Any]:
+    """The lock without what only `sagestack lock --digests` adds (image digests)."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    for job in out.get("jobs", {}).values():
+        for c in job.get("candidates", {}).values():
+            c.pop("image_digest", None)
+    return out
+
+
+@dataclass
+class PlanResult:
+    plan: EnvironmentPlan
+    requests: EnvironmentRequests
+    capacity: CapacityReport
+    sizing: dict[str, list[Sizing]] = field(default_factory=dict)
+    lock_state: str = "none"  # none | matches | differs
+    lock_changes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.capacity.short else 0
+
+
+def make_plan(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
+    requests = render_environment(plan, root)
+    capacity = evaluate(plan, book)
+    sizing = {}
+    for key, job in plan.spec.jobs.items():
+        rows = [s for c in job.instance_type if (s := size_job(job, c)) is not None]
+        if rows:
+            sizing[key] = rows
+    result = PlanResult(plan, requests, capacity, sizing)
+    locked = read_lock(root, plan.env)
+    if locked is not None:
+        changes = diff(clean_lock(locked), lock_document(plan, requests), REQUEST_SECTIONS)
+        result.lock_state = "differs" if changes else "matches"
+        result.lock_changes = changes
+    return result
+
+
+def _usage(quota: str) -> str:
+    """'ml.g5.2xlarge for spot training job usage' -> 'spot training' (the type is in its own column)."""
+    for suffix, short in (
+        ("for spot training job usage", "spot training"),
+        ("for training job usage", "training"),
+        ("for endpoint usage", "endpoint"),
+    ):
+        if quota.endswith(suffix):
+            return short
+    return quota
+
+
+def _money(v: float | None) -> str:
+    return "n/a" if v is None else f"${v:,.2f}"
+
+
+def _num(v: float | None) -> str:
+    return "?" if v is None else f"{v:g}"
+
+
+def _bytes(v: float) -> str:
+    return f"{v / GIB:.2f} GiB" if v >= GIB else f"{v / MIB:.1f} MiB"
+
+
+def _seconds(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def render(result: PlanResult, console: Any) -> None:
+    from rich.table import Table
+
+    plan, cap = result.plan, result.capacity
+    account = plan.account or "account-agnostic"
+    console.print(f"[bold]{plan.project}[/] · {plan.env} · {plan.region} · {account}")
+    console.print(f"quotas: {cap.book.detail}")
+    marks = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]unchecked[/]"}
+
+    table = Table(title="Training jobs and searches (→ the candidate the quotas allow)", title_justify="left")
+    right = {"x", "needs", "free", "$/h", "on-demand", "spot est."}
+    for col in (
+        "entry",
+        "candidate",
+        "x",
+        "quota",
+        "needs",
+        "free",
+        "",
+        "$/h",
+        "on-demand",
+        "spot est.",
+        "bound",
+    ):
+        table.add_column(col, justify="right" if col in right else "left")
+    shown: set[str] = set()
+    for r in cap.rows:
+        if r.kind not in ("job", "tuning"):
+            continue
+        entry = r.key if r.kind == "job" else f"{r.key} (search)"
+        label = entry if entry not in shown else ""
+        shown.add(entry)
+        pick = "→ " if r.chosen and r.kind == "job" else "  "
+        table.add_row(
+            label,
+            pick + r.instance_type,
+            str(r.count),
+            _usage(r.quota),
+            _num(r.needed),
+            _num(r.available),
+            marks[r.status],
+            _money(r.price_per_hour),
+            _money(r.cost_on_demand),
+            _money(r.cost_spot),
+            "; ".join(x for x in (r.cost_basis, r.note) if x),
+        )
+    console.print(table)
+
+    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "aggregate")]
+    if endpoints:
+        t = Table(title="Endpoints and account-wide quotas", title_justify="left")
+        for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
+            t.add_column(col)
+        for r in endpoints:
+            t.add_row(
+                r.key,
+                r.instance_type,
+                str(r.count),
+                _usage(r.quota),
+                _num(r.needed),
+                _num(r.available),
+                marks[r.status],
+                _money(r.price_per_hour),
+                _money(r.cost_on_demand),
+                "; ".join(x for x in (r.cost_basis, r.note) if x),
+            )
+        console.print(t)
+
+    if result.sizing:
+        t = Table(
+            title="Sizing (weights + gradients + optimizer state; activations come on top)",
+            title_justify="left",
+        )
+        for col in (
+            "job",
+            "candidate",
+            "devices",
+            "per device",
+            "fits",
+            "sharded",
+            "all-reduce/step",
+            "in host",
+            "across hosts",
+        ):
+            t.add_column(col)
+        notes = []
+        for key, rows in result.sizing.items():
+            for s in rows:
+                fits = {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[s.fits]
+                t.add_row(
+                    key,
+                    s.instance_type,
+                    f"{s.hosts}x{s.devices_per_host}",
+                    _bytes(s.per_device),
+                    fits,
+                    _bytes(s.sharded_per_device),
+                    _bytes(s.allreduce_bytes),
+                    _seconds(s.intra_seconds),
+                    _seconds(s.network_seconds),
+                )
+                notes += [f"{key} on {s.instance_type}: {n}" for n in s.notes]
+        console.print(t)
+        for n in notes:
+            console.print(f"  [yellow]![/] {n}", markup=True, highlight=False)
+
+    if result.lock_state == "none":
+        console.print(
+            f"lock: none (write config/envs/{plan.env}.lock.json with `sagestack lock --env {plan.env}`)"
+        )
+    elif result.lock_state == "matches":
+        console.print("lock: [green]matches[/] config/envs/" + f"{plan.env}.lock.json")
+    else:
+        console.print(
+            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against config/envs/{plan.env}.lock.json"
+        )
+        for c in result.lock_changes:
+            console.print(f"  {c}", markup=False)
+
+    for shortfall in cap.shortfalls:
+        console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
+
+
+def as_json(result: PlanResult) -> dict[str, Any]:
+    cap = result.capacity
+    return {
+        "project": result.plan.project,
+        "environment": result.plan.env,
+        "region": result.plan.region,
+        "quotas": {"source": cap.book.source, "detail": cap.book.detail},
+        "rows": [asdict(r) for r in cap.rows],
+        "shortfalls": [{**asdict(s), "message": s.message()} for s in cap.shortfalls],
+        "sizing": {
+            k: [
+                {
+                    "instance_type": s.instance_type,
+                    "per_device_bytes": s.per_device,
+                    "fits": s.fits,
+                    "sharded_per_device_bytes": s.sharded_per_device,
+                    "allreduce_bytes": s.allreduce_bytes,
+                    "intra_seconds": s.intra_seconds,
+                    "network_seconds": s.network_seconds,
+                    "notes": s.notes,
+                }
+                for s in rows
+            ]
+            for k, rows in result.sizing.items()
+        },
+        "jobs": {
+            k: {"hash": p.digest, "names": [c.name for c in p.candidates]}
+            for k, p in result.requests.jobs.items()
+        },
+        "lock": {"state": result.lock_state, "changes": result.lock_changes},
+    }
