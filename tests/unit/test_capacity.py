@@ -1,0 +1,143 @@
+"""Quota needs and cost of a plan (pure: quota values come in a QuotaBook)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagestack.catalog.instances import instance_type
+from sagestack.catalog.quotas import TRAINING_INSTANCES_TOTAL
+from sagestack.plan import resolve_environment
+from sagestack.plan.capacity import SPOT_SAVINGS, QuotaBook, QuotaValue, evaluate
+from tests.conftest import MINIMAL
+
+SPEC = """\
+project: digits
+region: us-east-1
+images:
+  train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}
+jobs:
+  big:
+    image: train
+    instance_type: [ml.p4d.24xlarge, ml.g5.48xlarge]
+    instance_count: 2
+    max_run: 4h
+    use_spot_instances: true
+    max_wait: 8h
+    checkpoint: {every_steps: 100}
+    run_on_deploy: true
+  small:
+    image: train
+    instance_type: [ml.g5.2xlarge]
+    instance_count: 1
+    max_run: 30m
+    run_on_deploy: true
+    metric_definitions: {acc: 'acc=([0-9.]+)'}
+tuning:
+  search:
+    job: small
+    objective: {metric: acc, type: Maximize}
+    ranges: {lr: {continuous: [0.001, 0.1]}}
+    max_jobs: 10
+    max_parallel_jobs: 3
+endpoints:
+  web:
+    model_package: "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
+    instance_type: ml.c5.xlarge
+    autoscaling: {min: 1, max: 5}
+"""
+
+
+def book(**values: float) -> QuotaBook:
+    names = {
+        "p4d_spot": "ml.p4d.24xlarge for spot training job usage",
+        "g5x48_spot": "ml.g5.48xlarge for spot training job usage",
+        "g5_2x": "ml.g5.2xlarge for training job usage",
+        "c5_ep": "ml.c5.xlarge for endpoint usage",
+        "total": TRAINING_INSTANCES_TOTAL,
+    }
+    return QuotaBook(
+        "snapshot",
+        "test",
+        {names[k]: QuotaValue(names[k], f"L-{k.upper()}", v) for k, v in values.items()},
+    )
+
+
+@pytest.fixture
+def plan(project):
+    project.spec(SPEC).env("dev")
+    return resolve_environment(project.load("dev"))
+
+
+def _row(report, kind, key, itype=None):
+    return next(
+        r
+        for r in report.rows
+        if r.kind == kind and r.key == key and (itype is None or r.instance_type == itype)
+    )
+
+
+def test_the_first_candidate_with_quota_is_chosen(plan):
+    report = evaluate(plan, book(p4d_spot=0, g5x48_spot=4, g5_2x=10, c5_ep=5, total=20))
+    assert not report.short
+    assert _row(report, "job", "big", "ml.p4d.24xlarge").status == "short"
+    chosen = report.chosen("job", "big")
+    assert chosen is not None and chosen.instance_type == "ml.g5.48xlarge"
+    assert chosen.quota == "ml.g5.48xlarge for spot training job usage"
+
+
+def test_every_candidate_short_is_a_shortfall_with_the_fix(plan):
+    report = evaluate(plan, book(p4d_spot=1, g5x48_spot=1, g5_2x=10, c5_ep=5, total=20))
+    assert report.short
+    (s,) = report.shortfalls
+    assert s.message() == (
+        "job 'big' needs 2 of 'ml.p4d.24xlarge for spot training job usage' (L-P4D_SPOT); the account allows 1 "
+        "with 0 in use, so 1 are free. To fix: lower the count to 1; or ask for more: aws service-quotas "
+        "request-service-quota-increase --service-code sagemaker --quota-code L-P4D_SPOT --desired-value 2"
+    )
+
+
+def test_usage_counts_against_the_quota(plan):
+    b = book(p4d_spot=4, g5_2x=10, c5_ep=5, total=20)
+    b.usage["ml.p4d.24xlarge for spot training job usage"] = 3
+    report = evaluate(plan, b)
+    assert _row(report, "job", "big", "ml.p4d.24xlarge").available == 1
+    assert report.chosen("job", "big").instance_type == "ml.g5.48xlarge"  # unchecked: not in the book
+    assert report.chosen("job", "big").status == "unchecked"
+
+
+def test_searches_endpoints_and_the_aggregate_sum_what_runs_at_once(plan):
+    report = evaluate(plan, book(p4d_spot=2, g5_2x=2, c5_ep=4, total=2))
+    search = _row(report, "tuning", "search")
+    assert search.needed == 3 and search.status == "short"  # 3 parallel trials x 1 instance
+    endpoint = _row(report, "endpoint", "web")
+    assert endpoint.needed == 5 and endpoint.status == "short"  # the autoscaling maximum
+    total = _row(report, "aggregate", "training")
+    assert total.needed == 3  # big (2) and small (1) start together on deploy
+    assert [s.kind for s in report.shortfalls] == ["tuning", "endpoint", "aggregate"]
+    assert "lower max_parallel_jobs so that at most 2 instances run at once" in report.shortfalls[0].message()
+
+
+def test_jobs_started_together_share_a_quota(project):
+    spec = MINIMAL.replace(
+        "instance_type: ml.m5.xlarge", "instance_type: ml.m5.xlarge\n    run_on_deploy: true"
+    )
+    spec += "  other:\n    image: train\n    instance_type: ml.m5.xlarge\n    run_on_deploy: true\n"
+    project.spec(spec).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    name = "ml.m5.xlarge for training job usage"
+    report = evaluate(plan, QuotaBook("snapshot", "t", {name: QuotaValue(name, "L-M5", 1)}))
+    assert [r.status for r in report.rows if r.kind == "job"] == ["ok", "short"]
+    assert report.shortfalls[0].key == "other"
+
+
+def test_costs_are_price_times_instances_times_max_run(plan):
+    report = evaluate(plan, QuotaBook.none("off"))
+    big = _row(report, "job", "big", "ml.p4d.24xlarge")
+    price = instance_type("ml.p4d.24xlarge").price_per_hour
+    assert big.cost_on_demand == pytest.approx(price * 2 * 4)
+    assert big.cost_spot == pytest.approx(price * 2 * 4 * (1 - SPOT_SAVINGS))
+    search = _row(report, "tuning", "search")
+    assert search.cost_on_demand == pytest.approx(instance_type("ml.g5.2xlarge").price_per_hour * 0.5 * 10)
+    web = _row(report, "endpoint", "web")
+    assert web.cost_on_demand == pytest.approx(instance_type("ml.c5.xlarge").price_per_hour * 730)
+    assert all(r.status == "unchecked" for r in report.rows) and not report.short

@@ -1,0 +1,68 @@
+"""Sizing from a model's parameter count: memory per device, fit, all-reduce bytes and time."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagestack.plan.sizing import GIB, MIB, size_job
+from sagestack.spec.models import JobSpec
+
+
+def job(params: float, precision: str, types: list[str], count: int = 1, optimizer: str = "adamw") -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "image": "train",
+            "instance_type": types,
+            "instance_count": count,
+            "model": {"parameters": params, "precision": precision, "optimizer": optimizer},
+        }
+    )
+
+
+def test_bert_large_in_half_precision_sends_about_650_mb_per_step():
+    # The book's example: 340M parameters, fp16 gradients = 680 MB; a ring over N devices sends
+    # 2(N-1)/N of that per device per step, which for N = 2 is the gradient size itself.
+    s = size_job(job(340e6, "fp16", ["ml.p3.2xlarge"], count=2), "ml.p3.2xlarge")
+    assert s.gradients == 680e6
+    assert s.allreduce_bytes / MIB == pytest.approx(648.5, abs=0.1)
+    eight = size_job(job(340e6, "fp16", ["ml.p4d.24xlarge"]), "ml.p4d.24xlarge")
+    assert eight.allreduce_bytes == pytest.approx(2 * 7 / 8 * 680e6)
+
+
+def test_mixed_precision_adam_needs_16_bytes_per_parameter():
+    s = size_job(job(1e9, "bf16", ["ml.p4d.24xlarge"]), "ml.p4d.24xlarge")
+    # 2 (weights) + 2 (gradients) + 8 (Adam moments) + 4 (fp32 master weights)
+    assert s.per_device == 16e9
+    sgd = size_job(job(1e9, "fp32", ["ml.p4d.24xlarge"], optimizer="sgd"), "ml.p4d.24xlarge")
+    assert sgd.per_device == 8e9
+
+
+def test_a_model_too_big_for_one_gpu_is_told_to_shard():
+    s = size_job(job(7e9, "bf16", ["ml.p4d.24xlarge"]), "ml.p4d.24xlarge")
+    assert s.fits is False and s.device_memory == 40 * GIB
+    assert s.sharded_per_device == pytest.approx(112e9 / 8)
+    assert s.notes[0].startswith(
+        "does not fit one device (104.3 GiB > 40 GiB): shard it across the 8 devices with FSDP"
+    )
+    huge = size_job(job(70e9, "bf16", ["ml.g5.2xlarge"]), "ml.g5.2xlarge")
+    assert huge.notes[0].startswith("does not fit even sharded over 1 devices")
+    assert "shard over at least 44 devices" in huge.notes[0]
+
+
+def test_multi_node_without_efa_is_flagged_network_bound():
+    s = size_job(job(340e6, "fp16", ["ml.p3.16xlarge"], count=2), "ml.p3.16xlarge")
+    assert s.network_bound
+    assert s.intra_seconds == pytest.approx(2 * 7 / 8 * 680e6 / 300e9)  # NVLink, V100
+    assert s.network_seconds == pytest.approx(2 * 1 / 2 * 680e6 / (25 / 8 * 1e9))  # 25 Gbps
+    assert "choose an EFA instance" in s.notes[-1]
+    efa = size_job(job(340e6, "fp16", ["ml.p4d.24xlarge"], count=2), "ml.p4d.24xlarge")
+    assert "grow the per-device batch" in efa.notes[-1]
+    single = size_job(job(340e6, "fp16", ["ml.p4d.24xlarge"]), "ml.p4d.24xlarge")
+    assert single.network_seconds is None and not single.network_bound
+
+
+def test_no_model_no_sizing():
+    assert (
+        size_job(JobSpec.model_validate({"image": "t", "instance_type": ["ml.m5.xlarge"]}), "ml.m5.xlarge")
+        is None
+    )
