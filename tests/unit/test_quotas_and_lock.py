@@ -191,7 +191,7 @@ def test_lock_round_trip_and_locked_synth(project, tmp_path):
 
     project.spec(SPEC).env("dev")
     locked = {"sagestack:locked": "true", "sagestack:quotas": "off"}
-    with pytest.raises(LockMismatchError, match="lock.json does not exist"):
+    with pytest.raises(LockMismatchError, match=r"lock\.json does not exist"):
         build_app(App(outdir=str(tmp_path / "a"), context=locked), project.root, nag=False)
 
     runner = CliRunner()
