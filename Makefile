@@ -59,6 +59,7 @@ bench: setup
 	$(BIN)/python bench/synth.py
 	$(BIN)/python bench/train.py
 	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/cli.py
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -97,3 +99,18 @@ def test_help_does_not_import_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_plan_imports_neither_cdk_nor_torch_nor_boto3_offline(tmp_path):
+    code = (
+        "import sys; from typer.testing import CliRunner; from sagestack.cli import app; "
+        "r = CliRunner().invoke(app, ['plan', '--env', 'dev', '--quotas', 'auto']); "
+        "assert r.exit_code == 0, r.output; "
+        "print([m for m in ('aws_cdk', 'torch', 'boto3', 'sagemaker.core', 'jsii') if m in sys.modules])"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["HOME"] = str(tmp_path)  # no ~/.aws: offline, so the snapshot (or nothing) is used
+    env.setdefault("XDG_CACHE_HOME", str(Path.home() / ".cache"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
