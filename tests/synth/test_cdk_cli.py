@@ -18,7 +18,7 @@ pytestmark = pytest.mark.synth
 CDK = REPO / "node_modules" / ".bin" / "cdk"
 
 
-def cdk_synth(cwd: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
+def cdk_synth(cwd: Path, outdir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -28,7 +28,7 @@ def cdk_synth(cwd: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
     for credential in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         env.pop(credential, None)  # synth must not need an account
     return subprocess.run(
-        [str(CDK), "synth", "--quiet", "--no-notices", "-o", str(outdir)],
+        [str(CDK), "synth", "--quiet", "--no-notices", "-o", str(outdir), *extra],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -97,3 +97,27 @@ def test_invalid_spec_fails_the_synth_with_its_location(tmp_path):
         f"config/sagestack.yaml:{line}:21: jobs.classifier.instance_type[0]: 'ml.g5.2xlarg' is not a SageMaker "
         "training job instance type; did you mean 'ml.g5.2xlarge'?"
     ) in result.stderr
+
+
+def test_a_short_quota_fails_the_synth_with_the_plan_message(tmp_path):
+    for name in ("app.py", "cdk.json"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for folder in ("config", "training_src", "containers"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    quotas = [
+        {"QuotaName": "ml.g4dn.xlarge for training job usage", "QuotaCode": "L-G4DN", "Value": 0},
+        {"QuotaName": "ml.m5.xlarge for training job usage", "QuotaCode": "L-M5", "Value": 0},
+    ]
+    (tmp_path / "config/envs/dev.quotas.json").write_text(json.dumps({"quotas": quotas, "usage": {}}))
+    result = cdk_synth(tmp_path, tmp_path / "cdk.out", "-c", "sagestack:environments=dev")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "exited with error 3" in result.stderr
+    assert (
+        "job 'classifier' needs 1 of 'ml.g4dn.xlarge for training job usage' (L-G4DN); the account allows 0"
+    ) in result.stderr
+    assert "--quota-code L-G4DN --desired-value 1" in result.stderr
+    off = cdk_synth(
+        tmp_path, tmp_path / "cdk.out.off", "-c", "sagestack:environments=dev", "-c", "sagestack:quotas=off"
+    )
+    assert off.returncode == 0, off.stderr[-2000:]
