@@ -53,7 +53,9 @@ def main() -> None:
         plans = series([str(SAGESTACK), "plan", "--env", "dev"], env, args.runs)
     print(f"python -c pass (baseline): median {base[0]:.3f} s, best {base[1]:.3f} s")
     print(f"sagestack --help:          median {helps[0]:.3f} s, best {helps[1]:.3f} s (goal <= 0.3 s)")
-    print(f"sagestack plan --env dev:  median {plans[0]:.3f} s, best {plans[1]:.3f} s (goal <= 1.5 s, offline)")
+    print(
+        f"sagestack plan --env dev:  median {plans[0]:.3f} s, best {plans[1]:.3f} s (goal <= 1.5 s, offline)"
+    )
     print(f"  first plan with an empty DLC-URI cache: {cold:.3f} s (sagemaker-core imported once)")
     print(f"  over the bare interpreter: --help x{helps[0] / base[0]:.1f}, plan x{plans[0] / base[0]:.1f}")
 

@@ -37,9 +37,12 @@ class PayloadError(ValueError):
 class Model:
     """The TorchScript module with what the payload checks need."""
 
-    def __init__(self, module: torch.jit.ScriptModule, sample_shape: tuple[int, ...] | None) -> None:
+    def __init__(
+        self, module: torch.jit.ScriptModule, sample_shape: tuple[int, ...] | None, device: torch.device
+    ) -> None:
         self.module = module
         self.sample_shape = sample_shape
+        self.device = device
 
 
 _EXPECTED: dict[str, tuple[int, ...] | None] = {"sample_shape": None}
@@ -48,7 +51,16 @@ _EXPECTED: dict[str, tuple[int, ...] | None] = {"sample_shape": None}
 def model_fn(model_dir: str) -> Model:
     torch.set_num_threads(int(os.environ.get("SAGESTACK_SERVE_THREADS", "1")))
     path = Path(model_dir)
-    module = torch.jit.load(str(path / "model.pt"), map_location="cpu")
+    try:  # the Neo runtime (in SageMaker's Neo inference images) must be told about the model first
+        import neopytorch  # type: ignore[import-not-found]
+
+        neopytorch.config(model_dir=model_dir, neo_runtime=True)
+    except ImportError:
+        pass
+    # model.pt: as trained or traced by `sagestack local compile`; model.pth: what Neo compiled it to.
+    name = "model.pt" if (path / "model.pt").exists() else "model.pth"
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    module = torch.jit.load(str(path / name), map_location=device)
     module.eval()
     sample_shape = None
     info = path / "model_info.json"
@@ -57,7 +69,7 @@ def model_fn(model_dir: str) -> Model:
         if shape:
             sample_shape = tuple(int(d) for d in shape[1:])
     _EXPECTED["sample_shape"] = sample_shape
-    return Model(module, sample_shape)
+    return Model(module, sample_shape, device)
 
 
 def _base(content_type: str | None) -> str:
@@ -113,7 +125,7 @@ def _batched(x: torch.Tensor) -> torch.Tensor:
 
 def predict_fn(input_data: torch.Tensor, model: Model) -> torch.Tensor:
     with torch.inference_mode():
-        return torch.softmax(model.module(input_data), dim=1)
+        return torch.softmax(model.module(input_data.to(model.device)), dim=1)
 
 
 def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]:

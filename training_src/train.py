@@ -441,7 +441,8 @@ def _save_model(
     model_sd, _ = full_state(model, optimizer)
     if world.leader:
         paths.model.mkdir(parents=True, exist_ok=True)
-        torch.save(model_sd, paths.model / "model.pth")
+        # Not *.pt / *.pth: SageMaker Neo takes the one TorchScript file of the archive (model.pt).
+        torch.save(model_sd, paths.model / "state_dict.bin")
         plain = build_model(args.model, example[0], num_classes)
         plain.load_state_dict(model_sd)
         plain.eval()

@@ -70,7 +70,7 @@ def _eager_model(model_dir: Path, source_dir: Path, info: dict[str, Any]) -> Any
     import torch
 
     model_py = source_dir / "model.py"
-    if not (model_dir / "model.pth").exists() or not model_py.exists():
+    if not (model_dir / "state_dict.bin").exists() or not model_py.exists():
         return None
     sys.path.insert(0, str(source_dir))
     try:
@@ -79,7 +79,7 @@ def _eager_model(model_dir: Path, source_dir: Path, info: dict[str, Any]) -> Any
         sys.path.remove(str(source_dir))
     sample = torch.zeros(info["input_shape"][1:])
     model = models.build_model(info.get("model", "auto"), sample, int(info["num_classes"]))
-    model.load_state_dict(torch.load(model_dir / "model.pth", map_location="cpu", weights_only=True))
+    model.load_state_dict(torch.load(model_dir / "state_dict.bin", map_location="cpu", weights_only=True))
     model.eval()
     return model
 

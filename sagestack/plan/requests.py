@@ -23,6 +23,7 @@ from sagestack.spec.models import DockerfileImage
 SAMPLE_ACCOUNT = "123456789012"
 STAND_IN_BUCKET = "sagestack-validation-bucket"
 STAND_IN_SOURCE = f"s3://{STAND_IN_BUCKET}/code/sourcedir.tar.gz"
+STAND_IN_IMAGE = f"{SAMPLE_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
 
 
 def stand_in_account(plan: EnvironmentPlan) -> str:
@@ -166,7 +167,11 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
                 ep, ctx, name=s["name"], model_artifacts=s["model_artifacts"]
             )
         requests["CreateModelPackage"] = model_package_request(
-            ep, ctx, image=ep.image_uri, model_data_url=s["compiled"], training_job=s["training_job"]
+            ep,
+            ctx,
+            image=ep.image_uri or STAND_IN_IMAGE,  # none in the catalog: the compilation job reports it
+            model_data_url=s["compiled"],
+            training_job=s["training_job"],
         )
         if validate:
             for operation, request in requests.items():

@@ -71,9 +71,14 @@ def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     try:
         if c is not None and target is not None:
             version = c.framework_version or ""
-            image = compiled_image_uri(
-                c.framework, normalize_version(c.framework, version, target), target, plan.region
-            )
+            try:
+                image = compiled_image_uri(
+                    c.framework, normalize_version(c.framework, version, target), target, plan.region
+                )
+            except ImageLookupError:
+                image = (
+                    ""  # the compilation job reports the image; without one the pipeline fails and says so
+                )
         else:
             if ep.model is None:
                 image = ""  # served only from a pinned package, which carries its own image
@@ -380,6 +385,13 @@ def _endpoint_states(
         "Error": "CompilationJobFailed",
         "CausePath": f"{compiled}.Detail.FailureReason",
     }
+    if not ep.image_uri:
+        s[f"No inference image {k}"] = {
+            "Type": "Fail",
+            "Error": "NoInferenceImage",
+            "Cause": f"The compilation job reported no InferenceImage and sagestack's catalog has none for "
+            f"{ep.spec.compile.framework} on {target}; register the model by hand with the right image.",
+        }
     s[f"Image reported {k}?"] = {
         "Type": "Choice",
         "Choices": [
@@ -391,12 +403,14 @@ def _endpoint_states(
                 "Next": f"Register {k}",
             }
         ],
-        "Default": f"Register {k} (catalog image)",
+        "Default": f"Register {k} (catalog image)" if ep.image_uri else f"No inference image {k}",
     }
     for state, image_path in (
         (f"Register {k}", f"{compiled}.Detail.InferenceImage"),
         (f"Register {k} (catalog image)", None),
     ):
+        if image_path is None and not ep.image_uri:
+            continue
         request = model_package_request(
             ep,
             ctx,
@@ -460,7 +474,8 @@ def validate_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> None:
             model_package_request(
                 ep,
                 ctx,
-                image=ep.image_uri or "123456789012.dkr.ecr.us-east-1.amazonaws.com/stand-in:1",
+                image=ep.image_uri
+                or "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo",
                 model_data_url=stand_in["compiled"],
                 training_job=stand_in["training_job"],
             ),

@@ -25,7 +25,7 @@ def train(project, workdir: Path, *, hosts=1, procs=1, interrupt_at=None, **hps)
 
 
 def weights(result) -> dict[str, torch.Tensor]:
-    return torch.load(result.model_dir / "model.pth", weights_only=True)
+    return torch.load(result.model_dir / "state_dict.bin", weights_only=True)
 
 
 def test_two_process_ddp_on_digits_reaches_90_percent(digits_project, tmp_path):
@@ -50,7 +50,7 @@ def test_interrupted_then_resumed_run_equals_an_uninterrupted_one(digits_project
     workdir = tmp_path / "spot"
     killed = train(digits_project, workdir, procs=2, interrupt_at=25, **hps)
     assert killed.interrupted_at is not None and killed.interrupted_at >= 25
-    assert not killed.succeeded and not (workdir / "model" / "model.pth").exists()
+    assert not killed.succeeded and not (workdir / "model" / "state_dict.bin").exists()
     saved = sorted(int(p.stem.split("-")[1]) for p in (workdir / "checkpoints").glob("checkpoint-*.pt"))
     assert saved and 20 <= saved[-1] < 110  # progress was saved, and the run did not finish
 

@@ -134,3 +134,21 @@ def test_compile_name_changes_with_the_compile_settings(project):
     b = compile_digest(_endpoint(project, CASES["neo-c5"].replace("float32", "float16")))
     assert a != b and len(a) == 12
     assert json.dumps(a)  # a plain string, safe inside States.Format
+
+
+def test_without_a_catalog_image_the_pipeline_relies_on_the_reported_one(project):
+    body = (
+        "    compile: {target_device: ml_c5, framework: TENSORFLOW, framework_version: '2.9',"
+        " input_shapes: {input0: [1, 8, 8, 1]}}\n    instance_type: ml.c5.xlarge\n"
+    )
+    ep = _endpoint(project, body)
+    assert ep.image_uri == ""
+    definition = {
+        "StartAt": "Succeeded",
+        "States": {"Succeeded": {"Type": "Pass", "Parameters": {"ModelArtifacts.$": "$.a"}, "End": True}},
+    }
+    states = append_model_steps(definition, [ep], CTX, PipelineSettings())["States"]
+    assert "Register digits (catalog image)" not in states
+    assert states["Image reported digits?"]["Default"] == "No inference image digits"
+    assert states["No inference image digits"]["Error"] == "NoInferenceImage"
+    validate_model_requests(ep, CTX)  # still valid requests (a stand-in where the image is reported)

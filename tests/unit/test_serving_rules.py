@@ -150,3 +150,25 @@ def test_endpoint_name_length(project):
         f"endpoints.digits: the endpoint name 'digits-{env}-digits' has 64 characters; SageMaker allows 63: "
         "shorten the endpoint key"
     ]
+
+
+def test_endpoint_inference_image(project):
+    assert (
+        findings(
+            project,
+            "endpoint-inference-image",
+            endpoint("    model: {from: classifier}\n    instance_type: ml.c5.xlarge\n"),
+        )
+        == []
+    )
+    custom = MINIMAL.replace(
+        'train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}',
+        'train: {uri: "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"}',
+    )
+    text = custom + "endpoints:\n  digits:\n    model: {from: classifier}\n    instance_type: ml.c5.xlarge\n"
+    assert findings(project, "endpoint-inference-image", text) == [
+        "endpoints.digits.model: job 'classifier' trains in image 'train', which is not a Deep Learning Container, "
+        "so sagestack cannot name an inference image for its model; add compile: (the compilation job reports the "
+        "image) or serve a registered model_package"
+    ]
+    assert findings(project, "endpoint-inference-image", custom + "endpoints:\n  digits:\n" + OK) == []

@@ -236,3 +236,27 @@ def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
                 f"the endpoint name '{full}' has {len(full)} characters; SageMaker allows {ENDPOINT_NAME_MAX}: "
                 "shorten the endpoint key",
             )
+
+
+@rule(
+    "endpoint-inference-image",
+    "error",
+    "an uncompiled model is served from a Deep Learning Container sagestack can name",
+)
+def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
+    spec = ctx.spec
+    for name, ep in _endpoints(ctx):
+        if ep.model is None or ep.compile is not None:
+            continue
+        source = ep.model.from_
+        job_key = spec.tuning[source].job if source in spec.tuning else source
+        job = spec.jobs.get(job_key)
+        if job is None or job.image not in spec.images:
+            continue  # endpoint-model-source and the job rules report these
+        if spec.images[job.image].dlc is None:
+            yield Finding(
+                ("endpoints", name, "model"),
+                f"job '{job_key}' trains in image '{job.image}', which is not a Deep Learning Container, so "
+                "sagestack cannot name an inference image for its model; add compile: (the compilation job "
+                "reports the image) or serve a registered model_package",
+            )
