@@ -256,3 +256,17 @@ def test_check_says_what_is_ready_and_what_to_do(project, moto, monkeypatch):
     code, lines = check("prod")
     assert code == 1
     assert f"is in account {ACCOUNT}, but 'prod' deploys to 111111111111" in lines["credentials"]
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_the_example_locks_are_current(env):
+    """config/envs/<env>.lock.json is committed: a change to the spec or training_src that is not
+    re-locked (`sagestack lock --env <env>`) shows up here, as `cdk synth -c sagestack:locked=true` would."""
+    from sagestack.plan import resolve_environment
+    from sagestack.plan.capacity import QuotaBook
+    from sagestack.report import make_plan
+    from sagestack.spec import load_project
+    from tests.conftest import REPO
+
+    result = make_plan(REPO, resolve_environment(load_project(REPO, env)), QuotaBook.none("off"))
+    assert result.lock_state == "matches", result.lock_changes
