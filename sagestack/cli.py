@@ -400,7 +400,8 @@ def local_serve(
         float, typer.Option("--max-delay-ms", help="wait this long for a batch to fill (0: never wait)")
     ] = 0.0,
     model: Annotated[
-        Path | None, typer.Option("--model", help="a model.tar.gz (default: the local compile result)")
+        Path | None,
+        typer.Option("--model", help="a model.tar.gz or model folder (default: the local compile result)"),
     ] = None,
     predict: Annotated[
         int, typer.Option("--predict", help="serve, send this many digits samples, print the answers, stop")
@@ -424,7 +425,10 @@ def local_serve(
     if not archive.exists():
         err.print(f"{archive} does not exist", markup=False)
         raise typer.Exit(1)
-    model_dir = unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
+    if archive.is_dir():  # an unpacked model folder (model.pt, code/inference.py), served as it is
+        model_dir = archive
+    else:
+        model_dir = unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
     options = ServeOptions(host=host, port=port, max_batch=max_batch, max_delay_ms=max_delay_ms)
     try:
         if predict > 0:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sagestack.plan.capacity import CapacityReport, QuotaBook, evaluate, load_snapshot
+from sagestack.plan.capacity import CapacityReport, QuotaBook, Row, evaluate, load_snapshot
 from sagestack.plan.environment import EnvironmentPlan
 from sagestack.plan.lock import REQUEST_SECTIONS, diff, lock_document, read_lock
 from sagestack.plan.requests import EnvironmentRequests, render_environment
@@ -90,6 +90,25 @@ def make_plan(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
     return result
 
 
+MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]unchecked[/]"}
+
+
+def _quota_cells(r: Row) -> list[str]:
+    """quota, needs, free, status, $/h, cost: the cells every row shares."""
+    return [
+        _usage(r.quota),
+        _num(r.needed),
+        _num(r.available),
+        MARKS[r.status],
+        _money(r.price_per_hour),
+        _money(r.cost_on_demand),
+    ]
+
+
+def _basis(r: Row) -> str:
+    return "; ".join(x for x in (r.cost_basis, r.note) if x)
+
+
 def _usage(quota: str) -> str:
     """'ml.g5.2xlarge for spot training job usage' -> 'spot training' (the type is in its own column)."""
     for suffix, short in (
@@ -127,7 +146,6 @@ def render(result: PlanResult, console: Any) -> None:
     account = plan.account or "account-agnostic"
     console.print(f"[bold]{plan.project}[/] · {plan.env} · {plan.region} · {account}")
     console.print(f"quotas: {cap.book.detail}")
-    marks = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]unchecked[/]"}
 
     table = Table(title="Training jobs and searches (→ the candidate the quotas allow)", title_justify="left")
     right = {"x", "needs", "free", "$/h", "on-demand", "spot est."}
@@ -157,14 +175,9 @@ def render(result: PlanResult, console: Any) -> None:
             label,
             pick + r.instance_type,
             str(r.count),
-            _usage(r.quota),
-            _num(r.needed),
-            _num(r.available),
-            marks[r.status],
-            _money(r.price_per_hour),
-            _money(r.cost_on_demand),
+            *_quota_cells(r),
             _money(r.cost_spot),
-            "; ".join(x for x in (r.cost_basis, r.note) if x),
+            _basis(r),
         )
     console.print(table)
 
@@ -178,13 +191,8 @@ def render(result: PlanResult, console: Any) -> None:
                 r.key,
                 r.instance_type,
                 str(r.count),
-                _usage(r.quota),
-                _num(r.needed),
-                _num(r.available),
-                marks[r.status],
-                _money(r.price_per_hour),
-                _money(r.cost_on_demand),
-                "; ".join(x for x in (r.cost_basis, r.note) if x),
+                *_quota_cells(r),
+                _basis(r),
             )
         console.print(t)
 

@@ -21,14 +21,7 @@ from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.pipeline import PipelineSettings
-from sagestack.plan.requests import (
-    STAND_IN_BUCKET,
-    job_images,
-    job_rules_image,
-    stand_in_key,
-    stand_in_role,
-    validation_context,
-)
+from sagestack.plan.requests import job_images, job_rules_image, stand_in_model_context, validation_context
 from sagestack.plan.serving import (
     EndpointPlan,
     ModelStepContext,
@@ -204,15 +197,7 @@ class TrainingStack(Stack):
         if not endpoints:
             return None
         tags = tuple(sorted(plan.tags.items()))
-        stand_ins = ModelStepContext(
-            region=plan.region,
-            env=plan.env,
-            role_arn=stand_in_role(plan),
-            bucket=STAND_IN_BUCKET,
-            kms_key_id=stand_in_key(plan),
-            group_name=foundation.model_registry.group_name,
-            tags=tags,
-        )
+        stand_ins = stand_in_model_context(plan)
         for ep in endpoints:
             validate_model_requests(ep, stand_ins)
             self.endpoints[ep.key] = ep

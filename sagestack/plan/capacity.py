@@ -144,6 +144,16 @@ class CapacityReport:
         return next((r for r in self.rows if r.kind == kind and r.key == key and r.chosen), None)
 
 
+def _shortfall(
+    book: QuotaBook, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
+) -> Shortfall:
+    """A short quota was checked, so the book has its value and code."""
+    q = book.values[quota]
+    available = book.available(quota)
+    assert available is not None
+    return Shortfall(kind, key, quota, q.code, needed, available, q.value, alternatives)
+
+
 def _status(available: float | None, needed: float) -> Status:
     if available is None:
         return "unchecked"
@@ -194,19 +204,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         rows += job_rows
         if chosen_index is None:
             first = job_rows[0]
-            code = book.code(first.quota)
-            assert code is not None and first.available is not None  # short means checked
-            shortfalls.append(
-                Shortfall(
-                    "job",
-                    key,
-                    first.quota,
-                    code,
-                    first.needed,
-                    first.available,
-                    book.values[first.quota].value,
-                )
-            )
+            shortfalls.append(_shortfall(book, "job", key, first.quota, first.needed))
         elif job.run_on_deploy:
             qn = job_rows[chosen_index].quota
             at_once[qn] = at_once.get(qn, 0.0) + need
@@ -245,20 +243,10 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
             )
         )
         if status == "short":
-            code = book.code(qn)
-            assert code is not None and avail is not None
             alternatives = tuple(
-                c
-                for c in job.instance_type[1:]
-                if _status(
-                    book.available(quota_name(c, "spot_training" if job.use_spot_instances else "training")),
-                    need,
-                )
-                == "ok"
+                c for c in job.instance_type[1:] if _status(book.available(quota_name(c, kind)), need) == "ok"
             )
-            shortfalls.append(
-                Shortfall("tuning", key, qn, code, need, avail, book.values[qn].value, alternatives)
-            )
+            shortfalls.append(_shortfall(book, "tuning", key, qn, need, alternatives))
         largest_training = max(largest_training, need)
 
     for key, ep in spec.endpoints.items():
@@ -306,9 +294,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
             )
         )
         if status == "short":
-            code = book.code(qn)
-            assert code is not None and avail is not None
-            shortfalls.append(Shortfall("endpoint", key, qn, code, float(high), avail, book.values[qn].value))
+            shortfalls.append(_shortfall(book, "endpoint", key, qn, float(high)))
 
     total_need = max(training_at_once, largest_training)
     if total_need:
@@ -329,19 +315,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
             )
         )
         if status == "short":
-            code = book.code(TRAINING_INSTANCES_TOTAL)
-            assert code is not None and avail is not None
-            shortfalls.append(
-                Shortfall(
-                    "aggregate",
-                    "training",
-                    TRAINING_INSTANCES_TOTAL,
-                    code,
-                    total_need,
-                    avail,
-                    book.values[TRAINING_INSTANCES_TOTAL].value,
-                )
-            )
+            shortfalls.append(_shortfall(book, "aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need))
     return CapacityReport(plan.env, book, rows, shortfalls)
 
 

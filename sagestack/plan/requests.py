@@ -13,12 +13,15 @@ import json
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagestack.plan.environment import EnvironmentPlan
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
 from sagestack.spec.models import DockerfileImage
+
+if TYPE_CHECKING:
+    from sagestack.plan.serving import ModelStepContext
 
 SAMPLE_ACCOUNT = "123456789012"
 STAND_IN_BUCKET = "sagestack-validation-bucket"
@@ -100,6 +103,21 @@ def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
     return rules_image_uri(plan.region) if (job.debugger or (job.profiler and job.profiler.rules)) else None
 
 
+def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
+    """The compile/register steps' deploy-time values, as concrete stand-ins (for validation)."""
+    from sagestack.plan.serving import ModelStepContext
+
+    return ModelStepContext(
+        region=plan.region,
+        env=plan.env,
+        role_arn=stand_in_role(plan),
+        bucket=STAND_IN_BUCKET,
+        kms_key_id=stand_in_key(plan),
+        group_name=plan.model_package_group_name,
+        tags=tuple(sorted(plan.tags.items())),
+    )
+
+
 @dataclass
 class EnvironmentRequests:
     jobs: dict[str, TrainingJobPlan] = field(default_factory=dict)
@@ -116,7 +134,6 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
     from sagestack.catalog.service_model import validate_request
     from sagestack.plan.serving import (
-        ModelStepContext,
         compilation_request,
         model_package_request,
         resolve_endpoint,
@@ -147,15 +164,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
         if validate:
             validate_request("CreateHyperParameterTuningJob", request)
         out.tuning[key] = request
-    ctx = ModelStepContext(
-        region=plan.region,
-        env=plan.env,
-        role_arn=stand_in_role(plan),
-        bucket=STAND_IN_BUCKET,
-        kms_key_id=stand_in_key(plan),
-        group_name=plan.model_package_group_name,
-        tags=tuple(sorted(plan.tags.items())),
-    )
+    ctx = stand_in_model_context(plan)
     for key, spec in plan.spec.endpoints.items():
         if spec.model is None:
             continue
