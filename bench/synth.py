@@ -42,11 +42,15 @@ def make_project(jobs: int | None) -> Path:
         spec = yaml.load(spec_path.read_text())
         template = spec["jobs"]["classifier"]
         spec["jobs"] = {f"job{i}": template for i in range(jobs)}
+        # Searches and endpoints name the example's jobs; these projects measure jobs alone.
+        spec.pop("tuning", None)
+        spec.pop("endpoints", None)
         with spec_path.open("w") as f:
             yaml.dump(spec, f)
         for overlay in (dest / "config/envs").glob("*.yaml"):
             data = yaml.load(overlay.read_text()) or {}
             data.pop("jobs", None)
+            data.pop("endpoints", None)
             with overlay.open("w") as f:
                 yaml.dump(data, f)
     return dest
