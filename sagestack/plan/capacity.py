@@ -116,7 +116,8 @@ class Shortfall:
         if self.kind == "tuning" and free >= 1:
             fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
         if self.alternatives:
-            fixes.append(f"use a candidate with quota ({', '.join(self.alternatives)})")
+            verb = "add a candidate" if self.kind == "job" else "use a candidate"
+            fixes.append(f"{verb} with quota ({', '.join(self.alternatives)})")
         desired = self.value - self.available + self.needed
         fixes.append(
             "ask for more: aws service-quotas request-service-quota-increase --service-code sagemaker "
@@ -152,6 +153,27 @@ def _shortfall(
     available = book.available(quota)
     assert available is not None
     return Shortfall(kind, key, quota, q.code, needed, available, q.value, alternatives)
+
+
+def _types_with_quota(
+    book: QuotaBook, usage: QuotaUsage, needed: float, *, like: str, exclude: list[str], most: int = 3
+) -> tuple[str, ...]:
+    """Instance types whose quota (same usage) has `needed` free, the ones with the same kind of
+    accelerator as `like` first, cheapest first: candidates to add to the job."""
+    suffix = quota_name("", usage).strip()
+    wanted = instance_type(like).accelerator
+    found = []
+    for name, q in book.values.items():
+        itype = name.removesuffix(" " + suffix)
+        if itype == name or itype in exclude or q.value - book.usage.get(name, 0.0) < needed:
+            continue
+        try:
+            it = instance_type(itype)
+        except KeyError:
+            continue
+        same = (it.accelerator.kind if it.accelerator else None) == (wanted.kind if wanted else None)
+        found.append((not same, it.price_per_hour if it.price_per_hour is not None else float("inf"), itype))
+    return tuple(t for _, _, t in sorted(found)[:most])
 
 
 def _status(available: float | None, needed: float) -> Status:
@@ -204,7 +226,10 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         rows += job_rows
         if chosen_index is None:
             first = job_rows[0]
-            shortfalls.append(_shortfall(book, "job", key, first.quota, first.needed))
+            others = _types_with_quota(
+                book, usage, need, like=job.instance_type[0], exclude=job.instance_type
+            )
+            shortfalls.append(_shortfall(book, "job", key, first.quota, first.needed, others))
         elif job.run_on_deploy:
             qn = job_rows[chosen_index].quota
             at_once[qn] = at_once.get(qn, 0.0) + need

@@ -141,3 +141,19 @@ def test_costs_are_price_times_instances_times_max_run(plan):
     web = _row(report, "endpoint", "web")
     assert web.cost_on_demand == pytest.approx(instance_type("ml.c5.xlarge").price_per_hour * 730)
     assert all(r.status == "unchecked" for r in report.rows) and not report.short
+
+
+def test_a_short_job_is_offered_instance_types_that_have_quota(plan):
+    b = book(p4d_spot=1, g5x48_spot=1, g5_2x=10, c5_ep=5, total=20)
+    for itype, value in (
+        ("ml.p3.16xlarge", 4),
+        ("ml.p5.48xlarge", 2),
+        ("ml.m5.24xlarge", 8),
+        ("ml.g5.12xlarge", 1),
+    ):
+        name = f"{itype} for spot training job usage"
+        b.values[name] = QuotaValue(name, f"L-{itype}", value)
+    (s,) = evaluate(plan, b).shortfalls
+    # GPU types with 2 free first (cheapest first), then the CPU one; g5.12xlarge has only 1 free
+    assert s.alternatives == ("ml.p3.16xlarge", "ml.p5.48xlarge", "ml.m5.24xlarge")
+    assert "add a candidate with quota (ml.p3.16xlarge, ml.p5.48xlarge, ml.m5.24xlarge)" in s.message()
