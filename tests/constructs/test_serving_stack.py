@@ -29,7 +29,7 @@ def test_endpoint_serves_the_pinned_package_with_kms_and_capture(example_app):
     t.has_resource_properties(
         "AWS::SageMaker::Model",
         {
-            "Containers": [{"ModelPackageName": PIN}],
+            "PrimaryContainer": {"ModelPackageName": PIN},
             "EnableNetworkIsolation": True,
             "ExecutionRoleArn": Match.any_value(),
         },

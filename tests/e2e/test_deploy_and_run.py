@@ -1,5 +1,6 @@
-"""End to end against a local AWS emulator: `cdk bootstrap`, `cdk deploy` of the e2e environment,
-`sagestack run` of the training pipeline to success, checks of what it created, `cdk destroy`.
+"""End to end against a local AWS emulator: `cdk bootstrap`, `cdk deploy` of the e2e environment
+(foundation, training pipelines, and an endpoint serving the pinned model package), `sagestack run`
+of the training pipeline to success (train, compile, register), checks of what it created, `cdk destroy`.
 
 What this tier cannot cover, and where it is covered instead:
 - There is no Docker engine: the e2e environment replaces the Dockerfile image with the DLC
@@ -7,17 +8,21 @@ What this tier cannot cover, and where it is covered instead:
   tests/constructs/test_foundation.py::test_dockerfile_image_is_an_asset_not_a_build.
 - moto runs no Lambda: the pipeline is started with `sagestack run`, not `run_on_deploy`
   (covered by tests/constructs/test_training_stack.py::test_run_on_deploy_starts_an_execution_named_after_the_hash).
-- moto's CloudFormation has no AWS::S3::BucketPolicy, AWS::SNS::TopicPolicy, AWS::CloudWatch::Alarm
-  or AWS::SageMaker::ModelPackageGroup: it skips them, and this test asserts that it did, so a
-  future moto that creates them makes the test say so. They are covered by template assertions in
-  tests/constructs/ (SSL-only bucket policies, the failure alarms, the model package group).
+- moto's CloudFormation has no AWS::S3::BucketPolicy, AWS::SNS::TopicPolicy, AWS::CloudWatch::Alarm,
+  AWS::SageMaker::ModelPackageGroup or AWS::ApplicationAutoScaling::*: it skips them, and this test
+  asserts that it did, so a future moto that creates them makes the test say so. They are covered
+  by template assertions in tests/constructs/ (SSL-only bucket policies, the failure and rollback
+  alarms, the model package group and its policy, autoscaling). The group (and the package the
+  overlay pins) are made with boto3 before the deploy; moto also names an endpoint after its
+  logical ID rather than its EndpointName.
 - Two emulator defects are bridged in the emulator, not in sagestack: moto's CloudFormation passes
   a KMS key's tags in CloudFormation's Key/Value form to a backend that expects TagKey/TagValue,
   and it creates state machines in the Step Functions backend that the executing interpreter does
   not read. `cdk deploy` uses `--method direct`: moto computes no stack outputs (so no exports)
   for change sets.
-- Nothing registers a model package yet: that is the compile/serving pipeline's step (the serving
-  issue); extend this tier with it. The tuning pipeline's SSM pointer is checked here.
+- moto completes a compilation job at once and reports the placeholder "InferenceImage"; the
+  registered package is checked to carry whatever the job reported. The tuning pipeline's SSM
+  pointer is checked here too.
 """
 
 from __future__ import annotations
@@ -43,14 +48,21 @@ retain_data: false
 images:
   train-efa: {dockerfile: null, dlc: {framework: pytorch, version: "2.5", py_version: py311}}
 pipeline: {poll_interval: 1s, backoff: 1s}
+# The promotion pin: a package registered before the deploy (see `deployed`), so the serving stack
+# deploys an endpoint too.
+endpoints: {digits: {model_package: "PINNED"}}
 """
+PINNED = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/digits-e2e/1"
 UNSUPPORTED_BY_MOTO = {
     "AWS::S3::BucketPolicy",
     "AWS::SNS::TopicPolicy",
     "AWS::CloudWatch::Alarm",
     "AWS::SageMaker::ModelPackageGroup",
     "AWS::CDK::Metadata",
+    "AWS::ApplicationAutoScaling::ScalableTarget",
+    "AWS::ApplicationAutoScaling::ScalingPolicy",
 }
+STACKS = ("digits-e2e-foundation", "digits-e2e-training", "digits-e2e-serving")
 
 
 def _bridge_emulator_defects() -> None:
@@ -95,7 +107,7 @@ def project(tmp_path_factory) -> Path:
         shutil.copytree(
             REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__", "*.quotas.json")
         )
-    (root / "config/envs/e2e.yaml").write_text(E2E_OVERLAY)
+    (root / "config/envs/e2e.yaml").write_text(E2E_OVERLAY.replace("PINNED", PINNED))
     return root
 
 
@@ -128,6 +140,25 @@ def _cdk(emulator, project: Path, *args: str) -> subprocess.CompletedProcess[str
 
 @pytest.fixture(scope="module")
 def deployed(emulator, project):
+    # moto's CloudFormation skips AWS::SageMaker::ModelPackageGroup (see UNSUPPORTED_BY_MOTO): make
+    # the group the foundation stack declares, and the package the e2e overlay pins (version 1).
+    sm = emulator.client("sagemaker")
+    sm.create_model_package_group(ModelPackageGroupName="digits-e2e")
+    pinned = sm.create_model_package(
+        ModelPackageGroupName="digits-e2e",
+        ModelApprovalStatus="Approved",
+        InferenceSpecification={
+            "Containers": [
+                {
+                    "Image": "785573368785.dkr.ecr.us-east-1.amazonaws.com/sagemaker-inference-pytorch:2.0-cpu-py3",
+                    "ModelDataUrl": "s3://bucket/models/compiled/digits/model-ml_c5.tar.gz",
+                }
+            ],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+    )["ModelPackageArn"]
+    assert pinned == PINNED
     _cdk(emulator, project, "bootstrap", f"aws://{ACCOUNT}/{REGION}")
     _cdk(emulator, project, "deploy", "e2e/*", "--method", "direct", "--require-approval", "never")
     yield project
@@ -140,14 +171,14 @@ def deployed(emulator, project):
 
 def test_both_stacks_deploy_and_what_moto_skips_is_known(emulator, deployed):
     cf = emulator.client("cloudformation")
-    for stack in ("digits-e2e-foundation", "digits-e2e-training"):
+    for stack in STACKS:
         assert cf.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
     template_types = set()
     for template in (deployed / "cdk.out" / "assembly-e2e").glob("*.template.json"):
         template_types |= {r["Type"] for r in json.loads(template.read_text())["Resources"].values()}
     created_types = {
         r["ResourceType"]
-        for stack in ("digits-e2e-foundation", "digits-e2e-training")
+        for stack in STACKS
         for r in cf.list_stack_resources(StackName=stack)["StackResourceSummaries"]
         if r.get("PhysicalResourceId")
     }
@@ -158,9 +189,6 @@ def test_both_stacks_deploy_and_what_moto_skips_is_known(emulator, deployed):
 
 def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulator, deployed):
     env = _env(emulator)
-    # moto's CloudFormation skips AWS::SageMaker::ModelPackageGroup (see UNSUPPORTED_BY_MOTO): make
-    # the group the foundation stack declares, so the pipeline's registration step has its registry.
-    emulator.client("sagemaker").create_model_package_group(ModelPackageGroupName="digits-e2e")
     result = subprocess.run(
         [
             sys.executable,
@@ -243,7 +271,7 @@ def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulato
     assert compiled["OutputConfig"]["TargetDevice"] == "ml_c5"
     assert compiled["RoleArn"] == outputs["ExecutionRoleArn"]
     package = sm.describe_model_package(ModelPackageName=output["ModelPackages"]["digits"])
-    assert package["ModelPackageGroupName"] == "digits-e2e"
+    assert package["ModelPackageGroupName"] == "digits-e2e" and package["ModelPackageArn"] != PINNED
     assert package["ModelApprovalStatus"] == "PendingManualApproval"
     (container,) = package["InferenceSpecification"]["Containers"]
     assert container["ModelDataUrl"] == compiled["ModelArtifacts"]["S3ModelArtifacts"]
@@ -290,3 +318,21 @@ def test_tuning_pipeline_records_the_best_model_in_ssm(emulator, deployed):
         "lr" not in definition["StaticHyperParameters"]
         and definition["StaticHyperParameters"]["epochs"] == "10"
     )
+
+
+def test_the_serving_stack_serves_the_pinned_package(emulator, deployed):
+    sm = emulator.client("sagemaker")
+    (summary,) = sm.list_endpoints()["Endpoints"]  # moto names it after the logical ID
+    endpoint = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+    assert endpoint["EndpointStatus"] == "InService"
+    config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+    (variant,) = config["ProductionVariants"]
+    assert variant["VariantName"] == "AllTraffic"
+    assert (variant["InstanceType"], variant["InitialInstanceCount"]) == ("ml.c5.xlarge", 1)
+    assert config["DataCaptureConfig"]["InitialSamplingPercentage"] == 20
+    assert config["DataCaptureConfig"]["DestinationS3Uri"].endswith("/capture/digits")
+    model = sm.describe_model(ModelName=variant["ModelName"])
+    assert model["PrimaryContainer"]["ModelPackageName"] == PINNED
+    stack = emulator.client("cloudformation").describe_stacks(StackName="digits-e2e-foundation")["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    assert model["ExecutionRoleArn"] == outputs["ExecutionRoleArn"]
