@@ -152,3 +152,74 @@ def test_without_a_catalog_image_the_pipeline_relies_on_the_reported_one(project
     assert states["Image reported digits?"]["Default"] == "No inference image digits"
     assert states["No inference image digits"]["Error"] == "NoInferenceImage"
     validate_model_requests(ep, CTX)  # still valid requests (a stand-in where the image is reported)
+
+
+def test_two_endpoints_from_one_search_chain_after_its_best_model(project):
+    from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline
+
+    spec = (
+        MINIMAL.replace(
+            "instance_type: ml.m5.xlarge",
+            "instance_type: ml.m5.xlarge\n    metric_definitions: {acc: 'acc=([0-9.]+)'}",
+        )
+        + "tuning:\n  search:\n    job: classifier\n    objective: {metric: acc, type: Maximize}\n"
+        "    ranges: {lr: {continuous: [0.001, 0.1]}}\n    max_jobs: 4\n"
+        "endpoints:\n"
+        "  cpu:\n    model: {from: search}\n"
+        "    compile: {target_device: ml_c5, framework_version: '2.0', input_shapes: {input0: [1, 1, 8, 8]}}\n"
+        "    instance_type: ml.c5.large\n"
+        "  gpu:\n    model: {from: search}\n    instance_type: ml.g5.xlarge\n"
+    )
+    project.spec(spec).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    from sagestack.plan.serving import endpoints_fed_by
+
+    endpoints = endpoints_fed_by(plan, "search")
+    assert [e.key for e in endpoints] == ["cpu", "gpu"]
+    inputs = TuningPipelineInputs(
+        key="search",
+        request={
+            "HyperParameterTuningJobName": "digits-search-x",
+            "TrainingJobDefinition": {"OutputDataConfig": {"S3OutputPath": "s3://b/o/"}},
+        },
+        quota_name="q",
+        quota_needed=1,
+        parameter_name="/p",
+    )
+    states = append_model_steps(
+        tuning_pipeline(inputs, PipelineSettings()), endpoints, CTX, PipelineSettings()
+    )["States"]
+    assert (
+        states["Succeeded"]["InputPath"] == "$.best" and states["Succeeded"]["Next"] == "Name compilation cpu"
+    )
+    # cpu is compiled, then registered; gpu is registered as trained, with the DLC inference image
+    assert states["Register cpu"]["Next"] == "Register gpu"
+    gpu = states["Register gpu"]["Parameters"]["InferenceSpecification"]["Containers"][0]
+    assert gpu["ModelDataUrl.$"] == "$.ModelArtifacts" and gpu["Image"].endswith(
+        "pytorch-inference:2.5-gpu-py311"
+    )
+    assert states["Register gpu"]["Next"] == "Notify registered"
+    final = states["Model registered"]["Parameters"]
+    assert final["ModelPackages"] == {
+        "cpu.$": "$.package_1.ModelPackageArn",
+        "gpu.$": "$.package_2.ModelPackageArn",
+    }
+    assert {"TuningJobName.$", "TrainingJobName.$", "Objective.$", "ModelArtifacts.$"} <= set(final)
+
+
+def test_local_compile_finds_the_best_trial_of_a_search(project, tmp_path):
+    from sagestack.local.compile import LocalCompileError, trained_model_dir
+
+    spec = MINIMAL.replace(
+        "instance_type: ml.m5.xlarge",
+        "instance_type: ml.m5.xlarge\n    metric_definitions: {acc: 'acc=([0-9.]+)'}",
+    )
+    spec += "tuning:\n  search:\n    job: classifier\n    objective: {metric: acc, type: Maximize}\n    ranges: {lr: {continuous: [0.001, 0.1]}}\n    max_jobs: 4\n"
+    loaded = project.spec(spec).env("dev").load("dev")
+    with pytest.raises(LocalCompileError, match="run `sagestack local tune search` first"):
+        trained_model_dir(loaded, "search")
+    best = project.root / ".sagestack/local/dev/tune-search/best.json"
+    best.parent.mkdir(parents=True)
+    best.write_text(json.dumps({"model_dir": str(tmp_path / "trial-003/model")}))
+    assert trained_model_dir(loaded, "search") == tmp_path / "trial-003/model"
+    assert trained_model_dir(loaded, "classifier") == project.root / ".sagestack/local/dev/classifier/model"
