@@ -27,6 +27,7 @@ def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
 
     if mode == "off":
         return QuotaBook.none("not checked (quotas: off)")
+    live_error: str | None = None
     if mode == "live" or (mode == "auto" and credentials_configured()):
         try:
             from sagestack.account import live_book
@@ -35,16 +36,20 @@ def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
         except Exception as e:
             if mode == "live":
                 raise QuotaSourceError(f"cannot read the account's quotas: {type(e).__name__}: {e}") from None
+            live_error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     snapshot = load_snapshot(root, plan.env)
     if snapshot is not None:
+        if live_error:
+            snapshot.detail += f"; live quotas unavailable ({live_error})"
         return snapshot
     if mode == "snapshot":
         raise QuotaSourceError(
             f"no quota snapshot for '{plan.env}' (config/envs/{plan.env}.quotas.json); take one with "
             f"`sagestack quota snapshot --env {plan.env}`"
         )
+    why = f"live quotas unavailable ({live_error})" if live_error else "no credentials"
     return QuotaBook.none(
-        f"not checked: no credentials and no snapshot (`sagestack quota snapshot --env {plan.env}` writes one)"
+        f"not checked: {why} and no snapshot (`sagestack quota snapshot --env {plan.env}` writes one)"
     )
 
 

@@ -54,7 +54,9 @@ class InferenceEndpoint(Construct):
             self,
             "Model",
             execution_role_arn=execution_role_arn,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(model_package_name=model_package_arn),
+            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                model_package_name=model_package_arn
+            ),
             enable_network_isolation=True,
         )
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(

@@ -270,3 +270,17 @@ def test_the_example_locks_are_current(env):
 
     result = make_plan(REPO, resolve_environment(load_project(REPO, env)), QuotaBook.none("off"))
     assert result.lock_state == "matches", result.lock_changes
+
+
+def test_plan_says_why_live_quotas_were_not_used(project, moto, monkeypatch):
+    # Credentials are configured, but the quota service cannot answer (moto has no SageMaker quotas).
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    project.spec(SPEC).env("dev")
+    result = _plan(project)
+    assert result.exit_code == 0
+    assert "not checked: live quotas unavailable (" in " ".join(result.output.split())
+    _snapshot(project, "dev", {G5: 4, M5: 4})
+    out = " ".join(_plan(project).output.split())
+    assert "quotas: snapshot config/envs/dev.quotas.json" in out and "; live quotas unavailable (" in out
