@@ -12,7 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sagestack.catalog.quotas import SERVICE_CODE, TRAINING_INSTANCES_TOTAL, quota_name, snapshot_path
+from sagestack.catalog.quotas import (
+    SERVICE_CODE,
+    TRAINING_INSTANCES_TOTAL,
+    quota_name,
+    snapshot_path,
+    training_usage,
+)
 from sagestack.plan.capacity import QuotaBook, book_from_document
 
 CREDENTIAL_VARIABLES = (
@@ -82,7 +88,7 @@ def count_usage(region: str, client: Any | None = None) -> dict[str, float]:
 
     for summary in _paginate(sm, "list_training_jobs", "TrainingJobSummaries", StatusEquals="InProgress"):
         job = sm.describe_training_job(TrainingJobName=summary["TrainingJobName"])
-        kind = "spot_training" if job.get("EnableManagedSpotTraining") else "training"
+        kind = training_usage(bool(job.get("EnableManagedSpotTraining")))
         rc = job.get("ResourceConfig", {})
         groups = rc.get("InstanceGroups") or (
             [{"InstanceType": rc["InstanceType"], "InstanceCount": rc.get("InstanceCount", 1)}]
@@ -90,7 +96,7 @@ def count_usage(region: str, client: Any | None = None) -> dict[str, float]:
             else []
         )
         for g in groups:
-            add(quota_name(g["InstanceType"], kind), float(g["InstanceCount"]))  # type: ignore[arg-type]
+            add(quota_name(g["InstanceType"], kind), float(g["InstanceCount"]))
             add(TRAINING_INSTANCES_TOTAL, float(g["InstanceCount"]))
     for summary in _paginate(sm, "list_endpoints", "Endpoints", StatusEquals="InService"):
         endpoint = sm.describe_endpoint(EndpointName=summary["EndpointName"])

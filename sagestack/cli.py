@@ -582,7 +582,7 @@ def quota_snapshot(
     from rich.table import Table
 
     from sagestack.account import take_snapshot
-    from sagestack.catalog.quotas import quota_name
+    from sagestack.catalog.quotas import quota_name, training_usage
 
     out, err = _console(), _console(stderr=True)
     resolved = _plan_for(root, env)
@@ -602,7 +602,7 @@ def quota_snapshot(
     values = {q["QuotaName"]: q for q in document["quotas"]}
     wanted = sorted(
         {
-            quota_name(t, "spot_training" if j.use_spot_instances else "training")
+            quota_name(t, training_usage(j.use_spot_instances))
             for j in resolved.spec.jobs.values()
             for t in j.instance_type
         }

@@ -15,7 +15,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from sagestack.catalog.quotas import quota_codes, quota_name
+from sagestack.catalog.quotas import quota_codes, quota_name, training_usage
 from sagestack.catalog.service_model import validate_request
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
@@ -164,9 +164,7 @@ class TrainingStack(Stack):
         inputs = TuningPipelineInputs(
             key=key,
             request=request,
-            quota_name=quota_name(
-                job.instance_type[0], "spot_training" if job.use_spot_instances else "training"
-            ),
+            quota_name=quota_name(job.instance_type[0], training_usage(job.use_spot_instances)),
             quota_needed=tuning.max_parallel_jobs * job.instance_count,
             parameter_name=best_model_parameter(plan, key),
         )

@@ -21,6 +21,11 @@ _SUFFIX: dict[str, str] = {
 TRAINING_INSTANCES_TOTAL = "Number of instances across all training jobs"
 
 
+def training_usage(spot: bool) -> QuotaUsage:
+    """On-demand and managed-spot training draw on different quotas."""
+    return "spot_training" if spot else "training"
+
+
 def quota_name(instance_type: str, usage: QuotaUsage) -> str:
     """E.g. quota_name('ml.g5.2xlarge', 'training') == 'ml.g5.2xlarge for training job usage'."""
     return f"{instance_type} {_SUFFIX[usage]}"

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sagestack.catalog.instances import instance_type
-from sagestack.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, snapshot_path
+from sagestack.catalog.quotas import (
+    TRAINING_INSTANCES_TOTAL,
+    QuotaUsage,
+    quota_name,
+    snapshot_path,
+    training_usage,
+)
 from sagestack.plan.environment import EnvironmentPlan
 
 SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
@@ -191,7 +197,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
     largest_training = 0.0
 
     for key, job in spec.jobs.items():
-        usage: QuotaUsage = "spot_training" if job.use_spot_instances else "training"
+        usage = training_usage(job.use_spot_instances)
         need = float(job.instance_count)
         hours = job.max_run / 3600
         chosen_index: int | None = None
@@ -240,7 +246,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
     for key, tuning in spec.tuning.items():
         job = spec.jobs[tuning.job]
         itype = job.instance_type[0]
-        kind: QuotaUsage = "spot_training" if job.use_spot_instances else "training"
+        kind = training_usage(job.use_spot_instances)
         qn = quota_name(itype, kind)
         need = float(tuning.max_parallel_jobs * job.instance_count)
         avail = book.available(qn)

@@ -326,7 +326,7 @@ def resolve_training_job(
 ) -> TrainingJobPlan:
     """Every candidate's request. With validate=True each one is checked against botocore's
     SageMaker model (pass a context of concrete values: CloudFormation tokens are not ARNs)."""
-    from sagestack.catalog.quotas import quota_name
+    from sagestack.catalog.quotas import quota_name, training_usage
     from sagestack.catalog.service_model import validate_request
 
     digest = job_hash(job, env=env, source_sha256=source_sha256, image_uris=image_uris)
@@ -345,7 +345,7 @@ def resolve_training_job(
                 name=name,
                 request=request,
                 processes_per_host=processes_per_host(job, itype),
-                quota_name=quota_name(itype, "spot_training" if job.use_spot_instances else "training"),
+                quota_name=quota_name(itype, training_usage(job.use_spot_instances)),
             )
         )
     return TrainingJobPlan(key=key, job=job, digest=digest, candidates=tuple(candidates))
