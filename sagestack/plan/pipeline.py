@@ -21,6 +21,11 @@ CAPACITY_PATTERNS = ("*ResourceLimitExceeded*", "*CapacityError*", "*Insufficien
 IN_USE_PATTERNS = ("*ResourceInUse*",)
 
 
+def fail_with_caught_error() -> dict[str, Any]:
+    """A Fail state with the error a Catch stored at $.error (the service's own name and message)."""
+    return {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+
+
 @dataclass(frozen=True)
 class PipelineSettings:
     poll_seconds: int = 60
@@ -206,7 +211,7 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         "Cause": "The training job was stopped.",
     }
     _notify(states, "Notify create failed", settings, "was refused", None, "Create failed")
-    states["Create failed"] = {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+    states["Create failed"] = fail_with_caught_error()
 
     return {
         "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest})",
@@ -215,24 +220,37 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
     }
 
 
-def _notify(
-    states: dict[str, Any], state: str, settings: PipelineSettings, verb: str, name_path: str | None, nxt: str
+def publish_state(
+    states: dict[str, Any],
+    state: str,
+    settings: PipelineSettings,
+    subject: str,
+    message: dict[str, str],
+    nxt: str,
 ) -> None:
+    """An SNS publish to the pipeline's topic (a Pass when there is none). `message` is
+    {"Message": text} or {"Message.$": intrinsic}."""
     if settings.topic_arn is None:
         states[state] = {"Type": "Pass", "Next": nxt}
         return
+    states[state] = {
+        "Type": "Task",
+        "Resource": f"{SDK}sns:publish",
+        "Parameters": {"TopicArn": settings.topic_arn, "Subject": subject, **message},
+        # Not ResultPath null: CDK's JSON rendering drops null values.
+        "ResultPath": "$.notification",
+        # A lost notification must not change the outcome of the pipeline.
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.notification_error", "Next": nxt}],
+        "Next": nxt,
+    }
+
+
+def _notify(
+    states: dict[str, Any], state: str, settings: PipelineSettings, verb: str, name_path: str | None, nxt: str
+) -> None:
     message = (
         {"Message.$": f"States.Format('Training job {{}} {verb}.', {name_path})"}
         if name_path
         else {"Message": f"A training job {verb} by SageMaker; see the execution's error."}
     )
-    states[state] = {
-        "Type": "Task",
-        "Resource": f"{SDK}sns:publish",
-        "Parameters": {"TopicArn": settings.topic_arn, "Subject": f"sagestack: training {verb}", **message},
-        # Not ResultPath null: CDK's JSON rendering drops null values.
-        "ResultPath": "$.notification",
-        # A lost notification must not change the outcome of the training.
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.notification_error", "Next": nxt}],
-        "Next": nxt,
-    }
+    publish_state(states, state, settings, f"sagestack: training {verb}", message, nxt)

@@ -17,7 +17,14 @@ from typing import Any
 from sagestack.catalog.instances import instance_types_for
 from sagestack.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
 from sagestack.plan.environment import EnvironmentPlan
-from sagestack.plan.pipeline import IN_USE_PATTERNS, SDK, PipelineSettings, _error_matches
+from sagestack.plan.pipeline import (
+    IN_USE_PATTERNS,
+    SDK,
+    PipelineSettings,
+    _error_matches,
+    fail_with_caught_error,
+    publish_state,
+)
 from sagestack.spec.models import EndpointSpec
 
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of MD5 = 63, SageMaker's limit
@@ -341,7 +348,7 @@ def _endpoint_states(
         f"Compilation for endpoint {k} was refused.",
         f"Compile refused {k}",
     )
-    s[f"Compile refused {k}"] = {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+    s[f"Compile refused {k}"] = fail_with_caught_error()
     s[f"Wait compilation {k}"] = {
         "Type": "Wait",
         "Seconds": settings.poll_seconds,
@@ -443,18 +450,7 @@ def _register_task(
 
 
 def _notify_text(states: dict[str, Any], state: str, settings: PipelineSettings, text: str, nxt: str) -> None:
-    """An SNS message with fixed text; a lost notification never changes the outcome."""
-    if settings.topic_arn is None:
-        states[state] = {"Type": "Pass", "Next": nxt}
-        return
-    states[state] = {
-        "Type": "Task",
-        "Resource": f"{SDK}sns:publish",
-        "Parameters": {"TopicArn": settings.topic_arn, "Subject": f"sagestack: {text[:80]}", "Message": text},
-        "ResultPath": "$.notification",
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.notification_error", "Next": nxt}],
-        "Next": nxt,
-    }
+    publish_state(states, state, settings, f"sagestack: {text[:80]}", {"Message": text}, nxt)
 
 
 def validate_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> None:

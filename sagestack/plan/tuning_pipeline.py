@@ -13,6 +13,7 @@ from sagestack.plan.pipeline import (
     PipelineSettings,
     _error_matches,
     _notify,
+    fail_with_caught_error,
     quota_state,
 )
 
@@ -136,5 +137,5 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
         "Cause": "The tuning job failed or was stopped; see DescribeHyperParameterTuningJob's FailureReason.",
     }
     _notify(states, "Notify create failed", settings, "was refused", None, "Create failed")
-    states["Create failed"] = {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+    states["Create failed"] = fail_with_caught_error()
     return {"Comment": f"sagestack tuning pipeline for '{inputs.key}'", "StartAt": "Quota", "States": states}
