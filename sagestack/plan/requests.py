@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 SAMPLE_ACCOUNT = "123456789012"
 STAND_IN_BUCKET = "sagestack-validation-bucket"
 STAND_IN_SOURCE = f"s3://{STAND_IN_BUCKET}/code/sourcedir.tar.gz"
-STAND_IN_IMAGE = f"{SAMPLE_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
 
 
 def stand_in_account(plan: EnvironmentPlan) -> str:
@@ -133,12 +132,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
     """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
     from sagestack.catalog.service_model import validate_request
-    from sagestack.plan.serving import (
-        compilation_request,
-        model_package_request,
-        resolve_endpoint,
-        validation_stand_ins,
-    )
+    from sagestack.plan.serving import resolve_endpoint, stand_in_model_requests
     from sagestack.plan.tuning import render_tuning_request
 
     out = EnvironmentRequests()
@@ -168,20 +162,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
     for key, spec in plan.spec.endpoints.items():
         if spec.model is None:
             continue
-        ep = resolve_endpoint(plan, key)
-        s = validation_stand_ins(ep)
-        requests: dict[str, dict[str, Any]] = {}
-        if spec.compile is not None:
-            requests["CreateCompilationJob"] = compilation_request(
-                ep, ctx, name=s["name"], model_artifacts=s["model_artifacts"]
-            )
-        requests["CreateModelPackage"] = model_package_request(
-            ep,
-            ctx,
-            image=ep.image_uri or STAND_IN_IMAGE,  # none in the catalog: the compilation job reports it
-            model_data_url=s["compiled"],
-            training_job=s["training_job"],
-        )
+        requests = stand_in_model_requests(resolve_endpoint(plan, key), ctx)
         if validate:
             for operation, request in requests.items():
                 validate_request(operation, request)

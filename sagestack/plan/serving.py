@@ -30,6 +30,7 @@ from sagestack.spec.models import EndpointSpec
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of MD5 = 63, SageMaker's limit
 CONTENT_TYPES = ["application/json", "application/x-npy"]
 RESPONSE_TYPES = ["application/json", "application/x-npy"]
+STAND_IN_REPORTED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
 SERVERLESS_FAMILY_HINT = "ml.m5.xlarge"  # DLC processor choice for serverless (CPU) endpoints
 
 
@@ -295,18 +296,9 @@ def _endpoint_states(
     s: dict[str, Any] = {}
     k = ep.key
     stand_in = validation_stand_ins(ep)
-    register_selector = {"ModelPackageArn.$": "$.ModelPackageArn"}
     if ep.spec.compile is None:
-        request = model_package_request(
-            ep,
-            ctx,
-            image=ep.image_uri,
-            model_data_url=stand_in["model_artifacts"],
-            training_job=stand_in["training_job"],
-        )
-        _dynamic(request["InferenceSpecification"]["Containers"][0], ("ModelDataUrl",), "$.ModelArtifacts")
-        _dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
-        s[f"Register {k}"] = _register_task(request, register_selector, result, nxt, k)
+        request = _register_request(ep, ctx, model_data_path="$.ModelArtifacts")
+        s[f"Register {k}"] = _register_task(request, result, nxt, k)
         return s
 
     compiled = f"$.compiled_{n}"
@@ -418,31 +410,44 @@ def _endpoint_states(
     ):
         if image_path is None and not ep.image_uri:
             continue
-        request = model_package_request(
+        request = _register_request(
             ep,
             ctx,
-            image=ep.image_uri,
-            model_data_url=stand_in["compiled"],
-            training_job=stand_in["training_job"],
+            model_data_path=f"{compiled}.Detail.ModelArtifacts.S3ModelArtifacts",
+            image_path=image_path,
         )
-        container = request["InferenceSpecification"]["Containers"][0]
-        if image_path:
-            _dynamic(container, ("Image",), image_path)
-        _dynamic(container, ("ModelDataUrl",), f"{compiled}.Detail.ModelArtifacts.S3ModelArtifacts")
-        _dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
-        s[state] = _register_task(request, register_selector, result, nxt, k)
+        s[state] = _register_task(request, result, nxt, k)
     return s
 
 
-def _register_task(
-    request: dict[str, Any], selector: dict[str, str], result: str, nxt: str, key: str
+def _register_request(
+    ep: EndpointPlan, ctx: ModelStepContext, *, model_data_path: str, image_path: str | None = None
 ) -> dict[str, Any]:
+    """CreateModelPackage with the run-time values as JSONPath: the model artifact, the training
+    job, and (when the compilation job reports one) the image; else the catalog's image."""
+    stand_in = validation_stand_ins(ep)
+    request = model_package_request(
+        ep,
+        ctx,
+        image=ep.image_uri,
+        model_data_url=stand_in["compiled"],
+        training_job=stand_in["training_job"],
+    )
+    container = request["InferenceSpecification"]["Containers"][0]
+    if image_path:
+        _dynamic(container, ("Image",), image_path)
+    _dynamic(container, ("ModelDataUrl",), model_data_path)
+    _dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
+    return request
+
+
+def _register_task(request: dict[str, Any], result: str, nxt: str, key: str) -> dict[str, Any]:
     return {
         "Type": "Task",
         "Comment": f"CreateModelPackage for endpoint '{key}' (PendingManualApproval)",
         "Resource": f"{SDK}sagemaker:createModelPackage",
         "Parameters": request,
-        "ResultSelector": selector,
+        "ResultSelector": {"ModelPackageArn.$": "$.ModelPackageArn"},
         "ResultPath": result,
         "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 2, "BackoffRate": 2}],
         "Next": nxt,
@@ -453,26 +458,28 @@ def _notify_text(states: dict[str, Any], state: str, settings: PipelineSettings,
     publish_state(states, state, settings, f"sagestack: {text[:80]}", {"Message": text}, nxt)
 
 
+def stand_in_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> dict[str, dict[str, Any]]:
+    """This endpoint's CreateCompilationJob (when compiled) and CreateModelPackage requests with
+    concrete stand-ins for the run-time values: what validation and the lock look at."""
+    stand_in = validation_stand_ins(ep)
+    requests: dict[str, dict[str, Any]] = {}
+    if ep.spec.compile is not None:
+        requests["CreateCompilationJob"] = compilation_request(
+            ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"]
+        )
+    requests["CreateModelPackage"] = model_package_request(
+        ep,
+        ctx,
+        image=ep.image_uri or STAND_IN_REPORTED_IMAGE,  # none in the catalog: the compilation job reports it
+        model_data_url=stand_in["compiled"],
+        training_job=stand_in["training_job"],
+    )
+    return requests
+
+
 def validate_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> None:
-    """Render this endpoint's requests with concrete stand-ins and validate them against the
-    service model (ValueError listing every problem)."""
+    """Validate this endpoint's requests against the service model (ValueError listing every problem)."""
     from sagestack.catalog.service_model import validate_request
 
-    stand_in = validation_stand_ins(ep)
-    if ep.spec.compile is not None:
-        validate_request(
-            "CreateCompilationJob",
-            compilation_request(ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"]),
-        )
-    if ep.spec.model is not None:
-        validate_request(
-            "CreateModelPackage",
-            model_package_request(
-                ep,
-                ctx,
-                image=ep.image_uri
-                or "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo",
-                model_data_url=stand_in["compiled"],
-                training_job=stand_in["training_job"],
-            ),
-        )
+    for operation, request in stand_in_model_requests(ep, ctx).items():
+        validate_request(operation, request)
