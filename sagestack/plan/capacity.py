@@ -182,6 +182,16 @@ def _types_with_quota(
     return tuple(t for _, _, t in sorted(found)[:most])
 
 
+def _training_cost(itype: str, instance_hours: float) -> tuple[float | None, float | None, float | None]:
+    """($/h, on-demand cost, spot estimate) of `instance_hours` on `itype`; None where the catalog
+    has no price."""
+    price = instance_type(itype).price_per_hour
+    if price is None:
+        return None, None, None
+    on_demand = price * instance_hours
+    return price, on_demand, on_demand * (1 - SPOT_SAVINGS)
+
+
 def _status(available: float | None, needed: float) -> Status:
     if available is None:
         return "unchecked"
@@ -207,8 +217,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
             together = at_once.get(qn, 0.0) if job.run_on_deploy else 0.0
             avail = book.available(qn)
             status = _status(None if avail is None else avail - together, need)
-            price = instance_type(itype).price_per_hour
-            on_demand = price * need * hours if price is not None else None
+            price, on_demand, spot = _training_cost(itype, need * hours)
             row = Row(
                 kind="job",
                 key=key,
@@ -221,7 +230,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 chosen=False,
                 price_per_hour=price,
                 cost_on_demand=on_demand,
-                cost_spot=on_demand * (1 - SPOT_SAVINGS) if on_demand is not None else None,
+                cost_spot=spot,
                 cost_basis=f"≤ {hours:g} h (max_run)",
                 note="run on deploy" if job.run_on_deploy else "",
             )
@@ -251,10 +260,8 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         need = float(tuning.max_parallel_jobs * job.instance_count)
         avail = book.available(qn)
         status = _status(avail, need)
-        price = instance_type(itype).price_per_hour
         trials = tuning.max_jobs or 1
-        per_trial = price * job.instance_count * job.max_run / 3600 if price is not None else None
-        on_demand = per_trial * trials if per_trial is not None else None
+        price, on_demand, spot = _training_cost(itype, trials * job.instance_count * job.max_run / 3600)
         rows.append(
             Row(
                 kind="tuning",
@@ -268,7 +275,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 chosen=True,
                 price_per_hour=price,
                 cost_on_demand=on_demand,
-                cost_spot=on_demand * (1 - SPOT_SAVINGS) if on_demand is not None else None,
+                cost_spot=spot,
                 cost_basis=f"≤ {trials} trials x {job.max_run / 3600:g} h",
                 note=f"{tuning.max_parallel_jobs} trials at once",
             )
