@@ -13,9 +13,9 @@ from pathlib import Path
 
 from aws_cdk import App
 
+from sagestack.account import QuotaSourceError
 from sagestack.plan.capacity import QuotaShortfallError
 from sagestack.plan.lock import LockMismatchError
-from sagestack.report import QuotaSourceError
 from sagestack.spec import SpecError
 from stacks.app_builder import UnacknowledgedFindings, build_app, cdk_json_context, synth_checked
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sagestack.catalog.quotas import (
     SERVICE_CODE,
@@ -19,7 +19,8 @@ from sagestack.catalog.quotas import (
     snapshot_path,
     training_usage,
 )
-from sagestack.plan.capacity import QuotaBook, book_from_document
+from sagestack.plan.capacity import QuotaBook, book_from_document, load_snapshot
+from sagestack.plan.environment import EnvironmentPlan
 
 CREDENTIAL_VARIABLES = (
     "AWS_ACCESS_KEY_ID",
@@ -143,6 +144,45 @@ def live_book(region: str) -> QuotaBook:
     account = caller_account(region)
     document = {"quotas": list_quotas(region), "usage": count_usage(region)}
     return book_from_document(document, "live", f"live, account {account or 'unknown'} in {region}")
+
+
+# ---------------------------------------------------------------- which quotas a plan uses
+
+
+QuotaMode = Literal["auto", "live", "snapshot", "off"]
+
+
+class QuotaSourceError(Exception):
+    """The quota source asked for cannot be read; the message says what to do."""
+
+
+def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
+    """live: the account (credentials needed); snapshot: config/envs/<env>.quotas.json; auto: live
+    when credentials are configured, else the snapshot, else nothing (and say so); off: nothing."""
+    if mode == "off":
+        return QuotaBook.none("not checked (quotas: off)")
+    live_error: str | None = None
+    if mode == "live" or (mode == "auto" and credentials_configured()):
+        try:
+            return live_book(plan.region)
+        except Exception as e:
+            if mode == "live":
+                raise QuotaSourceError(f"cannot read the account's quotas: {type(e).__name__}: {e}") from None
+            live_error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    snapshot = load_snapshot(root, plan.env)
+    if snapshot is not None:
+        if live_error:
+            snapshot.detail += f"; live quotas unavailable ({live_error})"
+        return snapshot
+    if mode == "snapshot":
+        raise QuotaSourceError(
+            f"no quota snapshot for '{plan.env}' (config/envs/{plan.env}.quotas.json); take one with "
+            f"`sagestack quota snapshot --env {plan.env}`"
+        )
+    why = f"live quotas unavailable ({live_error})" if live_error else "no credentials"
+    return QuotaBook.none(
+        f"not checked: {why} and no snapshot (`sagestack quota snapshot --env {plan.env}` writes one)"
+    )
 
 
 # ---------------------------------------------------------------- sagestack check

@@ -552,8 +552,9 @@ def plan(
     """Candidates, quotas, cost, sizing and lock state of an environment (exit 3 if a quota is short)."""
     import json
 
-    from sagestack.report import QuotaSourceError, make_plan, quota_book, render
+    from sagestack.account import QuotaSourceError, quota_book
     from sagestack.report import as_json as plan_json
+    from sagestack.report import make_plan, render
 
     err = _console(stderr=True)
     if quotas not in ("auto", "live", "snapshot", "off"):

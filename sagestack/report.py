@@ -5,63 +5,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from sagestack.plan.capacity import CapacityReport, QuotaBook, Row, evaluate, load_snapshot
+from sagestack.plan.capacity import CapacityReport, QuotaBook, Row, evaluate
 from sagestack.plan.environment import EnvironmentPlan
-from sagestack.plan.lock import REQUEST_SECTIONS, diff, lock_document, read_lock
+from sagestack.plan.lock import lock_changes, lock_document, read_lock
 from sagestack.plan.requests import EnvironmentRequests, render_environment
 from sagestack.plan.sizing import GIB, MIB, Sizing, size_job
-
-QuotaMode = Literal["auto", "live", "snapshot", "off"]
-
-
-class QuotaSourceError(Exception):
-    """The quota source asked for cannot be read; the message says what to do."""
-
-
-def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
-    """live: the account (credentials needed); snapshot: config/envs/<env>.quotas.json; auto: live
-    when credentials are configured, else the snapshot, else nothing (and say so); off: nothing."""
-    from sagestack.account import credentials_configured
-
-    if mode == "off":
-        return QuotaBook.none("not checked (quotas: off)")
-    live_error: str | None = None
-    if mode == "live" or (mode == "auto" and credentials_configured()):
-        try:
-            from sagestack.account import live_book
-
-            return live_book(plan.region)
-        except Exception as e:
-            if mode == "live":
-                raise QuotaSourceError(f"cannot read the account's quotas: {type(e).__name__}: {e}") from None
-            live_error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-    snapshot = load_snapshot(root, plan.env)
-    if snapshot is not None:
-        if live_error:
-            snapshot.detail += f"; live quotas unavailable ({live_error})"
-        return snapshot
-    if mode == "snapshot":
-        raise QuotaSourceError(
-            f"no quota snapshot for '{plan.env}' (config/envs/{plan.env}.quotas.json); take one with "
-            f"`sagestack quota snapshot --env {plan.env}`"
-        )
-    why = f"live quotas unavailable ({live_error})" if live_error else "no credentials"
-    return QuotaBook.none(
-        f"not checked: {why} and no snapshot (`sagestack quota snapshot --env {plan.env}` writes one)"
-    )
-
-
-def clean_lock(doc: dict[str, Any]) -> dict[str, Any]:
-    """The lock without what only `sagestack lock --digests` adds (image digests)."""
-    import copy
-
-    out = copy.deepcopy(doc)
-    for job in out.get("jobs", {}).values():
-        for c in job.get("candidates", {}).values():
-            c.pop("image_digest", None)
-    return out
 
 
 @dataclass
@@ -89,7 +39,7 @@ def make_plan(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
     result = PlanResult(plan, requests, capacity, sizing)
     locked = read_lock(root, plan.env)
     if locked is not None:
-        changes = diff(clean_lock(locked), lock_document(plan, requests), REQUEST_SECTIONS)
+        changes = lock_changes(locked, lock_document(plan, requests))
         result.lock_state = "differs" if changes else "matches"
         result.lock_changes = changes
     return result

@@ -93,8 +93,8 @@ def build_app(
 def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
     """`-c sagestack:quotas=live|snapshot|off`: the check `sagestack plan` makes, failing the synth
     with the same message when a quota is short (default: the snapshot, where one exists)."""
+    from sagestack.account import quota_book
     from sagestack.plan.capacity import QuotaShortfallError, evaluate, load_snapshot
-    from sagestack.report import quota_book
 
     mode = str(app.node.try_get_context(QUOTAS_CONTEXT) or "default")
     if mode not in ("live", "snapshot", "off", "default"):
@@ -118,9 +118,8 @@ def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None
 
 def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
     """`-c sagestack:locked=true`: every request must be the one config/envs/<env>.lock.json hashed."""
-    from sagestack.plan.lock import REQUEST_SECTIONS, LockMismatchError, diff, lock_document, read_lock
+    from sagestack.plan.lock import LockMismatchError, lock_changes, lock_document, read_lock
     from sagestack.plan.requests import render_environment
-    from sagestack.report import clean_lock
 
     if str(app.node.try_get_context(LOCKED_CONTEXT) or "false").lower() not in ("true", "1", "yes"):
         return
@@ -129,7 +128,7 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
         if locked is None:
             raise LockMismatchError(plan.env, [], missing=True)
         current = lock_document(plan, render_environment(plan, root, validate=False))
-        changes = diff(clean_lock(locked), current, REQUEST_SECTIONS)
+        changes = lock_changes(locked, current)
         if changes:
             raise LockMismatchError(plan.env, changes)
 

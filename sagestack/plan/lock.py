@@ -101,6 +101,18 @@ def diff(old: dict[str, Any], new: dict[str, Any], sections: tuple[str, ...] | N
     return out
 
 
+def lock_changes(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What `current` requests differently from `locked`; image digests (which only
+    `sagestack lock --digests` records) and catalog versions do not count."""
+    import copy
+
+    old = copy.deepcopy(locked)
+    for job in old.get("jobs", {}).values():
+        for c in job.get("candidates", {}).values():
+            c.pop("image_digest", None)
+    return diff(old, current, REQUEST_SECTIONS)
+
+
 def _short(value: Any) -> str:
     if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
         return value[:12]
