@@ -38,15 +38,20 @@ def selected_environments(app: App, root: Path) -> list[str]:
     return list_environments(root)
 
 
-def environment_accounts(root: Path) -> dict[str, str]:
+def environment_accounts(root: Path, known: dict[str, str | None] | None = None) -> dict[str, str]:
     """env -> account for every environment that names one (promotion targets read its models).
-    An environment whose config does not load is left out here; its own synth reports why."""
+    `known`: accounts of the environments already loaded, which are not read again. One whose
+    config does not load is left out here; its own synth reports why."""
+    known = known or {}
     out: dict[str, str] = {}
     for env in list_environments(root):
-        try:
-            account = load_project(root, env).spec.account
-        except SpecError:
-            continue
+        if env in known:
+            account = known[env]
+        else:
+            try:
+                account = load_project(root, env).spec.account
+            except SpecError:
+                continue
         if account:
             out[env] = account
     return out
@@ -70,7 +75,7 @@ def build_app(
         raise SpecError(unique)
     check_quotas(app, root, plans)
     check_lock(app, root, plans)
-    accounts = environment_accounts(root)
+    accounts = environment_accounts(root, {plan.env: plan.account for plan in plans})
     stages = [
         EnvironmentStage(
             app,
