@@ -19,6 +19,15 @@ from sagestack.plan.lock import LockMismatchError
 from sagestack.spec import SpecError
 from stacks.app_builder import UnacknowledgedFindings, build_app, cdk_json_context, synth_checked
 
+# What a synth can stop for, and its exit code; the message is the exception's text.
+EXIT_CODES: tuple[tuple[type[Exception], int], ...] = (
+    (SpecError, 2),
+    (UnacknowledgedFindings, 1),
+    (QuotaShortfallError, 3),
+    (QuotaSourceError, 1),
+    (LockMismatchError, 4),
+)
+
 
 def main() -> None:
     root = Path(__file__).resolve().parent
@@ -26,21 +35,9 @@ def main() -> None:
     try:
         build_app(app, root)
         synth_checked(app)
-    except SpecError as e:
-        print(e.report(), file=sys.stderr)
-        sys.exit(2)
-    except UnacknowledgedFindings as e:
-        print(e, file=sys.stderr)
-        sys.exit(1)
-    except QuotaShortfallError as e:
-        print(e, file=sys.stderr)
-        sys.exit(3)
-    except QuotaSourceError as e:
-        print(e, file=sys.stderr)
-        sys.exit(1)
-    except LockMismatchError as e:
-        print(e, file=sys.stderr)
-        sys.exit(4)
+    except tuple(cls for cls, _ in EXIT_CODES) as e:
+        print(e.report() if isinstance(e, SpecError) else e, file=sys.stderr)
+        sys.exit(next(code for cls, code in EXIT_CODES if isinstance(e, cls)))
 
 
 if __name__ == "__main__":
