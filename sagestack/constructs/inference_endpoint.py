@@ -109,48 +109,53 @@ class InferenceEndpoint(Construct):
             self._autoscaling(spec)
 
     def _alarms(self, spec: EndpointSpec) -> list[cloudwatch.Alarm]:
-        dims = {"EndpointName": self.endpoint_name, "VariantName": VARIANT}
         r = spec.rollout
         alarms = [
-            cloudwatch.Alarm(
-                self,
+            self._alarm(
                 "Errors",
-                alarm_name=f"{self.endpoint_name}-5xx",
-                alarm_description=f"{self.endpoint_name}: model errors (5XX) during or after a rollout",
-                metric=cloudwatch.Metric(
-                    namespace="AWS/SageMaker",
-                    metric_name="Invocation5XXErrors",
-                    dimensions_map=dims,
-                    statistic="Sum",
-                    period=Duration.minutes(1),
-                ),
+                "5xx",
+                "model errors (5XX) during or after a rollout",
+                metric="Invocation5XXErrors",
+                statistic="Sum",
                 threshold=r.max_5xx_errors,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                periods=1,
             )
         ]
         if r.max_latency_ms is not None:
             alarms.append(
-                cloudwatch.Alarm(
-                    self,
+                self._alarm(
                     "Latency",
-                    alarm_name=f"{self.endpoint_name}-latency",
-                    alarm_description=f"{self.endpoint_name}: p99 model latency above {r.max_latency_ms} ms",
-                    metric=cloudwatch.Metric(
-                        namespace="AWS/SageMaker",
-                        metric_name="ModelLatency",  # microseconds
-                        dimensions_map=dims,
-                        statistic="p99",
-                        period=Duration.minutes(1),
-                    ),
+                    "latency",
+                    f"p99 model latency above {r.max_latency_ms} ms",
+                    metric="ModelLatency",  # microseconds
+                    statistic="p99",
                     threshold=r.max_latency_ms * 1000,
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    evaluation_periods=2,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                    periods=2,
                 )
             )
         return alarms
+
+    def _alarm(
+        self, id: str, suffix: str, what: str, *, metric: str, statistic: str, threshold: float, periods: int
+    ) -> cloudwatch.Alarm:
+        """An alarm on one of the variant's per-minute AWS/SageMaker metrics, rising above `threshold`."""
+        return cloudwatch.Alarm(
+            self,
+            id,
+            alarm_name=f"{self.endpoint_name}-{suffix}",
+            alarm_description=f"{self.endpoint_name}: {what}",
+            metric=cloudwatch.Metric(
+                namespace="AWS/SageMaker",
+                metric_name=metric,
+                dimensions_map={"EndpointName": self.endpoint_name, "VariantName": VARIANT},
+                statistic=statistic,
+                period=Duration.minutes(1),
+            ),
+            threshold=threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=periods,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
 
     def _deployment(self, spec: EndpointSpec) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
         r = spec.rollout
