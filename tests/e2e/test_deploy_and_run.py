@@ -187,30 +187,35 @@ def test_both_stacks_deploy_and_what_moto_skips_is_known(emulator, deployed):
     assert exports == {"digits-e2e-foundation"}
 
 
-def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulator, deployed):
-    env = _env(emulator)
+def _run_pipeline(emulator, project: Path, name: str) -> dict:
+    """`sagestack run NAME --env e2e` to success; the execution's output."""
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "sagestack.cli",
             "run",
-            "classifier",
+            name,
             "--env",
             "e2e",
             "--poll",
             "0.5",
             "--root",
-            str(deployed),
+            str(project),
         ],
-        env=env,
+        env=_env(emulator),
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "✓ succeeded" in result.stdout
-    output = json.loads(result.stdout.split("✓ succeeded: ", 1)[1])
+    output: dict = json.loads(result.stdout.split("✓ succeeded: ", 1)[1])
+    return output
+
+
+def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulator, deployed):
+    output = _run_pipeline(emulator, deployed, "classifier")
 
     sfn = emulator.client("stepfunctions")
     machine = next(
@@ -280,27 +285,7 @@ def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulato
 
 
 def test_tuning_pipeline_records_the_best_model_in_ssm(emulator, deployed):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sagestack.cli",
-            "run",
-            "lr-search",
-            "--env",
-            "e2e",
-            "--poll",
-            "0.5",
-            "--root",
-            str(deployed),
-        ],
-        env=_env(emulator),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    output = json.loads(result.stdout.split("✓ succeeded: ", 1)[1])
+    output = _run_pipeline(emulator, deployed, "lr-search")
     stored = emulator.client("ssm").get_parameter(Name="/sagestack/digits/e2e/tuning/lr-search/best-model")
     assert json.loads(stored["Parameter"]["Value"]) == output
     recorded = emulator.client("sagemaker").describe_hyper_parameter_tuning_job(
