@@ -23,6 +23,8 @@ from typing import Any, Literal
 from sagestack.catalog.instances import instance_type
 
 Scope = Literal["training", "inference"]
+# Serverless endpoints run on CPUs of no named type: resolve their (CPU) DLC as for this one.
+SERVERLESS_INSTANCE_HINT = "ml.m5.xlarge"
 
 
 class ImageLookupError(ValueError):

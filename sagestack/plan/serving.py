@@ -31,7 +31,6 @@ COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of MD5 = 63, SageMaker's l
 CONTENT_TYPES = ["application/json", "application/x-npy"]
 RESPONSE_TYPES = ["application/json", "application/x-npy"]
 STAND_IN_REPORTED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
-SERVERLESS_FAMILY_HINT = "ml.m5.xlarge"  # DLC processor choice for serverless (CPU) endpoints
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def _job_of(plan: EnvironmentPlan, source: str) -> str:
 
 def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
-    from sagestack.catalog.images import ImageLookupError, dlc_image_uri
+    from sagestack.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
 
     ep = plan.spec.endpoints[key]
     c = ep.compile
@@ -104,7 +103,7 @@ def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
                     dlc.version,
                     dlc.py_version,
                     region=plan.region,
-                    instance_type=ep.instance_type or SERVERLESS_FAMILY_HINT,
+                    instance_type=ep.instance_type or SERVERLESS_INSTANCE_HINT,
                     scope="inference",
                 )
     except ImageLookupError as e:

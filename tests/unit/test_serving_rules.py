@@ -172,3 +172,13 @@ def test_endpoint_inference_image(project):
         "image) or serve a registered model_package"
     ]
     assert findings(project, "endpoint-inference-image", custom + "endpoints:\n  digits:\n" + OK) == []
+
+
+def test_endpoint_inference_image_must_exist_for_the_instance(project):
+    # An uncompiled model on Inf1 would need a PyTorch 2.5 / py311 inference container for Inferentia.
+    body = "    model: {from: classifier}\n    instance_type: ml.inf1.xlarge\n"
+    (message,) = findings(project, "endpoint-inference-image", endpoint(body))
+    assert message.startswith(
+        "endpoints.digits.model: no pytorch 2.5 inference container for ml.inf1.xlarge in us-east-1: "
+    )
+    assert "py311" in message

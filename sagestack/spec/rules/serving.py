@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from sagestack.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
 from sagestack.catalog.neo import cloud_target, cloud_targets, framework_versions, target_for_family
 from sagestack.catalog.service_model import enum_values
 from sagestack.catalog.suggest import did_you_mean
@@ -253,10 +254,27 @@ def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
         job = spec.jobs.get(job_key)
         if job is None or job.image not in spec.images:
             continue  # endpoint-model-source and the job rules report these
-        if spec.images[job.image].dlc is None:
+        dlc = spec.images[job.image].dlc
+        if dlc is None:
             yield Finding(
                 ("endpoints", name, "model"),
                 f"job '{job_key}' trains in image '{job.image}', which is not a Deep Learning Container, so "
                 "sagestack cannot name an inference image for its model; add compile: (the compilation job "
                 "reports the image) or serve a registered model_package",
+            )
+            continue
+        itype = ep.instance_type or SERVERLESS_INSTANCE_HINT
+        try:
+            dlc_image_uri(
+                dlc.framework,
+                dlc.version,
+                dlc.py_version,
+                region=spec.region,
+                instance_type=itype,
+                scope="inference",
+            )
+        except ImageLookupError as e:
+            yield Finding(
+                ("endpoints", name, "model"),
+                f"no {dlc.framework} {dlc.version} inference container for {itype} in {spec.region}: {e}",
             )
