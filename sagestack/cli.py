@@ -32,6 +32,14 @@ def _console(stderr: bool = False):  # type: ignore[no-untyped-def]
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+def _spec_errors(e: Any) -> typer.Exit:
+    """Print every issue of a SpecError; the exit to raise."""
+    err = _console(stderr=True)
+    for issue in e.issues:
+        err.print(issue.format(), markup=False)
+    return typer.Exit(EXIT_INVALID_SPEC)
+
+
 def _load_entry(
     root: Path, env: str | None, name: str, entries: Callable[[Any], Iterable[str]], what: str
 ) -> Any:
@@ -43,9 +51,7 @@ def _load_entry(
     try:
         loaded = load_project(root, env)
     except SpecError as e:
-        for issue in e.issues:
-            err.print(issue.format(), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
+        raise _spec_errors(e) from None
     known = list(entries(loaded.spec))
     if name not in known:
         err.print(
@@ -493,9 +499,7 @@ def promote(
     try:
         result = do_promote(root, endpoint, from_env, to_env, package_arn=package, offline=offline)
     except SpecError as e:
-        for issue in e.issues:
-            err.print(issue.format(), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
+        raise _spec_errors(e) from None
     except PromotionError as e:
         err.print(f"[red]✗ not promoted[/]: {e}")
         raise typer.Exit(1) from None
@@ -520,7 +524,6 @@ EXIT_QUOTA_SHORT = 3
 def _plan_for(root: Path, env: str | None) -> Any:
     """The resolved plan of one environment, or every spec error and exit 2."""
     from sagestack.plan import resolve_environment
-    from sagestack.plan.serving import EndpointResolutionError
     from sagestack.spec import SpecError, load_project
 
     err = _console(stderr=True)
@@ -531,12 +534,7 @@ def _plan_for(root: Path, env: str | None) -> Any:
     try:
         return resolve_environment(load_project(root, name))
     except SpecError as e:
-        for issue in e.issues:
-            err.print(issue.format(), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
-    except (FileNotFoundError, EndpointResolutionError) as e:
-        err.print(str(e), markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC) from None
+        raise _spec_errors(e) from None
 
 
 @app.command()
