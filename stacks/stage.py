@@ -9,7 +9,7 @@ from constructs import Construct
 
 from sagestack.plan import EnvironmentPlan
 from stacks.foundation import FoundationStack
-from stacks.serving import ServingStack, served_endpoints
+from stacks.serving import ServingStack
 from stacks.training import TrainingStack
 
 
@@ -51,7 +51,7 @@ class EnvironmentStage(Stage):
             )
         # Only endpoints with a pinned model package are deployed; the others wait for a promotion.
         self.serving: ServingStack | None = None
-        if served_endpoints(plan):
+        if any(ep.model_package for ep in plan.spec.endpoints.values()):
             self.serving = ServingStack(
                 self,
                 "Serving",
