@@ -42,7 +42,8 @@ def credentials_configured() -> bool:
     return shared.exists() or config.exists()
 
 
-def _client(service: str, region: str) -> Any:
+def aws_client(service: str, region: str) -> Any:
+    """A boto3 client (boto3 is imported here, on first use)."""
     import boto3
 
     return boto3.client(service, region_name=region)
@@ -50,21 +51,11 @@ def _client(service: str, region: str) -> Any:
 
 def list_quotas(region: str, client: Any | None = None) -> list[dict[str, Any]]:
     """Every SageMaker quota of the account in `region` (ListServiceQuotas, all pages)."""
-    client = client or _client("service-quotas", region)
-    out: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        kwargs: dict[str, Any] = {"ServiceCode": SERVICE_CODE, "MaxResults": 100}
-        if token:
-            kwargs["NextToken"] = token
-        page = client.list_service_quotas(**kwargs)
-        out += [
-            {"QuotaName": q["QuotaName"], "QuotaCode": q["QuotaCode"], "Value": float(q["Value"])}
-            for q in page.get("Quotas", [])
-        ]
-        token = page.get("NextToken")
-        if not token:
-            return out
+    client = client or aws_client("service-quotas", region)
+    return [
+        {"QuotaName": q["QuotaName"], "QuotaCode": q["QuotaCode"], "Value": float(q["Value"])}
+        for q in _paginate(client, "list_service_quotas", "Quotas", ServiceCode=SERVICE_CODE, MaxResults=100)
+    ]
 
 
 def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterable[dict[str, Any]]:
@@ -81,7 +72,7 @@ def count_usage(region: str, client: Any | None = None) -> dict[str, float]:
     """Instances in use per quota name: InProgress training jobs (on-demand and spot, and the
     aggregate) and InService endpoints (current instance count per variant). Service Quotas does
     not report usage for SageMaker, so it is counted."""
-    sm = client or _client("sagemaker", region)
+    sm = client or aws_client("sagemaker", region)
     usage: dict[str, float] = {}
 
     def add(name: str, n: float) -> None:
@@ -125,7 +116,7 @@ def snapshot_document(
 
 def caller_account(region: str) -> str | None:
     try:
-        identity = _client("sts", region).get_caller_identity()
+        identity = aws_client("sts", region).get_caller_identity()
     except Exception:
         return None
     return str(identity["Account"])
@@ -201,7 +192,7 @@ def image_digest(uri: str) -> str | None:
     repository, _, tag = rest.partition(":")
     account, region = registry.split(".")[0], registry.split(".")[3]
     try:
-        found = _client("ecr", region).describe_images(
+        found = aws_client("ecr", region).describe_images(
             registryId=account, repositoryName=repository, imageIds=[{"imageTag": tag or "latest"}]
         )
     except Exception:

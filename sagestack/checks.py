@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sagestack.account import Check, _client
+from sagestack.account import Check, aws_client
 from sagestack.plan.environment import EnvironmentPlan
 
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
@@ -19,7 +19,7 @@ def _error(e: Exception) -> str:
 
 def check_credentials(plan: EnvironmentPlan) -> tuple[Check, str | None]:
     try:
-        identity = _client("sts", plan.region).get_caller_identity()
+        identity = aws_client("sts", plan.region).get_caller_identity()
     except Exception as e:
         return (
             Check("credentials", False, f"none usable ({_error(e)}); run `aws configure` or set AWS_PROFILE"),
@@ -50,14 +50,14 @@ def check_region(plan: EnvironmentPlan) -> Check:
 def check_bootstrap(plan: EnvironmentPlan, account: str) -> Check:
     how = f"run `cdk bootstrap aws://{account}/{plan.region}`"
     try:
-        stacks = _client("cloudformation", plan.region).describe_stacks(StackName="CDKToolkit")["Stacks"]
+        stacks = aws_client("cloudformation", plan.region).describe_stacks(StackName="CDKToolkit")["Stacks"]
     except Exception as e:
         return Check("bootstrap", False, f"no CDKToolkit stack in {plan.region} ({_error(e)}); {how}")
     status = stacks[0]["StackStatus"]
     if not status.endswith("_COMPLETE") or "ROLLBACK" in status or "DELETE" in status:
         return Check("bootstrap", False, f"CDKToolkit is {status}; {how}")
     try:
-        version = _client("ssm", plan.region).get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"][
+        version = aws_client("ssm", plan.region).get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"][
             "Value"
         ]
     except Exception:
@@ -88,7 +88,7 @@ def check_quotas(root: Path, plan: EnvironmentPlan) -> Check:
 
 
 def check_ecr(plan: EnvironmentPlan) -> Check:
-    ecr = _client("ecr", plan.region)
+    ecr = aws_client("ecr", plan.region)
     try:
         ecr.get_authorization_token()
     except Exception as e:

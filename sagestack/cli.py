@@ -136,13 +136,13 @@ def run(
     loaded = _load_entry(root, env, job, lambda spec: [*spec.jobs, *spec.tuning], "job or tuning entry")
     spec = loaded.spec
 
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     from sagestack import remote
+    from sagestack.account import aws_client
 
     name = f"{spec.project}-{env}-{job}" if job in spec.jobs else f"{spec.project}-{env}-tune-{job}"
-    sfn = boto3.client("stepfunctions", region_name=spec.region)
+    sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
         execution = remote.start_execution(sfn, arn)

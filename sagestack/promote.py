@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from sagestack.account import aws_client
 from sagestack.spec import SpecError, load_project
 
 
@@ -34,18 +34,12 @@ class Promotion:
         return self.previous != self.package_arn
 
 
-def _client(region: str) -> Any:
-    import boto3
-
-    return boto3.client("sagemaker", region_name=region)
-
-
 def latest_approved(group: str, region: str) -> str:
     """The newest Approved package of a group."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        page = _client(region).list_model_packages(
+        page = aws_client("sagemaker", region).list_model_packages(
             ModelPackageGroupName=group,
             ModelApprovalStatus="Approved",
             SortBy="CreationTime",
@@ -72,7 +66,7 @@ def describe_status(arn: str) -> tuple[str, list[str]]:
 
     region = arn.split(":")[3]
     try:
-        d = _client(region).describe_model_package(ModelPackageName=arn)
+        d = aws_client("sagemaker", region).describe_model_package(ModelPackageName=arn)
     except (ClientError, BotoCoreError) as e:
         raise PromotionError(
             f"cannot read model package {arn}: {e}. Check the credentials and region (or pass --offline to "
