@@ -39,6 +39,9 @@ class MotoServer:
         ).raise_for_status()
 
     def stop(self) -> None:
+        # moto's backends are process-wide: every in-process server shares them. Leave none of this
+        # server's resources behind for the next one (the e2e tier bootstraps CDKToolkit itself).
+        requests.post(f"{self.url}/moto-api/reset", timeout=10).raise_for_status()
         self._server.stop()
 
     def reset(self) -> None:
