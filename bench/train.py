@@ -4,9 +4,10 @@
 - samples/s for 1 and 2 processes (DDP over gloo) and the scaling efficiency T2 / (2 x T1);
 - the machine's own ceiling for 2 processes: two independent 1-process runs at the same time,
   added up (on a 2-vCPU machine this is well under 2x), and the DDP run's share of it (goal >= 0.90);
-- the launcher's overhead against a bare torchrun of the same script (goal <= 3%): the launcher's
-  own work (interpreter start, reading the contract, building the torchrun command, up to the exec)
-  timed alone (SAGESTACK_LAUNCHER_DRY_RUN), against the wall time of the bare torchrun run;
+- the local emulation's overhead against a bare torchrun of the same script (goal <= 3%): the work
+  `sagestack local train` does before the script starts (rendering the request, packing and
+  unpacking the code, laying out the host, its SM_* environment and launch plan), timed alone,
+  against the wall time of the bare torchrun run;
 - the step-time cost of checkpointing every 50 steps (goal <= 5%): the time the trainer itself spent
   in checkpoints (its own clock) over its training time, and, as a cross-check, samples/s with and
   without checkpoints (noisier: the machine's other load moves it by several percent).
@@ -41,7 +42,6 @@ def base_env(workdir: Path, threads: int) -> dict[str, str]:
         SM_HOSTS=json.dumps(["algo-1"]),
         SM_CURRENT_HOST="algo-1",
         SM_NUM_GPUS="0",
-        SAGESTACK_MASTER_ADDR="127.0.0.1",
         OMP_NUM_THREADS=str(threads),
         PYTHONUNBUFFERED="1",
     )
@@ -66,35 +66,34 @@ def args_for(steps: int, checkpoint_every: int = 0) -> list[str]:
 
 
 def launch(
-    kind: str, procs: int, steps: int, threads: int, port: int, checkpoint_every: int = 0
+    procs: int, steps: int, threads: int, port: int, checkpoint_every: int = 0
 ) -> subprocess.Popen[str]:
+    """torchrun on one host, as the SageMaker PyTorch container starts it for torch_distributed."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-train-"))
-    env = base_env(workdir, threads)
-    env["SAGESTACK_NPROC_PER_NODE"] = str(procs)
-    env["SAGESTACK_MASTER_PORT"] = str(port)
-    script_args = args_for(steps, checkpoint_every)
-    if kind == "launcher":
-        cmd = [sys.executable, str(SRC / "launcher.py"), *script_args]
-    else:  # bare torchrun, the same arguments the launcher computes
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes",
-            "1",
-            "--nproc_per_node",
-            str(procs),
-            "--master_addr",
-            "127.0.0.1",
-            "--master_port",
-            str(port),
-            "--node_rank",
-            "0",
-            str(SRC / "train.py"),
-            *script_args,
-        ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(procs),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(port),
+        "--node_rank",
+        "0",
+        str(SRC / "train.py"),
+        *args_for(steps, checkpoint_every),
+    ]
     return subprocess.Popen(
-        cmd, env=env, cwd=SRC, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        env=base_env(workdir, threads),
+        cwd=SRC,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -112,28 +111,29 @@ def finish(proc: subprocess.Popen[str]) -> tuple[float, list[float]]:
     return statistics.median(rates[1:] or rates), rates
 
 
-def timed(
-    kind: str, procs: int, steps: int, threads: int, port: int, checkpoint_every: int = 0
-) -> tuple[float, float]:
+def timed(procs: int, steps: int, threads: int, port: int, checkpoint_every: int = 0) -> tuple[float, float]:
     start = time.perf_counter()
-    rate, _ = finish(launch(kind, procs, steps, threads, port, checkpoint_every))
+    rate, _ = finish(launch(procs, steps, threads, port, checkpoint_every))
     return time.perf_counter() - start, rate
 
 
-def launcher_own_seconds(procs: int, threads: int) -> float:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-launcher-"))
-    env = {
-        **base_env(workdir, threads),
-        "SAGESTACK_NPROC_PER_NODE": str(procs),
-        "SAGESTACK_LAUNCHER_DRY_RUN": "1",
-    }
+def emulation_own_seconds(procs: int) -> float:
+    """What `sagestack local train` does before the script starts, for one host of `procs`."""
+    from sagestack.local.runner import LocalTrainOptions, prepare_hosts, prepare_request
+    from sagestack.spec import load_project
+
+    loaded = load_project(ROOT, "dev")
+    workdir = Path(tempfile.mkdtemp(prefix="bench-emulation-"))
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, str(SRC / "launcher.py"), *args_for(10)],
-        env=env,
-        cwd=SRC,
-        check=True,
-        capture_output=True,
+    request, _digest, archive = prepare_request(loaded, "classifier", {})
+    prepare_hosts(
+        loaded,
+        "classifier",
+        request,
+        archive,
+        workdir,
+        LocalTrainOptions(hosts=1, procs=procs),
+        master_port=0,
     )
     return time.perf_counter() - start
 
@@ -146,20 +146,19 @@ def main() -> None:
     cpus = len(os.sched_getaffinity(0))
     per_proc = max(1, cpus // 2)
     port = 29600
-    one, two, ceiling, ckpt_off, ckpt_on, t_bare, t_launcher, ckpt_share = [], [], [], [], [], [], [], []
+    one, two, ceiling, ckpt_off, ckpt_on, t_bare, t_emulation, ckpt_share = [], [], [], [], [], [], [], []
+    emulation_own_seconds(2)  # imports and the DLC-URI cache once, outside the figure
     for r in range(args.repeats):
         p = port + 10 * r
-        one.append(timed("launcher", 1, args.steps, per_proc, p)[1])
-        two.append(timed("launcher", 2, args.steps, per_proc, p + 1)[1])
-        a, b = (
-            launch("launcher", 1, args.steps, per_proc, p + 2),
-            launch("launcher", 1, args.steps, per_proc, p + 3),
-        )
+        one.append(timed(1, args.steps, per_proc, p)[1])
+        two_seconds, two_rate = timed(2, args.steps, per_proc, p + 1)
+        two.append(two_rate)
+        t_bare.append(two_seconds)
+        a, b = launch(1, args.steps, per_proc, p + 2), launch(1, args.steps, per_proc, p + 3)
         ceiling.append(finish(a)[0] + finish(b)[0])
-        t_bare.append(timed("bare", 2, args.steps, per_proc, p + 4)[0])
-        t_launcher += [launcher_own_seconds(2, per_proc) for _ in range(5)]
-        ckpt_off.append(timed("launcher", 1, args.steps, per_proc, p + 6)[1])
-        ckpt_on.append(timed("launcher", 1, args.steps, per_proc, p + 7, checkpoint_every=50)[1])
+        t_emulation += [emulation_own_seconds(2) for _ in range(5)]
+        ckpt_off.append(timed(1, args.steps, per_proc, p + 6)[1])
+        ckpt_on.append(timed(1, args.steps, per_proc, p + 7, checkpoint_every=50)[1])
         ckpt_share.append(LAST_RUN["checkpoint_seconds"] / LAST_RUN["train_seconds"])
     m = statistics.median
     t1, t2, c = m(one), m(two), m(ceiling)
@@ -177,9 +176,9 @@ def main() -> None:
     print(
         f"DDP run's share of that ceiling: {share:.3f}  (goal >= 0.90: {'met' if share >= 0.90 else 'NOT met'})"
     )
-    overhead = m(t_launcher) / m(t_bare)
+    overhead = m(t_emulation) / m(t_bare)
     print(
-        f"launcher's own work {m(t_launcher) * 1000:.0f} ms against a bare 2-process torchrun run of {m(t_bare):.2f} s "
+        f"local emulation's own work {m(t_emulation) * 1000:.0f} ms against a bare 2-process torchrun run of {m(t_bare):.2f} s "
         f"-> {overhead * 100:.1f}%  (goal <= 3%: {'met' if overhead <= 0.03 else 'NOT met'})"
     )
     share_ckpt = m(ckpt_share)

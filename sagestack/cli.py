@@ -215,7 +215,12 @@ def local_train(
     job: Annotated[str, typer.Argument(help="a key of jobs:")],
     env: Annotated[str | None, typer.Option("--env", "-e", help="environment overlay (default: dev)")] = None,
     hosts: Annotated[int, typer.Option("--hosts", help="simulated hosts")] = 1,
-    procs: Annotated[int, typer.Option("--procs", help="processes per host")] = 1,
+    procs: Annotated[
+        int,
+        typer.Option(
+            "--procs", help="accelerators per simulated host (the container starts one process each)"
+        ),
+    ] = 1,
     interrupt_at: Annotated[
         int | None,
         typer.Option("--interrupt-at", help="kill every process at this step, as a spot reclaim does"),
@@ -227,6 +232,13 @@ def local_train(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="override a hyperparameter: KEY=VALUE")
     ] = None,
+    install_requirements: Annotated[
+        bool,
+        typer.Option(
+            "--install-requirements",
+            help="pip install the source dir's requirements.txt into this environment, as the container does",
+        ),
+    ] = False,
     root: RootOption = Path("."),
 ) -> None:
     """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
@@ -243,6 +255,7 @@ def local_train(
         workdir=workdir,
         fresh=fresh,
         overrides=_parse_overrides(set_ or []),
+        install_requirements=install_requirements,
     )
     progress = Progress(
         TextColumn(f"[bold]{job}[/] {hosts}x{procs}"),

@@ -120,10 +120,22 @@ class World:
         return self.rank == 0
 
 
+def world_from_env(env: dict[str, str]) -> tuple[int, int, int]:
+    """(size, rank, local rank): torchrun's variables, else those Open MPI gives each rank that
+    mpirun starts (the container's MPI and SMDDP runners), else a world of one."""
+    if "WORLD_SIZE" in env:
+        return int(env["WORLD_SIZE"]), int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return (
+            int(env["OMPI_COMM_WORLD_SIZE"]),
+            int(env.get("OMPI_COMM_WORLD_RANK", "0")),
+            int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")),
+        )
+    return 1, 0, 0
+
+
 def init_distributed() -> World:
-    size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    size, rank, local_rank = world_from_env(dict(os.environ))
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -132,7 +144,12 @@ def init_distributed() -> World:
         device = torch.device("cpu")
         backend = "gloo"
     if size > 1:
-        dist.init_process_group(backend=backend)
+        # Under mpirun nothing sets the rendezvous: the PyTorch container exports MASTER_ADDR
+        # (algo-1) and MASTER_PORT (7777) to local ranks only, so fall back to the first host.
+        hosts = json.loads(os.environ.get("SM_HOSTS", '["algo-1"]'))
+        os.environ.setdefault("MASTER_ADDR", sorted(hosts)[0])
+        os.environ.setdefault("MASTER_PORT", "7777")
+        dist.init_process_group(backend=backend, rank=rank, world_size=size)
     return World(rank, local_rank, size, device)
 
 

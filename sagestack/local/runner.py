@@ -1,9 +1,12 @@
 """`sagestack local train`: the request the cloud would get, run on this machine.
 
-One launcher per simulated host (training_src/launcher.py, unchanged), each in its own /opt/ml-shaped
-folder with the SM_* environment; hosts rendezvous over loopback and train with DDP/gloo.
-Checkpoints live in one folder shared by all hosts, as SageMaker's S3 checkpoint sync makes them.
-`interrupt_at` kills every process at once, the way a spot reclaim ends an instance.
+Each simulated host gets its own /opt/ml-shaped folder (config files, channels, its own code
+directory, model/, output/) and the environment AWS's training toolkit would give the script
+(local/contract.py); the script is started by the container's own rules (local/launch.py): torchrun
+only for torch_distributed, the ranks of mpirun for MPI/SMDDP, otherwise `python train.py ARGS` on
+every host independently. Hosts rendezvous over loopback. Checkpoints live in one folder shared by
+all hosts, as SageMaker's S3 checkpoint sync makes them. `interrupt_at` kills every process at once,
+the way a spot reclaim ends an instance.
 """
 
 from __future__ import annotations
@@ -17,20 +20,49 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.contract import cpu_count, lay_out_host, sm_environment, user_args
+from sagestack.local.contract import (
+    CONTAINER_BASE,
+    Devices,
+    HostLayout,
+    container_path,
+    cpu_count,
+    files_under,
+    input_data_config,
+    resource_config,
+    sagemaker_process_exports,
+    sm_variables,
+    toolkit_exports,
+    training_environment,
+    write_host_config,
+)
+from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError, plan_launch
+from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, resolve_training_job
 from sagestack.spec.loader import LoadedSpec
 
 LOCAL_ACCOUNT = "000000000000"
+LOCAL_INTERFACE = "lo"  # resourceconfig.json's network_interface_name here (eth0 on SageMaker)
+# Variables of a launcher that started this process; the local hosts must not inherit them.
+_STALE = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+)
 METRICS_PREFIX = "metrics:"
 
 
@@ -47,6 +79,7 @@ class LocalTrainOptions:
     fresh: bool = False  # drop checkpoints and outputs of earlier runs
     overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameters, as the spec would set them
     threads: int | None = None  # per process; default: this machine's cores shared by every process
+    install_requirements: bool = False  # pip install -r requirements.txt here, as the container does
 
 
 @dataclass
@@ -58,6 +91,10 @@ class LocalTrainResult:
     failure: str | None
     model_dir: Path
     log_files: list[Path]
+    launch: Launch | None = None  # algo-1's runner and command
+    hosts: list[HostLayout] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)  # each host's, in host order
+    requirements: RequirementsCheck | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -155,6 +192,183 @@ def prepare_request(
     return candidate.request, plan.digest, archive.data
 
 
+def _simulated_devices(instance_type: str, procs: int) -> Devices:
+    """A simulated host has `procs` accelerators of the instance's kind (what nvidia-smi or neuron-ls
+    would count); a CPU instance has none, so the container starts one process there."""
+    from sagestack.catalog.instances import instance_type as catalog_instance
+
+    it = catalog_instance(instance_type)
+    cpus = os.cpu_count() or 1  # the toolkit's SM_NUM_CPUS is multiprocessing.cpu_count()
+    if it.gpus:
+        return Devices(gpus=procs, cpus=cpus)
+    if it.neuron_cores:
+        return Devices(neurons=procs, cpus=cpus)
+    if procs > 1:
+        raise LocalRunError(
+            f"{instance_type} has no accelerator, so the container starts one process per host; "
+            f"--procs {procs} simulates accelerators per host and needs an accelerated instance type"
+        )
+    return Devices(cpus=cpus)
+
+
+def _replace(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def lay_out_channel(dest: Path, source: Path, distribution: str, host_index: int, hosts: int) -> int:
+    """A channel's files on one host: all of them (FullyReplicated), or, for ShardedByS3Key, the
+    host's share of the objects in key order (object i goes to host i mod N). Returns the count."""
+    _replace(dest)
+    files = list(files_under(source))
+    if distribution == "ShardedByS3Key":
+        files = files[host_index::hosts]
+    dest.mkdir(parents=True)
+    for f in files:
+        target = dest / f.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(f.resolve())
+    return len(files)
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    layout: HostLayout
+    launch: Launch
+    environment: dict[str, str]  # the script's environment on top of this process's
+
+
+def prepare_hosts(
+    loaded: LoadedSpec,
+    job_key: str,
+    request: dict[str, Any],
+    archive: bytes,
+    workdir: Path,
+    options: LocalTrainOptions,
+    *,
+    master_port: int,
+) -> list[HostPlan]:
+    """What SageMaker and the container do before the script starts, once per simulated host: the
+    /opt/ml folders and their config files, the channels, the code unpacked into the host's own
+    code directory, the checkpoint directory (shared by all hosts, as S3 sync makes it), the SM_*
+    environment and the runner."""
+    job = loaded.spec.jobs[job_key]
+    hosts = [f"algo-{i + 1}" for i in range(options.hosts)]
+    instance_type = request["ResourceConfig"]["InstanceType"]
+    hyperparameters: dict[str, str] = request["HyperParameters"]
+    devices = _simulated_devices(instance_type, options.procs)
+    data_config = input_data_config(request)
+    for name, entry in data_config.items():
+        if entry["TrainingInputMode"] == "Pipe":
+            raise LocalRunError(
+                f"channel '{name}' uses Pipe input mode, which is not emulated locally (the script would "
+                "read a FIFO per epoch); use input_mode File or FastFile to run it here"
+            )
+    sources: dict[str, Path] = {}
+    for name, channel in job.channels.items():
+        if channel.local_path is None:
+            raise LocalRunError(
+                f"channel '{name}' of job '{job_key}' has no local_path; add one to run it locally"
+            )
+        source = (loaded.root / channel.local_path).resolve()
+        if not source.is_dir():
+            raise LocalRunError(f"channel '{name}': local_path {source} is not a folder")
+        sources[name] = source
+    checkpoints = workdir / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
+    threads = options.threads or max(1, cpu_count() // (options.hosts * options.procs))
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = ""
+    plans = []
+    for index, host in enumerate(hosts):
+        layout = HostLayout(host, workdir / "hosts" / host)
+        resources = resource_config(host, hosts, instance_type, LOCAL_INTERFACE)
+        write_host_config(
+            layout, hyperparameters=hyperparameters, resources=resources, data_config=data_config
+        )
+        _extract(archive, layout.code)
+        for name, source in sources.items():
+            count = lay_out_channel(
+                layout.data / name, source, data_config[name]["S3DistributionType"], index, len(hosts)
+            )
+            if count == 0:
+                raise LocalRunError(
+                    f"channel '{name}' gives {host} no files ({len(list(files_under(source)))} object(s) "
+                    f"sharded by S3 key over {len(hosts)} hosts); SageMaker would start the host with an "
+                    "empty channel: use fewer hosts or split the data into more files"
+                )
+        if checkpoint_path:
+            local = container_path(layout.base, checkpoint_path)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            _replace(local)
+            local.symlink_to(checkpoints.resolve(), target_is_directory=True)
+        env_dict = training_environment(
+            layout,
+            hyperparameters=hyperparameters,
+            resources=resources,
+            data_config=data_config,
+            devices=devices,
+            job_name=request["TrainingJobName"],
+        )
+        launch = plan_launch(env_dict, hyperparameters, layout.code)
+        environment = {
+            # the request's Environment, container paths mapped into this host's folder
+            **{
+                k: str(container_path(layout.base, v)) if v.startswith(CONTAINER_BASE) else v
+                for k, v in request.get("Environment", {}).items()
+            },
+            # what the platform sets
+            "TRAINING_JOB_NAME": request["TrainingJobName"],
+            "TRAINING_JOB_ARN": f"arn:aws:sagemaker:{loaded.spec.region}:{LOCAL_ACCOUNT}:training-job/"
+            + request["TrainingJobName"],
+            "AWS_REGION": loaded.spec.region,
+            # what the toolkit and the PyTorch container export, then the SM_* variables
+            **sagemaker_process_exports(hyperparameters),
+            **toolkit_exports(env_dict, code_dir=layout.code, master_port=master_port),
+            **({"NCCL_PROTO": "simple"} if launch.runner == "torchrun" else {}),
+            "SM_DLC_TORCH_VERSION": torch_version,
+            **sm_variables(env_dict, hyperparameters),
+            "MASTER_ADDR": "127.0.0.1",  # LOCAL_SUBSTITUTIONS
+            # the toolkit's own override of /opt/ml; a script that builds container paths from it
+            # (training_src does) stays inside the host's folder
+            "SAGEMAKER_BASE_DIR": str(layout.base),
+            "OMP_NUM_THREADS": str(threads),
+            "PYTHONUNBUFFERED": "1",
+        }
+        plans.append(HostPlan(layout, launch, environment))
+    return plans
+
+
+def _scale_notes(request: dict[str, Any], options: LocalTrainOptions) -> list[str]:
+    """Where the simulated cluster is smaller than the cloud's, say so (the world size, the global
+    batch and the scaled learning rate follow it)."""
+    from sagestack.catalog.instances import instance_type as catalog_instance
+
+    itype = request["ResourceConfig"]["InstanceType"]
+    count = request["ResourceConfig"]["InstanceCount"]
+    per_host = catalog_instance(itype).accelerators_per_host if catalog_instance(itype).is_accelerated else 1
+    notes = []
+    if options.hosts != count:
+        notes.append(
+            f"note: {options.hosts} simulated host(s); the job runs on {count} x {itype} (--hosts {count})"
+        )
+    if options.procs != per_host:
+        notes.append(
+            f"note: each simulated host has {options.procs} of {itype}'s {per_host} accelerators (--procs {per_host})"
+        )
+    return notes
+
+
+def _failure_text(code: int, command: list[str]) -> str:
+    # The toolkit's report when the script exits non-zero and left no failure file of its own.
+    return f'Framework Error: \nExecuteUserScriptError:\nExitCode {code}\nCommand "{" ".join(command)}"'
+
+
 def run_local_training(
     loaded: LoadedSpec,
     job_key: str,
@@ -168,76 +382,78 @@ def run_local_training(
         raise LocalRunError(f"no job '{job_key}' (jobs: {', '.join(spec.jobs) or 'none'})")
     if options.hosts < 1 or options.procs < 1:
         raise LocalRunError("--hosts and --procs must be at least 1")
-    job = spec.jobs[job_key]
     request, _digest, archive = prepare_request(loaded, job_key, options.overrides)
     workdir = options.workdir or loaded.root / ".sagestack" / "local" / (loaded.env or "project") / job_key
     if options.fresh and workdir.exists():
         shutil.rmtree(workdir)
-    code = workdir / "code"
-    _extract(archive, code)
-    checkpoints = workdir / "checkpoints"
-    checkpoints.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "sourcedir.tar.gz").write_bytes(archive)
+    (workdir / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True))
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-
-    channels: dict[str, Path] = {}
-    for name, channel in job.channels.items():
-        if channel.local_path is None:
-            raise LocalRunError(
-                f"channel '{name}' of job '{job_key}' has no local_path; add one to run it locally"
-            )
-        channels[name] = (loaded.root / channel.local_path).resolve()
-
-    hosts = [f"algo-{i + 1}" for i in range(options.hosts)]
-    instance_type = request["ResourceConfig"]["InstanceType"]
-    hyperparameters: dict[str, str] = request["HyperParameters"]
     port = _free_port()
-    threads = options.threads or max(1, cpu_count() // (options.hosts * options.procs))
-    processes: list[subprocess.Popen[str]] = []
-    log_files = []
-    for host in hosts:
-        layout = lay_out_host(
-            workdir / "hosts" / host,
-            host=host,
-            hosts=hosts,
-            instance_type=instance_type,
-            hyperparameters=hyperparameters,
-            channels=channels,
-        )
-        env = {
-            **os.environ,
-            **sm_environment(
-                layout,
-                hosts=hosts,
-                instance_type=instance_type,
-                hyperparameters=hyperparameters,
-                channels=list(channels),
-                job_name=request["TrainingJobName"],
-                num_cpus=cpu_count(),
-            ),
-            **job.environment,
-            "SAGESTACK_CHECKPOINT_DIR": str(checkpoints),
-            "SAGESTACK_MASTER_ADDR": "127.0.0.1",
-            "SAGESTACK_MASTER_PORT": str(port),
-            "SAGESTACK_NPROC_PER_NODE": str(options.procs),
-            "OMP_NUM_THREADS": str(threads),
-            "PYTHONUNBUFFERED": "1",
-        }
-        for stale in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            env.pop(stale, None)
-        log_path = logs / f"{host}.log"
-        log_files.append(log_path)
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, str(code / "launcher.py"), *user_args(hyperparameters)],
-                cwd=code,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,  # its own process group: an interrupt kills the whole host
+    try:
+        plans = prepare_hosts(loaded, job_key, request, archive, workdir, options, master_port=port)
+    except LaunchError as e:
+        raise LocalRunError(str(e)) from None
+    requirements = check_requirements(plans[0].layout.code)
+    if requirements is not None and not requirements.ok:
+        if not options.install_requirements:
+            problems = [
+                *requirements.unmet,
+                *(f"{line}: not checked (install it to use it)" for line in requirements.unchecked),
+            ]
+            raise LocalRunError(
+                f"{spec.jobs[job_key].source_dir}/requirements.txt: the container "
+                "installs these with pip before training, and this environment lacks them:\n  "
+                + "\n  ".join(problems)
+                + "\ninstall them here (pip install -r requirements.txt), or rerun with "
+                "--install-requirements to let sagestack run that pip command as the container does"
             )
+        installed = install_requirements(plans[0].layout.code)
+        if installed.returncode != 0:
+            raise LocalRunError(
+                f"pip install -r requirements.txt failed:\n{installed.stdout[-2000:]}{installed.stderr[-2000:]}"
+            )
+    leader = plans[0].launch
+    on_line("sagestack", f"launch: {leader.describe()}: {' '.join(leader.container_command())}")
+    for note in _scale_notes(request, options):
+        on_line("sagestack", note)
+    if len(plans) > 1 and leader.runner == "process":
+        on_line(
+            "sagestack",
+            f"warning: {len(plans)} hosts and no distribution: the script runs {len(plans)} times independently, "
+            "as in the container (algo-1's model is kept); add distribution: to train one model",
         )
+
+    processes: list[subprocess.Popen[str]] = []
+    log_files: list[Path] = []
+    owners: list[HostPlan] = []
+    base_env = {k: v for k, v in os.environ.items() if k not in _STALE}
+    try:
+        for plan in plans:
+            for rank, (command, extra) in enumerate(plan.launch.local_commands(master_port=port)):
+                suffix = (
+                    f"-{rank}"
+                    if plan.launch.runner in MPI_RUNNERS and plan.launch.processes_per_host > 1
+                    else ""
+                )
+                log_path = logs / f"{plan.layout.name}{suffix}.log"
+                log_files.append(log_path)
+                owners.append(plan)
+                processes.append(
+                    subprocess.Popen(
+                        command,
+                        cwd=plan.layout.code,
+                        env={**base_env, **plan.environment, **extra},
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        start_new_session=True,  # its own process group: an interrupt kills the whole host
+                    )
+                )
+    except LaunchError as e:
+        raise LocalRunError(str(e)) from None
 
     metrics: list[dict[str, float]] = []
     interrupted: list[int] = []
@@ -276,8 +492,8 @@ def run_local_training(
                         kill_all()
 
     pumps = [
-        threading.Thread(target=pump, args=(h, p, path), daemon=True)
-        for h, p, path in zip(hosts, processes, log_files, strict=True)
+        threading.Thread(target=pump, args=(path.stem, p, path), daemon=True)
+        for p, path in zip(processes, log_files, strict=True)
     ]
     for t in pumps:
         t.start()
@@ -289,19 +505,27 @@ def run_local_training(
     for t in pumps:
         t.join(timeout=10)
 
-    leader = workdir / "hosts" / hosts[0]
+    if not interrupted:
+        # The toolkit's last word on each host: output/success, or output/failure when the script
+        # left none of its own.
+        for plan in plans:
+            own = [c for c, o in zip(codes, owners, strict=True) if o is plan]
+            failed = next((c for c in own if c != 0), 0)
+            if failed == 0:
+                plan.layout.success.write_text("")
+            elif not plan.layout.failure.exists():
+                plan.layout.failure.write_text(_failure_text(failed, plan.launch.container_command()))
     failure = None
-    for host in hosts:
-        failure_file = workdir / "hosts" / host / "output" / "failure"
-        if failure_file.exists():
-            failure = failure_file.read_text().split("\n\n", 1)[0].strip()
+    for plan in plans:
+        if plan.layout.failure.exists():
+            failure = plan.layout.failure.read_text().split("\n\n", 1)[0].strip()
             break
     exit_code = next((c for c in codes if c != 0), 0)
     model_dir = workdir / "model"
     if exit_code == 0 and not interrupted:
         if model_dir.exists():
             shutil.rmtree(model_dir)
-        shutil.copytree(leader / "model", model_dir)
+        shutil.copytree(plans[0].layout.model, model_dir)
         (workdir / "metrics.json").write_text(json.dumps(metrics))
     return LocalTrainResult(
         workdir=workdir,
@@ -311,6 +535,10 @@ def run_local_training(
         failure=failure,
         model_dir=model_dir,
         log_files=log_files,
+        launch=leader,
+        hosts=[p.layout for p in plans],
+        launches=[p.launch for p in plans],
+        requirements=requirements,
     )
 
 

@@ -18,6 +18,8 @@ from sagestack.spec.models import JobSpec
 JOB_NAME_MAX = 63
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
 TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
+# Where training_src/train.py looks for CheckpointConfig.LocalPath (set in the request's Environment).
+CHECKPOINT_DIR_VARIABLE = "SAGESTACK_CHECKPOINT_DIR"
 DEBUGGER_RULE_NAMES = {
     "vanishing_gradient": "VanishingGradient",
     "exploding_tensor": "ExplodingTensor",
@@ -209,6 +211,10 @@ def render_training_request(
             "LocalPath": job.checkpoint.local_path,
         }
     environment = dict(job.environment)
+    if job.checkpoint is not None:
+        # Nothing in the container says where CheckpointConfig.LocalPath is; training_src reads this
+        # (the user's own Environment value wins).
+        environment.setdefault(CHECKPOINT_DIR_VARIABLE, job.checkpoint.local_path)
     if efa_enabled(job, candidate):
         environment.setdefault("FI_PROVIDER", "efa")
         if it.gpudirect_rdma:

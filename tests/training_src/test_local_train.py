@@ -11,17 +11,21 @@ import numpy as np
 import pytest
 import torch
 
-from sagestack.local.runner import LocalTrainOptions, run_local_training
+from sagestack.local.runner import LocalRunError, LocalTrainOptions, run_local_training
 
 pytestmark = pytest.mark.train
 
 
-def train(project, workdir: Path, *, hosts=1, procs=1, interrupt_at=None, **hps):
+# The example's torch_distributed job: the container starts torchrun, so --procs processes per host.
+DDP = "classifier-spot"
+
+
+def train(project, workdir: Path, *, job="classifier", hosts=1, procs=1, interrupt_at=None, **hps):
     loaded = project.load("dev")
     options = LocalTrainOptions(
         hosts=hosts, procs=procs, interrupt_at=interrupt_at, workdir=workdir, overrides=hps
     )
-    return run_local_training(loaded, "classifier", options)
+    return run_local_training(loaded, job, options)
 
 
 def weights(result) -> dict[str, torch.Tensor]:
@@ -29,7 +33,7 @@ def weights(result) -> dict[str, torch.Tensor]:
 
 
 def test_two_process_ddp_on_digits_reaches_90_percent(digits_project, tmp_path):
-    result = train(digits_project, tmp_path / "w", hosts=2, procs=1, epochs=6)
+    result = train(digits_project, tmp_path / "w", job=DDP, hosts=2, procs=1, epochs=6)
     assert result.succeeded, (result.failure, result.log_files[0].read_text()[-2000:])
     assert result.last("val_accuracy") >= 0.9
     first = next(m for m in result.metrics if "train_loss" in m)
@@ -37,40 +41,42 @@ def test_two_process_ddp_on_digits_reaches_90_percent(digits_project, tmp_path):
     assert (result.model_dir / "model.pt").exists() and (result.model_dir / "model_info.json").exists()
     scripted = torch.jit.load(str(result.model_dir / "model.pt"))
     assert scripted(torch.zeros(3, 1, 8, 8)).shape == (3, 10)
-    # the world really had two ranks: the launcher said so and both hosts logged
+    # the world really had two ranks: the container's torchrun on each host
+    assert result.launch is not None and result.launch.runner == "torchrun"
     assert "world_size=2" in result.log_files[0].read_text()
 
 
 def test_interrupted_then_resumed_run_equals_an_uninterrupted_one(digits_project, tmp_path):
     # 110 steps: the kill (sent when the log reaches step 25, so a few steps later) lands mid-run.
     hps = {"epochs": 10, "checkpoint_every_steps": 10, "log_every": 5}
-    straight = train(digits_project, tmp_path / "straight", procs=2, **hps)
+    straight = train(digits_project, tmp_path / "straight", job=DDP, procs=2, **hps)
     assert straight.succeeded, straight.failure
 
     workdir = tmp_path / "spot"
-    killed = train(digits_project, workdir, procs=2, interrupt_at=25, **hps)
+    killed = train(digits_project, workdir, job=DDP, procs=2, interrupt_at=25, **hps)
     assert killed.interrupted_at is not None and killed.interrupted_at >= 25
     assert not killed.succeeded and not (workdir / "model" / "state_dict.bin").exists()
     saved = sorted(int(p.stem.split("-")[1]) for p in (workdir / "checkpoints").glob("checkpoint-*.pt"))
     assert saved and 20 <= saved[-1] < 110  # progress was saved, and the run did not finish
 
-    resumed = train(digits_project, workdir, procs=2, **hps)
+    resumed = train(digits_project, workdir, job=DDP, procs=2, **hps)
     assert resumed.succeeded, resumed.failure
     log = resumed.log_files[0].read_text()
-    assert "resumed from checkpoint at step" in log
+    assert "resumed from checkpoint at step" in log and "world_size=2" in log
     a, b = weights(straight), weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_truncated_newest_checkpoint_is_skipped_on_resume(digits_project, tmp_path):
+    # the spot job: its CheckpointConfig is what SageMaker syncs (and the local run shares)
     hps = {"epochs": 6, "checkpoint_every_steps": 10, "log_every": 5}
-    straight = train(digits_project, tmp_path / "straight", **hps)
+    straight = train(digits_project, tmp_path / "straight", job=DDP, **hps)
     workdir = tmp_path / "spot"
-    killed = train(digits_project, workdir, interrupt_at=30, **hps)
+    killed = train(digits_project, workdir, job=DDP, interrupt_at=30, **hps)
     assert killed.interrupted_at is not None
     newest = max((workdir / "checkpoints").glob("checkpoint-*.pt"))
     newest.write_bytes(newest.read_bytes()[:100])
-    resumed = train(digits_project, workdir, **hps)
+    resumed = train(digits_project, workdir, job=DDP, **hps)
     assert resumed.succeeded, resumed.failure
     log = resumed.log_files[0].read_text()
     assert f"checkpoint {newest.name} is unreadable" in log and "resumed from checkpoint at step" in log
@@ -89,7 +95,7 @@ def test_wrong_hyperparameter_type_fails_clearly(digits_project, tmp_path):
 
 
 def test_world_size_the_data_cannot_be_split_over(digits_project, tmp_path):
-    result = train(digits_project, tmp_path / "w", procs=2, batch_size_per_device=1000)
+    result = train(digits_project, tmp_path / "w", job=DDP, procs=2, batch_size_per_device=1000)
     assert "1438 training samples cannot be split over a world of 2 processes x batch 1000" in _failure(
         result
     )
@@ -107,8 +113,10 @@ def _with_channel(project, path: str) -> None:
 
 def test_missing_channel_fails_clearly(digits_project, tmp_path):
     _with_channel(digits_project, "data/none")
-    result = train(digits_project, tmp_path / "w")
-    assert "training channel" in _failure(result) and "does not exist" in result.failure
+    # found while laying out the hosts, before any process starts (SageMaker would fail the
+    # download of a missing S3 prefix the same way: before the script)
+    with pytest.raises(LocalRunError, match=r"channel 'train': local_path .*data/none is not a folder"):
+        train(digits_project, tmp_path / "w")
 
 
 def test_unreadable_data_file_fails_clearly_and_keeps_checkpoints(digits_project, tmp_path):
@@ -142,9 +150,9 @@ def test_training_channel_with_npz_data(digits_project, tmp_path):
 def test_fsdp_with_bf16_autocast_trains_and_resumes(digits_project, tmp_path):
     hps = {"epochs": 4, "fsdp": True, "precision": "bf16", "checkpoint_every_steps": 10, "log_every": 5}
     workdir = tmp_path / "fsdp"
-    killed = train(digits_project, workdir, procs=2, interrupt_at=15, **hps)
+    killed = train(digits_project, workdir, job=DDP, procs=2, interrupt_at=15, **hps)
     assert killed.interrupted_at is not None
-    resumed = train(digits_project, workdir, procs=2, **hps)
+    resumed = train(digits_project, workdir, job=DDP, procs=2, **hps)
     assert resumed.succeeded, resumed.failure
     assert "resumed from checkpoint at step" in resumed.log_files[0].read_text()
     assert resumed.last("val_accuracy") > 0.8

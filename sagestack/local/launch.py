@@ -1,0 +1,211 @@
+"""Which runner the SageMaker PyTorch container starts on a host, and with what command.
+
+The rules of sagemaker_pytorch_container/training.py and sagemaker_training/runner.py: a runner other
+than the plain process runs only when the host's instance group is a distribution group, and then
+mpi → pytorch_ddp (SMDDP) → torch_distributed → SMDDP → XLA, in that order; without any, every host
+runs `python -- train.py ARGS` on its own. Processes per host: `sagemaker_mpi_num_of_processes_per_host`,
+else the GPUs, else the Neuron cores, else 1. `container_command` is what the container runs on the
+host (checked against the toolkit by tests/conformance); `local_commands` is how this machine runs
+the same world: loopback for `algo-1`, free ports, and the ranks mpirun would start, started directly.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sagestack.local.contract import MASTER_PORT, split_hyperparameters, to_cmd_args
+
+Runner = Literal["process", "torchrun", "mpi", "smddp", "xla"]
+
+# (runner, the hyperparameter that selects it), in the container's order of precedence
+RUNNER_FLAGS: tuple[tuple[Runner, str], ...] = (
+    ("mpi", "sagemaker_mpi_enabled"),
+    ("smddp", "sagemaker_pytorch_ddp_enabled"),
+    ("torchrun", "sagemaker_torch_distributed_enabled"),
+    ("smddp", "sagemaker_distributed_dataparallel_enabled"),
+    ("xla", "sagemaker_pytorch_xla_multi_worker_enabled"),
+)
+MPI_RUNNERS = ("mpi", "smddp")
+
+
+class LaunchError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Launch:
+    runner: Runner
+    reason: str  # which hyperparameter chose it, or why none applied
+    hosts: tuple[str, ...]
+    host_index: int
+    processes_per_host: int
+    entry_point: str
+    args: tuple[str, ...]
+    is_master: bool
+    entry_type: Literal["program", "package", "command"] = "program"
+    mpi_options: str = ""  # sagemaker_mpi_custom_mpi_options
+
+    def mpi_exports(self) -> dict[str, str]:
+        """What mpirun's `-x NAME=VALUE` flags give every rank (mpi.py MasterRunner)."""
+        words = self.mpi_options.split()
+        debug = words[words.index("--NCCL_DEBUG") + 1] if "--NCCL_DEBUG" in words[:-1] else "INFO"
+        return {"NCCL_MIN_NRINGS": "4", "NCCL_DEBUG": debug}
+
+    @property
+    def world_size(self) -> int:
+        return len(self.hosts) * self.processes_per_host if self.runner != "process" else 1
+
+    def container_command(self, python: str = "python") -> list[str]:
+        """The command the toolkit runs on this host (workers of an MPI job run none: mpirun on the
+        master starts their ranks over SSH)."""
+        if self.runner == "torchrun":
+            command = [
+                "torchrun",
+                "--nnodes",
+                str(len(self.hosts)),
+                "--nproc_per_node",
+                str(self.processes_per_host),
+            ]
+            if len(self.hosts) > 1:
+                command += [
+                    "--master_addr",
+                    self.hosts[0],
+                    "--master_port",
+                    str(MASTER_PORT),
+                    "--node_rank",
+                    str(self.host_index),
+                ]
+            return [*command, self.entry_point, *self.args]
+        if self.runner in MPI_RUNNERS:
+            if not self.is_master:
+                return []
+            per_host = self.processes_per_host
+            host_list = list(self.hosts) if per_host == 1 else [f"{h}:{per_host}" for h in self.hosts]
+            return [
+                "mpirun",
+                "--host",
+                ",".join(host_list),
+                "-np",
+                str(per_host * len(self.hosts)),
+                *(["smddprun"] if self.runner == "smddp" else []),
+                python,
+                "-m",
+                "mpi4py",
+                self.entry_point,
+                *self.args,
+            ]
+        return self._script(python)
+
+    def _script(self, python: str) -> list[str]:
+        if self.entry_type == "package":
+            module = self.entry_point[:-3] if self.entry_point.endswith(".py") else self.entry_point
+            return [python, "-m", module, *self.args]
+        if self.entry_type == "command":
+            import shlex
+
+            return [
+                "/bin/sh",
+                "-c",
+                f"./{shlex.quote(self.entry_point)} {' '.join(map(shlex.quote, self.args))}",
+            ]
+        return [python, "--", self.entry_point, *self.args]
+
+    def local_commands(self, *, master_port: int) -> list[tuple[list[str], dict[str, str]]]:
+        """(command, extra environment) for each process this machine starts for the host."""
+        python = sys.executable
+        if self.runner == "torchrun":
+            return [
+                (
+                    [
+                        python,
+                        "-m",
+                        "torch.distributed.run",
+                        "--nnodes",
+                        str(len(self.hosts)),
+                        "--nproc_per_node",
+                        str(self.processes_per_host),
+                        "--master_addr",
+                        "127.0.0.1",
+                        "--master_port",
+                        str(master_port),
+                        "--node_rank",
+                        str(self.host_index),
+                        self.entry_point,
+                        *self.args,
+                    ],
+                    {},
+                )
+            ]
+        if self.runner in MPI_RUNNERS:
+            # The ranks mpirun would place on this host (--map-by slot: host-major), with the
+            # variables Open MPI gives each rank; mpi4py (which only makes an uncaught exception
+            # abort every rank) is left out.
+            size = self.processes_per_host * len(self.hosts)
+            return [
+                (
+                    [python, self.entry_point, *self.args],
+                    {
+                        **self.mpi_exports(),
+                        "OMPI_COMM_WORLD_RANK": str(self.host_index * self.processes_per_host + local),
+                        "OMPI_COMM_WORLD_SIZE": str(size),
+                        "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+                        "OMPI_COMM_WORLD_LOCAL_SIZE": str(self.processes_per_host),
+                        "OMPI_COMM_WORLD_NODE_RANK": str(self.host_index),
+                    },
+                )
+                for local in range(self.processes_per_host)
+            ]
+        if self.runner == "xla":
+            raise LaunchError(
+                "sagemaker_pytorch_xla_multi_worker_enabled (PyTorch/XLA on Trainium) is not emulated "
+                "locally; use distribution: {torch_distributed: {}}"
+            )
+        return [(self._script(python), {})]
+
+    def describe(self) -> str:
+        world = f"world size {self.world_size}" if self.runner != "process" else "one process, its own world"
+        return f"{self.runner} ({self.reason}; {world})"
+
+
+def entry_type(code_dir: Path, entry_point: str) -> Literal["program", "package", "command"]:
+    """sagemaker_training/_entry_point_type.py: a setup.py makes a package, *.py a program."""
+    if (code_dir / "setup.py").exists():
+        return "package"
+    return "program" if entry_point.endswith(".py") else "command"
+
+
+def plan_launch(env: Mapping[str, Any], hyperparameters: Mapping[str, str], code_dir: Path) -> Launch:
+    """The runner, processes and arguments the container would use, from its training environment
+    (contract.training_environment) and the raw hyperparameters."""
+    framework = env["additional_framework_parameters"]
+    hosts = tuple(env["hosts"])
+    runner: Runner = "process"
+    reason = "no distribution hyperparameter"
+    if env["current_instance_group"] in env["distribution_instance_groups"]:
+        for candidate, flag in RUNNER_FLAGS:
+            if framework.get(flag, False):
+                runner, reason = candidate, f"{flag}=true"
+                break
+    default = env["num_gpus"] or env["num_neurons"] or 1
+    per_host = int(framework.get("sagemaker_mpi_num_of_processes_per_host", default))
+    entry = str(env["user_entry_point"])
+    return Launch(
+        runner=runner,
+        reason=reason,
+        hosts=hosts,
+        host_index=hosts.index(env["current_host"]),
+        processes_per_host=per_host,
+        entry_point=entry,
+        args=tuple(to_cmd_args(split_hyperparameters(hyperparameters).user)),
+        is_master=bool(env["is_master"]),
+        entry_type=entry_type(code_dir, entry),
+        mpi_options=str(
+            framework.get("sagemaker_mpi_custom_mpi_options")
+            or framework.get("sagemaker_distributed_dataparallel_custom_mpi_options")
+            or ""
+        ),
+    )
