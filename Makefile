@@ -15,7 +15,7 @@ setup: $(VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[train,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[train,dev,conformance]'
 	$(BIN)/python -m pip check
 	touch $@
 

@@ -6,7 +6,10 @@ Payloads: application/json ({"instances": [...]} or a bare nested list) or appli
 one sample (the model's input shape without the batch dimension) or a batch of them. Responses:
 application/json ({"predictions": [{"label": k, "probabilities": [...]}, ...]}) or
 application/x-npy (the probabilities). A bad payload raises an error with an HTTP `status`
-(400, 406, 413, 415), never a crash.
+(400, 406, 413, 415), never a crash: it is the inference toolkit's own error type
+(sagemaker_inference.errors.GenericInferenceToolkitError), the only kind the toolkit's Transformer
+answers with its status — any other exception is a 500 there, which an endpoint counts in
+Invocation5XXErrors, the metric its rollback alarm watches.
 """
 
 from __future__ import annotations
@@ -24,14 +27,30 @@ NPY = "application/x-npy"
 MAX_BATCH_ROWS = 1024
 
 
-class PayloadError(ValueError):
-    """The request cannot be served as sent (the server answers `status`)."""
+try:  # in SageMaker's PyTorch / Neo inference containers
+    from sagemaker_inference.errors import GenericInferenceToolkitError as _ToolkitError
+except ImportError:  # elsewhere (`sagestack local serve`, tests): the same shape
 
-    status = 400
+    class _ToolkitError(Exception):  # type: ignore[no-redef]
+        def __init__(self, status_code: int, message: str | None = None, phrase: str | None = None) -> None:
+            self.status_code = status_code
+            self.message = message or "Invalid Request"
+            self.phrase = phrase or self.message
+            super().__init__(status_code, self.message, self.phrase)
+
+
+class PayloadError(_ToolkitError, ValueError):
+    """The request cannot be served as sent: the server answers `status_code` with the message."""
 
     def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(status, message)
+
+    @property
+    def status(self) -> int:
+        return int(self.status_code)
+
+    def __str__(self) -> str:
+        return str(self.message)
 
 
 class Model:

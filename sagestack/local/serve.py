@@ -6,8 +6,11 @@ is missing). Requests are batched dynamically: while the model runs one batch, n
 queue, and the next batch takes all of them (up to max_batch rows) — no added wait at low load,
 bigger batches under load. `max_delay_ms` > 0 also waits that long for a batch to fill.
 
-A payload the model cannot take gets a 4xx with the reason (from the handler's `status`, 400 for
-other ValueErrors); only a fault in the model itself is a 500.
+Errors are answered as the inference toolkit's Transformer answers them (sagemaker_inference/
+transformer.py): an exception with a `status_code` (the toolkit's BaseInferenceToolkitError, which
+training_src/inference.py raises for a payload it cannot take) gets that status and its message;
+any other exception is a 500. JSON and CSV bodies reach input_fn as text, others as bytes; a missing
+or `*/*` Accept becomes SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT (application/json).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import importlib.util
 import io
 import json
+import os
 import tarfile
 import threading
 from collections.abc import Awaitable, Callable
@@ -26,6 +30,8 @@ from types import ModuleType
 from typing import Any
 
 MAX_BODY = 6 * 1024 * 1024  # SageMaker real-time endpoints accept payloads up to 6 MB
+JSON = "application/json"
+UTF8_TYPES = (JSON, "text/csv")  # sagemaker_inference.content_types: decoded to str for input_fn
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -39,7 +45,7 @@ class ServeError(Exception):
 @dataclass
 class Handlers:
     model: Any
-    input_fn: Callable[[bytes, str], Any]
+    input_fn: Callable[[bytes | str, str | None], Any]
     predict_fn: Callable[[Any, Any], Any]
     output_fn: Callable[[Any, str], Any]
     module: ModuleType | None = None
@@ -87,15 +93,16 @@ def _default_model_fn(model_dir: str) -> Any:
     return torch.jit.load(str(path), map_location="cpu").eval()  # type: ignore[no-untyped-call]
 
 
-def _default_input_fn(body: bytes, content_type: str) -> Any:
+def _default_input_fn(body: bytes | str, content_type: str | None) -> Any:
     import numpy as np
     import torch
 
-    kind = content_type.split(";")[0].strip()
+    kind = (content_type or JSON).split(";")[0].strip()
     if kind == "application/json":
         return torch.from_numpy(np.asarray(json.loads(body), dtype=np.float32))
     if kind == "application/x-npy":
-        return torch.from_numpy(np.load(io.BytesIO(body), allow_pickle=False))
+        raw = body.encode() if isinstance(body, str) else body
+        return torch.from_numpy(np.load(io.BytesIO(raw), allow_pickle=False))
     raise _status_error(f"content type '{kind}' is not supported", 415)
 
 
@@ -110,10 +117,25 @@ def _default_output_fn(prediction: Any, accept: str) -> Any:
     return json.dumps(prediction.tolist()).encode(), "application/json"
 
 
-def _status_error(message: str, status: int) -> ValueError:
-    e = ValueError(message)
-    e.status = status  # type: ignore[attr-defined]
-    return e
+class ClientError(Exception):
+    """The toolkit's GenericInferenceToolkitError, for the default handlers here."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+def _status_error(message: str, status: int) -> ClientError:
+    return ClientError(status, message)
+
+
+def error_response(e: BaseException) -> tuple[int, str]:
+    """(status, message) as the toolkit's Transformer answers an exception."""
+    status = getattr(e, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        return status, str(getattr(e, "message", e))
+    return 500, f"{type(e).__name__}: {e}"
 
 
 # ---------------------------------------------------------------- dynamic batching
@@ -228,6 +250,7 @@ class ServingApp:
     def __init__(self, handlers: Handlers, batcher: Batcher) -> None:
         self.handlers = handlers
         self.batcher = batcher
+        self.default_accept = os.environ.get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", JSON)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -257,24 +280,18 @@ class ServingApp:
                 send, 413, json.dumps({"error": f"payloads are limited to {MAX_BODY} bytes"}).encode()
             )
             return
-        content_type = headers.get("content-type", "application/json")
-        accept = headers.get("accept", "application/json")
+        content_type = headers.get("content-type")
+        accept = headers.get("accept")
+        if not accept or accept == "*/*":
+            accept = self.default_accept
         h = self.handlers
         try:
-            data = h.input_fn(body, content_type)
-        except Exception as e:
-            await _client_error(send, e)
-            return
-        try:
+            payload_in: bytes | str = body.decode("utf-8") if content_type in UTF8_TYPES else body
+            data = h.input_fn(payload_in, content_type)
             prediction = await self.batcher.predict(data)
-        except Exception as e:
-            status = getattr(e, "status", 500)
-            await _respond(send, status, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
-            return
-        try:
             result = h.output_fn(prediction, accept)
         except Exception as e:
-            await _client_error(send, e)
+            await _error(send, e)
             return
         payload, out_type = result if isinstance(result, tuple) else (result, accept)
         if isinstance(payload, str):
@@ -308,11 +325,9 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks) if size <= MAX_BODY else None
 
 
-async def _client_error(send: Send, e: Exception) -> None:
-    status = getattr(e, "status", None)
-    if status is None:
-        status = 400 if isinstance(e, (ValueError, TypeError, KeyError)) else 500
-    await _respond(send, int(status), json.dumps({"error": str(e)}).encode())
+async def _error(send: Send, e: Exception) -> None:
+    status, message = error_response(e)
+    await _respond(send, status, json.dumps({"error": message}).encode())
 
 
 async def _respond(send: Send, status: int, body: bytes, content_type: str = "application/json") -> None:

@@ -98,7 +98,9 @@ LAYOUTS = {
 def conformance_project(root: Path, layout: Layout) -> Project:
     project = Project(root)
     shutil.rmtree(project.root / "training_src")
-    shutil.copytree(REPO / "training_src", project.root / "training_src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "training_src", project.root / "training_src", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copyfile(Path(__file__).with_name("probe.py"), project.root / "training_src" / "probe.py")
     if "data/train" in layout.job:
         from sklearn.datasets import load_digits
@@ -107,7 +109,9 @@ def conformance_project(root: Path, layout: Layout) -> Project:
         x = digits.images.reshape(-1, 1, 8, 8).astype(np.float32) / 16.0
         folder = project.root / "data" / "train"
         folder.mkdir(parents=True)
-        for i, (xs, ys) in enumerate(zip(np.array_split(x, 4), np.array_split(digits.target, 4), strict=True)):
+        for i, (xs, ys) in enumerate(
+            zip(np.array_split(x, 4), np.array_split(digits.target, 4), strict=True)
+        ):
             np.savez(folder / f"part-{i}.npz", x=xs, y=ys)
     job = textwrap.indent(layout.job, "    ")
     project.spec(
@@ -145,7 +149,9 @@ def _run(layout_name: str, tmp_path: Path) -> Compared:
     local = run_local_training(
         project.load(),
         "job",
-        LocalTrainOptions(hosts=layout.hosts, procs=layout.procs, workdir=tmp_path / "local", threads=THREADS),
+        LocalTrainOptions(
+            hosts=layout.hosts, procs=layout.procs, workdir=tmp_path / "local", threads=THREADS
+        ),
     )
     assert local.succeeded, (local.failure, [p.read_text()[-3000:] for p in local.log_files])
     hosts = toolkit.run_toolkit(local.workdir, tmp_path / "toolkit", threads=THREADS)
@@ -169,7 +175,9 @@ def compared(request: pytest.FixtureRequest, runs: dict[str, Compared], tmp_path
 
 
 def _probes(base: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted((base / "output" / "data").glob("probe-*.json"))}
+    return {
+        p.stem: json.loads(p.read_text()) for p in sorted((base / "output" / "data").glob("probe-*.json"))
+    }
 
 
 def _normalize(value: str, base: Path, request: dict, toolkit_tarball: Path | None) -> str:
@@ -295,5 +303,7 @@ def test_a_custom_checkpoint_path_is_where_the_script_writes(runs, tmp_path_fact
     assert run.request["CheckpointConfig"]["LocalPath"] == "/opt/ml/ckpt-custom"
     local = sorted(p.name for p in (run.local.workdir / "checkpoints").glob("checkpoint-*.pt"))
     # under the toolkit, /opt/ml/ckpt-custom is the folder SageMaker would sync to S3
-    synced = sorted(p.name for p in (run.toolkit[0].base.parent.parent / "checkpoints").glob("checkpoint-*.pt"))
+    synced = sorted(
+        p.name for p in (run.toolkit[0].base.parent.parent / "checkpoints").glob("checkpoint-*.pt")
+    )
     assert local and local == synced
