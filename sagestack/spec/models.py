@@ -199,6 +199,11 @@ class ChannelSpec(StrictModel):
 class VpcSpec(StrictModel):
     subnets: list[str] = Field(min_length=1, max_length=16)
     security_groups: list[str] = Field(min_length=1, max_length=5)
+    egress: bool = Field(
+        default=True,
+        description="false: the subnets have no route out (no NAT gateway or PyPI mirror), so the "
+        "container cannot pip install the source dir's requirements.txt",
+    )
 
 
 class ModelSizing(StrictModel):

@@ -181,3 +181,27 @@ def test_tensorboard_and_profiler_write_their_files(digits_project, tmp_path):
     board = result.workdir / "hosts" / "algo-1" / "output" / "tensorboard"
     assert list(board.glob("events.out.tfevents.*"))
     assert list((board / "profiler").glob("*.pt.trace.json*"))
+
+
+def test_unmet_requirements_refuse_the_run_and_say_what_to_do(digits_project, tmp_path):
+    (digits_project.root / "training_src/requirements.txt").write_text("surely-not-a-package-here==1.0\n")
+    with pytest.raises(LocalRunError) as info:
+        train(digits_project, tmp_path / "w", max_steps=2)
+    message = str(info.value)
+    assert message.startswith(
+        "training_src/requirements.txt: the container installs these with pip before training, and this "
+        "environment lacks them:\n  surely-not-a-package-here==1.0: not installed\n"
+    )
+    assert "--install-requirements" in message
+
+
+def test_install_requirements_runs_pip_as_the_container_does(digits_project, tmp_path):
+    # an option line cannot be checked without pip; --no-index keeps pip offline here
+    (digits_project.root / "training_src/requirements.txt").write_text("--no-index\nscikit-learn\n")
+    with pytest.raises(LocalRunError, match="--no-index: not checked"):
+        train(digits_project, tmp_path / "w", max_steps=2)
+    loaded = digits_project.load("dev")
+    options = LocalTrainOptions(workdir=tmp_path / "w", install_requirements=True, overrides={"max_steps": 2})
+    result = run_local_training(loaded, "classifier", options)
+    assert result.succeeded, result.failure
+    assert result.requirements is not None and result.requirements.unchecked == ("--no-index",)

@@ -166,8 +166,76 @@ def test_prefer_one_multi_accelerator_instance(project):
     ]
 
 
+def test_prefer_one_instance_with_at_least_n_accelerators(project):
+    # three single-GPU hosts: no g5 has exactly 3 GPUs, the 4-GPU g5.12xlarge has room for them
+    bad = job("instance_type: ml.g5.2xlarge\ninstance_count: 3\ndistribution: {torch_distributed: {}}")
+    assert findings(project, "prefer-one-multi-accelerator-instance", bad) == [
+        "jobs.big.instance_type.0: 3x ml.g5.2xlarge puts one A10G on each host, so every gradient exchange "
+        "crosses the network; 1x ml.g5.12xlarge has 4 A10Gs (room for your 3) on one host (NVLink/PCIe) and "
+        "is usually faster"
+    ]
+    # more hosts than any g5 has GPUs: nothing to suggest
+    ok = job("instance_type: ml.g5.2xlarge\ninstance_count: 9\ndistribution: {torch_distributed: {}}")
+    assert findings(project, "prefer-one-multi-accelerator-instance", ok) == []
+
+
+def test_multi_host_without_distribution(project):
+    ok = job("instance_type: ml.g5.12xlarge\ninstance_count: 2\ndistribution: {torch_distributed: {}}")
+    assert findings(project, "multi-host-without-distribution", ok) == []
+    assert findings(project, "multi-host-without-distribution", job("instance_type: ml.g5.12xlarge")) == []
+    bad = job("instance_type: ml.g5.12xlarge\ninstance_count: 2")
+    assert findings(project, "multi-host-without-distribution", bad) == [
+        "jobs.big.instance_count: 2 hosts and no distribution: the container runs the script 2 times "
+        "independently (each host trains its own model, on its own share of a sharded channel); add "
+        "distribution: {torch_distributed: {}} to train one model across them, or use instance_count: 1"
+    ]
+
+
+def test_dataloader_workers_per_cpu(project):
+    # ml.g5.12xlarge: 48 vCPUs, 4 GPUs -> torchrun starts 4 processes, 12 vCPUs each
+    ok = job(
+        "instance_type: ml.g5.12xlarge\ndistribution: {torch_distributed: {}}\nhyperparameters: {num_workers: 12}"
+    )
+    assert findings(project, "dataloader-workers-per-cpu", ok) == []
+    bad = ok.replace("num_workers: 12", "num_workers: 16")
+    assert findings(project, "dataloader-workers-per-cpu", bad) == [
+        "jobs.big.hyperparameters.num_workers: num_workers=16 data-loader workers per process, but "
+        "ml.g5.12xlarge has 48 vCPUs for 4 training process(es) (12 each): the extra workers contend for "
+        "the same cores and slow every step; use at most 12"
+    ]
+    # without a distribution the container starts one process per host: all 48 vCPUs are its
+    single = job("instance_type: ml.g5.12xlarge\nhyperparameters: {num_workers: 16}")
+    assert findings(project, "dataloader-workers-per-cpu", single) == []
+
+
+def test_requirements_need_network(project):
+    project.write("training_src/requirements.txt", "scikit-learn==1.9.1\n")
+    isolated = job("instance_type: ml.g5.2xlarge\nnetwork_isolation: true")
+    assert findings(project, "requirements-need-network", isolated) == [
+        "jobs.big.network_isolation: training_src/requirements.txt is installed with pip from the network "
+        "before the script starts, and network_isolation: true gives the container no network: the job would "
+        "fail at that step. Vendor the wheels into the source dir (pip download -r requirements.txt -d "
+        "training_src/wheels, then start requirements.txt with --no-index --find-links wheels), or bake them "
+        "into a dockerfile: image"
+    ]
+    closed = job(
+        "instance_type: ml.g5.2xlarge\nvpc: {subnets: [subnet-1], security_groups: [sg-1], egress: false}"
+    )
+    (message,) = findings(project, "requirements-need-network", closed)
+    assert message.startswith("jobs.big.vpc.egress: ") and "(vpc.egress: false)" in message
+    open_vpc = job("instance_type: ml.g5.2xlarge\nvpc: {subnets: [subnet-1], security_groups: [sg-1]}")
+    assert findings(project, "requirements-need-network", open_vpc) == []
+    # vendored wheels install without the network
+    project.write("training_src/requirements.txt", "--no-index --find-links wheels\nscikit-learn==1.9.1\n")
+    assert findings(project, "requirements-need-network", isolated) == []
+    (project.root / "training_src/requirements.txt").unlink()
+    assert findings(project, "requirements-need-network", isolated) == []
+
+
 def test_warnings_do_not_fail_loading_and_are_kept(project):
-    loaded = project.spec(job("instance_type: ml.g5.2xlarge\ninstance_count: 4")).load()
+    loaded = project.spec(
+        job("instance_type: ml.g5.2xlarge\ninstance_count: 4\ndistribution: {torch_distributed: {}}")
+    ).load()
     assert [w.rule for w in loaded.warnings] == ["prefer-one-multi-accelerator-instance"]
     assert (
         loaded.warnings[0]

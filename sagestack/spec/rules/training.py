@@ -209,12 +209,114 @@ def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]
         same_family = [
             instance_type(n) for n in instance_types_for("training") if n.startswith(f"ml.{it.family}.")
         ]
-        better = [o for o in same_family if o.accelerator is not None and o.accelerator.count == total]
-        if better:
-            alt = min(better, key=lambda o: o.price_per_hour or float("inf"))
+        # the smallest host with room for all N devices (then the cheapest of those)
+        roomy = [o for o in same_family if o.accelerator is not None and o.accelerator.count >= total]
+        if not roomy:
+            continue
+        fewest = min(o.accelerator.count for o in roomy if o.accelerator is not None)
+        alt = min(
+            (o for o in roomy if o.accelerator is not None and o.accelerator.count == fewest),
+            key=lambda o: o.price_per_hour or float("inf"),
+        )
+        has = (
+            f"the same {total} {acc.model}s"
+            if fewest == total
+            else f"{fewest} {acc.model}s (room for your {total})"
+        )
+        yield Finding(
+            ("jobs", name, "instance_type", i),
+            f"{total}x {it.name} puts one {acc.model} on each host, so every gradient exchange crosses the "
+            f"network; 1x {alt.name} has {has} on one host (NVLink/PCIe) and is usually faster",
+        )
+
+
+@rule(
+    "multi-host-without-distribution",
+    "warning",
+    "several hosts with no distribution run the script independently on each",
+)
+def multi_host_without_distribution(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if job.instance_count > 1 and job.distribution is None:
             yield Finding(
-                ("jobs", name, "instance_type", i),
-                f"{total}x {it.name} puts one {acc.model} on each host, so every gradient exchange crosses the "
-                f"network; 1x {alt.name} has the same {total} {acc.model}s on one host (NVLink/PCIe) and is "
-                "usually faster",
+                ("jobs", name, "instance_count"),
+                f"{job.instance_count} hosts and no distribution: the container runs the script "
+                f"{job.instance_count} times independently (each host trains its own model, on its own "
+                "share of a sharded channel); add distribution: {torch_distributed: {}} to train one model "
+                "across them, or use instance_count: 1",
             )
+
+
+# Hyperparameter names that scripts commonly use for DataLoader(num_workers=...).
+DATALOADER_WORKER_KEYS = (
+    "num_workers",
+    "dataloader_num_workers",
+    "dataloader_workers",
+    "data_loader_workers",
+    "num_data_workers",
+    "data_workers",
+    "workers",
+)
+
+
+def _processes_per_host(job: JobSpec, it: InstanceType) -> int:
+    dist = job.distribution
+    if dist is None:
+        return 1  # the container's plain runner: one python per host
+    if dist.mpi is not None and dist.mpi.processes_per_host:
+        return dist.mpi.processes_per_host
+    return it.accelerators_per_host
+
+
+@rule(
+    "dataloader-workers-per-cpu",
+    "warning",
+    "data-loader workers per process stay within the instance's vCPUs per process",
+)
+def dataloader_workers_per_cpu(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, _i, it in _candidates(ctx):
+        if it.vcpu is None:
+            continue
+        for key in DATALOADER_WORKER_KEYS:
+            value = job.hyperparameters.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                continue
+            procs = _processes_per_host(job, it)
+            share = max(1, it.vcpu // procs)
+            if value > share:
+                yield Finding(
+                    ("jobs", name, "hyperparameters", key),
+                    f"{key}={value} data-loader workers per process, but {it.name} has {it.vcpu} vCPUs for "
+                    f"{procs} training process(es) ({share} each): the extra workers contend for the same "
+                    f"cores and slow every step; use at most {share}",
+                )
+
+
+@rule(
+    "requirements-need-network",
+    "error",
+    "a source dir's requirements.txt is installed by the container over the network",
+)
+def requirements_need_network(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        requirements = ctx.root / job.source_dir / "requirements.txt"
+        if not requirements.is_file():
+            continue
+        if job.network_isolation:
+            where: tuple[str | int, ...] = ("jobs", name, "network_isolation")
+            why = "network_isolation: true gives the container no network"
+        elif job.vpc is not None and not job.vpc.egress:
+            where = ("jobs", name, "vpc", "egress")
+            why = "its VPC subnets have no route out (vpc.egress: false)"
+        else:
+            continue
+        text = requirements.read_text(errors="replace")
+        if re.search(r"^\s*--no-index\b", text, re.MULTILINE):
+            continue  # installs from files in the source dir (--no-index --find-links wheels/)
+        yield Finding(
+            where,
+            f"{job.source_dir}/requirements.txt is installed with pip from the network before the script "
+            f"starts, and {why}: the job would fail at that step. Vendor the wheels into the source dir "
+            f"(pip download -r requirements.txt -d {job.source_dir}/wheels, then start requirements.txt with "
+            "--no-index --find-links wheels), or bake them into a dockerfile: image",
+        )
