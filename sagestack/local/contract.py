@@ -122,6 +122,10 @@ def user_args(hyperparameters: Mapping[str, str]) -> list[str]:
     return to_cmd_args(split_hyperparameters(hyperparameters).user)
 
 
+def is_container_path(value: str) -> bool:
+    return value == CONTAINER_BASE or value.startswith(CONTAINER_BASE + "/")
+
+
 def container_path(base: Path, path: str) -> Path:
     """Where a container path lives in a simulated host whose folder `base` plays /opt/ml."""
     pure = Path(path)

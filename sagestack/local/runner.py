@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.local.contract import (
-    CONTAINER_BASE,
     Devices,
     HostLayout,
     container_path,
     cpu_count,
     files_under,
     input_data_config,
+    is_container_path,
     resource_config,
     sagemaker_process_exports,
     sm_variables,
@@ -299,8 +299,8 @@ def prepare_hosts(
             if count == 0:
                 raise LocalRunError(
                     f"channel '{name}' gives {host} no files ({len(list(files_under(source)))} object(s) "
-                    f"sharded by S3 key over {len(hosts)} hosts); SageMaker would start the host with an "
-                    "empty channel: use fewer hosts or split the data into more files"
+                    f"sharded by S3 key over {len(hosts)} hosts): the script there would find the channel "
+                    "empty; use fewer hosts or split the data into more files"
                 )
         if checkpoint_path:
             local = container_path(layout.base, checkpoint_path)
@@ -319,7 +319,7 @@ def prepare_hosts(
         environment = {
             # the request's Environment, container paths mapped into this host's folder
             **{
-                k: str(container_path(layout.base, v)) if v.startswith(CONTAINER_BASE) else v
+                k: str(container_path(layout.base, v)) if is_container_path(v) else v
                 for k, v in request.get("Environment", {}).items()
             },
             # what the platform sets
