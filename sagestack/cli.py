@@ -710,10 +710,16 @@ def rules() -> None:
 
 def main() -> None:
     """Entry point: never a traceback for a user's mistake; SAGESTACK_DEBUG=1 shows one for ours."""
+    from sagestack.spec.errors import SpecError
+
     try:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except SpecError as e:  # a spec problem found by any command: the report, exit 2
+        for issue in e.issues:
+            print(issue.format(), file=sys.stderr)
+        sys.exit(EXIT_INVALID_SPEC)
     except Exception as e:
         if os.environ.get("SAGESTACK_DEBUG"):
             raise

@@ -53,17 +53,58 @@ def read_yaml(path: Path, display: str) -> Document:
 _PARSED: dict[tuple[str, str, int, int], Document] = {}
 
 
+# Bounds a spec file must stay within (a real one is a few kilobytes): larger files, deeper nesting
+# or alias expansion beyond them are refused with a location instead of taking the machine's memory.
+MAX_SPEC_BYTES = 1024 * 1024
+MAX_NODES = 100_000  # keys, items and scalars after alias expansion
+MAX_DEPTH = 64
+
+
+def _issue(display: str, message: str, line: int = 1, column: int = 1) -> SpecError:
+    return SpecError([SpecIssue(message, location=Location(display, line, column))])
+
+
+def _line_col(data: bytes | str, offset: int) -> tuple[int, int]:
+    head = data[:offset]
+    newline = b"\n" if isinstance(head, bytes) else "\n"
+    line = head.count(newline) + 1  # type: ignore[arg-type]
+    return line, offset - (head.rfind(newline) + 1) + 1  # type: ignore[arg-type]
+
+
+def _read_text(path: Path, display: str) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise _issue(
+                display,
+                f"the file is {size / 1024 / 1024:.1f} MiB; a spec is at most {MAX_SPEC_BYTES // 1024 // 1024} MiB "
+                "of YAML (is this the right file?)",
+            )
+        data = path.read_bytes()
+    except OSError as e:
+        raise _issue(display, f"cannot read {display}: {e.strerror}") from None
+    if b"\x00" in data:
+        line, column = _line_col(data, data.index(b"\x00"))
+        raise _issue(display, "this is a binary file (a NUL byte), not YAML text", line, column)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, column = _line_col(data, e.start)
+        raise _issue(
+            display,
+            f"the file is not UTF-8 (byte 0x{data[e.start]:02x}); save it as UTF-8",
+            line,
+            column,
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
 def _parse(path: Path, display: str) -> Document:
     from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     yaml = YAML(typ="rt")
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError(
-            [SpecIssue(f"cannot read {display}: {e.strerror}", location=Location(display, 1, 1))]
-        ) from None
+    text = _read_text(path, display)
     try:
         raw = yaml.load(text)
     except MarkedYAMLError as e:
@@ -71,34 +112,70 @@ def _parse(path: Path, display: str) -> Document:
         loc = Location(display, mark.line + 1, mark.column + 1) if mark else Location(display, 1, 1)
         problem = " ".join(str(x) for x in (e.context, e.problem) if x)
         raise SpecError([SpecIssue(f"invalid YAML: {problem}", location=loc)]) from None
+    except YAMLError as e:  # e.g. the reader's "unacceptable character": no mark, a position
+        position = getattr(e, "position", None)
+        line, column = _line_col(text, position) if isinstance(position, int) else (1, 1)
+        raise _issue(display, f"invalid YAML: {e}".replace("\n", " "), line, column) from None
+    except RecursionError:
+        raise _issue(
+            display, f"invalid YAML: nested deeper than the parser can follow (at most {MAX_DEPTH})"
+        ) from None
     doc = Document(data=None, file=display)
-    doc.data = _plain(raw, (), doc)
+    try:
+        doc.data = _plain(raw, (), doc, _Budget())
+    except _TooLarge as e:
+        location = doc.locate(e.path) or Location(display, 1, 1)
+        raise SpecError([SpecIssue(e.message, path=e.path, location=location)]) from None
     if doc.data is None:
         doc.data = {}
     return doc
 
 
-def _plain(node: Any, path: Path_, doc: Document) -> Any:
+class _TooLarge(Exception):
+    def __init__(self, message: str, path: Path_) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+@dataclass
+class _Budget:
+    nodes: int = 0
+
+
+def _plain(node: Any, path: Path_, doc: Document, budget: _Budget) -> Any:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
     from ruamel.yaml.scalarstring import ScalarString
+
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        raise _TooLarge(
+            f"the spec expands to more than {MAX_NODES} values (YAML aliases repeating anchors?); "
+            "a real spec has a few hundred",
+            path,
+        )
+    if len(path) > MAX_DEPTH:
+        raise _TooLarge(f"nested more than {MAX_DEPTH} levels deep", path)
+    here = doc.values.get(path) or Location(doc.file, 1, 1)
+
+    def at(mark: Any) -> Location:
+        # ruamel records no position for some nodes (tagged collections): use the parent's
+        return Location(doc.file, mark[0] + 1, mark[1] + 1) if mark else here
 
     if isinstance(node, CommentedMap):
         out: dict[str, Any] = {}
         for k, v in node.items():
             child = (*path, str(k))
-            kl, kc = node.lc.key(k)
-            vl, vc = node.lc.value(k)
-            doc.keys[child] = Location(doc.file, kl + 1, kc + 1)
-            doc.values[child] = Location(doc.file, vl + 1, vc + 1)
-            out[str(k)] = _plain(v, child, doc)
+            doc.keys[child] = at(node.lc.key(k))
+            doc.values[child] = at(node.lc.value(k))
+            out[str(k)] = _plain(v, child, doc, budget)
         return out
     if isinstance(node, CommentedSeq):
         items = []
         for i, v in enumerate(node):
             child = (*path, i)
-            line, col = node.lc.item(i)
-            doc.values[child] = Location(doc.file, line + 1, col + 1)
-            items.append(_plain(v, child, doc))
+            doc.values[child] = at(node.lc.item(i))
+            items.append(_plain(v, child, doc, budget))
         return items
     if isinstance(node, ScalarString):
         return str(node)
@@ -108,7 +185,10 @@ def _plain(node: Any, path: Path_, doc: Document) -> Any:
         return int(node)
     if isinstance(node, float):
         return float(node)
-    return node
+    if isinstance(node, (str, bytes)) or hasattr(node, "isoformat"):
+        return node
+    # anything else the round-trip loader builds (tagged values, sets, ordered maps): its text
+    return str(node)
 
 
 def _under(paths: dict[Path_, Location], prefix: Path_) -> Iterator[Path_]:

@@ -1,0 +1,218 @@
+"""The spec loader cannot be knocked over: whatever a spec file holds, loading it succeeds or
+raises SpecError with a location (the CLI's exit 2) — never another exception, never unbounded
+memory. Hostile files (alias bombs, huge, binary, not UTF-8, deeply nested) each have a test, and
+hypothesis throws bytes, text, mutated real specs and random structures at the loader."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+from typer.testing import CliRunner
+
+from sagestack.cli import app
+from sagestack.spec import SpecError, load_project
+from sagestack.spec.yamldoc import MAX_DEPTH, MAX_NODES, MAX_SPEC_BYTES
+from tests.conftest import REPO
+
+EXAMPLE = (REPO / "config" / "sagestack.yaml").read_text()
+DEV = (REPO / "config" / "envs" / "dev.yaml").read_text()
+STATS = {"examples": 0, "loaded": 0, "spec_errors": 0}
+
+
+def _root(project: bytes | str, overlay: bytes | str | None = None) -> Path:
+    root = Path(tempfile.mkdtemp(prefix="fuzz-"))
+    (root / "config" / "envs").mkdir(parents=True)
+    (root / "training_src").mkdir()
+    (root / "training_src" / "train.py").write_text("print('train')\n")
+    shutil.copytree(REPO / "containers", root / "containers")  # the example's dockerfile: image
+    target = root / "config" / "sagestack.yaml"
+    target.write_bytes(project.encode() if isinstance(project, str) else project)
+    if overlay is not None:
+        env = root / "config" / "envs" / "dev.yaml"
+        env.write_bytes(overlay.encode() if isinstance(overlay, str) else overlay)
+    return root
+
+
+def _load_never_crashes(project: bytes | str, overlay: bytes | str | None = None) -> None:
+    root = _root(project, overlay)
+    STATS["examples"] += 1
+    try:
+        load_project(root, "dev" if overlay is not None else None)
+        STATS["loaded"] += 1
+    except SpecError as e:
+        STATS["spec_errors"] += 1
+        assert e.issues and all(i.location is not None for i in e.issues if i.severity == "error"), e.report()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+BOMB = "\n".join(
+    [
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        *(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)),
+    ]
+)
+HOSTILE = {
+    "alias bomb": (BOMB, f"expands to more than {MAX_NODES} values"),
+    "huge file": ("project: x\n" + "# padding\n" * (MAX_SPEC_BYTES // 10 + 1), "a spec is at most 1 MiB"),
+    "binary": (b"project: digits\n\x00\x01\x02", "binary file"),
+    "not utf-8": (b"project: caf\xe9\n", "not UTF-8 (byte 0xe9)"),
+    "deep flow nesting": ("a: " + "[" * 5000 + "]" * 5000, "nested deeper than the parser can follow"),
+    "deep block nesting": (
+        "".join(f"{'  ' * i}k{i}:\n" for i in range(MAX_DEPTH + 5)) + "  " * (MAX_DEPTH + 5) + "v\n",
+        f"nested more than {MAX_DEPTH} levels deep",
+    ),
+    "control character": ("project: digits\x07\n", "invalid YAML"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_files_are_spec_errors_with_a_location(case: str) -> None:
+    text, expected = HOSTILE[case]
+    root = _root(text)
+    with pytest.raises(SpecError) as info:
+        load_project(root)
+    (issue,) = info.value.issues
+    assert expected in issue.message
+    assert issue.location is not None and issue.location.file == "config/sagestack.yaml"
+
+
+@pytest.mark.parametrize("case", ["alias bomb", "binary", "not utf-8"])
+@pytest.mark.parametrize(
+    "command", [["validate"], ["plan", "--env", "dev", "--quotas", "off"], ["lock", "--env", "dev"]]
+)
+def test_every_command_that_loads_a_spec_exits_2_with_the_location(case: str, command: list[str]) -> None:
+    root = _root(HOSTILE[case][0], "{}\n")
+    result = CliRunner().invoke(app, [*command, "--root", str(root)])
+    assert result.exit_code == 2, result.output
+    assert "config/sagestack.yaml:" in result.output and HOSTILE[case][1] in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_overlay_is_held_to_the_same_bounds() -> None:
+    root = _root(EXAMPLE, BOMB)
+    with pytest.raises(SpecError) as info:
+        load_project(root, "dev")
+    assert info.value.issues[0].location.file == "config/envs/dev.yaml"
+
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_fuzz_bytes(data: bytes) -> None:
+    _load_never_crashes(data)
+
+
+@FUZZ
+@given(st.text(max_size=400))
+def test_fuzz_text(text: str) -> None:
+    _load_never_crashes(text, text)
+
+
+def _mutate(text: str, seed: int, edits: int) -> str:
+    rnd = random.Random(seed)
+    chars = list(text)
+    for _ in range(edits):
+        i = rnd.randrange(len(chars) + 1)
+        op = rnd.choice(["delete", "insert", "duplicate", "swap"])
+        if op == "delete" and chars:
+            del chars[i : i + rnd.randint(1, 20)]
+        elif op == "insert":
+            chars[i:i] = rnd.choice(
+                [
+                    "&a ",
+                    "*a",
+                    ": ",
+                    "- ",
+                    "\n  ",
+                    "{",
+                    "[",
+                    "]",
+                    "}",
+                    "!!str ",
+                    "~",
+                    "'",
+                    '"',
+                    "0x1f",
+                    "-1",
+                    "1e999",
+                    "\t",
+                    "?",
+                ]
+            )
+        elif op == "duplicate" and chars:
+            j = rnd.randrange(len(chars))
+            chars[i:i] = chars[j : j + rnd.randint(1, 80)]
+        elif op == "swap" and len(chars) > 2:
+            j = rnd.randrange(len(chars))
+            chars[i % len(chars)], chars[j] = chars[j], chars[i % len(chars)]
+    return "".join(chars)
+
+
+@FUZZ
+@given(st.integers(0, 2**32), st.integers(1, 12))
+def test_fuzz_mutated_example_spec(seed: int, edits: int) -> None:
+    _load_never_crashes(_mutate(EXAMPLE, seed, edits), _mutate(DEV, seed + 1, max(1, edits // 3)))
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(["ml.g5.xlarge", "4h", "-1", "train"]),
+)
+trees = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+SECTIONS = [
+    "project",
+    "region",
+    "images",
+    "jobs",
+    "tuning",
+    "endpoints",
+    "tags",
+    "retain_data",
+    "pipeline",
+    "account",
+]
+
+
+@FUZZ
+@given(
+    st.dictionaries(st.sampled_from(SECTIONS), trees, max_size=6),
+    st.sampled_from(["jobs", "tuning", "endpoints", "images"]),
+    trees,
+)
+def test_fuzz_structures_in_the_specs_sections(top: dict, section: str, entry) -> None:
+    spec = YAML(typ="safe").load(EXAMPLE)
+    spec.update(top)
+    if isinstance(spec.get(section), dict) and spec[section]:
+        first = next(iter(spec[section]))
+        spec[section][first] = entry
+    import io
+
+    buf = io.StringIO()
+    YAML(typ="safe").dump(spec, buf)
+    _load_never_crashes(buf.getvalue())
+
+
+def test_fuzz_figures() -> None:
+    """The counts of the fuzzing above, printed for the record (run with -s)."""
+    print(f"spec fuzzing: {STATS}")
+    assert STATS["examples"] == 0 or STATS["examples"] == STATS["loaded"] + STATS["spec_errors"]
