@@ -585,6 +585,88 @@ def plan(
     raise typer.Exit(result.exit_code)
 
 
+@app.command("render")
+def render_requests(
+    name: Annotated[str, typer.Argument(help="a key of jobs:, tuning: or endpoints:")],
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
+    candidate: Annotated[
+        int | None, typer.Option("--candidate", "-c", help="only this instance candidate (0 = first)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model;
+    values only a deployment knows are stand-ins, named as such."""
+    import json
+
+    from sagestack.catalog.suggest import did_you_mean
+    from sagestack.plan.requests import render_environment, requests_named
+
+    resolved = _plan_for(root, env)
+    out = render_environment(resolved, root)
+    try:
+        shown = requests_named(resolved, out, name, candidate)
+    except KeyError:
+        known = [*out.jobs, *out.tuning, *out.endpoints]
+        _console(stderr=True).print(
+            f"no job, search or endpoint '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
+            markup=False,
+        )
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    except IndexError as e:
+        _console(stderr=True).print(str(e).strip("'\""), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    if as_json:
+        document = {
+            "environment": resolved.env,
+            "requests": [
+                {"operation": s.operation, "label": s.label, "request": s.request, "stand_ins": s.stand_ins}
+                for s in shown
+            ],
+        }
+        typer.echo(json.dumps(document, indent=1, sort_keys=True))
+        return
+    for s in shown:
+        typer.echo(f"# {s.operation} ({s.label}), environment {resolved.env}")
+        for marker, what in s.stand_ins.items():
+            typer.echo(f"#   stand-in {marker!r}: {what}")
+        typer.echo(json.dumps(s.request, indent=1, sort_keys=True))
+
+
+@app.command()
+def synth(
+    context: Annotated[
+        list[str] | None, typer.Option("--context", "-c", help="CDK context KEY=VALUE (as cdk synth -c)")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="cloud assembly folder")] = Path("cdk.out"),
+    root: RootOption = Path("."),
+) -> None:
+    """Synthesize every environment as `cdk synth` does, keeping the app's exit code: 2 invalid spec,
+    3 quota short, 4 lock mismatch, 1 unacknowledged cdk-nag finding (`cdk synth` exits 1 for all)."""
+    import json
+    import subprocess
+
+    pairs: dict[str, str] = {}
+    for item in context or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _console(stderr=True).print(f"--context {item!r}: use KEY=VALUE", markup=False)
+            raise typer.Exit(EXIT_INVALID_SPEC)
+        pairs[key] = value
+    app_file = root.resolve() / "app.py"
+    if not app_file.exists():
+        _console(stderr=True).print(f"no {app_file}: run from the project root or pass --root", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    outdir = output if output.is_absolute() else root.resolve() / output
+    # How the CDK CLI runs an app: the output folder and the -c context in the environment.
+    env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(pairs)}
+    code = subprocess.call([sys.executable, str(app_file)], cwd=root.resolve(), env=env)
+    if code == 0:
+        stacks = sorted(p.name for p in outdir.rglob("*.template.json"))
+        _console().print(f"[green]✓[/] synthesized {len(stacks)} stack(s) into {outdir}")
+    raise typer.Exit(code)
+
+
 @quota_app.command("snapshot")
 def quota_snapshot(
     env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,

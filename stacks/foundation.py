@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -17,6 +17,7 @@ from sagestack.constructs import (
     TrainingImage,
     project_repository,
 )
+from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.plan import EnvironmentPlan
 
 
@@ -69,6 +70,7 @@ class FoundationStack(Stack):
             vpc_access=any(job.vpc is not None for job in spec.jobs.values()),
         )
         self.repository.grant_pull(self.execution_role.role)
+        self._grant_debugger_actions(plan)
 
         self.images: dict[str, list[TrainingImage]] = {}
         for name, resolved in plan.images.items():
@@ -86,9 +88,7 @@ class FoundationStack(Stack):
             elif image.uri is not None:
                 self.images[name] = [TrainingImage.from_dlc(image.uri)]
             else:
-                self.images[name] = [
-                    TrainingImage.from_dlc(uri) for uri in sorted(set(resolved.dlc_uris.values()))
-                ]
+                self.images[name] = [TrainingImage.from_dlc(uri) for uri in resolved.all_uris]
             for img in self.images[name]:
                 img.grant_pull(self.execution_role.role)
 
@@ -99,6 +99,26 @@ class FoundationStack(Stack):
             description=f"Models trained by sagestack for {plan.resource_prefix}",
             retain=retain,
             reader_accounts=model_readers,
+        )
+        # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
+                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:"
+                        f"{Aws.ACCOUNT_ID}:log-group:{plan.pipeline_log_group_name}"
+                    }
+                },
+            )
         )
         for account in model_readers:
             reader = iam.AccountPrincipal(account)
@@ -123,3 +143,35 @@ class FoundationStack(Stack):
         CfnOutput(self, "KeyArn", value=self.key.key_arn)
         CfnOutput(self, "RepositoryUri", value=self.repository.repository_uri)
         CfnOutput(self, "ModelPackageGroupName", value=self.model_registry.group_name)
+
+    def _grant_debugger_actions(self, plan: EnvironmentPlan) -> None:
+        """Debugger rule actions run as the execution role: StopTraining stops the job it watches,
+        Email/SMS publish through the SNS topic smdebug creates (SMDebugRules)."""
+        rules = [r for job in plan.spec.jobs.values() if job.debugger for r in job.debugger.rule_specs]
+        specs = [job.debugger for job in plan.spec.jobs.values() if job.debugger]
+        stops = any(
+            (r.stop_training if r.stop_training is not None else d.stop_on_issue)
+            for d in specs
+            for r in d.rule_specs
+        )
+        role = self.execution_role.role
+        if stops:
+            jobs = self.format_arn(
+                service="sagemaker", resource="training-job", resource_name=f"{plan.resource_prefix}-*"
+            )
+            role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:StopTrainingJob"], resources=[jobs]))
+            acknowledge(
+                role,
+                {
+                    f"AwsSolutions-IAM5[Resource::{nag_text(self, jobs)}]": "A Debugger rule's StopTraining "
+                    "action stops the training job it watches; job names are content-addressed under the "
+                    "environment's prefix, so the prefix is the narrowest resource."
+                },
+            )
+        if any(r.email or r.sms for r in rules):
+            topic = self.format_arn(service="sns", resource="SMDebugRules")
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["sns:CreateTopic", "sns:Subscribe", "sns:Publish"], resources=[topic]
+                )
+            )

@@ -59,8 +59,11 @@ class TrainingStack(Stack):
         self.log_group = logs.LogGroup(
             self,
             "PipelineLogs",
-            log_group_name=f"/aws/vendedlogs/states/sagestack/{plan.resource_prefix}",
+            log_group_name=plan.pipeline_log_group_name,
             retention=_retention(spec.pipeline.log_retention_days),
+            # execution data at level ALL holds hyperparameters and artifacts: the project key, like
+            # everything else (its policy lets CloudWatch Logs use it for this group)
+            encryption_key=foundation.key,
             removal_policy=RemovalPolicy.RETAIN if plan.retain_data else RemovalPolicy.DESTROY,
         )
         self.role = iam.Role(

@@ -174,3 +174,56 @@ def debugger_rules_image_uri(region: str) -> str:
         return uri
 
     return _cached_lookup(f"debugger|{region}", resolve)
+
+
+# What the SageMaker SDK passes as `distribution` for SMP v2 (torch_distributed + modelparallel).
+_SMP_V2_DISTRIBUTION = {
+    "torch_distributed": {"enabled": True},
+    "smdistributed": {"modelparallel": {"enabled": True}},
+}
+
+
+def _smp_versions() -> list[str]:
+    """The PyTorch versions sagemaker-core's pytorch-smp table knows (its version aliases)."""
+    import sagemaker.core
+
+    path = Path(sagemaker.core.__file__).parent / "image_uri_config" / "pytorch-smp.json"
+    aliases: dict[str, str] = json.loads(path.read_text())["training"]["version_aliases"]
+    return sorted(aliases)
+
+
+def smp_image_uri(version: str, py_version: str, *, region: str, instance_type: str) -> str:
+    """The SMP v2 container (smdistributed-modelparallel) for a PyTorch version, resolved as the SDK
+    resolves it (`image_uris.get_training_image_uri` with an SMP distribution). "2.5" means the
+    newest 2.5.x the table has."""
+
+    def resolve() -> str:
+        from sagemaker.core import image_uris
+
+        known = _smp_versions()
+        full = (
+            version
+            if version in known
+            else max((k for k in known if k.startswith(version + ".")), default=None)
+        )
+        if full is None:
+            raise ImageLookupError(
+                f"SMP v2 has no container for PyTorch {version}; it has PyTorch {', '.join(known)}"
+            )
+        try:
+            uri: str = image_uris.get_training_image_uri(
+                region,
+                "pytorch",
+                full,
+                py_version,
+                distribution=_SMP_V2_DISTRIBUTION,
+                instance_type=instance_type,
+            )
+        except (ValueError, KeyError) as e:
+            text = re.sub(
+                r" You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.", "", str(e)
+            )
+            raise ImageLookupError(f"SMP v2, PyTorch {full}: {text}") from None
+        return uri
+
+    return _cached_lookup(f"smp|{version}|{py_version}|{region}|{instance_type}", resolve)

@@ -178,3 +178,41 @@ def check_instance_type(name: str, usage: Usage) -> str | None:
     if name in instance_types_for(other):
         return f"'{name}' exists but SageMaker does not offer it for {what}s"
     return f"'{name}' is not a SageMaker {what} instance type{did_you_mean(name, allowed)}"
+
+
+# Families SageMaker still lists but no current framework container supports: the DLCs dropped
+# P2 (K80) with PyTorch 1.13 and TensorFlow 2.12 (the DLC lookup says so).
+RETIRED_FAMILIES = {
+    "p2": "K80 GPUs: the PyTorch (>= 1.13) and TensorFlow (>= 2.12) containers no longer run on P2"
+}
+
+
+def is_retired(name: str) -> bool:
+    return instance_type(name).family in RETIRED_FAMILIES
+
+
+def current_replacement(name: str, usage: Usage = "training") -> InstanceType | None:
+    """The closest current type to a retired one: the same kind of accelerator, the fewest devices that
+    are at least as many (else the most there are), then the cheapest."""
+    old = instance_type(name)
+    kind = old.accelerator.kind if old.accelerator else None
+    count = old.accelerator.count if old.accelerator else 0
+    pool = [
+        t
+        for t in (instance_type(n) for n in instance_types_for(usage))
+        if t.family not in RETIRED_FAMILIES and (t.accelerator.kind if t.accelerator else None) == kind
+    ]
+    if not pool:
+        return None
+
+    def devices(t: InstanceType) -> int:
+        return t.accelerator.count if t.accelerator else 0
+
+    enough = [t for t in pool if devices(t) >= count]
+    if enough:
+        fewest = min(devices(t) for t in enough)
+        pool = [t for t in enough if devices(t) == fewest]
+    else:
+        most = max(devices(t) for t in pool)
+        pool = [t for t in pool if devices(t) == most]
+    return min(pool, key=lambda t: (t.price_per_hour or float("inf"), t.name))

@@ -15,6 +15,12 @@ class ResolvedImage:
     spec: ImageSpec
     # dlc: one URI per instance type that uses it (cpu / gpu / neuronx builds differ)
     dlc_uris: dict[str, str] = field(default_factory=dict)
+    # dlc used by SMP v2 jobs: the SMP container of the same PyTorch version, per instance type
+    smp_uris: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_uris(self) -> list[str]:
+        return sorted(set(self.dlc_uris.values()) | set(self.smp_uris.values()))
 
     @property
     def kind(self) -> str:
@@ -58,6 +64,11 @@ class EnvironmentPlan:
     def model_package_group_name(self) -> str:
         return self.resource_prefix
 
+    @property
+    def pipeline_log_group_name(self) -> str:
+        """Where the pipelines' executions log (Step Functions' vended-logs prefix)."""
+        return f"/aws/vendedlogs/states/sagestack/{self.resource_prefix}"
+
     def stack_name(self, kind: str) -> str:
         return f"{self.resource_prefix}-{kind}"
 
@@ -68,27 +79,32 @@ class EnvironmentPlan:
 
 def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
     """Resolve images (DLC URIs per instance type that uses them) for one loaded environment."""
-    from sagestack.catalog.images import dlc_image_uri
+    from sagestack.catalog.images import dlc_image_uri, smp_image_uri
+    from sagestack.plan.training import uses_smp_v2
 
     if loaded.env is None:
         raise ValueError("resolve_environment needs a spec loaded for an environment")
     spec = loaded.spec
     users: dict[str, list[str]] = {}
+    smp_users: dict[str, list[str]] = {}
     for job in spec.jobs.values():
+        bucket = smp_users if uses_smp_v2(job) else users
         for itype in job.instance_type:
-            if itype not in users.setdefault(job.image, []):
-                users[job.image].append(itype)
+            if itype not in bucket.setdefault(job.image, []):
+                bucket[job.image].append(itype)
     images: dict[str, ResolvedImage] = {}
     for name, image in spec.images.items():
         uris: dict[str, str] = {}
+        smp: dict[str, str] = {}
         if image.dlc is not None:
+            dlc = image.dlc
             for itype in users.get(name, []):
                 uris[itype] = dlc_image_uri(
-                    image.dlc.framework,
-                    image.dlc.version,
-                    image.dlc.py_version,
-                    region=spec.region,
-                    instance_type=itype,
+                    dlc.framework, dlc.version, dlc.py_version, region=spec.region, instance_type=itype
                 )
-        images[name] = ResolvedImage(name=name, spec=image, dlc_uris=uris)
+            for itype in smp_users.get(name, []):
+                smp[itype] = smp_image_uri(
+                    dlc.version, dlc.py_version, region=spec.region, instance_type=itype
+                )
+        images[name] = ResolvedImage(name=name, spec=image, dlc_uris=uris, smp_uris=smp)
     return EnvironmentPlan(spec=spec, env=loaded.env, images=images)

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from sagestack.plan.environment import EnvironmentPlan
 from sagestack.plan.sourcedir import pack_source_dir
-from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job, rules_image_uri
+from sagestack.plan.training import (
+    RequestContext,
+    TrainingJobPlan,
+    resolve_training_job,
+    rules_image_uri,
+    uses_smp_v2,
+)
 from sagestack.spec.models import DockerfileImage
 
 if TYPE_CHECKING:
@@ -69,7 +75,8 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
     fingerprint = dockerfile_fingerprint(root, build) if build is not None else None
     for itype in job.instance_type:
         if resolved.kind == "dlc":
-            concrete[itype] = identity[itype] = resolved.dlc_uris[itype]
+            uris = resolved.smp_uris if uses_smp_v2(job) else resolved.dlc_uris
+            concrete[itype] = identity[itype] = uris[itype]
         elif resolved.kind == "uri":
             assert resolved.spec.uri is not None
             concrete[itype] = identity[itype] = resolved.spec.uri
@@ -172,3 +179,55 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
 
 def request_sha256(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# What a rendered request holds in place of a value only the deployment (or the run) knows.
+STAND_INS = {
+    STAND_IN_BUCKET: "the environment's artifact bucket (FoundationStack; named by CloudFormation)",
+    "role/sagestack-validation": "the execution role (FoundationStack)",
+    "key/00000000-0000-0000-0000-000000000000": "the project KMS key (FoundationStack)",
+    "code/sourcedir.tar.gz": "the source archive's asset location (its sha256 is in the lock)",
+    "cdk-assets:": "the Dockerfile image's asset URI (built and pushed by cdk deploy)",
+    "sagestack-validation-job": "the training job the pipeline ran",
+    "reported-by-neo": "the inference image the compilation job reports",
+    "0" * 32: "the content hash the pipeline computes at run time (States.Hash of the artifact)",
+}
+
+
+@dataclass(frozen=True)
+class ShownRequest:
+    operation: str
+    label: str
+    request: dict[str, Any]
+    stand_ins: dict[str, str]  # marker -> what it stands for
+
+
+def _stand_ins(plan: EnvironmentPlan, request: dict[str, Any]) -> dict[str, str]:
+    text = json.dumps(request)
+    found = {marker: what for marker, what in STAND_INS.items() if marker in text}
+    if plan.account is None and SAMPLE_ACCOUNT in text:
+        found[SAMPLE_ACCOUNT] = "the deploying account (the environment names none)"
+    return found
+
+
+def requests_named(
+    plan: EnvironmentPlan, out: EnvironmentRequests, name: str, candidate: int | None = None
+) -> list[ShownRequest]:
+    """The request(s) a job (each candidate, or one), a search or an endpoint's model steps send.
+    KeyError: no such entry; IndexError: no such candidate."""
+    shown: list[tuple[str, str, dict[str, Any]]] = []
+    if name in out.jobs:
+        candidates = out.jobs[name].candidates
+        if candidate is not None:
+            if not 0 <= candidate < len(candidates):
+                raise IndexError(f"job '{name}' has candidates 0..{len(candidates) - 1}; got {candidate}")
+            candidates = (candidates[candidate],)
+        for c in candidates:
+            shown.append(("CreateTrainingJob", f"candidate {c.index}: {c.instance_type}", c.request))
+    elif name in out.tuning:
+        shown.append(("CreateHyperParameterTuningJob", name, out.tuning[name]))
+    elif name in out.endpoints:
+        shown += [(op, name, request) for op, request in out.endpoints[name].items()]
+    else:
+        raise KeyError(name)
+    return [ShownRequest(op, label, req, _stand_ins(plan, req)) for op, label, req in shown]

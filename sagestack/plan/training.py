@@ -20,22 +20,6 @@ CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
 TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
 # Where training_src/train.py looks for CheckpointConfig.LocalPath (set in the request's Environment).
 CHECKPOINT_DIR_VARIABLE = "SAGESTACK_CHECKPOINT_DIR"
-DEBUGGER_RULE_NAMES = {
-    "vanishing_gradient": "VanishingGradient",
-    "exploding_tensor": "ExplodingTensor",
-    "overfit": "Overfit",
-    "overtraining": "Overtraining",
-    "poor_weight_initialization": "PoorWeightInitialization",
-    "loss_not_decreasing": "LossNotDecreasing",
-    "saturated_activation": "SaturatedActivation",
-    "dead_relu": "DeadRelu",
-    "weight_update_ratio": "WeightUpdateRatio",
-    "all_zero": "AllZero",
-    "class_imbalance": "ClassImbalance",
-    "tensor_variance": "TensorVariance",
-    "unchanged_tensor": "UnchangedTensor",
-    "check_input_images": "CheckInputImages",
-}
 PROFILER_RULE_NAMES = {
     "profiler_report": "ProfilerReport",
     "cpu_bottleneck": "CPUBottleneck",
@@ -93,11 +77,24 @@ def distribution_hyperparameters(job: JobSpec, candidate: str) -> dict[str, str]
             "sagemaker_mpi_custom_mpi_options": encode_hyperparameter(dist.mpi.custom_mpi_options),
         }
     assert dist.smp is not None
+    smp = dist.smp
+    if smp.version == 1:
+        # the SDK's {"smdistributed": {"modelparallel": …}, "mpi": {"enabled": True, …}}
+        per_host = smp.processes_per_host or catalog_instance(candidate).accelerators_per_host
+        return {
+            "sagemaker_mpi_enabled": "true",
+            "sagemaker_mpi_num_of_processes_per_host": str(per_host),
+            "sagemaker_mpi_custom_mpi_options": encode_hyperparameter(smp.custom_mpi_options),
+            "mp_parameters": encode_hyperparameter(smp.parameters),
+            "sagemaker_distributed_dataparallel_enabled": "false",
+            "sagemaker_instance_type": itype,
+        }
+    # v2: {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": …}}
     return {
         "sagemaker_torch_distributed_enabled": "true",
         "sagemaker_instance_type": itype,
         "sagemaker_distributed_dataparallel_enabled": "false",
-        "mp_parameters": encode_hyperparameter(dist.smp.parameters),
+        "mp_parameters": encode_hyperparameter(smp.parameters),
     }
 
 
@@ -105,7 +102,18 @@ def processes_per_host(job: JobSpec, candidate: str) -> int:
     dist = job.distribution
     if dist is not None and dist.mpi is not None and dist.mpi.processes_per_host:
         return dist.mpi.processes_per_host
+    if dist is not None and dist.smp is not None and dist.smp.version == 1 and dist.smp.processes_per_host:
+        return dist.smp.processes_per_host
     return catalog_instance(candidate).accelerators_per_host
+
+
+def uses_smp_v2(job: JobSpec) -> bool:
+    """SMP v2 runs only in the SMP container (torch.sagemaker exists nowhere else)."""
+    return (
+        job.distribution is not None
+        and job.distribution.smp is not None
+        and job.distribution.smp.version == 2
+    )
 
 
 def efa_enabled(job: JobSpec, candidate: str) -> bool:
@@ -229,30 +237,22 @@ def render_training_request(
             "LocalPath": TENSORBOARD_LOCAL_PATH,
         }
     if job.debugger is not None:
-        request["DebugHookConfig"] = {"S3OutputPath": f"{s3}/debugger/{job_key}/"}
-        request["DebugRuleConfigurations"] = [
-            _rule(DEBUGGER_RULE_NAMES[r], ctx, stop_prefix=name if job.debugger.stop_on_issue else None)
-            for r in job.debugger.rules
-        ]
+        request["DebugHookConfig"], request["DebugRuleConfigurations"] = _debugger(
+            job.debugger, ctx, job_name=name, s3_output=f"{s3}/debugger/{job_key}/"
+        )
     if job.profiler is not None:
         profiler: dict[str, Any] = {
             "S3OutputPath": f"{s3}/profiler/{job_key}/",
             "ProfilingIntervalInMilliseconds": job.profiler.system_interval_ms,
             "DisableProfiler": False,
         }
-        if job.profiler.framework is not None:
-            profiler["ProfilingParameters"] = {
-                "DetailedProfilingConfig": json.dumps(
-                    {
-                        "StartStep": job.profiler.framework.start_step,
-                        "NumSteps": job.profiler.framework.num_steps,
-                    }
-                )
-            }
+        parameters = _framework_profiling(job.profiler)
+        if parameters:
+            profiler["ProfilingParameters"] = parameters
         request["ProfilerConfig"] = profiler
         if job.profiler.rules:
             request["ProfilerRuleConfigurations"] = [
-                _rule(PROFILER_RULE_NAMES[r], ctx, stop_prefix=None) for r in job.profiler.rules
+                _rule(PROFILER_RULE_NAMES[r], ctx) for r in job.profiler.rules
             ]
     tags = [*ctx.tags, *sorted(job.tags.items()), ("sagestack:job", job_key), ("sagestack:spec-hash", digest)]
     request["Tags"] = [{"Key": k, "Value": v} for k, v in dict(tags).items()]
@@ -278,17 +278,83 @@ def _channel(name: str, ch: Any, s3: str) -> dict[str, Any]:
     return out
 
 
-def _rule(name: str, ctx: RequestContext, *, stop_prefix: str | None) -> dict[str, Any]:
+def _rule(name: str, ctx: RequestContext, parameters: dict[str, str] | None = None) -> dict[str, Any]:
     if ctx.rules_image_uri is None:
         raise ValueError("Debugger/Profiler rules need the region's rule evaluator image")
-    params = {"rule_to_invoke": name}
-    if stop_prefix is not None:
-        params["action_json"] = json.dumps([{"name": "stoptraining", "training_job_prefix": stop_prefix}])
     return {
         "RuleConfigurationName": name,
         "RuleEvaluatorImage": ctx.rules_image_uri,
-        "RuleParameters": params,
+        "RuleParameters": parameters or {"rule_to_invoke": name},
     }
+
+
+def _framework_profiling(profiler: Any) -> dict[str, str]:
+    """ProfilingParameters as the SDK's FrameworkProfile writes them: one JSON string per kind."""
+    out: dict[str, str] = {}
+    if profiler.framework is not None:
+        f = profiler.framework
+        out["DetailedProfilingConfig"] = json.dumps({"StartStep": f.start_step, "NumSteps": f.num_steps})
+    if profiler.dataloader is not None:
+        d = profiler.dataloader
+        out["DataloaderProfilingConfig"] = json.dumps(
+            {"StartStep": d.start_step, "NumSteps": d.num_steps, "MetricsRegex": d.metrics_regex}
+        )
+    if profiler.python is not None:
+        p = profiler.python
+        config: dict[str, Any] = {
+            "StartStep": p.start_step,
+            "NumSteps": p.num_steps,
+            "ProfilerName": p.profiler,
+        }
+        if p.profiler == "cprofile":
+            config["cProfileTimer"] = p.cprofile_timer
+        out["PythonProfilingConfig"] = json.dumps(config)
+    return out
+
+
+def _text(value: Any) -> str:
+    # Rule, hook and collection parameters are strings; booleans as Python writes them ("True"),
+    # which is how SDK users pass them and how smdebug parses them.
+    return str(value)
+
+
+def _debugger(
+    debugger: Any, ctx: RequestContext, *, job_name: str, s3_output: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """DebugHookConfig and DebugRuleConfigurations as the SageMaker SDK renders Rule.sagemaker(...)
+    rules with a DebuggerHookConfig: each rule's default parameters, the user's on top, its actions
+    as action_json (StopTraining's prefix is the job's name); the collections every rule needs merged
+    into the hook with the hook's own (the hook's parameters win for a collection both name)."""
+    from sagestack.catalog.debugger import action_json, debugger_rules
+
+    catalog = debugger_rules()
+    rules: list[dict[str, Any]] = []
+    collections: dict[str, dict[str, str]] = {}
+    for r in debugger.rule_specs:
+        entry = catalog[r.rule]
+        parameters = {**entry["parameters"], **{k: _text(v) for k, v in r.parameters.items()}}
+        actions: list[tuple[str, dict[str, str]]] = []
+        if r.stop_training if r.stop_training is not None else debugger.stop_on_issue:
+            actions.append(("stoptraining", {"training_job_prefix": job_name}))
+        actions += [("email", {"endpoint": e}) for e in r.email]
+        actions += [("sms", {"endpoint": n}) for n in r.sms]
+        if actions:
+            parameters["action_json"] = action_json(actions)
+        rules.append(_rule(entry["name"], ctx, parameters))
+        for c in entry["collections"]:
+            collections.setdefault(c["CollectionName"], dict(c.get("CollectionParameters", {})))
+    hook: dict[str, Any] = {"S3OutputPath": s3_output}
+    if debugger.hook is not None:
+        for cname, cparams in debugger.hook.collections.items():
+            collections[cname] = {**collections.get(cname, {}), **{k: _text(v) for k, v in cparams.items()}}
+        if debugger.hook.parameters:
+            hook["HookParameters"] = {k: _text(v) for k, v in debugger.hook.parameters.items()}
+    if collections:
+        hook["CollectionConfigurations"] = [
+            {"CollectionName": c, **({"CollectionParameters": p} if p else {})}
+            for c, p in collections.items()
+        ]
+    return hook, rules
 
 
 def rules_image_uri(region: str) -> str:

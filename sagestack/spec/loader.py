@@ -25,6 +25,12 @@ ENV_DIR = "config/envs"
 # Sections whose entries are defined by the project file; an overlay may only change them.
 ENTRY_SECTIONS = ("images", "jobs", "tuning", "endpoints")
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+# Job keys of SageMaker features that are retired: what to use instead, rather than "unknown key".
+_TRAINING_COMPILER = (
+    "SageMaker Training Compiler gets no new releases (AWS); use PyTorch's own compiler instead: "
+    "hyperparameters: {compile: true} (torch.compile in training_src), with a current PyTorch image"
+)
+RETIRED_KEYS = {"training_compiler": _TRAINING_COMPILER, "compiler_config": _TRAINING_COMPILER}
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,8 @@ def _issue_from_pydantic(err: Any, doc: Document) -> SpecIssue:
     if etype == "extra_forbidden":
         allowed = _allowed_keys(path[:-1])
         name = str(path[-1])
+        if name in RETIRED_KEYS and len(path) == 3 and path[0] == "jobs":
+            return SpecIssue(RETIRED_KEYS[name], path=path, location=doc.locate(path, key=True))
         msg = f"unknown key '{name}'{did_you_mean(name, allowed)}"
         if allowed:
             msg += f" (allowed here: {', '.join(allowed)})"

@@ -6,7 +6,7 @@ instance/distribution agreement, files that must exist) is checked by the rules 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -104,12 +104,21 @@ class MpiDistribution(StrictModel):
 
 
 class SmpDistribution(StrictModel):
-    """SageMaker model parallel v2 (built on PyTorch FSDP)."""
+    """SageMaker model parallelism: v2 (torch.sagemaker, built on PyTorch FSDP, launched by torchrun
+    in the SMP container) or the archived v1 (pipeline/tensor parallelism, launched by mpirun)."""
 
+    version: Literal[1, 2] = Field(
+        default=2, description="2: SMP v2 (PyTorch >= 2.0); 1: archived, PyTorch <= 2.0"
+    )
     parameters: dict[str, Any] = Field(
         default_factory=dict,
-        description="SMP v2 parameters, e.g. hybrid_shard_degree, tensor_parallel_degree",
+        description="v2: hybrid_shard_degree, tensor_parallel_degree, sm_activation_offloading, …; "
+        "v1: partitions, microbatches, pipeline, optimize, placement_strategy, ddp, …",
     )
+    processes_per_host: int | None = Field(
+        default=None, ge=1, description="v1 only (MPI): default accelerators per host"
+    )
+    custom_mpi_options: str = Field(default="", description="v1 only (MPI)")
 
 
 class Distribution(StrictModel):
@@ -155,14 +164,65 @@ DebuggerRuleName = Literal[
 ]
 
 
+RuleValue = str | int | float | bool
+
+
+class DebuggerRuleSpec(StrictModel):
+    """A built-in Debugger rule with its parameters and what to do when it fires."""
+
+    rule: DebuggerRuleName
+    parameters: dict[str, RuleValue] = Field(
+        default_factory=dict, description="the rule's own parameters, e.g. {threshold: 0.0001}"
+    )
+    stop_training: bool | None = Field(default=None, description="default: debugger.stop_on_issue")
+    email: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(default_factory=list)
+    sms: list[Annotated[str, Field(pattern=r"^\+[1-9]\d{1,14}$")]] = Field(
+        default_factory=list, description="E.164 phone numbers, e.g. '+14155550100'"
+    )
+
+
+class DebuggerHookSpec(StrictModel):
+    """The debug hook the script runs (smdebug): what it saves and how often."""
+
+    parameters: dict[str, RuleValue] = Field(
+        default_factory=dict,
+        description="hook parameters, e.g. {train.save_interval: 100, eval.save_interval: 10}",
+    )
+    collections: dict[str, dict[str, RuleValue]] = Field(
+        default_factory=dict,
+        description="collections to save with their parameters, e.g. {weights: {save_histogram: true}, losses: {}}",
+    )
+
+
 class DebuggerSpec(StrictModel):
-    rules: list[DebuggerRuleName] = Field(min_length=1)
+    # `- vanishing_gradient` is shorthand for `- {rule: vanishing_gradient}`
+    rules: list[DebuggerRuleName | DebuggerRuleSpec] = Field(min_length=1, max_length=20)
     stop_on_issue: bool = False
+    hook: DebuggerHookSpec | None = None
+
+    @property
+    def rule_specs(self) -> list[DebuggerRuleSpec]:
+        return [DebuggerRuleSpec(rule=r) if isinstance(r, str) else r for r in self.rules]
 
 
 class FrameworkProfiling(StrictModel):
+    """Detailed framework profiling (Profiler's DetailedProfilingConfig)."""
+
     start_step: int = Field(default=5, ge=0)
     num_steps: int = Field(default=10, ge=1)
+
+
+class DataloaderProfiling(StrictModel):
+    start_step: int = Field(default=5, ge=0)
+    num_steps: int = Field(default=10, ge=1)
+    metrics_regex: str = ".*"
+
+
+class PythonProfiling(StrictModel):
+    start_step: int = Field(default=5, ge=0)
+    num_steps: int = Field(default=10, ge=1)
+    profiler: Literal["cprofile", "pyinstrument"] = "cprofile"
+    cprofile_timer: Literal["total_time", "cpu_time", "off_cpu_time"] = "total_time"
 
 
 ProfilerRuleName = Literal[
@@ -181,8 +241,16 @@ ProfilerRuleName = Literal[
 
 class ProfilerSpec(StrictModel):
     system_interval_ms: Literal[100, 200, 500, 1000, 5000, 60000] = 500
-    framework: FrameworkProfiling | None = None
+    framework: FrameworkProfiling | None = Field(
+        default=None, description="detailed framework profiling (not for PyTorch >= 2.0: use profile=true)"
+    )
+    dataloader: DataloaderProfiling | None = Field(default=None, description="not for PyTorch >= 2.0")
+    python: PythonProfiling | None = Field(default=None, description="not for PyTorch >= 2.0")
     rules: list[ProfilerRuleName] = Field(default_factory=list)
+
+    @property
+    def framework_metrics(self) -> list[str]:
+        return [k for k in ("framework", "dataloader", "python") if getattr(self, k) is not None]
 
 
 class ChannelSpec(StrictModel):

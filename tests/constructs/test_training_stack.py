@@ -32,7 +32,21 @@ def test_one_state_machine_per_job_with_logging_and_tracing(example_app):
             "TracingConfiguration": {"Enabled": True},
         },
     )
-    t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 90})
+    t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 90, "KmsKeyId": Match.any_value()})
+
+
+def test_the_pipeline_log_group_is_encrypted_with_the_project_key(example_app):
+    """Execution data at level ALL (hyperparameters, artifacts) is encrypted like everything else;
+    the key lets CloudWatch Logs use it for that one log group."""
+    training = example_app.training_template("prod").to_json()
+    (group,) = [r for r in training["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert "Fn::ImportValue" in json.dumps(group["Properties"]["KmsKeyId"])  # the foundation's key
+    foundation = example_app.template("prod").to_json()
+    (key,) = [r for r in foundation["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    logs = [s for s in statements if "logs." in json.dumps(s.get("Principal", {}))]
+    assert len(logs) == 1 and "kms:GenerateDataKey*" in logs[0]["Action"]
+    assert "/aws/vendedlogs/states/sagestack/digits-prod" in json.dumps(logs[0]["Condition"])
 
 
 def test_pipeline_uses_sdk_integrations_with_polling_not_sync(example_app):

@@ -121,3 +121,54 @@ def test_a_short_quota_fails_the_synth_with_the_plan_message(tmp_path):
         tmp_path, tmp_path / "cdk.out.off", "-c", "sagestack:environments=dev", "-c", "sagestack:quotas=off"
     )
     assert off.returncode == 0, off.stderr[-2000:]
+
+
+def _copy_project(dest: Path) -> Path:
+    for name in ("app.py", "cdk.json"):
+        shutil.copy(REPO / name, dest / name)
+    for folder in ("config", "training_src", "containers"):
+        shutil.copytree(REPO / folder, dest / folder)
+    return dest
+
+
+def sagestack_synth(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    for credential in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        env.pop(credential, None)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "sagestack"), "synth", "--root", str(root), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cdk_synth_exits_1_whatever_the_app_says_and_sagestack_synth_keeps_the_code(tmp_path):
+    """The README's exit codes: `cdk synth` turns the app's 2/3/4 into 1; `sagestack synth` keeps them."""
+    root = _copy_project(tmp_path)
+    spec = root / "config" / "sagestack.yaml"
+    spec.write_text(spec.read_text().replace("ml.g5.2xlarge", "ml.g5.2xlarg", 1))
+    assert cdk_synth(root, root / "cdk.out").returncode == 1
+    invalid = sagestack_synth(root)
+    assert invalid.returncode == 2, invalid.stderr[-2000:]
+    assert "'ml.g5.2xlarg' is not a SageMaker training job instance type" in invalid.stderr
+    assert "Traceback" not in invalid.stderr
+
+
+def test_sagestack_synth_exit_codes_for_quota_and_lock(tmp_path):
+    root = _copy_project(tmp_path)
+    ok = sagestack_synth(root, "-c", "sagestack:environments=dev", "-c", "sagestack:locked=true")
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert list((root / "cdk.out").glob("assembly-*/*.template.json"))
+    spec = root / "config" / "sagestack.yaml"
+    spec.write_text(spec.read_text().replace("instance_count: 1", "instance_count: 2", 1))
+    locked = sagestack_synth(root, "-c", "sagestack:environments=dev", "-c", "sagestack:locked=true")
+    assert locked.returncode == 4, locked.stderr[-2000:]
+    quotas = [
+        {"QuotaName": "ml.g4dn.xlarge for training job usage", "QuotaCode": "L-G4DN", "Value": 0},
+        {"QuotaName": "ml.m5.xlarge for training job usage", "QuotaCode": "L-M5", "Value": 0},
+    ]
+    (root / "config/envs/dev.quotas.json").write_text(json.dumps({"quotas": quotas, "usage": {}}))
+    short = sagestack_synth(root, "-c", "sagestack:environments=dev")
+    assert short.returncode == 3, short.stderr[-2000:]

@@ -114,6 +114,134 @@ CASES = {
         GPU,
         8,
     ),
+    # The book's chapter 5-7 scenarios, as the spec writes them.
+    "book-ch5-spot-with-checkpoints": (
+        {
+            "image": "train",
+            "instance_type": "ml.p3.2xlarge",
+            "max_run": "2h",
+            "use_spot_instances": True,
+            "max_wait": "6h",
+            "checkpoint": {"every_steps": 100, "keep_last": 2, "local_path": "/opt/ml/checkpoints/run"},
+            "hyperparameters": {"epochs": 20},
+        },
+        GPU,
+        1,
+    ),
+    "book-ch6-horovod-mpi": (
+        {
+            "image": "train",
+            "instance_type": "ml.p3.16xlarge",
+            "instance_count": 2,
+            "distribution": {
+                "mpi": {
+                    "processes_per_host": 8,
+                    "custom_mpi_options": "--NCCL_DEBUG WARN -x HOROVOD_FUSION_THRESHOLD=16777216",
+                }
+            },
+        },
+        GPU,
+        8,
+    ),
+    "book-ch6-pytorch-ddp": (
+        {
+            "image": "train",
+            "instance_type": "ml.g5.12xlarge",
+            "instance_count": 2,
+            "distribution": {"torch_distributed": {}},
+            "hyperparameters": {"batch_size_per_device": 64, "num_workers": 8},
+        },
+        GPU,
+        4,
+    ),
+    "book-ch6-smddp": (
+        {
+            "image": "train",
+            "instance_type": "ml.p4d.24xlarge",
+            "instance_count": 2,
+            "distribution": {"smddp": {"custom_mpi_options": "-verbose"}},
+        },
+        GPU,
+        8,
+    ),
+    "book-ch6-smp-v1": (
+        {
+            "image": "train",
+            "instance_type": "ml.p3.16xlarge",
+            "instance_count": 2,
+            "distribution": {
+                "smp": {
+                    "version": 1,
+                    "parameters": {
+                        "partitions": 2,
+                        "microbatches": 4,
+                        "pipeline": "interleaved",
+                        "optimize": "speed",
+                        "placement_strategy": "cluster",
+                        "ddp": True,
+                    },
+                    "processes_per_host": 8,
+                    "custom_mpi_options": "-verbose -x NCCL_DEBUG=WARN",
+                }
+            },
+        },
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:1.13.1-gpu-py39",
+        8,
+    ),
+    "book-ch6-smp-v2": (
+        {
+            "image": "train",
+            "instance_type": "ml.p4d.24xlarge",
+            "instance_count": 2,
+            "distribution": {"smp": {"parameters": {"hybrid_shard_degree": 16, "tensor_parallel_degree": 2}}},
+        },
+        "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121",
+        8,
+    ),
+    "book-ch7-debugger-four-rules-and-hook": (
+        {
+            "image": "train",
+            "instance_type": "ml.g5.2xlarge",
+            "debugger": {
+                "rules": [
+                    "vanishing_gradient",
+                    {"rule": "overfit", "parameters": {"patience_train": 5, "patience_validation": 10}},
+                    {
+                        "rule": "loss_not_decreasing",
+                        "email": ["ml-team@example.com"],
+                        "sms": ["+14155550100"],
+                    },
+                    {"rule": "weight_update_ratio", "stop_training": False},
+                ],
+                "stop_on_issue": True,
+                "hook": {
+                    "parameters": {"train.save_interval": 100, "eval.save_interval": 10},
+                    "collections": {"weights": {"save_histogram": True}, "losses": {}},
+                },
+            },
+        },
+        GPU,
+        1,
+    ),
+    "book-ch7-profiler-pytorch-1.13": (
+        {
+            "image": "train",
+            "instance_type": "ml.p3.2xlarge",
+            "profiler": {
+                "system_interval_ms": 100,
+                "dataloader": {"start_step": 5, "num_steps": 3},
+                "python": {
+                    "start_step": 9,
+                    "num_steps": 3,
+                    "profiler": "cprofile",
+                    "cprofile_timer": "cpu_time",
+                },
+                "rules": ["profiler_report", "low_gpu_utilization"],
+            },
+        },
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:1.13.1-gpu-py39",
+        1,
+    ),
     "single-cpu-no-distribution": (
         {"image": "train", "instance_type": "ml.m5.xlarge"},
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311",

@@ -242,3 +242,101 @@ def test_warnings_do_not_fail_loading_and_are_kept(project):
         .format()
         .startswith("config/sagestack.yaml:8:20: warning: jobs.big.instance_type[0]")
     )
+
+
+def test_smp_v2_instance_types(project):
+    ok = job(
+        "instance_type: ml.p4d.24xlarge\ninstance_count: 2\ndistribution: {smp: {parameters: {hybrid_shard_degree: 16}}}"
+    )
+    assert findings(project, "smp-v2-instance-types", ok) == []
+    bad = ok.replace("ml.p4d.24xlarge", "ml.p3.16xlarge")
+    assert findings(project, "smp-v2-instance-types", bad) == [
+        "jobs.big.instance_type.0: SMP v2 (distribution: smp) does not run on ml.p3.16xlarge; it needs one of "
+        "ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p5.48xlarge, ml.p5e.48xlarge — or, for sharded data parallelism "
+        "on other GPUs, torch_distributed with PyTorch FSDP"
+    ]
+    # SMP v1 (MPI) is not held to v2's list
+    v1 = bad.replace("{smp: {", "{smp: {version: 1, ").replace("hybrid_shard_degree: 16", "partitions: 2")
+    assert findings(project, "smp-v2-instance-types", v1) == []
+
+
+def test_smp_version_parameters(project):
+    v2 = "instance_type: ml.p4d.24xlarge\ninstance_count: 2\ndistribution: {smp: {parameters: {hybrid_shard_degree: 8}}}"
+    assert findings(project, "smp-version-parameters", job(v2)) == []
+    mixed = job(v2.replace("hybrid_shard_degree: 8", "partitions: 2, microbatches: 4"))
+    assert findings(project, "smp-version-parameters", mixed) == [
+        "jobs.big.distribution.smp.parameters.partitions: partitions, microbatches: SMP v1 parameters (pipeline "
+        "parallelism over MPI); SMP v2 is built on PyTorch FSDP and takes hybrid_shard_degree, "
+        "tensor_parallel_degree, sm_activation_offloading, … — rewrite for v2, or set version: 1 (archived, "
+        "PyTorch <= 2.0)"
+    ]
+    mpi_option = job(v2.replace("{smp: {", "{smp: {processes_per_host: 8, "))
+    assert findings(project, "smp-version-parameters", mpi_option) == [
+        "jobs.big.distribution.smp.processes_per_host: processes_per_host configures SMP v1's mpirun; SMP v2 is "
+        "launched by torchrun with one process per GPU: drop it"
+    ]
+    # v1 on the example's PyTorch 2.5 image: archived, refused with the way forward
+    v1 = job(v2.replace("{smp: {", "{smp: {version: 1, ").replace("hybrid_shard_degree: 8", "partitions: 2"))
+    assert findings(project, "smp-version-parameters", v1) == [
+        "jobs.big.distribution.smp.version: SMP v1 is archived: its last release (1.15) supports PyTorch up to "
+        "2.0, and images.train is PyTorch 2.5; use version: 2 (the SMP v2 container), or a PyTorch <= 2.0 image"
+    ]
+    assert findings(project, "smp-version-parameters", v1.replace('version: "2.5"', 'version: "2.0"')) == []
+
+
+def test_training_compiler(project):
+    assert (
+        findings(
+            project,
+            "training-compiler",
+            job("instance_type: ml.g5.2xlarge\nhyperparameters: {compile: true}"),
+        )
+        == []
+    )
+    bad = job("instance_type: ml.g5.2xlarge\nhyperparameters: {sagemaker_training_compiler_enabled: true}")
+    (message,) = findings(project, "training-compiler", bad)
+    assert message.startswith("jobs.big.hyperparameters.sagemaker_training_compiler_enabled: ")
+    assert "no new releases" in message and "{compile: true}" in message
+
+
+def test_training_compiler_key_is_explained_not_unknown(project):
+    errors = project.spec(job("instance_type: ml.g5.2xlarge\ncompiler_config: {enabled: true}")).errors()
+    assert errors == [
+        "config/sagestack.yaml:9:5: jobs.big.compiler_config: SageMaker Training Compiler gets no new releases "
+        "(AWS); use PyTorch's own compiler instead: hyperparameters: {compile: true} (torch.compile in "
+        "training_src), with a current PyTorch image"
+    ]
+
+
+def test_framework_profiling_pytorch2(project):
+    ok = job("instance_type: ml.g5.2xlarge\nprofiler: {system_interval_ms: 100, rules: [profiler_report]}")
+    assert findings(project, "framework-profiling-pytorch2", ok) == []
+    bad = job("instance_type: ml.g5.2xlarge\nprofiler: {framework: {}, dataloader: {num_steps: 3}}")
+    found = findings(project, "framework-profiling-pytorch2", bad)
+    assert [f.split(":")[0] for f in found] == ["jobs.big.profiler.framework", "jobs.big.profiler.dataloader"]
+    assert "deprecated and not collected for PyTorch 2.0 and later (images.train is PyTorch 2.5)" in found[0]
+    assert "hyperparameters: {profile: true}" in found[0]
+    # PyTorch 1.13 still has them
+    assert (
+        findings(project, "framework-profiling-pytorch2", bad.replace('version: "2.5"', 'version: "1.13"'))
+        == []
+    )
+
+
+def test_retired_instance_type(project):
+    ok = job("instance_type: [ml.g4dn.xlarge]")
+    assert findings(project, "retired-instance-type", ok) == []
+    bad = job("instance_type: [ml.g4dn.xlarge, ml.p2.xlarge, ml.p2.16xlarge]")
+    assert findings(project, "retired-instance-type", bad) == [
+        "jobs.big.instance_type.1: ml.p2.xlarge is retired for training: K80 GPUs: the PyTorch (>= 1.13) and "
+        "TensorFlow (>= 2.12) containers no longer run on P2; the closest current type is ml.g4dn.xlarge (1x T4)",
+        "jobs.big.instance_type.2: ml.p2.16xlarge is retired for training: K80 GPUs: the PyTorch (>= 1.13) and "
+        "TensorFlow (>= 2.12) containers no longer run on P2; the closest current type is ml.g5.48xlarge (8x A10G)",
+    ]
+
+
+def test_retired_instance_type_is_reported_on_the_instance_type_key_only(project):
+    errors = project.spec(job("instance_type: [ml.p2.xlarge]")).errors()
+    assert len(errors) == 1 and errors[0].startswith(
+        "config/sagestack.yaml:8:21: jobs.big.instance_type[0]: "
+    )

@@ -90,30 +90,41 @@ def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
     "dlc-in-region", "error", "every DLC image exists in the project's region for the instances that use it"
 )
 def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.catalog.images import ImageLookupError, dlc_image_uri
+    from sagestack.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
+    from sagestack.catalog.instances import is_retired
+    from sagestack.plan.training import uses_smp_v2
 
     used: dict[str, list[str]] = {}
+    smp_used: dict[str, list[str]] = {}
     for job in ctx.spec.jobs.values():
-        used.setdefault(job.image, []).extend(job.instance_type)
+        # a retired type is the retired-instance-type rule's finding, on the instance_type key
+        current = [t for t in job.instance_type if not is_retired(t)]
+        (smp_used if uses_smp_v2(job) else used).setdefault(job.image, []).extend(current)
     for name, image in ctx.spec.images.items():
         if image.dlc is None:
             continue
+        dlc = image.dlc
         seen: set[str] = set()
-        for itype in used.get(name) or ["ml.m5.xlarge"]:
+        plain = used.get(name) or ([] if smp_used.get(name) else ["ml.m5.xlarge"])
+        for itype, smp in [(t, False) for t in plain] + [(t, True) for t in smp_used.get(name, [])]:
             try:
-                dlc_image_uri(
-                    image.dlc.framework,
-                    image.dlc.version,
-                    image.dlc.py_version,
-                    region=ctx.spec.region,
-                    instance_type=itype,
-                )
+                if smp:
+                    smp_image_uri(dlc.version, dlc.py_version, region=ctx.spec.region, instance_type=itype)
+                else:
+                    dlc_image_uri(
+                        dlc.framework,
+                        dlc.version,
+                        dlc.py_version,
+                        region=ctx.spec.region,
+                        instance_type=itype,
+                    )
             except ImageLookupError as e:
                 if str(e) not in seen:
                     seen.add(str(e))
+                    kind = "SMP v2 " if smp else ""
                     yield Finding(
                         ("images", name, "dlc"),
-                        f"no {image.dlc.framework} container for {itype} in {ctx.spec.region}: {e}",
+                        f"no {kind}{dlc.framework} container for {itype} in {ctx.spec.region}: {e}",
                     )
 
 

@@ -320,3 +320,141 @@ def requirements_need_network(ctx: RuleContext) -> Iterator[Finding]:
             f"(pip download -r requirements.txt -d {job.source_dir}/wheels, then start requirements.txt with "
             "--no-index --find-links wheels), or bake them into a dockerfile: image",
         )
+
+
+# SMP v2 (AWS docs, "Supported frameworks and AWS Regions" of the model parallelism library v2).
+SMP_V2_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge")
+# Parameters only SMP v1 (the archived, MPI-launched library) knows.
+SMP_V1_ONLY = (
+    "partitions",
+    "pipeline_parallel_degree",
+    "microbatches",
+    "active_microbatches",
+    "pipeline",
+    "optimize",
+    "placement_strategy",
+    "ddp",
+    "horovod",
+    "memory_weight",
+    "auto_partition",
+    "default_partition",
+    "contiguous",
+    "skip_tracing",
+    "sharded_data_parallel_degree",
+    "delayed_parameter_initialization",
+)
+
+
+@rule(
+    "smp-v2-instance-types", "error", "SMP v2 runs on ml.p4d, ml.p4de, ml.p5 and ml.p5e (48xlarge/24xlarge)"
+)
+def smp_v2_instance_types(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, i, it in _candidates(ctx):
+        smp = job.distribution.smp if job.distribution else None
+        if smp is not None and smp.version == 2 and it.name not in SMP_V2_TYPES:
+            yield Finding(
+                ("jobs", name, "instance_type", i),
+                f"SMP v2 (distribution: smp) does not run on {it.name}; it needs one of {', '.join(SMP_V2_TYPES)} "
+                "— or, for sharded data parallelism on other GPUs, torch_distributed with PyTorch FSDP",
+            )
+
+
+@rule(
+    "smp-version-parameters", "error", "SMP v1 and v2 parameters are not mixed, and v1 needs PyTorch <= 2.0"
+)
+def smp_version_parameters(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        smp = job.distribution.smp if job.distribution else None
+        if smp is None:
+            continue
+        where = ("jobs", name, "distribution", "smp")
+        if smp.version == 2:
+            v1 = [k for k in smp.parameters if k in SMP_V1_ONLY]
+            if v1:
+                yield Finding(
+                    (*where, "parameters", v1[0]),
+                    f"{', '.join(v1)}: SMP v1 parameters (pipeline parallelism over MPI); SMP v2 is built on "
+                    "PyTorch FSDP and takes hybrid_shard_degree, tensor_parallel_degree, sm_activation_offloading, "
+                    "… — rewrite for v2, or set version: 1 (archived, PyTorch <= 2.0)",
+                )
+            for key in ("processes_per_host", "custom_mpi_options"):
+                if key in smp.model_fields_set:
+                    yield Finding(
+                        (*where, key),
+                        f"{key} configures SMP v1's mpirun; SMP v2 is launched by torchrun with one process per "
+                        "GPU: drop it",
+                    )
+            continue
+        image = ctx.spec.images.get(job.image)
+        dlc = image.dlc if image is not None else None
+        if dlc is not None and _version_tuple(dlc.version) > (2, 0):
+            yield Finding(
+                (*where, "version"),
+                f"SMP v1 is archived: its last release (1.15) supports PyTorch up to 2.0, and images.{job.image} "
+                f"is PyTorch {dlc.version}; use version: 2 (the SMP v2 container), or a PyTorch <= 2.0 image",
+            )
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+@rule(
+    "training-compiler",
+    "error",
+    "SageMaker Training Compiler gets no new releases; torch.compile replaces it",
+)
+def training_compiler(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        for key in ("compiler_config", "training_compiler", "sagemaker_training_compiler_enabled"):
+            if key in job.hyperparameters:
+                yield Finding(
+                    ("jobs", name, "hyperparameters", key),
+                    f"{key}: SageMaker Training Compiler's switch. It gets no new releases (AWS); use "
+                    "PyTorch's own compiler instead: hyperparameters: {compile: true} (torch.compile in "
+                    "training_src)",
+                )
+
+
+@rule(
+    "framework-profiling-pytorch2",
+    "error",
+    "Profiler's framework metrics (detailed, dataloader, python) are not available for PyTorch >= 2.0",
+)
+def framework_profiling_pytorch2(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if job.profiler is None or not job.profiler.framework_metrics:
+            continue
+        image = ctx.spec.images.get(job.image)
+        dlc = image.dlc if image is not None else None
+        if dlc is None or dlc.framework != "pytorch" or _version_tuple(dlc.version) < (2, 0):
+            continue
+        for kind in job.profiler.framework_metrics:
+            yield Finding(
+                ("jobs", name, "profiler", kind),
+                f"SageMaker Profiler's framework metrics ({kind}) are deprecated and not collected for "
+                f"PyTorch 2.0 and later (images.{job.image} is PyTorch {dlc.version}); keep system monitoring "
+                "(profiler: {system_interval_ms: …}) and its rules, and profile the script with "
+                "hyperparameters: {profile: true} (torch.profiler traces in TensorBoard: tensorboard: true)",
+            )
+
+
+@rule(
+    "retired-instance-type", "error", "no retired instance type (no current framework container runs there)"
+)
+def retired_instance_type(ctx: RuleContext) -> Iterator[Finding]:
+    from sagestack.catalog.instances import RETIRED_FAMILIES, current_replacement
+
+    for name, _job, i, it in _candidates(ctx):
+        if it.family not in RETIRED_FAMILIES:
+            continue
+        alt = current_replacement(it.name)
+        hint = ""
+        if alt is not None and alt.accelerator is not None:
+            hint = (
+                f"; the closest current type is {alt.name} ({alt.accelerator.count}x {alt.accelerator.model})"
+            )
+        yield Finding(
+            ("jobs", name, "instance_type", i),
+            f"{it.name} is retired for training: {RETIRED_FAMILIES[it.family]}{hint}",
+        )
