@@ -172,3 +172,12 @@ def test_sagestack_synth_exit_codes_for_quota_and_lock(tmp_path):
     (root / "config/envs/dev.quotas.json").write_text(json.dumps({"quotas": quotas, "usage": {}}))
     short = sagestack_synth(root, "-c", "sagestack:environments=dev")
     assert short.returncode == 3, short.stderr[-2000:]
+
+
+def test_a_hostile_spec_fails_the_synth_with_its_location_not_a_traceback(tmp_path):
+    root = _copy_project(tmp_path)
+    (root / "config" / "sagestack.yaml").write_bytes(b"project: digits\nregion: caf\xe9\n")
+    result = sagestack_synth(root)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "config/sagestack.yaml:2:12: (top level): the file is not UTF-8 (byte 0xe9)" in result.stderr
+    assert "Traceback" not in result.stderr
