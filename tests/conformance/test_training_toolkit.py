@@ -65,6 +65,7 @@ class Layout:
     hosts: int
     procs: int
     job: str  # extra YAML for the job
+    instance_type: str = "ml.g5.12xlarge"
 
 
 LAYOUTS = {
@@ -75,6 +76,7 @@ LAYOUTS = {
         2,
         "distribution: {smp: {parameters: {hybrid_shard_degree: 2, sm_activation_offloading: false}}}\n"
         "hyperparameters: {epochs: 1, max_steps: 8, log_every: 4, batch_size_per_device: 32, z: 3}",
+        instance_type="ml.p4d.24xlarge",  # where SMP v2 runs
     ),
     "1x2-torch_distributed": Layout(1, 2, "distribution: {torch_distributed: {}}"),
     "2x1-torch_distributed": Layout(2, 1, "distribution: {torch_distributed: {}}"),
@@ -125,7 +127,7 @@ def conformance_project(root: Path, layout: Layout) -> Project:
               job:
                 image: train
                 entry_point: probe.py
-                instance_type: ml.g5.12xlarge
+                instance_type: {layout.instance_type}
                 instance_count: {layout.hosts}
             """
         )
