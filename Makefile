@@ -31,7 +31,7 @@ demo: synth
 	$(BIN)/sagestack validate
 	@echo "Synthesized every environment into cdk.out:"; ls cdk.out | grep -E '^assembly-' || true
 	$(BIN)/sagestack local train classifier --env dev --fresh
-	$(BIN)/sagestack local train classifier-spot --env dev --hosts 2 --procs 1 --fresh --set epochs=3
+	$(BIN)/sagestack local train classifier-spot --env dev --procs 2 --fresh --set epochs=3
 	$(BIN)/sagestack local compile digits --env dev
 	$(BIN)/sagestack local serve digits --env dev --port 18080 --predict 5
 
