@@ -117,11 +117,6 @@ def split_hyperparameters(raw: Mapping[str, str]) -> SplitHyperparameters:
     )
 
 
-def user_args(hyperparameters: Mapping[str, str]) -> list[str]:
-    """The script's arguments for a request's (string-valued) HyperParameters."""
-    return to_cmd_args(split_hyperparameters(hyperparameters).user)
-
-
 def is_container_path(value: str) -> bool:
     return value == CONTAINER_BASE or value.startswith(CONTAINER_BASE + "/")
 
