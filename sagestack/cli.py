@@ -792,17 +792,18 @@ def rules() -> None:
 
 def main() -> None:
     """Entry point: never a traceback for a user's mistake; SAGESTACK_DEBUG=1 shows one for ours."""
-    from sagestack.spec.errors import SpecError
-
     try:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
-    except SpecError as e:  # a spec problem found by any command: the report, exit 2
-        for issue in e.issues:
-            print(issue.format(), file=sys.stderr)
-        sys.exit(EXIT_INVALID_SPEC)
     except Exception as e:
+        # A spec problem found by any command: the report, exit 2. (A SpecError can only come from
+        # a loaded sagestack.spec, so it is looked up there: importing it here would slow --help.)
+        spec_errors = sys.modules.get("sagestack.spec.errors")
+        if spec_errors is not None and isinstance(e, spec_errors.SpecError):
+            for issue in e.issues:
+                print(issue.format(), file=sys.stderr)
+            sys.exit(EXIT_INVALID_SPEC)
         if os.environ.get("SAGESTACK_DEBUG"):
             raise
         print(f"sagestack: internal error: {type(e).__name__}: {e}", file=sys.stderr)

@@ -147,12 +147,12 @@ class FoundationStack(Stack):
     def _grant_debugger_actions(self, plan: EnvironmentPlan) -> None:
         """Debugger rule actions run as the execution role: StopTraining stops the job it watches,
         Email/SMS publish through the SNS topic smdebug creates (SMDebugRules)."""
-        rules = [r for job in plan.spec.jobs.values() if job.debugger for r in job.debugger.rule_specs]
+        rules = [r for job in plan.spec.jobs.values() if job.debugger for r in job.debugger.rules]
         specs = [job.debugger for job in plan.spec.jobs.values() if job.debugger]
         stops = any(
             (r.stop_training if r.stop_training is not None else d.stop_on_issue)
             for d in specs
-            for r in d.rule_specs
+            for r in d.rules
         )
         role = self.execution_role.role
         if stops:

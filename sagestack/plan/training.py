@@ -330,7 +330,7 @@ def _debugger(
     catalog = debugger_rules()
     rules: list[dict[str, Any]] = []
     collections: dict[str, dict[str, str]] = {}
-    for r in debugger.rule_specs:
+    for r in debugger.rules:
         entry = catalog[r.rule]
         parameters = {**entry["parameters"], **{k: _text(v) for k, v in r.parameters.items()}}
         actions: list[tuple[str, dict[str, str]]] = []

@@ -162,7 +162,9 @@ def _issue_from_pydantic(err: Any, doc: Document) -> SpecIssue:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if _is_scalar(given) and not etype.startswith(("name", "account", "region", "instance_type", "duration")):
+    if _is_scalar(given) and not etype.startswith(
+        ("name", "account", "region", "instance_type", "duration", "email", "phone")
+    ):
         msg += f" (given: {given!r})"
     return SpecIssue(msg, path=path, location=doc.locate(path, key=is_key))
 

@@ -6,16 +6,19 @@ instance/distribution agreement, files that must exist) is checked by the rules 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import typing
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from sagestack.spec.types import (
     AccountId,
+    EmailAddress,
     EntryName,
     HostingInstanceType,
     HyperparameterValue,
+    PhoneNumber,
     ProjectName,
     Region,
     Seconds,
@@ -175,8 +178,8 @@ class DebuggerRuleSpec(StrictModel):
         default_factory=dict, description="the rule's own parameters, e.g. {threshold: 0.0001}"
     )
     stop_training: bool | None = Field(default=None, description="default: debugger.stop_on_issue")
-    email: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(default_factory=list)
-    sms: list[Annotated[str, Field(pattern=r"^\+[1-9]\d{1,14}$")]] = Field(
+    email: list[EmailAddress] = Field(default_factory=list)
+    sms: list[PhoneNumber] = Field(
         default_factory=list, description="E.164 phone numbers, e.g. '+14155550100'"
     )
 
@@ -194,15 +197,26 @@ class DebuggerHookSpec(StrictModel):
     )
 
 
+def _rules_items_schema(schema: dict[str, Any]) -> None:
+    # The YAML may name a rule alone; the schema says so (validation expands it first).
+    schema["items"] = {
+        "anyOf": [{"type": "string", "enum": list(typing.get_args(DebuggerRuleName))}, schema["items"]]
+    }
+
+
 class DebuggerSpec(StrictModel):
-    # `- vanishing_gradient` is shorthand for `- {rule: vanishing_gradient}`
-    rules: list[DebuggerRuleName | DebuggerRuleSpec] = Field(min_length=1, max_length=20)
+    rules: list[DebuggerRuleSpec] = Field(min_length=1, max_length=20, json_schema_extra=_rules_items_schema)
     stop_on_issue: bool = False
     hook: DebuggerHookSpec | None = None
 
-    @property
-    def rule_specs(self) -> list[DebuggerRuleSpec]:
-        return [DebuggerRuleSpec(rule=r) if isinstance(r, str) else r for r in self.rules]
+    @model_validator(mode="before")
+    @classmethod
+    def _rule_name_shorthand(cls, data: Any) -> Any:
+        # `- vanishing_gradient` is shorthand for `- {rule: vanishing_gradient}`
+        if isinstance(data, dict) and isinstance(data.get("rules"), list):
+            rules = [{"rule": r} if isinstance(r, str) else r for r in data["rules"]]
+            data = {**data, "rules": rules}
+        return data
 
 
 class FrameworkProfiling(StrictModel):

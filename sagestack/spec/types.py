@@ -172,3 +172,37 @@ HyperparameterValue = Annotated[
     BeforeValidator(_hyperparameter),
     WithJsonSchema({"type": ["string", "number", "integer", "boolean"]}),
 ]
+
+
+def _matching(pattern: str, code: str, what: str, example: str) -> BeforeValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or not compiled.match(value):
+            raise PydanticCustomError(
+                code,
+                "'{given}' is not {what}; write e.g. {example}",
+                {"given": value, "what": what, "example": example},
+            )
+        return value
+
+    return BeforeValidator(check)
+
+
+_EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+_E164 = r"^\+[1-9]\d{1,14}$"
+EmailAddress = Annotated[
+    str,
+    _matching(_EMAIL, "email", "an email address", "ml-team@example.com"),
+    WithJsonSchema({"type": "string", "pattern": _EMAIL}),
+]
+PhoneNumber = Annotated[
+    str,
+    _matching(
+        _E164,
+        "phone",
+        "an E.164 phone number",
+        "'+14155550100' (quoted: YAML reads a bare + number as a number)",
+    ),
+    WithJsonSchema({"type": "string", "pattern": _E164}),
+]

@@ -340,3 +340,25 @@ def test_retired_instance_type_is_reported_on_the_instance_type_key_only(project
     assert len(errors) == 1 and errors[0].startswith(
         "config/sagestack.yaml:8:21: jobs.big.instance_type[0]: "
     )
+
+
+def test_debugger_rule_entries_report_their_own_mistakes(project):
+    errors = project.spec(
+        job(
+            "instance_type: ml.g5.2xlarge\n"
+            "debugger:\n"
+            "  rules:\n"
+            "    - vanishing_gradients\n"
+            "    - {rule: overfit, email: [not-an-email], sms: ['12345']}"
+        )
+    ).errors()
+    assert errors[0].startswith(
+        "config/sagestack.yaml:11:11: jobs.big.debugger.rules[0].rule: 'vanishing_gradients' is not allowed;"
+    )
+    assert errors[0].endswith("did you mean 'vanishing_gradient'?")
+    assert errors[1:] == [
+        "config/sagestack.yaml:12:35: jobs.big.debugger.rules[1].email[0]: 'not-an-email' is not an email "
+        "address; write e.g. ml-team@example.com",
+        "config/sagestack.yaml:12:56: jobs.big.debugger.rules[1].sms[0]: '12345' is not an E.164 phone number; "
+        "write e.g. '+14155550100' (quoted: YAML reads a bare + number as a number)",
+    ]
