@@ -303,9 +303,10 @@ def training_environment(
     }
 
 
-def sm_variables(env: Mapping[str, Any], hyperparameters: Mapping[str, str]) -> dict[str, str]:
-    """Environment.to_env_vars(): the SM_* variables the script sees."""
-    split = split_hyperparameters(hyperparameters)
+def sm_variables(env: Mapping[str, Any]) -> dict[str, str]:
+    """Environment.to_env_vars(): the SM_* variables the script sees, from the training
+    environment (whose `hyperparameters` are the user's, decoded)."""
+    user = env["hyperparameters"]
     keys = {
         "hosts": env["hosts"],
         "network_interface_name": env["network_interface_name"],
@@ -336,14 +337,14 @@ def sm_variables(env: Mapping[str, Any], hyperparameters: Mapping[str, str]) -> 
         "model_dir": env["model_dir"],
         "module_dir": env["module_dir"],
         "training_env": dict(env),
-        "user_args": to_cmd_args(split.user),
+        "user_args": to_cmd_args(user),
         "output_intermediate_dir": env["output_intermediate_dir"],
     }
     if env["topology"]:
         keys["topology"] = env["topology"]
     for name, path in env["channel_input_dirs"].items():
         keys[f"channel_{name}"] = path
-    for key, value in split.user.items():
+    for key, value in user.items():
         keys[f"hp_{key}"] = value
     return {f"SM_{str(k).upper()}": env_value(v) for k, v in keys.items() if k}
 

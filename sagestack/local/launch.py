@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sagestack.local.contract import MASTER_PORT, split_hyperparameters, to_cmd_args
+from sagestack.local.contract import MASTER_PORT, to_cmd_args
 
 Runner = Literal["process", "torchrun", "mpi", "smddp", "xla"]
 
@@ -178,9 +178,9 @@ def entry_type(code_dir: Path, entry_point: str) -> Literal["program", "package"
     return "program" if entry_point.endswith(".py") else "command"
 
 
-def plan_launch(env: Mapping[str, Any], hyperparameters: Mapping[str, str], code_dir: Path) -> Launch:
+def plan_launch(env: Mapping[str, Any], code_dir: Path) -> Launch:
     """The runner, processes and arguments the container would use, from its training environment
-    (contract.training_environment) and the raw hyperparameters."""
+    (contract.training_environment)."""
     framework = env["additional_framework_parameters"]
     hosts = tuple(env["hosts"])
     runner: Runner = "process"
@@ -200,7 +200,7 @@ def plan_launch(env: Mapping[str, Any], hyperparameters: Mapping[str, str], code
         host_index=hosts.index(env["current_host"]),
         processes_per_host=per_host,
         entry_point=entry,
-        args=tuple(to_cmd_args(split_hyperparameters(hyperparameters).user)),
+        args=tuple(to_cmd_args(env["hyperparameters"])),
         is_master=bool(env["is_master"]),
         entry_type=entry_type(code_dir, entry),
         mpi_options=str(

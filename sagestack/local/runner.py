@@ -315,7 +315,7 @@ def prepare_hosts(
             devices=devices,
             job_name=request["TrainingJobName"],
         )
-        launch = plan_launch(env_dict, hyperparameters, layout.code)
+        launch = plan_launch(env_dict, layout.code)
         environment = {
             # the request's Environment, container paths mapped into this host's folder
             **{
@@ -332,7 +332,7 @@ def prepare_hosts(
             **toolkit_exports(env_dict, code_dir=layout.code, master_port=master_port),
             **({"NCCL_PROTO": "simple"} if launch.runner == "torchrun" else {}),
             "SM_DLC_TORCH_VERSION": torch_version,
-            **sm_variables(env_dict, hyperparameters),
+            **sm_variables(env_dict),
             "MASTER_ADDR": "127.0.0.1",  # LOCAL_SUBSTITUTIONS
             # the toolkit's own override of /opt/ml; a script that builds container paths from it
             # (training_src does) stays inside the host's folder
@@ -351,7 +351,7 @@ def _scale_notes(request: dict[str, Any], options: LocalTrainOptions) -> list[st
 
     itype = request["ResourceConfig"]["InstanceType"]
     count = request["ResourceConfig"]["InstanceCount"]
-    per_host = catalog_instance(itype).accelerators_per_host if catalog_instance(itype).is_accelerated else 1
+    per_host = catalog_instance(itype).accelerators_per_host  # 1 on a CPU type
     notes = []
     if options.hosts != count:
         notes.append(
@@ -392,10 +392,7 @@ def run_local_training(
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    try:
-        plans = prepare_hosts(loaded, job_key, request, archive, workdir, options, master_port=port)
-    except LaunchError as e:
-        raise LocalRunError(str(e)) from None
+    plans = prepare_hosts(loaded, job_key, request, archive, workdir, options, master_port=port)
     requirements = check_requirements(plans[0].layout.code)
     if requirements is not None and not requirements.ok:
         if not options.install_requirements:

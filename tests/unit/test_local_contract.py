@@ -56,7 +56,7 @@ def _launch(tmp_path: Path, hps: dict[str, str], hosts: list[str], host: str, de
         devices=devices,
         job_name="j",
     )
-    return plan_launch(env, raw, layout.code)
+    return plan_launch(env, layout.code)
 
 
 def test_the_runner_follows_the_containers_order(tmp_path):
