@@ -149,11 +149,7 @@ class FoundationStack(Stack):
         Email/SMS publish through the SNS topic smdebug creates (SMDebugRules)."""
         rules = [r for job in plan.spec.jobs.values() if job.debugger for r in job.debugger.rules]
         specs = [job.debugger for job in plan.spec.jobs.values() if job.debugger]
-        stops = any(
-            (r.stop_training if r.stop_training is not None else d.stop_on_issue)
-            for d in specs
-            for r in d.rules
-        )
+        stops = any(d.stops_training(r) for d in specs for r in d.rules)
         role = self.execution_role.role
         if stops:
             jobs = self.format_arn(

@@ -80,7 +80,6 @@ class EnvironmentPlan:
 def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
     """Resolve images (DLC URIs per instance type that uses them) for one loaded environment."""
     from sagestack.catalog.images import dlc_image_uri, smp_image_uri
-    from sagestack.plan.training import uses_smp_v2
 
     if loaded.env is None:
         raise ValueError("resolve_environment needs a spec loaded for an environment")
@@ -88,7 +87,7 @@ def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
     users: dict[str, list[str]] = {}
     smp_users: dict[str, list[str]] = {}
     for job in spec.jobs.values():
-        bucket = smp_users if uses_smp_v2(job) else users
+        bucket = smp_users if job.uses_smp_v2 else users
         for itype in job.instance_type:
             if itype not in bucket.setdefault(job.image, []):
                 bucket[job.image].append(itype)

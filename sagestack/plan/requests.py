@@ -22,7 +22,6 @@ from sagestack.plan.training import (
     TrainingJobPlan,
     resolve_training_job,
     rules_image_uri,
-    uses_smp_v2,
 )
 from sagestack.spec.models import DockerfileImage
 
@@ -75,7 +74,7 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
     fingerprint = dockerfile_fingerprint(root, build) if build is not None else None
     for itype in job.instance_type:
         if resolved.kind == "dlc":
-            uris = resolved.smp_uris if uses_smp_v2(job) else resolved.dlc_uris
+            uris = resolved.smp_uris if job.uses_smp_v2 else resolved.dlc_uris
             concrete[itype] = identity[itype] = uris[itype]
         elif resolved.kind == "uri":
             assert resolved.spec.uri is not None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.catalog.instances import instance_type as catalog_instance
-from sagestack.spec.models import JobSpec
+from sagestack.spec.models import DebuggerSpec, JobSpec, ProfilerSpec
 
 JOB_NAME_MAX = 63
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
@@ -105,15 +105,6 @@ def processes_per_host(job: JobSpec, candidate: str) -> int:
     if dist is not None and dist.smp is not None and dist.smp.version == 1 and dist.smp.processes_per_host:
         return dist.smp.processes_per_host
     return catalog_instance(candidate).accelerators_per_host
-
-
-def uses_smp_v2(job: JobSpec) -> bool:
-    """SMP v2 runs only in the SMP container (torch.sagemaker exists nowhere else)."""
-    return (
-        job.distribution is not None
-        and job.distribution.smp is not None
-        and job.distribution.smp.version == 2
-    )
 
 
 def efa_enabled(job: JobSpec, candidate: str) -> bool:
@@ -288,7 +279,7 @@ def _rule(name: str, ctx: RequestContext, parameters: dict[str, str] | None = No
     }
 
 
-def _framework_profiling(profiler: Any) -> dict[str, str]:
+def _framework_profiling(profiler: ProfilerSpec) -> dict[str, str]:
     """ProfilingParameters as the SDK's FrameworkProfile writes them: one JSON string per kind."""
     out: dict[str, str] = {}
     if profiler.framework is not None:
@@ -319,7 +310,7 @@ def _text(value: Any) -> str:
 
 
 def _debugger(
-    debugger: Any, ctx: RequestContext, *, job_name: str, s3_output: str
+    debugger: DebuggerSpec, ctx: RequestContext, *, job_name: str, s3_output: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """DebugHookConfig and DebugRuleConfigurations as the SageMaker SDK renders Rule.sagemaker(...)
     rules with a DebuggerHookConfig: each rule's default parameters, the user's on top, its actions
@@ -334,7 +325,7 @@ def _debugger(
         entry = catalog[r.rule]
         parameters = {**entry["parameters"], **{k: _text(v) for k, v in r.parameters.items()}}
         actions: list[tuple[str, dict[str, str]]] = []
-        if r.stop_training if r.stop_training is not None else debugger.stop_on_issue:
+        if debugger.stops_training(r):
             actions.append(("stoptraining", {"training_job_prefix": job_name}))
         actions += [("email", {"endpoint": e}) for e in r.email]
         actions += [("sms", {"endpoint": n}) for n in r.sms]

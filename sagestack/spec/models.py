@@ -209,6 +209,10 @@ class DebuggerSpec(StrictModel):
     stop_on_issue: bool = False
     hook: DebuggerHookSpec | None = None
 
+    def stops_training(self, rule: DebuggerRuleSpec) -> bool:
+        """Whether the rule's actions stop the job: its own stop_training, else stop_on_issue."""
+        return rule.stop_training if rule.stop_training is not None else self.stop_on_issue
+
     @model_validator(mode="before")
     @classmethod
     def _rule_name_shorthand(cls, data: Any) -> Any:
@@ -326,6 +330,12 @@ class JobSpec(StrictModel):
     run_on_deploy: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
     model: ModelSizing | None = None
+
+    @property
+    def uses_smp_v2(self) -> bool:
+        """SMP v2 runs only in the SMP container (torch.sagemaker exists nowhere else)."""
+        d = self.distribution
+        return d is not None and d.smp is not None and d.smp.version == 2
 
 
 # ---------------------------------------------------------------- tuning

@@ -92,14 +92,13 @@ def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
 def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
     from sagestack.catalog.instances import is_retired
-    from sagestack.plan.training import uses_smp_v2
 
     used: dict[str, list[str]] = {}
     smp_used: dict[str, list[str]] = {}
     for job in ctx.spec.jobs.values():
         # a retired type is the retired-instance-type rule's finding, on the instance_type key
         current = [t for t in job.instance_type if not is_retired(t)]
-        (smp_used if uses_smp_v2(job) else used).setdefault(job.image, []).extend(current)
+        (smp_used if job.uses_smp_v2 else used).setdefault(job.image, []).extend(current)
     for name, image in ctx.spec.images.items():
         if image.dlc is None:
             continue
