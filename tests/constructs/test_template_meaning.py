@@ -1,0 +1,59 @@
+"""The templates of the example project and of a broad one mean what they meant before the construct
+library was split out of the stacks: same stacks, same logical IDs (the stateful ones above all),
+same types and properties, up to statement order and asset hashes (tests/support/template_meaning).
+
+Refresh the baseline only for a deliberate change: `python -m tests.constructs.test_template_meaning`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.support.template_meaning import STATEFUL_TYPES, differences, meaning
+
+pytestmark = pytest.mark.synth
+
+BASELINE = Path(__file__).parent / "baseline"
+PROJECTS = {"example": REPO, "broad": BASELINE / "broad"}
+
+
+def _synth(root: Path, outdir: Path) -> dict:
+    from tests.support.cdk_app import BuiltApp
+
+    BuiltApp(root, outdir)
+    return meaning(outdir)
+
+
+@pytest.mark.parametrize("name", sorted(PROJECTS))
+def test_templates_mean_what_the_baseline_says(name, tmp_path):
+    before = json.loads((BASELINE / f"{name}.json").read_text())
+    after = _synth(PROJECTS[name], tmp_path / "out")
+    stateful = {
+        (stack, lid)
+        for stack, resources in before.items()
+        for lid, res in resources.items()
+        if res["Type"] in STATEFUL_TYPES
+    }
+    assert stateful, "the baseline must hold stateful resources"
+    missing = [f"{s}/{lid}" for s, lid in sorted(stateful) if lid not in after.get(s, {})]
+    assert not missing, f"stateful logical IDs changed (the resource would be replaced): {missing}"
+    diff = differences(before, after)
+    assert not diff, "templates changed in meaning:\n" + "\n".join(diff)
+
+
+if __name__ == "__main__":  # write the baseline
+    import tempfile
+
+    for project, root in PROJECTS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            data = _synth(root, Path(tmp) / "out")
+        (BASELINE / f"{project}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(
+            f"{project}: {sum(len(r) for r in data.values())} resources in {len(data)} stacks",
+            file=sys.stderr,
+        )
