@@ -96,14 +96,14 @@ def check_ecr(plan: EnvironmentPlan) -> Check:
             "ECR", False, f"no authorization token ({_error(e)}); the role needs ecr:GetAuthorizationToken"
         )
     try:
-        repo: dict[str, Any] = ecr.describe_repositories(repositoryNames=[plan.repository_name])[
+        repo: dict[str, Any] = ecr.describe_repositories(repositoryNames=[plan.names.repository])[
             "repositories"
         ][0]
     except Exception:
         return Check(
             "ECR",
             True,
-            f"login works; repository {plan.repository_name} is not deployed yet (cdk deploy creates it)",
+            f"login works; repository {plan.names.repository} is not deployed yet (cdk deploy creates it)",
         )
     return Check("ECR", True, f"login works; {repo['repositoryUri']} reachable")
 

@@ -140,8 +140,10 @@ def run(
 
     from sagestack import remote
     from sagestack.account import aws_client
+    from sagestack.plan.names import Names
 
-    name = f"{spec.project}-{env}-{job}" if job in spec.jobs else f"{spec.project}-{env}-tune-{job}"
+    names = Names(spec.project, env)
+    name = names.state_machine(job, tuning=job not in spec.jobs)
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -149,7 +151,7 @@ def run(
     except remote.PipelineNotFound:
         err.print(
             f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
-            f"{spec.project}-{env}-training` first",
+            f"{names.stack('training')}` first",
             markup=False,
         )
         raise typer.Exit(1) from None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.account import aws_client
+from sagestack.plan.names import Names
 from sagestack.spec import SpecError, load_project
 
 
@@ -99,7 +100,7 @@ def promote(
     if package_arn is None:
         if offline:
             raise PromotionError(f"'{source_env}' pins no package for '{endpoint}'; pass --package ARN")
-        group = f"{source.spec.project}-{source_env}"
+        group = Names(source.spec.project, source_env).model_package_group
         package_arn = latest_approved(group, source.spec.region)
     region = package_arn.split(":")[3] if package_arn.count(":") >= 5 else ""
     if region != target.spec.region:

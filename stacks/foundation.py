@@ -45,8 +45,8 @@ class FoundationStack(Stack):
         self.key = kms.Key(
             self,
             "Key",
-            alias=f"alias/sagestack/{plan.resource_prefix}",
-            description=f"sagestack {plan.resource_prefix}: checkpoints, models, images, volumes",
+            alias=plan.names.key_alias,
+            description=f"sagestack {plan.names.prefix}: checkpoints, models, images, volumes",
             enable_key_rotation=True,
             removal_policy=removal,
             pending_window=Duration.days(30 if retain else 7),
@@ -60,7 +60,7 @@ class FoundationStack(Stack):
             abort_incomplete_upload_days=spec.bucket.abort_incomplete_upload_days,
         )
         self.repository = project_repository(
-            self, "Repository", repository_name=plan.repository_name, retain=retain, encryption_key=self.key
+            self, "Repository", repository_name=plan.names.repository, retain=retain, encryption_key=self.key
         )
         self.execution_role = ExecutionRole(
             self,
@@ -95,8 +95,8 @@ class FoundationStack(Stack):
         self.model_registry = ModelPackageGroup(
             self,
             "ModelRegistry",
-            group_name=plan.model_package_group_name,
-            description=f"Models trained by sagestack for {plan.resource_prefix}",
+            group_name=plan.names.model_package_group,
+            description=f"Models trained by sagestack for {plan.names.prefix}",
             retain=retain,
             reader_accounts=model_readers,
         )
@@ -115,7 +115,7 @@ class FoundationStack(Stack):
                 conditions={
                     "ArnLike": {
                         "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:"
-                        f"{Aws.ACCOUNT_ID}:log-group:{plan.pipeline_log_group_name}"
+                        f"{Aws.ACCOUNT_ID}:log-group:{plan.names.pipeline_log_group}"
                     }
                 },
             )
@@ -153,7 +153,7 @@ class FoundationStack(Stack):
         role = self.execution_role.role
         if stops:
             jobs = self.format_arn(
-                service="sagemaker", resource="training-job", resource_name=f"{plan.resource_prefix}-*"
+                service="sagemaker", resource="training-job", resource_name=plan.names.training_job_pattern
             )
             role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:StopTrainingJob"], resources=[jobs]))
             acknowledge(

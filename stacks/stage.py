@@ -32,8 +32,8 @@ class EnvironmentStage(Stage):
             plan=plan,
             project_root=project_root,
             model_readers=model_readers,
-            stack_name=plan.stack_name("foundation"),
-            description=f"sagestack {plan.resource_prefix}: key, artifact bucket, registry, images, role",
+            stack_name=plan.names.stack("foundation"),
+            description=f"sagestack {plan.names.prefix}: key, artifact bucket, registry, images, role",
             termination_protection=plan.retain_data and plan.account is not None,
         )
         # No jobs, no pipelines: an empty TrainingStack would still hold a role, a topic and a log group.
@@ -45,8 +45,8 @@ class EnvironmentStage(Stage):
                 plan=plan,
                 foundation=self.foundation,
                 project_root=project_root,
-                stack_name=plan.stack_name("training"),
-                description=f"sagestack {plan.resource_prefix}: training pipelines (Step Functions)",
+                stack_name=plan.names.stack("training"),
+                description=f"sagestack {plan.names.prefix}: training pipelines (Step Functions)",
                 termination_protection=plan.retain_data and plan.account is not None,
             )
         # Only endpoints with a pinned model package are deployed; the others wait for a promotion.
@@ -57,8 +57,8 @@ class EnvironmentStage(Stage):
                 "Serving",
                 plan=plan,
                 foundation=self.foundation,
-                stack_name=plan.stack_name("serving"),
-                description=f"sagestack {plan.resource_prefix}: endpoints serving the pinned model packages",
+                stack_name=plan.names.stack("serving"),
+                description=f"sagestack {plan.names.prefix}: endpoints serving the pinned model packages",
             )
         for key, value in plan.tags.items():
             Tags.of(self).add(key, value)

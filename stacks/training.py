@@ -52,14 +52,14 @@ class TrainingStack(Stack):
         self.topic = sns.Topic(
             self,
             "Notifications",
-            display_name=f"sagestack {plan.resource_prefix} training",
+            display_name=f"sagestack {plan.names.prefix} training",
             master_key=foundation.key,
             enforce_ssl=True,
         )
         self.log_group = logs.LogGroup(
             self,
             "PipelineLogs",
-            log_group_name=plan.pipeline_log_group_name,
+            log_group_name=plan.names.pipeline_log_group,
             retention=_retention(spec.pipeline.log_retention_days),
             # execution data at level ALL holds hyperparameters and artifacts: the project key, like
             # everything else (its policy lets CloudWatch Logs use it for this group)
@@ -70,7 +70,7 @@ class TrainingStack(Stack):
             self,
             "PipelineRole",
             assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
-            description=f"Step Functions pipelines of sagestack {plan.resource_prefix}",
+            description=f"Step Functions pipelines of sagestack {plan.names.prefix}",
         )
         self._foundation = foundation
         self.endpoints: dict[str, EndpointPlan] = {}
@@ -118,8 +118,7 @@ class TrainingStack(Stack):
                 rules_image_uri=rules_image,
             )
             common = dict(
-                project=plan.project,
-                env=plan.env,
+                names=plan.names,
                 key=key,
                 job=job,
                 source_sha256=archive.sha256,
@@ -135,7 +134,7 @@ class TrainingStack(Stack):
                 role=self.role,
                 log_group=self.log_group,
                 topic=self.topic,
-                state_machine_name=f"{plan.resource_prefix}-{key}",
+                state_machine_name=plan.names.training_state_machine(key),
                 poll_interval=Duration.seconds(spec.pipeline.poll_interval),
                 backoff=Duration.seconds(spec.pipeline.backoff),
                 quota_codes=codes,
@@ -159,9 +158,9 @@ class TrainingStack(Stack):
         job_plan = self.job_plans[tuning.job]
         validate_request(
             "CreateHyperParameterTuningJob",
-            render_tuning_request(tuning, key=key, project=plan.project, job_plan=validation_plan),
+            render_tuning_request(tuning, key=key, names=plan.names, job_plan=validation_plan),
         )
-        request = render_tuning_request(tuning, key=key, project=plan.project, job_plan=job_plan)
+        request = render_tuning_request(tuning, key=key, names=plan.names, job_plan=job_plan)
         self.tuning_requests[key] = request
         job = plan.spec.jobs[tuning.job]
         inputs = TuningPipelineInputs(
@@ -169,7 +168,7 @@ class TrainingStack(Stack):
             request=request,
             quota_name=quota_name(job.instance_type[0], training_usage(job.use_spot_instances)),
             quota_needed=tuning.max_parallel_jobs * job.instance_count,
-            parameter_name=best_model_parameter(plan, key),
+            parameter_name=plan.names.best_model_parameter(key),
         )
         settings = PipelineSettings(
             poll_seconds=plan.spec.pipeline.poll_interval,
@@ -185,7 +184,7 @@ class TrainingStack(Stack):
             role=self.role,
             log_group=self.log_group,
             topic=self.topic,
-            state_machine_name=f"{plan.resource_prefix}-tune-{key}",
+            state_machine_name=plan.names.tuning_state_machine(key),
             extend=self._model_steps(plan, self._foundation, key),
         )
 
@@ -219,7 +218,7 @@ class TrainingStack(Stack):
             return
         group = foundation.model_registry.group_name
         self._compilation_arn = self.format_arn(
-            service="sagemaker", resource="compilation-job", resource_name=f"{plan.resource_prefix[:30]}*"
+            service="sagemaker", resource="compilation-job", resource_name=plan.names.compilation_job_pattern
         )
         self._packages_arn = self.format_arn(
             service="sagemaker", resource="model-package", resource_name=f"{group}/*"
@@ -266,7 +265,7 @@ class TrainingStack(Stack):
 
     def _grant(self, plan: EnvironmentPlan, foundation: FoundationStack) -> None:
         jobs_arn = self.format_arn(
-            service="sagemaker", resource="training-job", resource_name=f"{plan.resource_prefix}-*"
+            service="sagemaker", resource="training-job", resource_name=plan.names.training_job_pattern
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
@@ -296,7 +295,9 @@ class TrainingStack(Stack):
         self._jobs_arn = jobs_arn
         if plan.spec.tuning:
             self._tuning_arn = self.format_arn(
-                service="sagemaker", resource="hyper-parameter-tuning-job", resource_name=f"{plan.project}-*"
+                service="sagemaker",
+                resource="hyper-parameter-tuning-job",
+                resource_name=plan.names.tuning_job_pattern,
             )
             self.role.add_to_policy(
                 iam.PolicyStatement(
@@ -312,7 +313,7 @@ class TrainingStack(Stack):
             self._parameters_arn = self.format_arn(
                 service="ssm",
                 resource="parameter",
-                resource_name=f"sagestack/{plan.project}/{plan.env}/tuning/*",
+                resource_name=plan.names.best_model_parameter_pattern,
             )
             self.role.add_to_policy(
                 iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self._parameters_arn])
@@ -367,11 +368,6 @@ def _context(
         rules_image_uri=rules_image_uri,
         tags=tuple(sorted(plan.tags.items())),
     )
-
-
-def best_model_parameter(plan: EnvironmentPlan, key: str) -> str:
-    """The SSM parameter where a tuning pipeline records its best training job and model."""
-    return f"/sagestack/{plan.project}/{plan.env}/tuning/{key}/best-model"
 
 
 _RETENTION_NAMES = {

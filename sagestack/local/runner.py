@@ -45,6 +45,7 @@ from sagestack.local.contract import (
 )
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError, plan_launch
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
+from sagestack.plan.names import Names
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, resolve_training_job
 from sagestack.spec.loader import LoadedSpec
@@ -179,8 +180,7 @@ def prepare_request(
         )
 
     plan = resolve_training_job(
-        project=spec.project,
-        env=env,
+        names=Names(spec.project, env),
         key=job_key,
         job=job,
         source_sha256=archive.sha256,

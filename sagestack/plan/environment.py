@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sagestack.plan.names import Names
 from sagestack.spec.loader import LoadedSpec
 from sagestack.spec.models import ImageSpec, ProjectSpec
 
@@ -52,25 +53,9 @@ class EnvironmentPlan:
         return self.spec.retain_data
 
     @property
-    def resource_prefix(self) -> str:
-        """'<project>-<env>': prefix of every physical name (≤ 37 chars)."""
-        return f"{self.spec.project}-{self.env}"
-
-    @property
-    def repository_name(self) -> str:
-        return f"{self.resource_prefix}-training"
-
-    @property
-    def model_package_group_name(self) -> str:
-        return self.resource_prefix
-
-    @property
-    def pipeline_log_group_name(self) -> str:
-        """Where the pipelines' executions log (Step Functions' vended-logs prefix)."""
-        return f"/aws/vendedlogs/states/sagestack/{self.resource_prefix}"
-
-    def stack_name(self, kind: str) -> str:
-        return f"{self.resource_prefix}-{kind}"
+    def names(self) -> Names:
+        """Every physical name of this environment (sagestack.plan.names)."""
+        return Names(self.spec.project, self.env)
 
     @property
     def tags(self) -> dict[str, str]:

@@ -118,7 +118,7 @@ def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
         role_arn=stand_in_role(plan),
         bucket=STAND_IN_BUCKET,
         kms_key_id=stand_in_key(plan),
-        group_name=plan.model_package_group_name,
+        group_name=plan.names.model_package_group,
         tags=tuple(sorted(plan.tags.items())),
     )
 
@@ -148,8 +148,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
         images = job_images(plan, root, key)
         out.images[key] = images.identity
         out.jobs[key] = resolve_training_job(
-            project=plan.project,
-            env=plan.env,
+            names=plan.names,
             key=key,
             job=job,
             source_sha256=out.sources[job.source_dir],
@@ -160,7 +159,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
             validate=validate,
         )
     for key, tuning in plan.spec.tuning.items():
-        request = render_tuning_request(tuning, key=key, project=plan.project, job_plan=out.jobs[tuning.job])
+        request = render_tuning_request(tuning, key=key, names=plan.names, job_plan=out.jobs[tuning.job])
         if validate:
             validate_request("CreateHyperParameterTuningJob", request)
         out.tuning[key] = request

@@ -27,7 +27,6 @@ from sagestack.plan.pipeline import (
 )
 from sagestack.spec.models import EndpointSpec
 
-COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of MD5 = 63, SageMaker's limit
 CONTENT_TYPES = ["application/json", "application/x-npy"]
 RESPONSE_TYPES = ["application/json", "application/x-npy"]
 STAND_IN_REPORTED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
@@ -42,9 +41,7 @@ class EndpointPlan:
     image_uri: str  # the catalog's inference image (a compiled model's job reports its own)
     supported_instance_types: tuple[str, ...]
 
-    @property
-    def compile_name_prefix(self) -> str:
-        return self.endpoint_name[:COMPILE_NAME_PREFIX_MAX].rstrip("-")
+    compile_name_prefix: str  # Names.compilation_prefix: compilation jobs are '<prefix>-<md5>'
 
     @property
     def source(self) -> str | None:
@@ -111,7 +108,8 @@ def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     return EndpointPlan(
         key=key,
         spec=ep,
-        endpoint_name=f"{plan.resource_prefix}-{key}",
+        endpoint_name=plan.names.endpoint(key),
+        compile_name_prefix=plan.names.compilation_prefix(key),
         target=target,
         image_uri=image,
         supported_instance_types=supported,

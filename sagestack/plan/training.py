@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.catalog.instances import instance_type as catalog_instance
+from sagestack.plan.names import Names
 from sagestack.spec.models import DebuggerSpec, JobSpec, ProfilerSpec
 
-JOB_NAME_MAX = 63
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
 TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
 # Where training_src/train.py looks for CheckpointConfig.LocalPath (set in the request's Environment).
@@ -123,13 +123,6 @@ def job_hash(job: JobSpec, *, env: str, source_sha256: str, image_uris: dict[str
     """Content address of a job: its spec, its code and its images. 10 hex characters."""
     payload = {"job": job.model_dump(mode="json"), "env": env, "source": source_sha256, "images": image_uris}
     return content_hash(payload)[:10]
-
-
-def training_job_name(project: str, env: str, job_key: str, digest: str, candidate_index: int) -> str:
-    """'<project>-<env>-<job>-<hash>-<i>', the prefix cut so the whole fits SageMaker's 63 characters."""
-    suffix = f"-{digest[:8]}-{candidate_index}"
-    prefix = f"{project}-{env}-{job_key}"[: JOB_NAME_MAX - len(suffix)].rstrip("-")
-    return prefix + suffix
 
 
 def render_training_request(
@@ -378,8 +371,7 @@ class TrainingJobPlan:
 
 def resolve_training_job(
     *,
-    project: str,
-    env: str,
+    names: Names,
     key: str,
     job: JobSpec,
     source_sha256: str,
@@ -392,10 +384,10 @@ def resolve_training_job(
     from sagestack.catalog.quotas import quota_name, training_usage
     from sagestack.catalog.service_model import validate_request
 
-    digest = job_hash(job, env=env, source_sha256=source_sha256, image_uris=image_uris)
+    digest = job_hash(job, env=names.env, source_sha256=source_sha256, image_uris=image_uris)
     candidates = []
     for i, itype in enumerate(job.instance_type):
-        name = training_job_name(project, env, key, digest, i)
+        name = names.training_job(key, digest, i)
         request = render_training_request(
             job, job_key=key, candidate=itype, name=name, digest=digest, ctx=context(itype)
         )

@@ -11,10 +11,9 @@ import itertools
 import math
 from typing import Any
 
+from sagestack.plan.names import Names
 from sagestack.plan.training import TrainingJobPlan, content_hash, encode_hyperparameter
 from sagestack.spec.models import RangeSpec, TuningSpec
-
-TUNING_NAME_MAX = 32  # HyperParameterTuningJobName: 1-32 characters
 
 # CreateTrainingJob keys a HyperParameterTrainingJobDefinition takes as they are.
 _DEFINITION_KEYS = (
@@ -44,12 +43,6 @@ def max_jobs(tuning: TuningSpec) -> int:
     if tuning.max_jobs is None:
         raise ValueError("max_jobs is required unless the strategy is Grid")
     return tuning.max_jobs
-
-
-def tuning_job_name(project: str, key: str, digest: str) -> str:
-    """'<project>-<tuning>-<hash8>' cut to SageMaker's 32 characters, the hash kept."""
-    suffix = f"-{digest[:8]}"
-    return f"{project}-{key}"[: TUNING_NAME_MAX - len(suffix)].rstrip("-") + suffix
 
 
 def parameter_ranges(ranges: dict[str, RangeSpec]) -> dict[str, list[dict[str, Any]]]:
@@ -92,12 +85,12 @@ def grid_points(tuning: TuningSpec) -> list[dict[str, Any]]:
 
 
 def render_tuning_request(
-    tuning: TuningSpec, *, key: str, project: str, job_plan: TrainingJobPlan, parents: list[str] | None = None
+    tuning: TuningSpec, *, key: str, names: Names, job_plan: TrainingJobPlan, parents: list[str] | None = None
 ) -> dict[str, Any]:
     """A complete CreateHyperParameterTuningJob request. Unset options are omitted."""
     base = job_plan.candidates[0].request
     digest = content_hash({"tuning": tuning.model_dump(mode="json"), "job": job_plan.digest})[:10]
-    name = tuning_job_name(project, key, digest)
+    name = names.tuning_job(key, digest)
     static = {k: v for k, v in base["HyperParameters"].items() if k not in tuning.ranges}
     static.update({k: encode_hyperparameter(v) for k, v in tuning.static_hyperparameters.items()})
     static["sagemaker_job_name"] = encode_hyperparameter(name)  # trials are named by the tuning job

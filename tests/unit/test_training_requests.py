@@ -7,12 +7,12 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from sagestack.catalog import RequestValidationError, validate_request
+from sagestack.plan.names import Names
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import (
     RequestContext,
     distribution_hyperparameters,
     resolve_training_job,
-    training_job_name,
 )
 from sagestack.spec.models import JobSpec
 
@@ -260,8 +260,7 @@ def test_golden_request(case, snapshot_json):
     body, image, per_host = CASES[case]
     job = JobSpec.model_validate(body)
     plan = resolve_training_job(
-        project="digits",
-        env="prod",
+        names=Names("digits", "prod"),
         key="classifier",
         job=job,
         source_sha256="0" * 64,
@@ -299,8 +298,7 @@ def test_mpi_processes_default_to_accelerators():
 def _plan(body: dict):
     job = JobSpec.model_validate({"image": "t", **body})
     return resolve_training_job(
-        project="digits",
-        env="dev",
+        names=Names("digits", "dev"),
         key="c",
         job=job,
         source_sha256="0" * 64,
@@ -354,7 +352,7 @@ def test_invalid_request_is_refused_at_render():
 
 
 def test_job_names_fit_63_characters_and_keep_the_hash():
-    name = training_job_name("a" * 20, "b" * 16, "c" * 24, "0123456789", 3)
+    name = Names("a" * 20, "b" * 16).training_job("c" * 24, "0123456789", 3)
     assert len(name) <= 63 and name.endswith("-01234567-3")
 
 
@@ -365,7 +363,7 @@ def test_content_hash_changes_with_code_and_spec_only(tmp_path):
 
     def digest(j, sha):
         return resolve_training_job(
-            project="p", env="dev", key="k", job=j, source_sha256=sha, image_uris={}, context=context(GPU)
+            names=Names("p", "dev"), key="k", job=j, source_sha256=sha, image_uris={}, context=context(GPU)
         ).digest
 
     assert digest(job, first.sha256) == digest(job, pack_source_dir(tmp_path).sha256)

@@ -7,6 +7,7 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from sagestack.catalog import validate_request
+from sagestack.plan.names import Names
 from sagestack.plan.training import resolve_training_job
 from sagestack.plan.tuning import grid_points, render_tuning_request
 from sagestack.spec.models import JobSpec, TuningSpec
@@ -67,8 +68,7 @@ CASES = {
 
 def _job_plan(body=JOB):
     return resolve_training_job(
-        project="digits",
-        env="prod",
+        names=Names("digits", "prod"),
         key="classifier",
         job=JobSpec.model_validate(body),
         source_sha256="0" * 64,
@@ -79,7 +79,9 @@ def _job_plan(body=JOB):
 
 def _render(case: str) -> dict:
     tuning = TuningSpec.model_validate({"job": "classifier", "objective": OBJECTIVE, **CASES[case]})
-    request = render_tuning_request(tuning, key="lr-search", project="digits", job_plan=_job_plan())
+    request = render_tuning_request(
+        tuning, key="lr-search", names=Names("digits", "prod"), job_plan=_job_plan()
+    )
     validate_request("CreateHyperParameterTuningJob", request)
     return request
 
@@ -129,7 +131,7 @@ def test_tuning_job_names_fit_32_characters():
     long = render_tuning_request(
         TuningSpec.model_validate({"job": "c", "objective": OBJECTIVE, **CASES["random"]}),
         key="a-very-long-tuning-entry-name",
-        project="a-long-project-name",
+        names=Names("a-long-project-name", "prod"),
         job_plan=_job_plan(),
     )
     assert len(long["HyperParameterTuningJobName"]) == 32

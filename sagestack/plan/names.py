@@ -1,0 +1,108 @@
+"""The one authority for physical names. Everything sagestack names in AWS — stacks, state machines,
+jobs, endpoints, parameters, the model package group, the repository, the pipelines' log group —
+is spelled here, from a project and an environment; nothing else builds these strings.
+
+`Names("digits", "dev").state_machine("classifier")` -> 'digits-dev-classifier'. The constructs take
+a Names (a CDK user chooses project and environment); the spec path makes one per environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TRAINING_JOB_NAME_MAX = 63
+TUNING_JOB_NAME_MAX = 32  # CreateHyperParameterTuningJob's limit
+COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of an MD5 = 63, SageMaker's limit
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass(frozen=True)
+class Names:
+    project: str
+    env: str
+
+    def __post_init__(self) -> None:
+        for what, value in (("project", self.project), ("environment", self.env)):
+            if not _NAME.match(value):
+                raise ValueError(
+                    f"{what} {value!r}: use lowercase letters, digits and '-' (it is part of every "
+                    "resource name), e.g. 'digits' or 'dev'"
+                )
+
+    @property
+    def prefix(self) -> str:
+        """'<project>-<env>': the prefix of every physical name (IAM grants are scoped to it)."""
+        return f"{self.project}-{self.env}"
+
+    def stack(self, kind: str) -> str:
+        return f"{self.prefix}-{kind}"
+
+    @property
+    def key_alias(self) -> str:
+        return f"alias/sagestack/{self.prefix}"
+
+    @property
+    def repository(self) -> str:
+        return f"{self.prefix}-training"
+
+    @property
+    def model_package_group(self) -> str:
+        return self.prefix
+
+    @property
+    def pipeline_log_group(self) -> str:
+        """Where the pipelines' executions log (Step Functions' vended-logs prefix)."""
+        return f"/aws/vendedlogs/states/sagestack/{self.prefix}"
+
+    def training_state_machine(self, job: str) -> str:
+        return f"{self.prefix}-{job}"
+
+    def tuning_state_machine(self, search: str) -> str:
+        return f"{self.prefix}-tune-{search}"
+
+    def state_machine(self, entry: str, *, tuning: bool = False) -> str:
+        return self.tuning_state_machine(entry) if tuning else self.training_state_machine(entry)
+
+    def training_job(self, job: str, digest: str, candidate_index: int) -> str:
+        """'<prefix>-<job>-<hash8>-<i>', the front cut so the whole fits SageMaker's 63 characters."""
+        suffix = f"-{digest[:8]}-{candidate_index}"
+        return f"{self.prefix}-{job}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
+
+    @property
+    def training_job_pattern(self) -> str:
+        """Every training job of this environment (for IAM resources)."""
+        return f"{self.prefix}-*"
+
+    def tuning_job(self, search: str, digest: str) -> str:
+        """'<project>-<search>-<hash8>' cut to SageMaker's 32 characters, the hash kept (no room for
+        the environment: the hash, which covers it, tells environments apart)."""
+        suffix = f"-{digest[:8]}"
+        return f"{self.project}-{search}"[: TUNING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
+
+    @property
+    def tuning_job_pattern(self) -> str:
+        return f"{self.project}-*"
+
+    def endpoint(self, key: str) -> str:
+        return f"{self.prefix}-{key}"
+
+    def compilation_prefix(self, endpoint_key: str) -> str:
+        return self.endpoint(endpoint_key)[:COMPILE_NAME_PREFIX_MAX].rstrip("-")
+
+    @property
+    def compilation_job_pattern(self) -> str:
+        return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
+
+    @property
+    def parameters_path(self) -> str:
+        """The SSM path under which this environment's pipelines record results (no leading '/')."""
+        return f"sagestack/{self.project}/{self.env}"
+
+    def best_model_parameter(self, search: str) -> str:
+        """The SSM parameter where a tuning pipeline records its best training job and model."""
+        return f"/{self.parameters_path}/tuning/{search}/best-model"
+
+    @property
+    def best_model_parameter_pattern(self) -> str:
+        return f"{self.parameters_path}/tuning/*"
