@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.support.template_meaning import STATEFUL_TYPES, differences, meaning
+from tests.support.template_meaning import STATEFUL_TYPES, dangling_transitions, differences, meaning
 
 pytestmark = pytest.mark.synth
 
@@ -42,6 +42,15 @@ def test_templates_mean_what_the_baseline_says(name, tmp_path):
     assert stateful, "the baseline must hold stateful resources"
     missing = [f"{s}/{lid}" for s, lid in sorted(stateful) if lid not in after.get(s, {})]
     assert not missing, f"stateful logical IDs changed (the resource would be replaced): {missing}"
+    machines = [
+        (f"{stack}/{lid}", res["Properties"]["DefinitionString"])
+        for stack, resources in after.items()
+        for lid, res in resources.items()
+        if res["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    assert machines
+    broken = [f"{where}: {d}" for where, definition in machines for d in dangling_transitions(definition)]
+    assert not broken, broken
     diff = differences(before, after)
     assert not diff, "templates changed in meaning:\n" + "\n".join(diff)
 

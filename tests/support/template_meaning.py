@@ -29,7 +29,20 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _SET_KEYS = ("Action", "NotAction", "Resource", "NotResource")
 
 
+def _join_to_json(node: dict[str, Any]) -> Any:
+    """A state machine's Fn::Join of JSON text and references, as the JSON it renders, with each
+    reference kept as a marker string (so key order in the text no longer matters)."""
+    sep, parts = node["Fn::Join"]
+    text = sep.join(
+        p if isinstance(p, str) else "<ref " + json.dumps(p, sort_keys=True).replace('"', "'") + ">"
+        for p in parts
+    )
+    return json.loads(text)
+
+
 def _normalize(node: Any, key: str = "") -> Any:
+    if key == "DefinitionString" and isinstance(node, dict) and "Fn::Join" in node:
+        return _normalize(_join_to_json(node))
     if isinstance(node, dict):
         out = {k: _normalize(v, k) for k, v in node.items()}
         if key == "PolicyDocument" or ("Statement" in out and "Version" in out):
@@ -93,10 +106,52 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
             elif lid not in b:
                 out.append(f"{stack}/{lid}: added ({a[lid]['Type']})")
             elif a[lid] != b[lid]:
+                sm_b = b[lid].get("Properties", {}).get("DefinitionString")
+                sm_a = a[lid].get("Properties", {}).get("DefinitionString")
+                if (
+                    isinstance(sm_a, dict)
+                    and isinstance(sm_b, dict)
+                    and "States" in sm_a
+                    and "States" in sm_b
+                ):
+                    for state in sorted(set(sm_a["States"]) | set(sm_b["States"])):
+                        x, y = sm_b["States"].get(state), sm_a["States"].get(state)
+                        if x != y:
+                            out.append(
+                                f"{stack}/{lid} state {state!r}: {json.dumps(x)[:300]} -> {json.dumps(y)[:300]}"
+                            )
+                    continue
                 for field in sorted(set(a[lid]) | set(b[lid])):
                     if a[lid].get(field) != b[lid].get(field):
                         out.append(
                             f"{stack}/{lid}.{field}: {json.dumps(b[lid].get(field))[:400]} -> "
                             f"{json.dumps(a[lid].get(field))[:400]}"
                         )
+    return out
+
+
+def dangling_transitions(definition: dict[str, Any]) -> list[str]:
+    """Transitions to states that do not exist, and states nothing reaches (Step Functions refuses
+    the first at CreateStateMachine; a local interpreter may not). `definition` may be the template's
+    Fn::Join of text and references."""
+    if "Fn::Join" in definition:
+        definition = _join_to_json(definition)
+    states = definition["States"]
+    targets: dict[str, list[str]] = {}
+    for name, state in states.items():
+        nxt = [state.get("Next"), state.get("Default")]
+        nxt += [c.get("Next") for c in state.get("Choices", [])]
+        nxt += [c.get("Next") for c in state.get("Catch", [])]
+        targets[name] = [n for n in nxt if n]
+    out = [f"{src} -> {dst}" for src, dsts in targets.items() for dst in dsts if dst not in states]
+    if definition["StartAt"] not in states:
+        out.append(f"StartAt -> {definition['StartAt']}")
+    seen, todo = set(), [definition["StartAt"]]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in states:
+            continue
+        seen.add(name)
+        todo += targets[name]
+    out += [f"unreachable: {name}" for name in states if name not in seen]
     return out
