@@ -20,7 +20,6 @@ from sagestack.catalog.service_model import validate_request
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.plan import EnvironmentPlan
-from sagestack.plan.pipeline import PipelineSettings
 from sagestack.plan.requests import job_images, job_rules_image, stand_in_model_context, validation_context
 from sagestack.plan.serving import (
     EndpointPlan,
@@ -30,6 +29,7 @@ from sagestack.plan.serving import (
     validate_model_requests,
 )
 from sagestack.plan.sourcedir import SourceArchive, pack_source_dir
+from sagestack.plan.states import PipelineSettings
 from sagestack.plan.training import RequestContext, TrainingJobPlan, resolve_training_job
 from sagestack.plan.tuning import render_tuning_request
 from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline

@@ -17,7 +17,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from sagestack.constructs.nag import acknowledge
-from sagestack.plan.pipeline import PipelineSettings, training_pipeline
+from sagestack.plan.pipeline import training_pipeline
+from sagestack.plan.states import PipelineSettings
 from sagestack.plan.training import TrainingJobPlan
 
 

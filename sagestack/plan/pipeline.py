@@ -2,8 +2,8 @@
 
 aws-sdk service integrations with explicit Describe / Wait / Choice polling (not `.sync`), so each
 step handles ResourceLimitExceeded and capacity failures itself (back off, then the next candidate),
-and the whole machine runs under a local Step Functions interpreter in tests. Pure data: the CDK
-construct serializes it with tokens for the role, bucket, topic.
+and the whole machine runs under a local Step Functions interpreter in tests. Built from the shared
+state builders of sagestack.plan.states.
 """
 
 from __future__ import annotations
@@ -11,78 +11,63 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sagestack.plan import states as asl
+from sagestack.plan.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
 from sagestack.plan.training import TrainingJobPlan
 
-SDK = "arn:aws:states:::aws-sdk:"
-# Error names differ: Step Functions on AWS says SageMaker.ResourceLimitExceededException, a local
-# interpreter may say sagemaker.ResourceLimitExceededException; the Cause carries the service's own
-# code and text. Match both, case-sensitively, as ErrorEquals would.
-CAPACITY_PATTERNS = ("*ResourceLimitExceeded*", "*CapacityError*", "*InsufficientCapacity*")
-IN_USE_PATTERNS = ("*ResourceInUse*",)
-
-
-def fail_with_caught_error() -> dict[str, Any]:
-    """A Fail state with the error a Catch stored at $.error (the service's own name and message)."""
-    return {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+NO_CANDIDATE = "No candidate available"
+SUCCEEDED = "Succeeded"  # its output carries TrainingJobName and ModelArtifacts: model steps follow it
 
 
 @dataclass(frozen=True)
-class PipelineSettings:
-    poll_seconds: int = 60
-    backoff_seconds: int = 120
-    topic_arn: str | None = None
-    quota_codes: dict[str, str] | None = None  # quota name -> code (from a quota snapshot)
+class CandidateStates:
+    """The names of one instance candidate's states ('Create 1/2', 'Describe 1/2', …)."""
 
+    index: int
+    count: int
 
-def quota_state(
-    name: str, code: str | None, *, needed: int, result_path: str, next_checked: str, next_unchecked: str
-) -> dict[str, Any]:
-    """GetServiceQuota for a quota the snapshot names; a Pass that records "not checked" otherwise.
-    An unreachable quota service also proceeds: the create call is the final judge."""
-    if code is None:
-        return {
-            "Type": "Pass",
-            "Comment": f"Quota '{name}': code unknown at synth (no quota snapshot names it)",
-            "Result": {
-                "checked": False,
-                "quota": name,
-                "needed": needed,
-                "note": "quota code unknown at synth; run `sagestack quota snapshot` to check it",
-            },
-            "ResultPath": result_path,
-            "Next": next_unchecked,
-        }
-    return {
-        "Type": "Task",
-        "Comment": f"GetServiceQuota '{name}' ({code}): {needed} needed at once",
-        "Resource": f"{SDK}servicequotas:getServiceQuota",
-        "Parameters": {"ServiceCode": "sagemaker", "QuotaCode": code},
-        "ResultSelector": {"Value.$": "$.Quota.Value", "Name.$": "$.Quota.QuotaName"},
-        "ResultPath": result_path,
-        "Next": next_checked,
-        "Catch": [
-            {"ErrorEquals": ["States.ALL"], "ResultPath": f"{result_path}_error", "Next": next_unchecked}
-        ],
-    }
+    @property
+    def tag(self) -> str:
+        return f"{self.index + 1}/{self.count}"
 
+    @property
+    def quota(self) -> str:
+        return f"Quota {self.tag}" if self.index < self.count else NO_CANDIDATE
 
-def _matches_any(variable: str, patterns: tuple[str, ...]) -> dict[str, Any]:
-    return {"Or": [{"Variable": variable, "StringMatches": p} for p in patterns]}
+    @property
+    def quota_enough(self) -> str:
+        return f"Quota enough {self.tag}?"
 
+    @property
+    def create(self) -> str:
+        return f"Create {self.tag}"
 
-def _error_matches(patterns: tuple[str, ...]) -> dict[str, Any]:
-    return {
-        "Or": [
-            {
-                "And": [
-                    {"Variable": f"$.error.{field}", "IsPresent": True},
-                    {"Variable": f"$.error.{field}", "IsString": True},
-                    _matches_any(f"$.error.{field}", patterns),
-                ]
-            }
-            for field in ("Error", "Cause")
-        ]
-    }
+    @property
+    def create_refused(self) -> str:
+        return f"Create refused {self.tag}?"
+
+    @property
+    def backoff(self) -> str:
+        return f"Back off {self.tag}"
+
+    @property
+    def wait(self) -> str:
+        return f"Wait {self.tag}"
+
+    @property
+    def describe(self) -> str:
+        return f"Describe {self.tag}"
+
+    @property
+    def status(self) -> str:
+        return f"Status {self.tag}?"
+
+    @property
+    def result_path(self) -> str:
+        return f"$.quota_{self.index + 1}"
+
+    def next(self) -> CandidateStates:
+        return CandidateStates(self.index + 1, self.count)
 
 
 def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict[str, Any]:
@@ -90,105 +75,75 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
     states: dict[str, Any] = {}
     count = plan.job.instance_count
     n = len(plan.candidates)
-
-    def start_of(i: int) -> str:
-        return f"Quota {i + 1}/{n}" if i < n else "No candidate available"
-
+    status = "$.job.TrainingJobStatus"
     for c in plan.candidates:
-        i = c.index
-        tag = f"{i + 1}/{n}"
-        nxt = start_of(i + 1)
-        backoff = f"Back off {tag}"
+        s = CandidateStates(c.index, n)
+        nxt = s.next().quota
         code = (settings.quota_codes or {}).get(c.quota_name)
-        states[start_of(i)] = quota_state(
+        states[s.quota] = asl.quota_check(
             c.quota_name,
             code,
             needed=count,
-            result_path=f"$.quota_{i + 1}",
-            next_checked=f"Quota enough {tag}?",
-            next_unchecked=f"Create {tag}",
+            result_path=s.result_path,
+            next_checked=s.quota_enough,
+            next_unchecked=s.create,
         )
         if code is not None:
-            states[f"Quota enough {tag}?"] = {
-                "Type": "Choice",
-                "Choices": [{"Variable": f"$.quota_{i + 1}.Value", "NumericLessThan": count, "Next": nxt}],
-                "Default": f"Create {tag}",
-            }
-        states[f"Create {tag}"] = {
-            "Type": "Task",
-            "Comment": f"CreateTrainingJob on {count}x {c.instance_type}",
-            "Resource": f"{SDK}sagemaker:createTrainingJob",
-            "Parameters": c.request,
-            "ResultPath": "$.created",
-            "Next": f"Wait {tag}",
-            "Catch": [
-                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": f"Create refused {tag}?"}
-            ],
-        }
-        states[f"Create refused {tag}?"] = {
-            "Type": "Choice",
-            "Choices": [
-                {**_error_matches(CAPACITY_PATTERNS), "Next": backoff},
-                # Same content hash, same name: this spec's job already exists; follow it.
-                {**_error_matches(IN_USE_PATTERNS), "Next": f"Describe {tag}"},
-            ],
-            "Default": "Notify create failed",
-        }
-        states[backoff] = {"Type": "Wait", "Seconds": settings.backoff_seconds, "Next": nxt}
-        states[f"Wait {tag}"] = {"Type": "Wait", "Seconds": settings.poll_seconds, "Next": f"Describe {tag}"}
-        states[f"Describe {tag}"] = {
-            "Type": "Task",
-            "Resource": f"{SDK}sagemaker:describeTrainingJob",
-            "Parameters": {"TrainingJobName": c.name},
-            "ResultSelector": {
+            states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=nxt, enough=s.create)
+        states[s.create] = asl.task(
+            "sagemaker:createTrainingJob",
+            c.request,
+            comment=f"CreateTrainingJob on {count}x {c.instance_type}",
+            result_path="$.created",
+            nxt=s.wait,
+            catch_=asl.catch(s.create_refused),
+        )
+        states[s.create_refused] = asl.choice(
+            asl.when(asl.error_matches(CAPACITY_PATTERNS), s.backoff),
+            # Same content hash, same name: this spec's job already exists; follow it.
+            asl.when(asl.error_matches(IN_USE_PATTERNS), s.describe),
+            default="Notify create failed",
+        )
+        states[s.backoff] = asl.wait(settings.backoff_seconds, nxt)
+        states[s.wait] = asl.wait(settings.poll_seconds, s.describe)
+        states[s.describe] = asl.task(
+            "sagemaker:describeTrainingJob",
+            {"TrainingJobName": c.name},
+            result_selector={
                 "TrainingJobName.$": "$.TrainingJobName",
                 "TrainingJobArn.$": "$.TrainingJobArn",
                 "TrainingJobStatus.$": "$.TrainingJobStatus",
                 "Detail.$": "$",
             },
-            "ResultPath": "$.job",
-            "Retry": [
-                {"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 3, "BackoffRate": 2}
-            ],
-            "Next": f"Status {tag}?",
-        }
-        states[f"Status {tag}?"] = {
-            "Type": "Choice",
-            "Choices": [
-                {
-                    "Variable": "$.job.TrainingJobStatus",
-                    "StringEquals": "Completed",
-                    "Next": "Notify succeeded",
-                },
-                {
-                    "And": [
-                        {"Variable": "$.job.TrainingJobStatus", "StringEquals": "Failed"},
-                        {"Variable": "$.job.Detail.FailureReason", "IsPresent": True},
-                        _matches_any("$.job.Detail.FailureReason", CAPACITY_PATTERNS),
-                    ],
-                    "Next": backoff,
-                },
-                {
-                    "Variable": "$.job.TrainingJobStatus",
-                    "StringEquals": "Failed",
-                    "Next": "Notify training failed",
-                },
-                {"Variable": "$.job.TrainingJobStatus", "StringEquals": "Stopped", "Next": "Notify stopped"},
-            ],
-            "Default": f"Wait {tag}",
-        }
+            result_path="$.job",
+            retry_=asl.retry(),
+            nxt=s.status,
+        )
+        states[s.status] = asl.choice(
+            asl.when(asl.string_equals(status, "Completed"), "Notify succeeded"),
+            asl.when(
+                asl.all_of(
+                    asl.string_equals(status, "Failed"),
+                    asl.is_present("$.job.Detail.FailureReason"),
+                    asl.matches_any("$.job.Detail.FailureReason", CAPACITY_PATTERNS),
+                ),
+                s.backoff,
+            ),
+            asl.when(asl.string_equals(status, "Failed"), "Notify training failed"),
+            asl.when(asl.string_equals(status, "Stopped"), "Notify stopped"),
+            default=s.wait,
+        )
 
-    states["No candidate available"] = {
-        "Type": "Fail",
-        "Error": "NoCandidateAvailable",
-        "Cause": (
+    states[NO_CANDIDATE] = asl.fail(
+        "NoCandidateAvailable",
+        cause=(
             f"Every instance candidate of job '{plan.key}' was refused for quota or capacity: "
             + ", ".join(f"{plan.job.instance_count}x {c.instance_type}" for c in plan.candidates)
             + ". Ask for a quota increase, add a candidate, or retry later."
         ),
-    }
-    _notify(states, "Notify succeeded", settings, "succeeded", "$.job.TrainingJobName", "Succeeded")
-    states["Succeeded"] = {
+    )
+    states["Notify succeeded"] = notify_outcome(settings, "succeeded", "$.job.TrainingJobName", SUCCEEDED)
+    states[SUCCEEDED] = {
         "Type": "Pass",
         "Parameters": {
             "TrainingJobName.$": "$.job.TrainingJobName",
@@ -198,59 +153,31 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         },
         "End": True,
     }
-    _notify(states, "Notify training failed", settings, "failed", "$.job.TrainingJobName", "Training failed")
-    states["Training failed"] = {
-        "Type": "Fail",
-        "Error": "TrainingJobFailed",
-        "CausePath": "$.job.Detail.FailureReason",
-    }
-    _notify(states, "Notify stopped", settings, "was stopped", "$.job.TrainingJobName", "Training stopped")
-    states["Training stopped"] = {
-        "Type": "Fail",
-        "Error": "TrainingJobStopped",
-        "Cause": "The training job was stopped.",
-    }
-    _notify(states, "Notify create failed", settings, "was refused", None, "Create failed")
-    states["Create failed"] = fail_with_caught_error()
+    states["Notify training failed"] = notify_outcome(
+        settings, "failed", "$.job.TrainingJobName", "Training failed"
+    )
+    states["Training failed"] = asl.fail("TrainingJobFailed", cause_path="$.job.Detail.FailureReason")
+    states["Notify stopped"] = notify_outcome(
+        settings, "was stopped", "$.job.TrainingJobName", "Training stopped"
+    )
+    states["Training stopped"] = asl.fail("TrainingJobStopped", cause="The training job was stopped.")
+    states["Notify create failed"] = notify_outcome(settings, "was refused", None, "Create failed")
+    states["Create failed"] = asl.fail_with_caught_error()
 
     return {
         "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest})",
-        "StartAt": start_of(0),
+        "StartAt": CandidateStates(0, n).quota,
         "States": states,
     }
 
 
-def publish_state(
-    states: dict[str, Any],
-    state: str,
-    settings: PipelineSettings,
-    subject: str,
-    message: dict[str, str],
-    nxt: str,
-) -> None:
-    """An SNS publish to the pipeline's topic (a Pass when there is none). `message` is
-    {"Message": text} or {"Message.$": intrinsic}."""
-    if settings.topic_arn is None:
-        states[state] = {"Type": "Pass", "Next": nxt}
-        return
-    states[state] = {
-        "Type": "Task",
-        "Resource": f"{SDK}sns:publish",
-        "Parameters": {"TopicArn": settings.topic_arn, "Subject": subject, **message},
-        # Not ResultPath null: CDK's JSON rendering drops null values.
-        "ResultPath": "$.notification",
-        # A lost notification must not change the outcome of the pipeline.
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.notification_error", "Next": nxt}],
-        "Next": nxt,
-    }
-
-
-def _notify(
-    states: dict[str, Any], state: str, settings: PipelineSettings, verb: str, name_path: str | None, nxt: str
-) -> None:
+def notify_outcome(
+    settings: PipelineSettings, verb: str, name_path: str | None, nxt: str, kind: str = "Training"
+) -> dict[str, Any]:
+    """'Training job <name> succeeded.' (or the tuning pipeline's words) to the topic."""
     message = (
-        {"Message.$": f"States.Format('Training job {{}} {verb}.', {name_path})"}
+        {"Message.$": f"States.Format('{kind} job {{}} {verb}.', {name_path})"}
         if name_path
-        else {"Message": f"A training job {verb} by SageMaker; see the execution's error."}
+        else {"Message": f"A {kind.lower()} job {verb} by SageMaker; see the execution's error."}
     )
-    publish_state(states, state, settings, f"sagestack: training {verb}", message, nxt)
+    return asl.notify(settings, f"sagestack: {kind.lower()} {verb}", message, nxt)

@@ -16,15 +16,10 @@ from typing import Any
 
 from sagestack.catalog.instances import instance_types_for
 from sagestack.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
+from sagestack.plan import states as asl
 from sagestack.plan.environment import EnvironmentPlan
-from sagestack.plan.pipeline import (
-    IN_USE_PATTERNS,
-    SDK,
-    PipelineSettings,
-    _error_matches,
-    fail_with_caught_error,
-    publish_state,
-)
+from sagestack.plan.pipeline import SUCCEEDED
+from sagestack.plan.states import IN_USE_PATTERNS, PipelineSettings
 from sagestack.spec.models import EndpointSpec
 
 CONTENT_TYPES = ["application/json", "application/x-npy"]
@@ -244,6 +239,69 @@ def _dynamic(request: dict[str, Any], path: tuple[str, ...], json_path: str) -> 
 # ---------------------------------------------------------------- states
 
 
+@dataclass(frozen=True)
+class ModelStates:
+    """The names of one endpoint's compile and register states ('Compile digits', …)."""
+
+    key: str
+
+    @property
+    def name_compilation(self) -> str:
+        return f"Name compilation {self.key}"
+
+    @property
+    def compile(self) -> str:
+        return f"Compile {self.key}"
+
+    @property
+    def compile_refused(self) -> str:
+        return f"Compile refused {self.key}?"
+
+    @property
+    def notify_compile_refused(self) -> str:
+        return f"Notify compile refused {self.key}"
+
+    @property
+    def compile_refused_fail(self) -> str:
+        return f"Compile refused {self.key}"
+
+    @property
+    def wait(self) -> str:
+        return f"Wait compilation {self.key}"
+
+    @property
+    def describe(self) -> str:
+        return f"Describe compilation {self.key}"
+
+    @property
+    def status(self) -> str:
+        return f"Compilation status {self.key}?"
+
+    @property
+    def notify_compile_failed(self) -> str:
+        return f"Notify compile failed {self.key}"
+
+    @property
+    def compile_failed(self) -> str:
+        return f"Compile failed {self.key}"
+
+    @property
+    def no_image(self) -> str:
+        return f"No inference image {self.key}"
+
+    @property
+    def image_reported(self) -> str:
+        return f"Image reported {self.key}?"
+
+    @property
+    def register(self) -> str:
+        return f"Register {self.key}"
+
+    @property
+    def register_catalog_image(self) -> str:
+        return f"Register {self.key} (catalog image)"
+
+
 def append_model_steps(
     definition: dict[str, Any],
     endpoints: list[EndpointPlan],
@@ -255,7 +313,7 @@ def append_model_steps(
     if not endpoints:
         return definition
     states: dict[str, Any] = definition["States"]
-    done = states["Succeeded"]
+    done = states[SUCCEEDED]
     done.pop("End", None)
     first = _start(endpoints[0])
     done["Next"] = first
@@ -265,12 +323,8 @@ def append_model_steps(
         result = f"$.package_{i + 1}"
         packages[f"{ep.key}.$"] = f"{result}.ModelPackageArn"
         states.update(_endpoint_states(ep, ctx, settings, i + 1, result, nxt))
-    _notify_text(
-        states,
-        "Notify registered",
-        settings,
-        "Model packages registered (PendingManualApproval).",
-        "Model registered",
+    states["Notify registered"] = _notify_text(
+        settings, "Model packages registered (PendingManualApproval).", "Model registered"
     )
     # The pipeline's own result, plus the registered packages.
     shown = done.get("Parameters") or states.get("Best model", {}).get("Parameters", {})
@@ -284,7 +338,8 @@ def append_model_steps(
 
 
 def _start(ep: EndpointPlan) -> str:
-    return f"Name compilation {ep.key}" if ep.spec.compile else f"Register {ep.key}"
+    names = ModelStates(ep.key)
+    return names.name_compilation if ep.spec.compile else names.register
 
 
 def _endpoint_states(
@@ -292,16 +347,17 @@ def _endpoint_states(
 ) -> dict[str, Any]:
     s: dict[str, Any] = {}
     k = ep.key
+    names = ModelStates(k)
     stand_in = validation_stand_ins(ep)
     if ep.spec.compile is None:
         request = _register_request(ep, ctx, model_data_path="$.ModelArtifacts")
-        s[f"Register {k}"] = _register_task(request, result, nxt, k)
+        s[names.register] = _register_task(request, result, nxt, k)
         return s
 
     compiled = f"$.compiled_{n}"
     name_path = f"$.compilation_{n}.name"
     digest = compile_digest(ep)
-    s[f"Name compilation {k}"] = {
+    s[names.name_compilation] = {
         "Type": "Pass",
         "Comment": "Content-addressed: the same trained model and compile settings give the same job name",
         "Parameters": {
@@ -309,102 +365,60 @@ def _endpoint_states(
             f"States.Hash(States.Format('{{}}|{digest}', $.ModelArtifacts), 'MD5'))"
         },
         "ResultPath": f"$.compilation_{n}",
-        "Next": f"Compile {k}",
+        "Next": names.compile,
     }
     request = compilation_request(ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"])
     _dynamic(request, ("CompilationJobName",), name_path)
     _dynamic(request, ("InputConfig", "S3Uri"), "$.ModelArtifacts")
     target = ep.spec.compile.target_device or "target platform"
-    s[f"Compile {k}"] = {
-        "Type": "Task",
-        "Comment": f"CreateCompilationJob (SageMaker Neo) for {target}",
-        "Resource": f"{SDK}sagemaker:createCompilationJob",
-        "Parameters": request,
-        "ResultPath": "$.compile_created",
-        "Next": f"Wait compilation {k}",
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": f"Compile refused {k}?"}],
-    }
-    s[f"Compile refused {k}?"] = {
-        "Type": "Choice",
-        # The same name means this model was compiled with these settings already: follow that job.
-        "Choices": [{**_error_matches(IN_USE_PATTERNS), "Next": f"Describe compilation {k}"}],
-        "Default": f"Notify compile refused {k}",
-    }
-    _notify_text(
-        s,
-        f"Notify compile refused {k}",
-        settings,
-        f"Compilation for endpoint {k} was refused.",
-        f"Compile refused {k}",
+    s[names.compile] = asl.task(
+        "sagemaker:createCompilationJob",
+        request,
+        comment=f"CreateCompilationJob (SageMaker Neo) for {target}",
+        result_path="$.compile_created",
+        nxt=names.wait,
+        catch_=asl.catch(names.compile_refused),
     )
-    s[f"Compile refused {k}"] = fail_with_caught_error()
-    s[f"Wait compilation {k}"] = {
-        "Type": "Wait",
-        "Seconds": settings.poll_seconds,
-        "Next": f"Describe compilation {k}",
-    }
-    s[f"Describe compilation {k}"] = {
-        "Type": "Task",
-        "Resource": f"{SDK}sagemaker:describeCompilationJob",
-        "Parameters": {"CompilationJobName.$": name_path},
-        "ResultSelector": {"Status.$": "$.CompilationJobStatus", "Detail.$": "$"},
-        "ResultPath": compiled,
-        "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 3, "BackoffRate": 2}],
-        "Next": f"Compilation status {k}?",
-    }
-    s[f"Compilation status {k}?"] = {
-        "Type": "Choice",
-        "Choices": [
-            {"Variable": f"{compiled}.Status", "StringEquals": "COMPLETED", "Next": f"Image reported {k}?"},
-            {
-                "Variable": f"{compiled}.Status",
-                "StringEquals": "FAILED",
-                "Next": f"Notify compile failed {k}",
-            },
-            {
-                "Variable": f"{compiled}.Status",
-                "StringEquals": "STOPPED",
-                "Next": f"Notify compile failed {k}",
-            },
-        ],
-        "Default": f"Wait compilation {k}",
-    }
-    _notify_text(
-        s,
-        f"Notify compile failed {k}",
-        settings,
-        f"Compilation for endpoint {k} failed.",
-        f"Compile failed {k}",
+    # The same name means this model was compiled with these settings already: follow that job.
+    s[names.compile_refused] = asl.choice(
+        asl.when(asl.error_matches(IN_USE_PATTERNS), names.describe), default=names.notify_compile_refused
     )
-    s[f"Compile failed {k}"] = {
-        "Type": "Fail",
-        "Error": "CompilationJobFailed",
-        "CausePath": f"{compiled}.Detail.FailureReason",
-    }
+    s[names.notify_compile_refused] = _notify_text(
+        settings, f"Compilation for endpoint {k} was refused.", names.compile_refused_fail
+    )
+    s[names.compile_refused_fail] = asl.fail_with_caught_error()
+    s[names.wait] = asl.wait(settings.poll_seconds, names.describe)
+    s[names.describe] = asl.task(
+        "sagemaker:describeCompilationJob",
+        {"CompilationJobName.$": name_path},
+        result_selector={"Status.$": "$.CompilationJobStatus", "Detail.$": "$"},
+        result_path=compiled,
+        retry_=asl.retry(),
+        nxt=names.status,
+    )
+    status = f"{compiled}.Status"
+    s[names.status] = asl.choice(
+        asl.when(asl.string_equals(status, "COMPLETED"), names.image_reported),
+        asl.when(asl.string_equals(status, "FAILED"), names.notify_compile_failed),
+        asl.when(asl.string_equals(status, "STOPPED"), names.notify_compile_failed),
+        default=names.wait,
+    )
+    s[names.notify_compile_failed] = _notify_text(
+        settings, f"Compilation for endpoint {k} failed.", names.compile_failed
+    )
+    s[names.compile_failed] = asl.fail("CompilationJobFailed", cause_path=f"{compiled}.Detail.FailureReason")
     if not ep.image_uri:
-        s[f"No inference image {k}"] = {
-            "Type": "Fail",
-            "Error": "NoInferenceImage",
-            "Cause": f"The compilation job reported no InferenceImage and sagestack's catalog has none for "
+        s[names.no_image] = asl.fail(
+            "NoInferenceImage",
+            cause=f"The compilation job reported no InferenceImage and sagestack's catalog has none for "
             f"{ep.spec.compile.framework} on {target}; register the model by hand with the right image.",
-        }
-    s[f"Image reported {k}?"] = {
-        "Type": "Choice",
-        "Choices": [
-            {
-                "And": [
-                    {"Variable": f"{compiled}.Detail.InferenceImage", "IsPresent": True},
-                    {"Variable": f"{compiled}.Detail.InferenceImage", "IsString": True},
-                ],
-                "Next": f"Register {k}",
-            }
-        ],
-        "Default": f"Register {k} (catalog image)" if ep.image_uri else f"No inference image {k}",
-    }
-    for state, image_path in (
-        (f"Register {k}", f"{compiled}.Detail.InferenceImage"),
-        (f"Register {k} (catalog image)", None),
-    ):
+        )
+    image = f"{compiled}.Detail.InferenceImage"
+    s[names.image_reported] = asl.choice(
+        asl.when(asl.all_of(asl.is_present(image), asl.is_string(image)), names.register),
+        default=names.register_catalog_image if ep.image_uri else names.no_image,
+    )
+    for state, image_path in ((names.register, image), (names.register_catalog_image, None)):
         if image_path is None and not ep.image_uri:
             continue
         request = _register_request(
@@ -439,20 +453,19 @@ def _register_request(
 
 
 def _register_task(request: dict[str, Any], result: str, nxt: str, key: str) -> dict[str, Any]:
-    return {
-        "Type": "Task",
-        "Comment": f"CreateModelPackage for endpoint '{key}' (PendingManualApproval)",
-        "Resource": f"{SDK}sagemaker:createModelPackage",
-        "Parameters": request,
-        "ResultSelector": {"ModelPackageArn.$": "$.ModelPackageArn"},
-        "ResultPath": result,
-        "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 2, "BackoffRate": 2}],
-        "Next": nxt,
-    }
+    return asl.task(
+        "sagemaker:createModelPackage",
+        request,
+        comment=f"CreateModelPackage for endpoint '{key}' (PendingManualApproval)",
+        result_selector={"ModelPackageArn.$": "$.ModelPackageArn"},
+        result_path=result,
+        retry_=asl.retry(attempts=2),
+        nxt=nxt,
+    )
 
 
-def _notify_text(states: dict[str, Any], state: str, settings: PipelineSettings, text: str, nxt: str) -> None:
-    publish_state(states, state, settings, f"sagestack: {text[:80]}", {"Message": text}, nxt)
+def _notify_text(settings: PipelineSettings, text: str, nxt: str) -> dict[str, Any]:
+    return asl.notify(settings, f"sagestack: {text[:80]}", {"Message": text}, nxt)
 
 
 def stand_in_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> dict[str, dict[str, Any]]:

@@ -6,16 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sagestack.plan.pipeline import (
-    CAPACITY_PATTERNS,
-    IN_USE_PATTERNS,
-    SDK,
-    PipelineSettings,
-    _error_matches,
-    _notify,
-    fail_with_caught_error,
-    quota_state,
-)
+from sagestack.plan import states as asl
+from sagestack.plan.pipeline import notify_outcome
+from sagestack.plan.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
 
 
 @dataclass(frozen=True)
@@ -32,7 +25,7 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
     output_path = inputs.request["TrainingJobDefinition"]["OutputDataConfig"]["S3OutputPath"]
     states: dict[str, Any] = {}
     code = (settings.quota_codes or {}).get(inputs.quota_name)
-    states["Quota"] = quota_state(
+    states["Quota"] = asl.quota_check(
         inputs.quota_name,
         code,
         needed=inputs.quota_needed,
@@ -41,68 +34,55 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
         next_unchecked="Create tuning job",
     )
     if code is not None:
-        states["Quota enough?"] = {
-            "Type": "Choice",
-            "Choices": [
-                {"Variable": "$.quota.Value", "NumericLessThan": inputs.quota_needed, "Next": "Quota too low"}
-            ],
-            "Default": "Create tuning job",
-        }
-        states["Quota too low"] = {
-            "Type": "Fail",
-            "Error": "QuotaTooLow",
-            "Cause": f"'{inputs.quota_name}' must allow {inputs.quota_needed} instances (max_parallel_jobs x "
+        states["Quota enough?"] = asl.quota_enough(
+            "$.quota", inputs.quota_needed, short="Quota too low", enough="Create tuning job"
+        )
+        states["Quota too low"] = asl.fail(
+            "QuotaTooLow",
+            cause=f"'{inputs.quota_name}' must allow {inputs.quota_needed} instances (max_parallel_jobs x "
             "instance_count); lower max_parallel_jobs or ask for an increase with `aws service-quotas "
             f"request-service-quota-increase --service-code sagemaker --quota-code {code} "
             f"--desired-value {inputs.quota_needed}`",
-        }
-    states["Create tuning job"] = {
-        "Type": "Task",
-        "Resource": f"{SDK}sagemaker:createHyperParameterTuningJob",
-        "Parameters": inputs.request,
-        "ResultPath": "$.created",
-        "Next": "Wait",
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Create refused?"}],
-    }
-    states["Create refused?"] = {
-        "Type": "Choice",
-        "Choices": [
-            {**_error_matches(IN_USE_PATTERNS), "Next": "Describe"},  # this spec's search already exists
-            {**_error_matches(CAPACITY_PATTERNS), "Next": "Notify create failed"},
-        ],
-        "Default": "Notify create failed",
-    }
-    states["Wait"] = {"Type": "Wait", "Seconds": settings.poll_seconds, "Next": "Describe"}
-    states["Describe"] = {
-        "Type": "Task",
-        "Resource": f"{SDK}sagemaker:describeHyperParameterTuningJob",
-        "Parameters": {"HyperParameterTuningJobName": name},
-        "ResultSelector": {"Status.$": "$.HyperParameterTuningJobStatus", "Detail.$": "$"},
-        "ResultPath": "$.tuning",
-        "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 3, "BackoffRate": 2}],
-        "Next": "Status?",
-    }
-    states["Status?"] = {
-        "Type": "Choice",
-        "Choices": [
-            {
-                "And": [
-                    {"Variable": "$.tuning.Status", "StringEquals": "Completed"},
-                    {"Variable": "$.tuning.Detail.BestTrainingJob.TrainingJobName", "IsPresent": True},
-                ],
-                "Next": "Best model",
-            },
-            {"Variable": "$.tuning.Status", "StringEquals": "Completed", "Next": "No best job"},
-            {"Variable": "$.tuning.Status", "StringEquals": "Failed", "Next": "Notify tuning failed"},
-            {"Variable": "$.tuning.Status", "StringEquals": "Stopped", "Next": "Notify tuning stopped"},
-        ],
-        "Default": "Wait",
-    }
-    states["No best job"] = {
-        "Type": "Fail",
-        "Error": "NoBestTrainingJob",
-        "Cause": "The tuning job completed without a best training job: every trial failed.",
-    }
+        )
+    states["Create tuning job"] = asl.task(
+        "sagemaker:createHyperParameterTuningJob",
+        inputs.request,
+        result_path="$.created",
+        nxt="Wait",
+        catch_=asl.catch("Create refused?"),
+    )
+    states["Create refused?"] = asl.choice(
+        asl.when(asl.error_matches(IN_USE_PATTERNS), "Describe"),  # this spec's search already exists
+        asl.when(asl.error_matches(CAPACITY_PATTERNS), "Notify create failed"),
+        default="Notify create failed",
+    )
+    states["Wait"] = asl.wait(settings.poll_seconds, "Describe")
+    states["Describe"] = asl.task(
+        "sagemaker:describeHyperParameterTuningJob",
+        {"HyperParameterTuningJobName": name},
+        result_selector={"Status.$": "$.HyperParameterTuningJobStatus", "Detail.$": "$"},
+        result_path="$.tuning",
+        retry_=asl.retry(),
+        nxt="Status?",
+    )
+    status = "$.tuning.Status"
+    states["Status?"] = asl.choice(
+        asl.when(
+            asl.all_of(
+                asl.string_equals(status, "Completed"),
+                asl.is_present("$.tuning.Detail.BestTrainingJob.TrainingJobName"),
+            ),
+            "Best model",
+        ),
+        asl.when(asl.string_equals(status, "Completed"), "No best job"),
+        asl.when(asl.string_equals(status, "Failed"), "Notify tuning failed"),
+        asl.when(asl.string_equals(status, "Stopped"), "Notify tuning stopped"),
+        default="Wait",
+    )
+    states["No best job"] = asl.fail(
+        "NoBestTrainingJob",
+        cause="The tuning job completed without a best training job: every trial failed.",
+    )
     states["Best model"] = {
         "Type": "Pass",
         "Comment": "SageMaker writes a job's model to <S3OutputPath><job name>/output/model.tar.gz",
@@ -116,26 +96,28 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
         "ResultPath": "$.best",
         "Next": "Record best model",
     }
-    states["Record best model"] = {
-        "Type": "Task",
-        "Resource": f"{SDK}ssm:putParameter",
-        "Parameters": {
+    states["Record best model"] = asl.task(
+        "ssm:putParameter",
+        {
             "Name": inputs.parameter_name,
             "Type": "String",
             "Overwrite": True,
             "Value.$": "States.JsonToString($.best)",
         },
-        "ResultPath": "$.recorded",
-        "Next": "Notify succeeded",
-    }
-    _notify(states, "Notify succeeded", settings, "succeeded", "$.best.TrainingJobName", "Succeeded")
+        result_path="$.recorded",
+        nxt="Notify succeeded",
+    )
+    states["Notify succeeded"] = notify_outcome(settings, "succeeded", "$.best.TrainingJobName", "Succeeded")
     states["Succeeded"] = {"Type": "Pass", "InputPath": "$.best", "End": True}
-    _notify(states, "Notify tuning failed", settings, "failed", None, "Tuning failed")
-    states["Tuning failed"] = {
-        "Type": "Fail",
-        "Error": "TuningJobFailed",
-        "Cause": "The tuning job failed or was stopped; see DescribeHyperParameterTuningJob's FailureReason.",
-    }
-    _notify(states, "Notify create failed", settings, "was refused", None, "Create failed")
-    states["Create failed"] = fail_with_caught_error()
+    states["Notify tuning failed"] = notify_outcome(settings, "failed", None, "Tuning failed")
+    states["Tuning failed"] = asl.fail(
+        "TuningJobFailed",
+        cause="The tuning job failed; see DescribeHyperParameterTuningJob's FailureReason.",
+    )
+    states["Notify tuning stopped"] = notify_outcome(
+        settings, "was stopped", None, "Tuning stopped", kind="Tuning"
+    )
+    states["Tuning stopped"] = asl.fail("TuningJobStopped", cause="The tuning job was stopped.")
+    states["Notify create failed"] = notify_outcome(settings, "was refused", None, "Create failed")
+    states["Create failed"] = asl.fail_with_caught_error()
     return {"Comment": f"sagestack tuning pipeline for '{inputs.key}'", "StartAt": "Quota", "States": states}

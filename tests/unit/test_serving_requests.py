@@ -10,7 +10,6 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from sagestack.catalog import validate_request
 from sagestack.plan import resolve_environment
-from sagestack.plan.pipeline import PipelineSettings
 from sagestack.plan.serving import (
     ModelStepContext,
     append_model_steps,
@@ -20,6 +19,7 @@ from sagestack.plan.serving import (
     validate_model_requests,
     validation_stand_ins,
 )
+from sagestack.plan.states import PipelineSettings
 from tests.conftest import MINIMAL
 
 CTX = ModelStepContext(

@@ -396,7 +396,8 @@ def test_source_archive_is_byte_identical_regardless_of_mtimes_and_caches(tmp_pa
 
 
 def test_pipeline_skips_a_candidate_whose_quota_is_short():
-    from sagestack.plan.pipeline import PipelineSettings, training_pipeline
+    from sagestack.plan.pipeline import training_pipeline
+    from sagestack.plan.states import PipelineSettings
 
     plan = _plan(
         {

@@ -1,0 +1,187 @@
+"""Small builders of Amazon States Language states, shared by the training, tuning and model-step
+pipelines: a task on an aws-sdk integration, its retry and catch, a choice, a wait, a fail that
+carries the cause, and a notification that can never change a pipeline's outcome.
+
+Pure data (dicts); a construct serializes the definition with tokens for the role, bucket, topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SDK = "arn:aws:states:::aws-sdk:"
+# Error names differ: Step Functions on AWS says SageMaker.ResourceLimitExceededException, a local
+# interpreter may say sagemaker.ResourceLimitExceededException; the Cause carries the service's own
+# code and text. Match both, case-sensitively, as ErrorEquals would.
+CAPACITY_PATTERNS = ("*ResourceLimitExceeded*", "*CapacityError*", "*InsufficientCapacity*")
+IN_USE_PATTERNS = ("*ResourceInUse*",)
+CAUGHT = "$.error"  # where a Catch stores the error it caught
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    poll_seconds: int = 60
+    backoff_seconds: int = 120
+    topic_arn: str | None = None
+    quota_codes: dict[str, str] | None = None  # quota name -> code (from a quota snapshot)
+
+
+State = dict[str, Any]
+
+
+def retry(*, interval: int = 5, attempts: int = 3, backoff: float = 2) -> list[dict[str, Any]]:
+    """Retry any error: for reads that a throttle or a blip may fail."""
+    return [
+        {
+            "ErrorEquals": ["States.ALL"],
+            "IntervalSeconds": interval,
+            "MaxAttempts": attempts,
+            "BackoffRate": backoff,
+        }
+    ]
+
+
+def catch(nxt: str, result_path: str = CAUGHT) -> list[dict[str, Any]]:
+    """Catch any error, keep it at result_path and go on to `nxt`."""
+    return [{"ErrorEquals": ["States.ALL"], "ResultPath": result_path, "Next": nxt}]
+
+
+def task(
+    action: str,
+    parameters: dict[str, Any],
+    *,
+    nxt: str,
+    result_path: str,
+    result_selector: dict[str, Any] | None = None,
+    retry_: list[dict[str, Any]] | None = None,
+    catch_: list[dict[str, Any]] | None = None,
+    comment: str | None = None,
+) -> State:
+    """A call of an aws-sdk integration, e.g. task('sagemaker:createTrainingJob', request, …)."""
+    state: State = {"Type": "Task"}
+    if comment is not None:
+        state["Comment"] = comment
+    state.update({"Resource": f"{SDK}{action}", "Parameters": parameters})
+    if result_selector is not None:
+        state["ResultSelector"] = result_selector
+    state["ResultPath"] = result_path
+    if retry_ is not None:
+        state["Retry"] = retry_
+    state["Next"] = nxt
+    if catch_ is not None:
+        state["Catch"] = catch_
+    return state
+
+
+def choice(*choices: dict[str, Any], default: str) -> State:
+    return {"Type": "Choice", "Choices": list(choices), "Default": default}
+
+
+def when(condition: dict[str, Any], nxt: str) -> dict[str, Any]:
+    """One branch of a Choice: a condition (string_equals, matches_any, …) and where it goes."""
+    return {**condition, "Next": nxt}
+
+
+def string_equals(variable: str, value: str) -> dict[str, Any]:
+    return {"Variable": variable, "StringEquals": value}
+
+
+def all_of(*conditions: dict[str, Any]) -> dict[str, Any]:
+    return {"And": list(conditions)}
+
+
+def is_present(variable: str) -> dict[str, Any]:
+    return {"Variable": variable, "IsPresent": True}
+
+
+def is_string(variable: str) -> dict[str, Any]:
+    return {"Variable": variable, "IsString": True}
+
+
+def matches_any(variable: str, patterns: tuple[str, ...]) -> dict[str, Any]:
+    return {"Or": [{"Variable": variable, "StringMatches": p} for p in patterns]}
+
+
+def error_matches(patterns: tuple[str, ...]) -> dict[str, Any]:
+    """The caught error's name or cause matches one of the patterns (either may be absent)."""
+    return {
+        "Or": [
+            all_of(
+                is_present(f"{CAUGHT}.{field}"),
+                is_string(f"{CAUGHT}.{field}"),
+                matches_any(f"{CAUGHT}.{field}", patterns),
+            )
+            for field in ("Error", "Cause")
+        ]
+    }
+
+
+def wait(seconds: int, nxt: str) -> State:
+    return {"Type": "Wait", "Seconds": seconds, "Next": nxt}
+
+
+def fail(error: str, *, cause: str | None = None, cause_path: str | None = None) -> State:
+    """A Fail that says why: a fixed cause, or one read from the state (CausePath)."""
+    state: State = {"Type": "Fail", "Error": error}
+    if cause is not None:
+        state["Cause"] = cause
+    if cause_path is not None:
+        state["CausePath"] = cause_path
+    return state
+
+
+def fail_with_caught_error() -> State:
+    """A Fail with the error a Catch stored (the service's own name and message)."""
+    return {"Type": "Fail", "ErrorPath": f"{CAUGHT}.Error", "CausePath": f"{CAUGHT}.Cause"}
+
+
+def notify(settings: PipelineSettings, subject: str, message: dict[str, str], nxt: str) -> State:
+    """An SNS publish to the pipeline's topic (a Pass when there is none). `message` is
+    {"Message": text} or {"Message.$": intrinsic}. A lost notification must not change the outcome."""
+    if settings.topic_arn is None:
+        return {"Type": "Pass", "Next": nxt}
+    return task(
+        "sns:publish",
+        {"TopicArn": settings.topic_arn, "Subject": subject, **message},
+        # Not ResultPath null: CDK's JSON rendering drops null values.
+        result_path="$.notification",
+        catch_=catch(nxt, "$.notification_error"),
+        nxt=nxt,
+    )
+
+
+def quota_check(
+    name: str, code: str | None, *, needed: int, result_path: str, next_checked: str, next_unchecked: str
+) -> State:
+    """GetServiceQuota for a quota the snapshot names; a Pass that records "not checked" otherwise.
+    An unreachable quota service also proceeds: the create call is the final judge."""
+    if code is None:
+        return {
+            "Type": "Pass",
+            "Comment": f"Quota '{name}': code unknown at synth (no quota snapshot names it)",
+            "Result": {
+                "checked": False,
+                "quota": name,
+                "needed": needed,
+                "note": "quota code unknown at synth; run `sagestack quota snapshot` to check it",
+            },
+            "ResultPath": result_path,
+            "Next": next_unchecked,
+        }
+    return task(
+        "servicequotas:getServiceQuota",
+        {"ServiceCode": "sagemaker", "QuotaCode": code},
+        comment=f"GetServiceQuota '{name}' ({code}): {needed} needed at once",
+        result_selector={"Value.$": "$.Quota.Value", "Name.$": "$.Quota.QuotaName"},
+        result_path=result_path,
+        nxt=next_checked,
+        catch_=catch(next_unchecked, f"{result_path}_error"),
+    )
+
+
+def quota_enough(result_path: str, needed: int, *, short: str, enough: str) -> State:
+    """Go to `short` when the quota read at result_path allows fewer than `needed` instances."""
+    return choice(
+        {"Variable": f"{result_path}.Value", "NumericLessThan": needed, "Next": short}, default=enough
+    )
