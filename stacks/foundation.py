@@ -11,14 +11,15 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from sagestack.constructs import (
-    CheckpointBucket,
+    ArtifactBucket,
     ExecutionRole,
     ModelPackageGroup,
     TrainingImage,
+    actions,
     project_repository,
 )
-from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.plan import EnvironmentPlan
+from sagestack.spec.models import JobSpec
 
 
 class FoundationStack(Stack):
@@ -51,13 +52,13 @@ class FoundationStack(Stack):
             removal_policy=removal,
             pending_window=Duration.days(30 if retain else 7),
         )
-        self.artifacts = CheckpointBucket(
+        self.artifacts = ArtifactBucket(
             self,
             "Artifacts",
             encryption_key=self.key,
-            retain=retain,
-            noncurrent_checkpoint_days=spec.bucket.noncurrent_checkpoint_days,
-            abort_incomplete_upload_days=spec.bucket.abort_incomplete_upload_days,
+            removal_policy=removal,
+            noncurrent_checkpoint_versions=Duration.days(spec.bucket.noncurrent_checkpoint_days),
+            abort_incomplete_uploads=Duration.days(spec.bucket.abort_incomplete_upload_days),
         )
         self.repository = project_repository(
             self, "Repository", repository_name=plan.names.repository, retain=retain, encryption_key=self.key
@@ -69,47 +70,50 @@ class FoundationStack(Stack):
             encryption_key=self.key,
             vpc_access=any(job.vpc is not None for job in spec.jobs.values()),
         )
-        self.repository.grant_pull(self.execution_role.role)
-        self._grant_debugger_actions(plan)
+        self.repository.grant_pull(self.execution_role)
+        debuggers = [job.debugger for job in spec.jobs.values() if job.debugger]
+        self.execution_role.grant_debugger_actions(
+            plan.names,
+            stop_training=any(d.stops_training(r) for d in debuggers for r in d.rules),
+            notify=any(r.email or r.sms for d in debuggers for r in d.rules),
+        )
 
-        self.images: dict[str, list[TrainingImage]] = {}
+        # One TrainingImage per spec image (and its SMP v2 variant), each pulled by the role.
+        self.images: dict[str, TrainingImage] = {}
+        self.smp_images: dict[str, TrainingImage] = {}
         for name, resolved in plan.images.items():
             image = resolved.spec
             build = image.dockerfile_spec
             if build is not None:
-                built = TrainingImage.from_asset(
+                self.images[name] = TrainingImage.from_asset(
                     self,
                     f"Image-{name}",
                     directory=str(project_root / build.directory),
                     build_args=build.build_args,
                     target=build.target,
                 )
-                self.images[name] = [built]
             elif image.uri is not None:
-                self.images[name] = [TrainingImage.from_dlc(image.uri)]
+                self.images[name] = TrainingImage.from_registry(image.uri)
             else:
-                self.images[name] = [TrainingImage.from_dlc(uri) for uri in resolved.all_uris]
-            for img in self.images[name]:
-                img.grant_pull(self.execution_role.role)
+                self.images[name] = TrainingImage.from_uris(resolved.dlc_uris)
+                if resolved.smp_uris:
+                    self.smp_images[name] = TrainingImage.from_uris(resolved.smp_uris)
+        for img in [*self.images.values(), *self.smp_images.values()]:
+            if img.all_uris or img.fingerprint:
+                img.grant_pull(self.execution_role)
 
         self.model_registry = ModelPackageGroup(
             self,
             "ModelRegistry",
             group_name=plan.names.model_package_group,
             description=f"Models trained by sagestack for {plan.names.prefix}",
-            retain=retain,
+            removal_policy=removal,
             reader_accounts=model_readers,
         )
         # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                actions=[
-                    "kms:Encrypt*",
-                    "kms:Decrypt*",
-                    "kms:ReEncrypt*",
-                    "kms:GenerateDataKey*",
-                    "kms:Describe*",
-                ],
+                actions=list(actions.KMS_FOR_LOGS),
                 principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
                 resources=["*"],
                 conditions={
@@ -120,19 +124,13 @@ class FoundationStack(Stack):
                 },
             )
         )
+        # The environments models are promoted to read them: models/ objects and the key, via S3.
+        self.artifacts.grant_read_to_accounts(model_readers, ("models",))
         for account in model_readers:
-            reader = iam.AccountPrincipal(account)
-            self.artifacts.bucket.add_to_resource_policy(
-                iam.PolicyStatement(
-                    actions=["s3:GetObject"],
-                    principals=[reader],
-                    resources=[self.artifacts.bucket.arn_for_objects("models/*")],
-                )
-            )
             self.key.add_to_resource_policy(
                 iam.PolicyStatement(
-                    actions=["kms:Decrypt"],
-                    principals=[reader],
+                    actions=list(actions.KMS_DECRYPT),
+                    principals=[iam.AccountPrincipal(account)],
                     resources=["*"],
                     conditions={"StringEquals": {"kms:ViaService": f"s3.{plan.region}.amazonaws.com"}},
                 )
@@ -144,30 +142,8 @@ class FoundationStack(Stack):
         CfnOutput(self, "RepositoryUri", value=self.repository.repository_uri)
         CfnOutput(self, "ModelPackageGroupName", value=self.model_registry.group_name)
 
-    def _grant_debugger_actions(self, plan: EnvironmentPlan) -> None:
-        """Debugger rule actions run as the execution role: StopTraining stops the job it watches,
-        Email/SMS publish through the SNS topic smdebug creates (SMDebugRules)."""
-        rules = [r for job in plan.spec.jobs.values() if job.debugger for r in job.debugger.rules]
-        specs = [job.debugger for job in plan.spec.jobs.values() if job.debugger]
-        stops = any(d.stops_training(r) for d in specs for r in d.rules)
-        role = self.execution_role.role
-        if stops:
-            jobs = self.format_arn(
-                service="sagemaker", resource="training-job", resource_name=plan.names.training_job_pattern
-            )
-            role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:StopTrainingJob"], resources=[jobs]))
-            acknowledge(
-                role,
-                {
-                    f"AwsSolutions-IAM5[Resource::{nag_text(self, jobs)}]": "A Debugger rule's StopTraining "
-                    "action stops the training job it watches; job names are content-addressed under the "
-                    "environment's prefix, so the prefix is the narrowest resource."
-                },
-            )
-        if any(r.email or r.sms for r in rules):
-            topic = self.format_arn(service="sns", resource="SMDebugRules")
-            role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["sns:CreateTopic", "sns:Subscribe", "sns:Publish"], resources=[topic]
-                )
-            )
+    def image_for(self, job: JobSpec) -> TrainingImage:
+        """The image a job runs: its spec image, or that image's SMP v2 container."""
+        if job.uses_smp_v2 and job.image in self.smp_images:
+            return self.smp_images[job.image]
+        return self.images[job.image]

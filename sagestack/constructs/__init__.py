@@ -1,19 +1,51 @@
-"""sagestack's CDK constructs (L2-style). Lives under sagestack/ because a top-level package
-named `constructs` would shadow the library aws-cdk-lib imports (aws/aws-cdk#19301)."""
+"""sagestack's CDK constructs (L2-style), usable in any CDK app without the YAML spec.
 
-from sagestack.constructs.checkpoint_bucket import PREFIXES, CheckpointBucket
-from sagestack.constructs.execution_role import ExecutionRole
-from sagestack.constructs.model_registry import ModelPackageGroup
+Lives under sagestack/ because a top-level package named `constructs` would shadow the library
+aws-cdk-lib imports (aws/aws-cdk#19301). Import the classes from here:
+
+    from sagestack.constructs import ArtifactBucket, ExecutionRole, TrainingImage, TrainingPipeline
+"""
+
+from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, ArtifactBucketBase
+from sagestack.constructs.execution_role import ExecutionRole, ExecutionRoleBase
+from sagestack.constructs.inference_endpoint import (
+    AutoScaling,
+    DataCapture,
+    InferenceEndpoint,
+    InferenceEndpointBase,
+    Rollout,
+    ServerlessConfig,
+)
+from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
+from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.repository import project_repository
 from sagestack.constructs.training_image import TrainingImage, repository_arn_of
+from sagestack.constructs.training_pipeline import ModelRegistration, TrainingPipeline
+from sagestack.constructs.tuning_pipeline import TuningPipeline
+from sagestack.plan.names import Names
 
 __all__ = [
     "PREFIXES",
-    "CheckpointBucket",
+    "ArtifactBucket",
+    "ArtifactBucketBase",
+    "AutoScaling",
+    "DataCapture",
     "ExecutionRole",
+    "ExecutionRoleBase",
+    "InferenceEndpoint",
+    "InferenceEndpointBase",
+    "JobPipeline",
+    "JobPipelineBase",
     "ModelPackageGroup",
+    "ModelPackageGroupBase",
+    "ModelRegistration",
+    "Names",
+    "Rollout",
+    "ServerlessConfig",
     "TrainingImage",
+    "TrainingPipeline",
+    "TuningPipeline",
     "acknowledge",
     "project_repository",
     "repository_arn_of",

@@ -1,26 +1,128 @@
-"""ExecutionRole: the role SageMaker jobs run as, scoped to the project's own resources."""
+"""ExecutionRole: the role SageMaker jobs and endpoints run as, scoped to the project's own resources."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import jsii
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from sagestack.constructs.checkpoint_bucket import PREFIXES, CheckpointBucket
+from sagestack.constructs import actions
+from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.plan.names import Names
 
 # SageMaker's own log groups; a job can write only its own kind's streams.
 LOG_GROUPS = ("TrainingJobs", "Endpoints", "CompilationJobs", "ProcessingJobs")
+SAGEMAKER = "sagemaker.amazonaws.com"
 
 
-class ExecutionRole(Construct):
+@jsii.implements(iam.IGrantable)
+class ExecutionRoleBase(Construct):
+    """What an execution role offers, created here or imported (`ExecutionRole.from_role_arn`).
+    It is IGrantable: grant it access as you would a Role (`bucket.grant_read(execution_role)`)."""
+
+    role: iam.IRole
+
+    @property
+    def grant_principal(self) -> iam.IPrincipal:
+        return self.role.grant_principal
+
+    @property
+    def role_arn(self) -> str:
+        return self.role.role_arn
+
+    def grant_pass_role(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` (a pipeline's role) pass this role to SageMaker, and to nothing else."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(actions.PASS_ROLE),
+            resource_arns=[self.role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
+        )
+
+    def grant_object_read(self, bucket_arn_for_object: str) -> iam.Grant:
+        """Read one object (a job's code archive), not the bucket it lies in."""
+        return iam.Grant.add_to_principal(
+            grantee=self, actions=list(actions.S3_OBJECT_GET), resource_arns=[bucket_arn_for_object]
+        )
+
+    def grant_debugger_actions(self, names: Names, *, stop_training: bool, notify: bool) -> None:
+        """Debugger rule actions run as the execution role: StopTraining stops the job it watches,
+        Email/SMS publish through the SNS topic smdebug creates (SMDebugRules)."""
+        stack = Stack.of(self)
+        if stop_training:
+            jobs = stack.format_arn(
+                service="sagemaker", resource="training-job", resource_name=names.training_job_pattern
+            )
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=list(actions.TRAINING_JOBS_STOP), resources=[jobs])
+            )
+            acknowledge(
+                self.role,
+                {
+                    f"AwsSolutions-IAM5[Resource::{nag_text(self, jobs)}]": "A Debugger rule's StopTraining "
+                    "action stops the training job it watches; job names are content-addressed under the "
+                    "environment's prefix, so the prefix is the narrowest resource."
+                },
+            )
+        if notify:
+            topic = stack.format_arn(service="sns", resource="SMDebugRules")
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=list(actions.DEBUGGER_NOTIFY), resources=[topic])
+            )
+
+    def grant_read_promoted_models(self, source_account: str, region: str) -> None:
+        """A model package promoted from another account keeps its model in that account's bucket,
+        encrypted with that account's key: read models/ objects there, decrypt through S3 only."""
+        objects = f"arn:{Aws.PARTITION}:s3:::*/models/*"
+        keys = f"arn:{Aws.PARTITION}:kms:{region}:{source_account}:key/*"
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions.S3_OBJECT_GET),
+                resources=[objects],
+                conditions={"StringEquals": {"s3:ResourceAccount": source_account}},
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions.KMS_DECRYPT),
+                resources=[keys],
+                conditions={"StringLike": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+            )
+        )
+        acknowledge(
+            self.role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(self.role, objects)}]": "Model "
+                f"objects of a package promoted from account {source_account}: its bucket's name is not known "
+                "here, so the statement is limited to that account (s3:ResourceAccount) and its models/ prefix.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(self.role, keys)}]": "The "
+                "source account's key that encrypts the promoted model, used only through S3 (kms:ViaService).",
+            },
+        )
+
+
+class _ImportedExecutionRole(ExecutionRoleBase):
+    def __init__(self, scope: Construct, id: str, role: iam.IRole) -> None:
+        super().__init__(scope, id)
+        self.role = role
+
+
+class ExecutionRole(ExecutionRoleBase):
     """A role SageMaker assumes for training, tuning, compilation and hosting.
 
-    It may read and write only the project bucket's prefixes, use the project key, write to
+    It may read and write only the artifact bucket's prefixes, use the project key, write to
     SageMaker's log groups and metrics, and pull the images granted with `TrainingImage.grant_pull`.
-    Props: artifacts (the CheckpointBucket), encryption_key, role_name (default: generated),
-    vpc_access (default False: add ENI permissions for jobs in a VPC).
+
+    Props:
+      artifacts: the ArtifactBucket (its prefixes are granted read/write).
+      encryption_key: the project key.
+      role_name: default: generated by CloudFormation.
+      vpc_access: add the network-interface permissions jobs in a VPC need (default False).
     """
 
     def __init__(
@@ -28,29 +130,26 @@ class ExecutionRole(Construct):
         scope: Construct,
         id: str,
         *,
-        artifacts: CheckpointBucket,
+        artifacts: ArtifactBucketBase,
         encryption_key: kms.IKey,
         role_name: str | None = None,
         vpc_access: bool = False,
     ) -> None:
         super().__init__(scope, id)
-        self.role = iam.Role(
+        self.role = role = iam.Role(
             self,
             "Resource",
             role_name=role_name,
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal(SAGEMAKER),
             description="SageMaker execution role for sagestack jobs and endpoints",
         )
-        artifacts.grant_prefix_read_write(self.role)
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
-                resources=[encryption_key.key_arn],
-            )
+        artifacts.grant_prefix_read_write(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(actions.KMS_USE), resources=[encryption_key.key_arn])
         )
-        self.role.add_to_principal_policy(
+        role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["kms:CreateGrant", "kms:DescribeKey"],
+                actions=list(actions.KMS_GRANT_FOR_AWS_RESOURCE),
                 resources=[encryption_key.key_arn],
                 conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
             )
@@ -65,46 +164,35 @@ class ExecutionRole(Construct):
             )
             for g in LOG_GROUPS
         ]
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "logs:CreateLogGroup",
-                    "logs:CreateLogStream",
-                    "logs:PutLogEvents",
-                    "logs:DescribeLogStreams",
-                ],
-                resources=log_group_arns,
-            )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(actions.LOGS_WRITE), resources=log_group_arns)
         )
-        self.role.add_to_principal_policy(
+        role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
+                actions=list(actions.METRICS_PUT),
                 resources=["*"],
                 conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "aws/sagemaker/*"]}},
             )
         )
         if vpc_access:
-            self.role.add_to_principal_policy(
+            role.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=[
-                        "ec2:CreateNetworkInterface",
-                        "ec2:CreateNetworkInterfacePermission",
-                        "ec2:DeleteNetworkInterface",
-                        "ec2:DeleteNetworkInterfacePermission",
-                        "ec2:DescribeNetworkInterfaces",
-                        "ec2:DescribeVpcs",
-                        "ec2:DescribeDhcpOptions",
-                        "ec2:DescribeSubnets",
-                        "ec2:DescribeSecurityGroups",
-                    ],
+                    actions=list(actions.VPC_NETWORK_INTERFACES),
                     resources=["*"],
                     conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
                 )
             )
-        self.role_arn = self.role.role_arn
         self._acknowledge(artifacts, log_group_arns)
 
-    def _acknowledge(self, artifacts: CheckpointBucket, log_group_arns: list[str]) -> None:
+    @staticmethod
+    def from_role_arn(scope: Construct, id: str, role_arn: str, *, mutable: bool = True) -> ExecutionRoleBase:
+        """An execution role that already exists. With mutable=True (the default) grants made to it
+        are attached as a new policy in this stack; with False they are dropped (manage them yourself)."""
+        return _ImportedExecutionRole(
+            scope, id, iam.Role.from_role_arn(scope, f"{id}Role", role_arn, mutable=mutable)
+        )
+
+    def _acknowledge(self, artifacts: ArtifactBucketBase, log_group_arns: Sequence[str]) -> None:
         """Each wildcard the role holds, and why it is the narrowest form possible."""
         findings = {
             "AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken, cloudwatch:PutMetricData and the "

@@ -1,18 +1,80 @@
-"""ModelPackageGroup: the project's model registry for one environment."""
+"""ModelPackageGroup: a model registry — the versions a pipeline registers and an endpoint serves."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from sagestack.constructs import actions
+from sagestack.constructs.nag import acknowledge, nag_text
 
-class ModelPackageGroup(Construct):
-    """A SageMaker model package group. Stateful: keep its construct ID; retained outside dev.
 
-    Props: group_name (explicit: pipelines and promotion refer to it by name), description,
-    retain (default True), reader_accounts: accounts that may read the group's packages (the
-    environments models are promoted to; default none).
+class ModelPackageGroupBase(Construct):
+    """What a model package group offers, created here or imported
+    (`ModelPackageGroup.from_model_package_group_name`)."""
+
+    group_name: str
+
+    @property
+    def group_arn(self) -> str:
+        """Built from the name (no cross-stack reference: grants in other stacks use it freely)."""
+        return Stack.of(self).format_arn(
+            service="sagemaker", resource="model-package-group", resource_name=self.group_name
+        )
+
+    @property
+    def packages_arn(self) -> str:
+        """Every version of the group: arn:…:model-package/<group>/*."""
+        return Stack.of(self).format_arn(
+            service="sagemaker", resource="model-package", resource_name=f"{self.group_name}/*"
+        )
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Describe and list the group and its versions (what promotion and deployment read)."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(actions.MODEL_PACKAGES_READ),
+            resource_arns=[self.group_arn, self.packages_arn],
+        )
+
+    def grant_register(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Register new versions (CreateModelPackage, tagged)."""
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(actions.MODEL_PACKAGES_CREATE),
+            resource_arns=[self.group_arn, self.packages_arn],
+        )
+        principal = grantee.grant_principal
+        if isinstance(principal, iam.Role):
+            acknowledge(
+                principal,
+                {
+                    f"AwsSolutions-IAM5[Resource::{nag_text(principal, self.packages_arn)}]": "Versions of "
+                    "this model package group: each registration creates a new version number."
+                },
+            )
+        return grant
+
+
+class _ImportedModelPackageGroup(ModelPackageGroupBase):
+    def __init__(self, scope: Construct, id: str, group_name: str) -> None:
+        super().__init__(scope, id)
+        self.group_name = group_name
+
+
+class ModelPackageGroup(ModelPackageGroupBase):
+    """A SageMaker model package group. Stateful: keep its construct ID.
+
+    Props:
+      group_name: explicit (pipelines and promotion refer to it by name; see Names.model_package_group).
+      description: default none.
+      removal_policy: default RETAIN.
+      reader_accounts: accounts that may read the group's packages (the environments models are
+        promoted to; default none).
     """
 
     def __init__(
@@ -21,20 +83,14 @@ class ModelPackageGroup(Construct):
         id: str,
         *,
         group_name: str,
-        description: str = "",
-        retain: bool = True,
-        reader_accounts: tuple[str, ...] = (),
+        description: str | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        reader_accounts: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
-        stack = Stack.of(self)
+        self.group_name = group_name
         policy = None
         if reader_accounts:
-            group_arn = stack.format_arn(
-                service="sagemaker", resource="model-package-group", resource_name=group_name
-            )
-            packages_arn = stack.format_arn(
-                service="sagemaker", resource="model-package", resource_name=f"{group_name}/*"
-            )
             policy = {
                 "Version": "2012-10-17",
                 "Statement": [
@@ -42,12 +98,8 @@ class ModelPackageGroup(Construct):
                         "Sid": "PromotionTargetsReadPackages",
                         "Effect": "Allow",
                         "Principal": {"AWS": [f"arn:{Aws.PARTITION}:iam::{a}:root" for a in reader_accounts]},
-                        "Action": [
-                            "sagemaker:DescribeModelPackage",
-                            "sagemaker:DescribeModelPackageGroup",
-                            "sagemaker:ListModelPackages",
-                        ],
-                        "Resource": [group_arn, packages_arn],
+                        "Action": list(actions.MODEL_PACKAGES_READ),
+                        "Resource": [self.group_arn, self.packages_arn],
                     }
                 ],
             }
@@ -58,6 +110,9 @@ class ModelPackageGroup(Construct):
             model_package_group_description=description or None,
             model_package_group_policy=policy,
         )
-        self.resource.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
-        self.group_name = group_name
-        self.group_arn = self.resource.attr_model_package_group_arn
+        self.resource.apply_removal_policy(removal_policy)
+
+    @staticmethod
+    def from_model_package_group_name(scope: Construct, id: str, group_name: str) -> ModelPackageGroupBase:
+        """A group that already exists (another environment's registry, or one made by hand)."""
+        return _ImportedModelPackageGroup(scope, id, group_name)

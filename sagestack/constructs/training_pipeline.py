@@ -1,40 +1,124 @@
-"""TrainingPipeline: one training job's Step Functions state machine, its failure alarm, and
-optionally an execution started by `cdk deploy` when the job's content hash changes."""
+"""TrainingPipeline: a training job run by a Step Functions state machine — quota check, create,
+poll, the next instance candidate on capacity errors — then, for each ModelRegistration, compile
+(SageMaker Neo) and register the model. Its requests are validated against botocore's model at synth."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import Duration, Size, Stack, Stage, Token
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from sagestack.constructs import actions
+from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.execution_role import ExecutionRoleBase
+from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
-from sagestack.plan.pipeline import training_pipeline
+from sagestack.constructs.training_image import TrainingImage
+from sagestack.plan.names import Names
+from sagestack.plan.serving import EndpointPlan, ModelStepContext
 from sagestack.plan.states import PipelineSettings
-from sagestack.plan.training import TrainingJobPlan
+from sagestack.plan.training import RequestContext, TrainingJobPlan
+
+# The keyword props that map onto a `jobs:` entry of the YAML spec; anything else goes in `options`.
+JOB_PROP_KEYS = (
+    "instance_type",
+    "instance_count",
+    "entry_point",
+    "hyperparameters",
+    "max_run",
+    "volume_size_gb",
+    "use_spot_instances",
+    "max_wait",
+    "metric_definitions",
+    "distribution",
+)
 
 
-class TrainingPipeline(Construct):
-    """Props:
-    plan: the job's resolved requests (values may be tokens: role, bucket, key, code location).
-    role: the state machine's role (shared by a stack's pipelines; its permissions are the caller's).
-    log_group: where executions log (level ALL).
-    topic: success/failure notifications and the alarm's action (default: none).
-    state_machine_name: default: generated.
-    poll_interval / backoff: Describe polling and the wait before the next candidate (default 60 s / 120 s).
-    quota_codes: quota name -> code, for the run-time quota check (default: none; checks are skipped
-      with a note in the execution).
-    run_on_deploy: start an execution from `cdk deploy` when the job's hash changed (default False).
-    extend: a function that adds states after training (compile, register), given the definition and
-      the pipeline's settings (default: none).
+@dataclass(frozen=True)
+class ModelRegistration:
+    """Compile (optionally) and register the trained model for one endpoint, after training.
+
+    endpoint: the endpoint's key (names the compilation jobs and the package's metadata).
+    compile: SageMaker Neo settings as in the spec's `compile:` (target_device, framework,
+      framework_version, input_shapes, compiler_options …); None registers the model as trained.
+    instance_type: the endpoint's instance type (the package lists its family as supported).
+    inference_image: the image that serves an uncompiled model (a compiled one's comes from Neo).
+    """
+
+    endpoint: str
+    compile: Mapping[str, Any] | None = None
+    instance_type: str | None = None
+    serverless: bool = False
+    inference_image: str = ""
+    _plan: EndpointPlan | None = field(default=None, compare=False)
+
+    def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
+        from sagestack.plan.serving import endpoint_plan
+        from sagestack.spec.models import EndpointSpec
+
+        if self._plan is not None:
+            return self._plan
+        spec: dict[str, Any] = {"model": {"from": source}}
+        if self.compile is not None:
+            spec["compile"] = dict(self.compile)
+        if self.instance_type:
+            spec["instance_type"] = self.instance_type
+        elif self.serverless:
+            spec["serverless"] = {}
+        return endpoint_plan(
+            names=names,
+            key=self.endpoint,
+            spec=EndpointSpec.model_validate(spec),
+            region=region,
+            inference_image=self.inference_image,
+        )
+
+    @staticmethod
+    def from_endpoint_plan(plan: EndpointPlan) -> ModelRegistration:
+        """The spec path's resolved endpoint (sagestack.plan.serving.resolve_endpoint)."""
+        return ModelRegistration(endpoint=plan.key, _plan=plan)
+
+
+def _seconds(d: Duration | None) -> int | None:
+    return None if d is None else int(d.to_seconds())
+
+
+class TrainingPipeline(JobPipeline):
+    """One training job and the state machine that runs it.
+
+    Props (CDK types; defaults as the SageMaker SDK's Estimator):
+      names: project and environment (Names) — every physical name, and the IAM scope.
+      job: the job's key (default: the construct id): '<project>-<env>-<job>-<hash>-<candidate>'.
+      image: a TrainingImage (DLC, registry URI, ECR repository or Dockerfile asset).
+      code: the source folder, packed deterministically as the job's sourcedir.tar.gz.
+      instance_types: candidates in order of preference (at least one).
+      execution_role: the role the job runs as (ExecutionRole, or ExecutionRole.from_role_arn).
+      artifacts: the ArtifactBucket (outputs, checkpoints, Debugger/Profiler/TensorBoard data).
+      encryption_key: encrypts volumes and outputs.
+      region: default: the stack's (must be concrete: DLC URIs and validation depend on it).
+      entry_point ('train.py'), instance_count (1), hyperparameters, max_runtime (24 h),
+      volume_size (30 GiB), spot (False), max_wait (max_runtime), metric_definitions {name: regex},
+      distribution (the spec's `distribution:`, e.g. {"torch_distributed": {}}).
+      options: any other key of a `jobs:` entry of the YAML spec (checkpoint, debugger, profiler,
+        channels, vpc, environment, tensorboard, efa, network_isolation, keep_alive, tags …),
+        validated by the same schema.
+      tags: request tags (default: sagestack:project / sagestack:environment).
+      role, log_group, topic, state_machine_name: as JobPipeline (default name: Names.training_state_machine).
+      poll_interval / backoff: Describe polling and the wait before the next candidate (60 s / 120 s).
+      quota_codes: quota name -> code for the run-time quota check (default none: skipped, noted).
+      run_on_deploy: start an execution from `cdk deploy` when the job's hash changed (default False).
+      registry / registrations: register the model (compiled first where asked) in this group.
     """
 
     def __init__(
@@ -42,85 +126,192 @@ class TrainingPipeline(Construct):
         scope: Construct,
         id: str,
         *,
-        plan: TrainingJobPlan | None = None,
-        definition: dict[str, Any] | None = None,
-        description: str | None = None,
-        role: iam.IRole,
-        log_group: logs.ILogGroup,
+        names: Names,
+        image: TrainingImage,
+        code: str,
+        instance_types: Sequence[str],
+        execution_role: ExecutionRoleBase,
+        artifacts: ArtifactBucketBase,
+        encryption_key: kms.IKey,
+        job: str | None = None,
+        region: str | None = None,
+        entry_point: str = "train.py",
+        instance_count: int = 1,
+        hyperparameters: Mapping[str, Any] | None = None,
+        max_runtime: Duration | None = None,
+        volume_size: Size | None = None,
+        spot: bool = False,
+        max_wait: Duration | None = None,
+        metric_definitions: Mapping[str, str] | None = None,
+        distribution: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        role: iam.IRole | None = None,
+        log_group: logs.ILogGroup | None = None,
         topic: sns.ITopic | None = None,
         state_machine_name: str | None = None,
         poll_interval: Duration | None = None,
         backoff: Duration | None = None,
-        quota_codes: dict[str, str] | None = None,
+        quota_codes: Mapping[str, str] | None = None,
         run_on_deploy: bool = False,
-        extend: Callable[[dict[str, Any], PipelineSettings], dict[str, Any]] | None = None,
+        registry: ModelPackageGroupBase | None = None,
+        registrations: Sequence[ModelRegistration] = (),
     ) -> None:
-        super().__init__(scope, id)
-        settings = PipelineSettings(
-            poll_seconds=int((poll_interval or Duration.seconds(60)).to_seconds()),
-            backoff_seconds=int((backoff or Duration.seconds(120)).to_seconds()),
-            topic_arn=topic.topic_arn if topic else None,
-            quota_codes=quota_codes,
-        )
-        if (plan is None) == (definition is None):
-            raise ValueError("give either a training job plan or a ready definition")
-        self.definition = definition if definition is not None else training_pipeline(plan, settings)  # type: ignore[arg-type]
-        if extend is not None:
-            self.definition = extend(self.definition, settings)
-        self.plan = plan
-        label = description or (f"the '{plan.key}' training pipeline" if plan else "the pipeline")
-        self.state_machine = sfn.StateMachine(
-            self,
-            "Resource",
-            state_machine_name=state_machine_name,
-            definition_body=sfn.DefinitionBody.from_string(Stack.of(self).to_json_string(self.definition)),
-            role=role,
-            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
-            tracing_enabled=True,
-            comment=self.definition["Comment"],
-        )
-        self._drop_redundant_role_dependency(role)
-        self.alarm = cloudwatch.Alarm(
-            self,
-            "Failures",
-            alarm_description=f"An execution of {label} failed",
-            metric=self.state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        )
-        if topic is not None:
-            self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        if run_on_deploy and plan is not None:
-            self._start_on_deploy()
+        from sagestack.plan.pipeline import training_pipeline
+        from sagestack.plan.requests import SAMPLE_ACCOUNT, rules_image_for, stand_in_context
+        from sagestack.plan.sourcedir import pack_source_dir
+        from sagestack.plan.training import resolve_training_job
+        from sagestack.spec.models import JobSpec
 
-    def _drop_redundant_role_dependency(self, role: iam.IRole) -> None:
-        """CDK makes the state machine depend on the role it already references by GetAtt (cfn-lint
-        W3005); keep only the dependency on the role's policy, which the reference does not imply."""
-        policy = role.node.try_find_child("DefaultPolicy")
-        cfn = self.state_machine.node.default_child
-        if policy is None or cfn is None:
-            return
-        stack = Stack.of(self)
-        cfn.add_override("DependsOn", [stack.get_logical_id(policy.node.default_child)])  # type: ignore[union-attr,attr-defined,arg-type]
+        key = job or id
+        stack = Stack.of(scope)
+        region = region or stack.region
+        if Token.is_unresolved(region):
+            raise ValueError(f"TrainingPipeline '{key}': give region= (the stack's region is not concrete)")
+        spec: dict[str, Any] = {
+            "image": "image",
+            "source_dir": Path(code).name,
+            "instance_type": list(instance_types),
+            "instance_count": instance_count,
+            "entry_point": entry_point,
+            "hyperparameters": dict(hyperparameters or {}),
+            "use_spot_instances": spot,
+            "metric_definitions": dict(metric_definitions or {}),
+            "run_on_deploy": run_on_deploy,
+        }
+        if max_runtime is not None:
+            spec["max_run"] = _seconds(max_runtime)
+        if volume_size is not None:
+            spec["volume_size_gb"] = int(volume_size.to_gibibytes())
+        if max_wait is not None:
+            spec["max_wait"] = _seconds(max_wait)
+        if distribution is not None:
+            spec["distribution"] = dict(distribution)
+        spec.update(options or {})
+        job_spec = JobSpec.model_validate(spec)
+        tags = (
+            dict(tags)
+            if tags is not None
+            else {"sagestack:project": names.project, "sagestack:environment": names.env}
+        )
+        request_tags = tuple(sorted(tags.items()))
+
+        # The code: one deterministic archive per folder, written once per synth.
+        archive = pack_source_dir(Path(code))
+        stage = Stage.of(scope)
+        outdir = Path(stage.outdir if stage is not None else ".") / ".sagestack-sources"
+        outdir.mkdir(parents=True, exist_ok=True)
+        tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
+        if not tarball.exists():
+            tarball.write_bytes(archive.data)
+        # In the parent scope, as the stacks always created it (keeps asset IDs stable).
+        source = s3_assets.Asset(scope, f"Source-{key}", path=str(tarball))
+        execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
+
+        account = stack.account if not Token.is_unresolved(stack.account) else SAMPLE_ACCOUNT
+        rules_image = rules_image_for(job_spec, region)
+        identities = {t: image.identity_for(t) for t in job_spec.instance_type}
+
+        def validation_ctx(t: str) -> RequestContext:
+            return stand_in_context(
+                region=region,
+                account=account,
+                image_uri=image.validation_uri_for(t, account=account, region=region),
+                rules_image=rules_image,
+                tags=request_tags,
+            )
+
+        def token_ctx(t: str) -> RequestContext:
+            return RequestContext(
+                region=region,
+                role_arn=execution_role.role_arn,
+                bucket=artifacts.bucket_name,
+                kms_key_id=encryption_key.key_arn,
+                source_s3_uri=source.s3_object_url,
+                image_uri=image.uri_for(t),
+                rules_image_uri=rules_image,
+                tags=request_tags,
+            )
+
+        common: dict[str, Any] = dict(
+            names=names, key=key, job=job_spec, source_sha256=archive.sha256, image_uris=identities
+        )
+        # Validated with the stand-ins `sagestack plan` and `sagestack lock` use; emitted with tokens.
+        validation_plan = resolve_training_job(**common, context=validation_ctx, validate=True)
+        job_plan = resolve_training_job(**common, context=token_ctx, validate=False)
+
+        # What the compile and register steps (here, or in a TuningPipeline over this job) send.
+        deployment_values: dict[str, Any] = dict(
+            region=region,
+            account=account,
+            role_arn=execution_role.role_arn,
+            bucket=artifacts.bucket_name,
+            kms_key_id=encryption_key.key_arn,
+            tags=request_tags,
+        )
+        settings = PipelineSettings(
+            poll_seconds=_seconds(poll_interval) or 60,
+            backoff_seconds=_seconds(backoff) or 120,
+            topic_arn=topic.topic_arn if topic else None,
+            quota_codes=dict(quota_codes) if quota_codes else None,
+        )
+        definition = training_pipeline(job_plan, settings)
+        endpoint_plans = [r.plan(names, region, key) for r in registrations]
+        if endpoint_plans:
+            definition = append_registrations(
+                definition, settings, endpoint_plans, names=names, registry=registry, **deployment_values
+            )
+        super().__init__(
+            scope,
+            id,
+            definition=definition,
+            names=names,
+            description=f"the '{key}' training pipeline",
+            role=role,
+            log_group=log_group,
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=state_machine_name or names.training_state_machine(key),
+        )
+        self.key = key
+        self.source = source
+        self.job_spec = job_spec
+        self.region = region
+        self.validation_plan: TrainingJobPlan = validation_plan
+        self.job_plan: TrainingJobPlan = job_plan
+        self.endpoint_plans = endpoint_plans
+        self.execution_role = execution_role
+        self.deployment_values = deployment_values
+        self._grant_sagemaker(
+            actions.TRAINING_JOBS_RUN,
+            "training-job",
+            names.training_job_pattern,
+            "Training jobs whose names start with this environment's prefix: the pipelines create, "
+            "follow and stop only their own jobs.",
+        )
+        execution_role.grant_pass_role(self.role)
+        self._grant_quota_reads(region)
+        if endpoint_plans:
+            grant_model_steps(self, registry)
+        if run_on_deploy:
+            self._start_on_deploy()
 
     def _start_on_deploy(self) -> None:
         """An execution named after the content hash: an unchanged job is never started twice
         (ExecutionAlreadyExists is ignored), a changed one starts once per deploy."""
-        assert self.plan is not None
+        plan = self.job_plan
         call = cr.AwsSdkCall(
             service="SFN",
             action="startExecution",
             parameters={
                 "stateMachineArn": self.state_machine.state_machine_arn,
-                "name": f"deploy-{self.plan.digest}",
+                "name": f"deploy-{plan.digest}",
                 "input": "{}",
             },
-            physical_resource_id=cr.PhysicalResourceId.of(f"{self.plan.key}-{self.plan.digest}"),
+            physical_resource_id=cr.PhysicalResourceId.of(f"{plan.key}-{plan.digest}"),
             ignore_error_codes_matching="ExecutionAlreadyExists",
         )
-        starter = cr.AwsCustomResource(
+        self.starter = cr.AwsCustomResource(
             self,
             "StartOnDeploy",
             on_create=call,
@@ -128,15 +319,14 @@ class TrainingPipeline(Construct):
             policy=cr.AwsCustomResourcePolicy.from_statements(
                 [
                     iam.PolicyStatement(
-                        actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn]
+                        actions=list(actions.EXECUTIONS_START),
+                        resources=[self.state_machine.state_machine_arn],
                     )
                 ]
             ),
             install_latest_aws_sdk=False,
         )
-        self.starter = starter
-        stack = Stack.of(self)
-        provider = stack.node.try_find_child("AWS679f53fac002430cb0da5b7982bd2287")
+        provider = Stack.of(self).node.try_find_child("AWS679f53fac002430cb0da5b7982bd2287")
         if provider is not None:
             acknowledge(
                 provider,
@@ -148,3 +338,61 @@ class TrainingPipeline(Construct):
                     "with it; the function only calls states:StartExecution.",
                 },
             )
+
+
+def append_registrations(
+    definition: dict[str, Any],
+    settings: PipelineSettings,
+    endpoints: list[EndpointPlan],
+    *,
+    names: Names,
+    region: str,
+    account: str,
+    registry: ModelPackageGroupBase | None,
+    role_arn: str,
+    bucket: str,
+    kms_key_id: str,
+    tags: tuple[tuple[str, str], ...],
+) -> dict[str, Any]:
+    """Compile and register steps after a pipeline's 'Succeeded' state; their requests validated
+    with stand-ins, emitted with the deployment's tokens."""
+    from sagestack.plan.requests import STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
+    from sagestack.plan.serving import append_model_steps, validate_model_requests
+
+    if registry is None:
+        raise ValueError("registrations need a registry (a ModelPackageGroup)")
+    group = registry.group_name
+    stand_ins = ModelStepContext(
+        region=region,
+        env=names.env,
+        role_arn=stand_in_role_arn(account),
+        bucket=STAND_IN_BUCKET,
+        kms_key_id=stand_in_key_arn(account, region),
+        group_name=group,
+        tags=tags,
+    )
+    for ep in endpoints:
+        validate_model_requests(ep, stand_ins)
+    ctx = ModelStepContext(
+        region=region,
+        env=names.env,
+        role_arn=role_arn,
+        bucket=bucket,
+        kms_key_id=kms_key_id,
+        group_name=group,
+        tags=tags,
+    )
+    return append_model_steps(definition, endpoints, ctx, settings)
+
+
+def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | None) -> None:
+    """The pipeline's role may run this environment's compilation jobs and register versions."""
+    assert registry is not None
+    pipeline._grant_sagemaker(
+        actions.COMPILATION_JOBS_RUN,
+        "compilation-job",
+        pipeline.names.compilation_job_pattern,
+        "Compilation jobs whose names start with this environment's prefix (names are content-addressed, "
+        "so only the prefix is known at synth).",
+    )
+    registry.grant_register(pipeline.role)

@@ -23,7 +23,7 @@ from sagestack.plan.training import (
     resolve_training_job,
     rules_image_uri,
 )
-from sagestack.spec.models import DockerfileImage
+from sagestack.spec.models import JobSpec
 
 if TYPE_CHECKING:
     from sagestack.plan.serving import ModelStepContext
@@ -37,25 +37,32 @@ def stand_in_account(plan: EnvironmentPlan) -> str:
     return plan.account or SAMPLE_ACCOUNT
 
 
+def stand_in_role_arn(account: str) -> str:
+    return f"arn:aws:iam::{account}:role/sagestack-validation"
+
+
+def stand_in_key_arn(account: str, region: str) -> str:
+    return f"arn:aws:kms:{region}:{account}:key/00000000-0000-0000-0000-000000000000"
+
+
 def stand_in_role(plan: EnvironmentPlan) -> str:
-    return f"arn:aws:iam::{stand_in_account(plan)}:role/sagestack-validation"
+    return stand_in_role_arn(stand_in_account(plan))
 
 
 def stand_in_key(plan: EnvironmentPlan) -> str:
-    return f"arn:aws:kms:{plan.region}:{stand_in_account(plan)}:key/00000000-0000-0000-0000-000000000000"
+    return stand_in_key_arn(stand_in_account(plan), plan.region)
 
 
-def dockerfile_fingerprint(root: Path, image: DockerfileImage) -> str:
+def dockerfile_fingerprint(folder: Path, build_args: dict[str, str], target: str | None) -> str:
     """What a Dockerfile image is made of: every file of its build folder, the build args and the
     target (sha256). Independent of CDK, so plan, lock and synth agree on it."""
     h = hashlib.sha256()
-    folder = root / image.directory
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
         if any(part in (".git", "__pycache__") for part in path.relative_to(folder).parts):
             continue
         h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    h.update(json.dumps({"build_args": image.build_args, "target": image.target}, sort_keys=True).encode())
+    h.update(json.dumps({"build_args": build_args, "target": target}, sort_keys=True).encode())
     return h.hexdigest()
 
 
@@ -71,7 +78,11 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
     concrete: dict[str, str] = {}
     identity: dict[str, str] = {}
     build = resolved.spec.dockerfile_spec
-    fingerprint = dockerfile_fingerprint(root, build) if build is not None else None
+    fingerprint = (
+        dockerfile_fingerprint(root / build.directory, build.build_args, build.target)
+        if build is not None
+        else None
+    )
     for itype in job.instance_type:
         if resolved.kind == "dlc":
             uris = resolved.smp_uris if job.uses_smp_v2 else resolved.dlc_uris
@@ -91,21 +102,38 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
 def validation_context(
     plan: EnvironmentPlan, instance_type: str, *, images: dict[str, str], rules_image: str | None
 ) -> RequestContext:
-    return RequestContext(
+    return stand_in_context(
         region=plan.region,
-        role_arn=stand_in_role(plan),
-        bucket=STAND_IN_BUCKET,
-        kms_key_id=stand_in_key(plan),
-        source_s3_uri=STAND_IN_SOURCE,
+        account=stand_in_account(plan),
         image_uri=images[instance_type],
-        rules_image_uri=rules_image,
+        rules_image=rules_image,
         tags=tuple(sorted(plan.tags.items())),
     )
 
 
+def stand_in_context(
+    *, region: str, account: str, image_uri: str, rules_image: str | None, tags: tuple[tuple[str, str], ...]
+) -> RequestContext:
+    """A request context of concrete stand-ins for what only a deployment knows (see STAND_INS)."""
+    return RequestContext(
+        region=region,
+        role_arn=stand_in_role_arn(account),
+        bucket=STAND_IN_BUCKET,
+        kms_key_id=stand_in_key_arn(account, region),
+        source_s3_uri=STAND_IN_SOURCE,
+        image_uri=image_uri,
+        rules_image_uri=rules_image,
+        tags=tags,
+    )
+
+
 def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
-    job = plan.spec.jobs[key]
-    return rules_image_uri(plan.region) if (job.debugger or (job.profiler and job.profiler.rules)) else None
+    return rules_image_for(plan.spec.jobs[key], plan.region)
+
+
+def rules_image_for(job: JobSpec, region: str) -> str | None:
+    """The Debugger/Profiler rule evaluator image, when the job has rules to evaluate."""
+    return rules_image_uri(region) if (job.debugger or (job.profiler and job.profiler.rules)) else None
 
 
 def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:

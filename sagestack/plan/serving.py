@@ -18,6 +18,7 @@ from sagestack.catalog.instances import instance_types_for
 from sagestack.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
 from sagestack.plan import states as asl
 from sagestack.plan.environment import EnvironmentPlan
+from sagestack.plan.names import Names
 from sagestack.plan.pipeline import SUCCEEDED
 from sagestack.plan.states import IN_USE_PATTERNS, PipelineSettings
 from sagestack.spec.models import EndpointSpec
@@ -57,54 +58,63 @@ def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     from sagestack.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
 
     ep = plan.spec.endpoints[key]
-    c = ep.compile
+    inference_image = ""  # served only from a pinned package, which carries its own image
+    if ep.model is not None and not (ep.compile and ep.compile.target_device):
+        job = plan.spec.jobs[_job_of(plan, ep.model.from_)]
+        dlc = plan.spec.images[job.image].dlc
+        if dlc is None:
+            raise EndpointResolutionError(
+                f"endpoint '{key}': job '{job.image}' image is not a Deep Learning Container, so sagestack "
+                "knows no inference image for it; add compile: (Neo reports the image) or serve a "
+                "registered model_package"
+            )
+        try:
+            inference_image = dlc_image_uri(
+                dlc.framework,
+                dlc.version,
+                dlc.py_version,
+                region=plan.region,
+                instance_type=ep.instance_type or SERVERLESS_INSTANCE_HINT,
+                scope="inference",
+            )
+        except ImageLookupError as e:
+            raise EndpointResolutionError(f"endpoint '{key}': {e}") from None
+    return endpoint_plan(
+        names=plan.names, key=key, spec=ep, region=plan.region, inference_image=inference_image
+    )
+
+
+def endpoint_plan(
+    *, names: Names, key: str, spec: EndpointSpec, region: str, inference_image: str = ""
+) -> EndpointPlan:
+    """An endpoint's names, compile target, image and supported instance types. A compiled model's
+    image comes from the Neo catalog (the compilation job reports it too); an uncompiled one is
+    served by `inference_image`."""
+    from sagestack.catalog.images import ImageLookupError
+
+    c = spec.compile
     target = cloud_target(c.target_device) if c and c.target_device else None
     hosting = instance_types_for("hosting")
     if target is not None:
         supported = tuple(t for t in hosting if t.startswith(target.instance_prefix))
-    elif ep.instance_type is not None:
-        family = ep.instance_type.rsplit(".", 1)[0] + "."
+    elif spec.instance_type is not None:
+        family = spec.instance_type.rsplit(".", 1)[0] + "."
         supported = tuple(t for t in hosting if t.startswith(family))
     else:
         supported = tuple(t for t in hosting if t.startswith("ml.m5."))
-    try:
-        if c is not None and target is not None:
-            version = c.framework_version or ""
-            try:
-                image = compiled_image_uri(
-                    c.framework, normalize_version(c.framework, version, target), target, plan.region
-                )
-            except ImageLookupError:
-                image = (
-                    ""  # the compilation job reports the image; without one the pipeline fails and says so
-                )
-        else:
-            if ep.model is None:
-                image = ""  # served only from a pinned package, which carries its own image
-            else:
-                job = plan.spec.jobs[_job_of(plan, ep.model.from_)]
-                dlc = plan.spec.images[job.image].dlc
-                if dlc is None:
-                    raise EndpointResolutionError(
-                        f"endpoint '{key}': job '{job.image}' image is not a Deep Learning Container, so sagestack "
-                        "knows no inference image for it; add compile: (Neo reports the image) or serve a "
-                        "registered model_package"
-                    )
-                image = dlc_image_uri(
-                    dlc.framework,
-                    dlc.version,
-                    dlc.py_version,
-                    region=plan.region,
-                    instance_type=ep.instance_type or SERVERLESS_INSTANCE_HINT,
-                    scope="inference",
-                )
-    except ImageLookupError as e:
-        raise EndpointResolutionError(f"endpoint '{key}': {e}") from None
+    image = inference_image
+    if c is not None and target is not None:
+        try:
+            image = compiled_image_uri(
+                c.framework, normalize_version(c.framework, c.framework_version or "", target), target, region
+            )
+        except ImageLookupError:
+            image = ""  # the compilation job reports the image; without one the pipeline fails and says so
     return EndpointPlan(
         key=key,
-        spec=ep,
-        endpoint_name=plan.names.endpoint(key),
-        compile_name_prefix=plan.names.compilation_prefix(key),
+        spec=spec,
+        endpoint_name=names.endpoint(key),
+        compile_name_prefix=names.compilation_prefix(key),
         target=target,
         image_uri=image,
         supported_instance_types=supported,

@@ -1,0 +1,84 @@
+"""Every IAM action a sagestack construct grants, in one place. The grant that uses a list lives on
+the construct that owns the resource (ArtifactBucket.grant_prefix_read_write, ExecutionRole.grant_pass_role,
+TrainingPipeline's own role …), each next to the cdk-nag acknowledgement of the wildcard it needs."""
+
+from __future__ import annotations
+
+# S3: objects under one of the artifact bucket's prefixes.
+S3_OBJECTS_READ = ("s3:GetObject", "s3:GetObjectVersion")
+S3_OBJECTS_READ_WRITE = (
+    *S3_OBJECTS_READ,
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+)
+S3_LIST = ("s3:ListBucket",)
+S3_LOCATE = ("s3:GetBucketLocation",)
+S3_OBJECT_GET = ("s3:GetObject",)
+
+# KMS: the project key, used by SageMaker for volumes, outputs and the services' own grants.
+KMS_USE = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+KMS_GRANT_FOR_AWS_RESOURCE = ("kms:CreateGrant", "kms:DescribeKey")
+KMS_DECRYPT = ("kms:Decrypt",)
+# CloudWatch Logs encrypting a log group with the project key (the key's resource policy).
+KMS_FOR_LOGS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
+
+# What a SageMaker job's container writes: its own log streams and metrics.
+LOGS_WRITE = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams")
+METRICS_PUT = ("cloudwatch:PutMetricData",)
+# Jobs in a VPC: SageMaker creates and removes their network interfaces as the execution role.
+VPC_NETWORK_INTERFACES = (
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+)
+
+# ECR: pulling an image (the token call has no resource-level permission).
+ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+ECR_AUTH = ("ecr:GetAuthorizationToken",)
+
+# What a pipeline's state machine does with SageMaker.
+TRAINING_JOBS_RUN = (
+    "sagemaker:CreateTrainingJob",
+    "sagemaker:DescribeTrainingJob",
+    "sagemaker:StopTrainingJob",
+    "sagemaker:AddTags",
+)
+TUNING_JOBS_RUN = (
+    "sagemaker:CreateHyperParameterTuningJob",
+    "sagemaker:DescribeHyperParameterTuningJob",
+    "sagemaker:StopHyperParameterTuningJob",
+    "sagemaker:AddTags",
+)
+COMPILATION_JOBS_RUN = (
+    "sagemaker:CreateCompilationJob",
+    "sagemaker:DescribeCompilationJob",
+    "sagemaker:StopCompilationJob",
+    "sagemaker:AddTags",
+)
+MODEL_PACKAGES_CREATE = ("sagemaker:CreateModelPackage", "sagemaker:AddTags")
+MODEL_PACKAGES_READ = (
+    "sagemaker:DescribeModelPackage",
+    "sagemaker:DescribeModelPackageGroup",
+    "sagemaker:ListModelPackages",
+)
+QUOTAS_READ = ("servicequotas:GetServiceQuota",)
+PARAMETERS_WRITE = ("ssm:PutParameter",)
+PASS_ROLE = ("iam:PassRole",)
+
+# Debugger rule actions, which run as the execution role.
+TRAINING_JOBS_STOP = ("sagemaker:StopTrainingJob",)
+DEBUGGER_NOTIFY = ("sns:CreateTopic", "sns:Subscribe", "sns:Publish")
+
+# Endpoints.
+ENDPOINT_INVOKE = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
+
+# Starting a pipeline.
+EXECUTIONS_START = ("states:StartExecution",)

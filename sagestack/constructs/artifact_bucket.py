@@ -1,0 +1,216 @@
+"""ArtifactBucket: where a project's code, data, checkpoints, models and job outputs live, under
+fixed prefixes that IAM grants and lifecycle rules are scoped to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from sagestack.constructs import actions
+from sagestack.constructs.nag import acknowledge
+
+# Fixed prefixes: IAM grants and lifecycle rules are scoped to them.
+PREFIXES = (
+    "code",
+    "data",
+    "checkpoints",
+    "models",
+    "output",
+    "profiler",
+    "debugger",
+    "tensorboard",
+    "capture",
+)
+
+
+def _check(prefixes: Sequence[str]) -> tuple[str, ...]:
+    unknown = [p for p in prefixes if p not in PREFIXES]
+    if unknown:
+        raise ValueError(
+            f"unknown prefix(es) {', '.join(map(repr, unknown))}; use some of {', '.join(PREFIXES)}"
+        )
+    return tuple(prefixes)
+
+
+class ArtifactBucketBase(Construct):
+    """What an artifact bucket offers, created here or imported (`ArtifactBucket.from_bucket_attributes`)."""
+
+    bucket: s3.IBucket
+    encryption_key: kms.IKey | None
+
+    @property
+    def bucket_name(self) -> str:
+        return self.bucket.bucket_name
+
+    @property
+    def bucket_arn(self) -> str:
+        return self.bucket.bucket_arn
+
+    def s3_uri(self, prefix: str, *parts: str) -> str:
+        """s3://<bucket>/<prefix>/<parts…> for one of PREFIXES."""
+        _check([prefix])
+        return "/".join([f"s3://{self.bucket.bucket_name}", prefix, *parts])
+
+    def grant_prefix_read(self, grantee: iam.IGrantable, prefixes: Sequence[str] = PREFIXES) -> iam.Grant:
+        """Read objects under the given prefixes and list only those prefixes."""
+        prefixes = _check(prefixes)
+        return self._grant_objects(grantee, actions.S3_OBJECTS_READ, prefixes).combine(
+            self._grant_listing(grantee, prefixes)
+        )
+
+    def grant_prefix_read_write(
+        self, grantee: iam.IGrantable, prefixes: Sequence[str] = PREFIXES
+    ) -> iam.Grant:
+        """Read, write and delete objects under the given prefixes only, and list only those prefixes
+        (no bucket-wide wildcard actions, unlike Bucket.grant_read_write)."""
+        prefixes = _check(prefixes)
+        return self._grant_objects(grantee, actions.S3_OBJECTS_READ_WRITE, prefixes).combine(
+            self._grant_listing(grantee, prefixes)
+        )
+
+    def _grant_objects(
+        self, grantee: iam.IGrantable, object_actions: Sequence[str], prefixes: Sequence[str]
+    ) -> iam.Grant:
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(object_actions),
+            resource_arns=[self.bucket.arn_for_objects(f"{p}/*") for p in prefixes],
+        )
+
+    def _grant_listing(self, grantee: iam.IGrantable, prefixes: Sequence[str]) -> iam.Grant:
+        listing = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(actions.S3_LIST),
+            resource_arns=[self.bucket.bucket_arn],
+            conditions={
+                "StringLike": {"s3:prefix": [f"{p}/*" for p in prefixes] + [f"{p}/" for p in prefixes]}
+            },
+        )
+        return listing.combine(
+            iam.Grant.add_to_principal(
+                grantee=grantee, actions=list(actions.S3_LOCATE), resource_arns=[self.bucket.bucket_arn]
+            )
+        )
+
+
+class _ImportedArtifactBucket(ArtifactBucketBase):
+    def __init__(
+        self, scope: Construct, id: str, bucket: s3.IBucket, encryption_key: kms.IKey | None
+    ) -> None:
+        super().__init__(scope, id)
+        self.bucket = bucket
+        self.encryption_key = encryption_key
+
+
+class ArtifactBucket(ArtifactBucketBase):
+    """A KMS-encrypted, versioned, SSL-only bucket with public access blocked, replaced checkpoint
+    versions expired, incomplete uploads aborted and server access logs kept.
+
+    Stateful: keep its construct ID (the bucket's logical ID is derived from it).
+
+    Props:
+      encryption_key: the project key (required: SageMaker writes with it).
+      removal_policy: default RETAIN (DESTROY only for throwaway environments).
+      noncurrent_checkpoint_versions: how long a replaced checkpoint version is kept (default 30 days).
+      abort_incomplete_uploads: default 7 days.
+      access_logs_bucket: default: a log bucket is created (SSE-S3, as S3 log delivery requires).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        encryption_key: kms.IKey,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        noncurrent_checkpoint_versions: Duration | None = None,
+        abort_incomplete_uploads: Duration | None = None,
+        access_logs_bucket: s3.IBucket | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        keep_versions = noncurrent_checkpoint_versions or Duration.days(30)
+        abort_after = abort_incomplete_uploads or Duration.days(7)
+        if access_logs_bucket is None:
+            logs = s3.Bucket(
+                self,
+                "AccessLogs",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                enforce_ssl=True,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+                versioned=True,
+                removal_policy=removal_policy,
+                lifecycle_rules=[
+                    s3.LifecycleRule(
+                        id="expire-access-logs",
+                        expiration=Duration.days(365),
+                        noncurrent_version_expiration=Duration.days(30),
+                        abort_incomplete_multipart_upload_after=abort_after,
+                    )
+                ],
+            )
+            acknowledge(
+                logs,
+                {
+                    "AwsSolutions-S1": "This is the access-log bucket itself; logging it into "
+                    "another bucket would only move the question one bucket further.",
+                },
+            )
+            access_logs_bucket = logs
+        self.access_logs_bucket = access_logs_bucket
+        self.bucket = s3.Bucket(
+            self,
+            "Resource",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=encryption_key,
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            versioned=True,
+            server_access_logs_bucket=access_logs_bucket,
+            server_access_logs_prefix="artifacts/",
+            removal_policy=removal_policy,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-replaced-checkpoints",
+                    prefix="checkpoints/",
+                    noncurrent_version_expiration=keep_versions,
+                ),
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads",
+                    abort_incomplete_multipart_upload_after=abort_after,
+                ),
+            ],
+        )
+        self.encryption_key = encryption_key
+
+    @staticmethod
+    def from_bucket_attributes(
+        scope: Construct, id: str, *, bucket_name: str, encryption_key: kms.IKey | None = None
+    ) -> ArtifactBucketBase:
+        """An artifact bucket that already exists (another app's, or one kept from a deleted stack)."""
+        return _ImportedArtifactBucket(
+            scope,
+            id,
+            s3.Bucket.from_bucket_attributes(
+                scope, f"{id}Bucket", bucket_name=bucket_name, encryption_key=encryption_key
+            ),
+            encryption_key,
+        )
+
+    def grant_read_to_accounts(self, accounts: Sequence[str], prefixes: Sequence[str] = ("models",)) -> None:
+        """Let other accounts (the environments models are promoted to) read objects under `prefixes`
+        through the bucket policy; they also need kms:Decrypt on the key (see the FoundationStack)."""
+        for account in accounts:
+            self.bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    actions=list(actions.S3_OBJECT_GET),
+                    principals=[iam.AccountPrincipal(account)],
+                    resources=[self.bucket.arn_for_objects(f"{p}/*") for p in _check(prefixes)],
+                )
+            )
