@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -18,6 +18,7 @@ from sagestack.constructs import (
     actions,
     project_repository,
 )
+from sagestack.constructs.job_pipeline import allow_log_group_encryption
 from sagestack.plan import EnvironmentPlan
 from sagestack.spec.models import JobSpec
 
@@ -111,19 +112,7 @@ class FoundationStack(Stack):
             reader_accounts=model_readers,
         )
         # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                actions=list(actions.KMS_FOR_LOGS),
-                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:"
-                        f"{Aws.ACCOUNT_ID}:log-group:{plan.names.pipeline_log_group}"
-                    }
-                },
-            )
-        )
+        allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
         # The environments models are promoted to read them: models/ objects and the key, via S3.
         self.artifacts.grant_read_to_accounts(model_readers, ("models",))
         for account in model_readers:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Annotations, Duration, FeatureFlags, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -14,6 +14,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.nag import acknowledge
 
+ACCESS_LOGS_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 # Fixed prefixes: IAM grants and lifecycle rules are scoped to them.
 PREFIXES = (
     "code",
@@ -136,6 +137,12 @@ class ArtifactBucket(ArtifactBucketBase):
         keep_versions = noncurrent_checkpoint_versions or Duration.days(30)
         abort_after = abort_incomplete_uploads or Duration.days(7)
         if access_logs_bucket is None:
+            if not FeatureFlags.of(self).is_enabled(ACCESS_LOGS_FLAG):
+                Annotations.of(self).add_warning_v2(
+                    "sagestack:access-logs-acl",
+                    f"Set the feature flag {ACCESS_LOGS_FLAG} (cdk.json context): without it S3 log delivery "
+                    "is granted by a legacy ACL (cfn-lint W3045) instead of the log bucket's policy.",
+                )
             logs = s3.Bucket(
                 self,
                 "AccessLogs",

@@ -62,6 +62,7 @@ class JobPipeline(JobPipelineBase):
     Props:
       definition: the ASL document (a dict; values may be CDK tokens).
       names: the project and environment (Names): scopes the role's grants to their resources.
+      entry: the job's or search's key (names a log group this construct creates; default: the id).
       description: what the pipeline runs, for the alarm (default: "the pipeline").
       role: the state machine's role (default: a new one; stacks with many pipelines share one).
       log_group: where executions log at level ALL (default: a new one, kept 30 days, encrypted
@@ -78,6 +79,7 @@ class JobPipeline(JobPipelineBase):
         *,
         definition: dict[str, Any],
         names: Names,
+        entry: str | None = None,
         description: str | None = None,
         role: iam.IRole | None = None,
         log_group: logs.ILogGroup | None = None,
@@ -94,9 +96,7 @@ class JobPipeline(JobPipelineBase):
             assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
             description=f"Step Functions pipeline of sagestack {names.prefix}",
         )
-        self.log_group = log_group or logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, encryption_key=encryption_key
-        )
+        self.log_group = log_group or self._log_group(names.entry_log_group(entry or id), encryption_key)
         if topic is not None:
             topic.grant_publish(self.role)
         self.definition = definition
@@ -127,6 +127,16 @@ class JobPipeline(JobPipelineBase):
         if topic is not None:
             self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
         self._acknowledge_role()
+
+    def _log_group(self, name: str, key: kms.IKey | None) -> logs.LogGroup:
+        """The pipeline's own log group, kept a month; with a key, the key's policy lets CloudWatch
+        Logs use it for this group only (an imported key's policy is yours to change)."""
+        group = logs.LogGroup(
+            self, "Logs", log_group_name=name, retention=logs.RetentionDays.ONE_MONTH, encryption_key=key
+        )
+        if key is not None:
+            allow_log_group_encryption(key, name)
+        return group
 
     @staticmethod
     def from_state_machine_arn(scope: Construct, id: str, state_machine_arn: str) -> JobPipelineBase:
@@ -192,3 +202,20 @@ class JobPipeline(JobPipelineBase):
                 },
             )
         return grant
+
+
+def allow_log_group_encryption(key: kms.IKey, log_group_name: str) -> None:
+    """Let CloudWatch Logs encrypt one log group with `key` (its key policy; a no-op on an imported key)."""
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            actions=list(actions.KMS_FOR_LOGS),
+            principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:"
+                    f"{Aws.ACCOUNT_ID}:log-group:{log_group_name}"
+                }
+            },
+        )
+    )

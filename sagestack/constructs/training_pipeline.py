@@ -266,6 +266,7 @@ class TrainingPipeline(JobPipeline):
             id,
             definition=definition,
             names=names,
+            entry=key,
             description=f"the '{key}' training pipeline",
             role=role,
             log_group=log_group,

@@ -123,6 +123,7 @@ class TuningPipeline(JobPipeline):
             id,
             definition=definition,
             names=names,
+            entry=key,
             description=f"the '{key}' tuning pipeline",
             role=role,
             log_group=log_group,

@@ -55,6 +55,10 @@ class Names:
         """Where the pipelines' executions log (Step Functions' vended-logs prefix)."""
         return f"/aws/vendedlogs/states/sagestack/{self.prefix}"
 
+    def entry_log_group(self, entry: str) -> str:
+        """A pipeline's own log group, when it is not given the environment's shared one."""
+        return f"{self.pipeline_log_group}/{entry}"
+
     def training_state_machine(self, job: str) -> str:
         return f"{self.prefix}-{job}"
 
