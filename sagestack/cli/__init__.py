@@ -1,0 +1,55 @@
+"""The `sagestack` command: a thin layer over the library, one module per kind of command (spec,
+local, account, deploy) sharing options and loaders (common). Heavy modules (aws_cdk, torch, boto3,
+sagemaker.core) are imported inside the commands that need them, so `sagestack --help` is fast."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from sagestack.cli import account, deploy, local, spec
+from sagestack.cli.common import EXIT_INVALID_SPEC, UserError
+
+app = typer.Typer(
+    name="sagestack",
+    help="Declarative deep-learning infrastructure on Amazon SageMaker, runnable locally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for module in (spec, deploy, account):
+    for command in module.app.registered_commands:
+        app.registered_commands.append(command)
+    for group in module.app.registered_groups:
+        app.registered_groups.append(group)
+app.add_typer(local.local_app, name="local")
+
+
+def main() -> None:
+    """Entry point: never a traceback for a user's mistake; SAGESTACK_DEBUG=1 shows one for ours."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except UserError as e:
+        print(f"sagestack: {e}", file=sys.stderr)
+        sys.exit(e.code)
+    except Exception as e:
+        # A spec problem found by any command: the report, exit 2. (A SpecError can only come from
+        # a loaded sagestack.spec, so it is looked up there: importing it here would slow --help.)
+        spec_errors = sys.modules.get("sagestack.spec.errors")
+        if spec_errors is not None and isinstance(e, spec_errors.SpecError):
+            for issue in e.issues:
+                print(issue.format(), file=sys.stderr)
+            sys.exit(EXIT_INVALID_SPEC)
+        if os.environ.get("SAGESTACK_DEBUG"):
+            raise
+        print(f"sagestack: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print("Run again with SAGESTACK_DEBUG=1 for the traceback, and report it.", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

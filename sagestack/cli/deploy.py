@@ -1,0 +1,157 @@
+"""Commands that deploy or run: synth, run, promote."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sagestack.cli.common import (
+    EXIT_INVALID_SPEC,
+    RootOption,
+    console,
+    load_entry,
+    spec_errors,
+)
+
+app = typer.Typer()
+
+
+@app.command()
+def synth(
+    context: Annotated[
+        list[str] | None, typer.Option("--context", "-c", help="CDK context KEY=VALUE (as cdk synth -c)")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="cloud assembly folder")] = Path("cdk.out"),
+    root: RootOption = Path("."),
+) -> None:
+    """Synthesize every environment as `cdk synth` does, keeping the app's exit code: 2 invalid spec,
+    3 quota short, 4 lock mismatch, 1 unacknowledged cdk-nag finding (`cdk synth` exits 1 for all)."""
+    import json
+    import subprocess
+
+    pairs: dict[str, str] = {}
+    for item in context or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            console(stderr=True).print(f"--context {item!r}: use KEY=VALUE", markup=False)
+            raise typer.Exit(EXIT_INVALID_SPEC)
+        pairs[key] = value
+    app_file = root.resolve() / "app.py"
+    if not app_file.exists():
+        console(stderr=True).print(f"no {app_file}: run from the project root or pass --root", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    outdir = output if output.is_absolute() else root.resolve() / output
+    # How the CDK CLI runs an app: the output folder and the -c context in the environment.
+    env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(pairs)}
+    code = subprocess.call([sys.executable, str(app_file)], cwd=root.resolve(), env=env)
+    if code == 0:
+        stacks = sorted(p.name for p in outdir.rglob("*.template.json"))
+        console().print(f"[green]✓[/] synthesized {len(stacks)} stack(s) into {outdir}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    job: Annotated[str, typer.Argument(help="a key of jobs: or tuning:")],
+    env: Annotated[str, typer.Option("--env", "-e", help="environment to run in")],
+    root: RootOption = Path("."),
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
+    poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
+) -> None:
+    """Start a job's (or tuning entry's) deployed pipeline and follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
+    err = console(stderr=True)
+    loaded = load_entry(root, env, job, lambda spec: [*spec.jobs, *spec.tuning], "job or tuning entry")
+    spec = loaded.spec
+
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from sagestack import remote
+    from sagestack.account import aws_client
+    from sagestack.plan.names import Names
+
+    names = Names(spec.project, env)
+    name = names.state_machine(job, tuning=job not in spec.jobs)
+    sfn = aws_client("stepfunctions", spec.region)
+    try:
+        arn = remote.state_machine_arn(sfn, name)
+        execution = remote.start_execution(sfn, arn)
+    except remote.PipelineNotFound:
+        err.print(
+            f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
+            f"{names.stack('training')}` first",
+            markup=False,
+        )
+        raise typer.Exit(1) from None
+    except NoCredentialsError:
+        err.print("no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE", markup=False)
+        raise typer.Exit(1) from None
+    except (ClientError, BotoCoreError) as e:
+        err.print(f"could not start '{name}': {e}", markup=False)
+        raise typer.Exit(1) from None
+    out = console()
+    out.print(f"started {execution}", markup=False)
+    if not wait:
+        return
+    with out.status(f"[bold]{name}[/]: starting") as status:
+
+        def on_state(state: str) -> None:
+            out.print(f"  → {state}", markup=False)
+            status.update(f"[bold]{name}[/]: {state}")
+
+        result = remote.follow(sfn, execution, poll_seconds=poll, timeout_seconds=timeout, on_state=on_state)
+    if result.status == "SUCCEEDED":
+        out.print(f"[green]✓ succeeded[/]: {result.output}")
+        return
+    if result.status == "RUNNING":
+        out.print(f"still running after {timeout} s: {execution}", markup=False)
+        return
+    err.print(f"[red]✗ {result.status.lower()}[/]: {result.error or ''}", highlight=False)
+    if result.cause:
+        err.print(f"  {result.cause}", markup=False)
+    raise typer.Exit(1)
+
+
+@app.command()
+def promote(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    from_env: Annotated[str, typer.Option("--from", help="the environment whose model is promoted")],
+    to_env: Annotated[str, typer.Option("--to", help="the environment whose config gets the pin")],
+    package: Annotated[
+        str | None,
+        typer.Option(
+            "--package", help="a model package ARN (default: --from's pin, else its newest Approved)"
+        ),
+    ] = None,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="do not read the registry (refused where approval is required)")
+    ] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Pin a model package in another environment's config (reviewed in git, deployed by cdk deploy)."""
+    from sagestack.promote import PromotionError
+    from sagestack.promote import promote as do_promote
+    from sagestack.spec import SpecError
+
+    out, err = console(), console(stderr=True)
+    try:
+        result = do_promote(root, endpoint, from_env, to_env, package_arn=package, offline=offline)
+    except SpecError as e:
+        raise spec_errors(e) from None
+    except PromotionError as e:
+        err.print(f"[red]✗ not promoted[/]: {e}")
+        raise typer.Exit(1) from None
+    status = f" ({result.status})" if result.status else " (status not checked: --offline)"
+    if not result.changed:
+        out.print(f"{to_env} already serves {result.package_arn}{status} at '{endpoint}'; nothing to change")
+        return
+    out.print(f"[green]✓ promoted[/] {endpoint}: {from_env} → {to_env}{status}")
+    out.print(
+        f"  {result.config_file}: model_package {result.previous or '(none)'} → {result.package_arn}",
+        markup=False,
+    )
+    out.print(f"  review and commit it, then: cdk deploy '{to_env}/*'", markup=False)

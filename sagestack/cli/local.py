@@ -1,0 +1,295 @@
+"""`sagestack local …`: the spec's work on this machine (no AWS account)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sagestack.cli.common import (
+    EnvOption,
+    RootOption,
+    SetOption,
+    console,
+    default_env,
+    load_entry,
+    parse_overrides,
+)
+
+local_app = typer.Typer(help="Run the spec's work on this machine (no AWS account).", no_args_is_help=True)
+
+
+@local_app.command("train")
+def local_train(
+    job: Annotated[str, typer.Argument(help="a key of jobs:")],
+    env: EnvOption = None,
+    hosts: Annotated[int, typer.Option("--hosts", help="simulated hosts")] = 1,
+    procs: Annotated[
+        int,
+        typer.Option(
+            "--procs", help="accelerators per simulated host (the container starts one process each)"
+        ),
+    ] = 1,
+    interrupt_at: Annotated[
+        int | None,
+        typer.Option("--interrupt-at", help="kill every process at this step, as a spot reclaim does"),
+    ] = None,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="default: .sagestack/local/<env>/<job>")
+    ] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="start over: drop earlier checkpoints")] = False,
+    set_: SetOption = None,
+    install_requirements: Annotated[
+        bool,
+        typer.Option(
+            "--install-requirements",
+            help="pip install the source dir's requirements.txt into this environment, as the container does",
+        ),
+    ] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sagestack.local.runner import LocalRunError, LocalTrainOptions, plot_curves, run_local_training
+
+    out, err = console(), console(stderr=True)
+    loaded = load_entry(root, default_env(root, env), job, lambda spec: spec.jobs, "job")
+    options = LocalTrainOptions(
+        hosts=hosts,
+        procs=procs,
+        interrupt_at=interrupt_at,
+        workdir=workdir,
+        fresh=fresh,
+        overrides=parse_overrides(set_ or []),
+        install_requirements=install_requirements,
+    )
+    progress = Progress(
+        TextColumn(f"[bold]{job}[/] {hosts}x{procs}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+    )
+    task = progress.add_task("train", total=None, stats="starting")
+    stats: dict[str, float] = {}
+
+    def on_metrics(values: dict[str, float]) -> None:
+        stats.update(values)
+        total = values.get("total_steps")
+        if total:
+            progress.update(task, total=int(total))
+        text = " ".join(
+            f"{k}={stats[k]:.4g}" for k in ("train_loss", "val_accuracy", "samples_per_sec") if k in stats
+        )
+        progress.update(task, completed=int(values.get("step", 0)), stats=text)
+
+    def on_line(host: str, line: str) -> None:
+        if line and not line.startswith("metrics:"):
+            progress.console.print(f"[dim]{host}[/] {line}", markup=True, highlight=False)
+
+    try:
+        with progress:
+            result = run_local_training(loaded, job, options, on_metrics=on_metrics, on_line=on_line)
+    except LocalRunError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    if result.interrupted_at is not None:
+        out.print(
+            f"[yellow]interrupted at step {result.interrupted_at}[/] (every process killed, as a spot reclaim "
+            f"does); run the same command again to resume from the newest checkpoint"
+        )
+        raise typer.Exit(3)
+    if not result.succeeded:
+        err.print(f"[red]✗ training failed[/] (exit {result.exit_code}): {result.failure or 'see the logs'}")
+        err.print(f"  logs: {', '.join(str(p) for p in result.log_files)}", markup=False)
+        raise typer.Exit(1)
+    png = plot_curves(
+        result.metrics, result.workdir / "training_curves.png", f"{job} ({hosts} hosts x {procs})"
+    )
+    accuracy = result.last("val_accuracy")
+    out.print(f"[green]✓ trained[/] {job}: val_accuracy={accuracy if accuracy is not None else 'n/a'}")
+    out.print(f"  model: {result.model_dir}", markup=False)
+    if png:
+        out.print(f"  curves: {png}", markup=False)
+
+
+@local_app.command("tune")
+def local_tune(
+    tuning: Annotated[str, typer.Argument(help="a key of tuning:")],
+    env: EnvOption = None,
+    max_jobs: Annotated[
+        int | None, typer.Option("--max-jobs", help="trials to run (default: the spec's)")
+    ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option("--max-parallel", help="trials at once (default: the spec's, capped by the cores)"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="a static hyperparameter: KEY=VALUE")
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Run a tuning job's trials here, to check its metric regex and ranges before the cloud."""
+    from rich.table import Table
+
+    from sagestack.local.tuning import plot_objective, run_local_tuning
+
+    out, err = console(), console(stderr=True)
+    loaded = load_entry(root, default_env(root, env), tuning, lambda spec: spec.tuning, "tuning entry")
+    spec = loaded.spec.tuning[tuning]
+    with out.status(f"[bold]{tuning}[/]: {spec.strategy} search") as status:
+
+        def on_trial(trial) -> None:  # type: ignore[no-untyped-def]
+            value = f"{trial.objective:.4f}" if trial.objective is not None else f"failed: {trial.failure}"
+            out.print(
+                f"  trial {trial.number}: {trial.params} -> {spec.objective.metric}={value}", markup=False
+            )
+            status.update(f"[bold]{tuning}[/]: {trial.number + 1} trial(s) done")
+
+        trials = run_local_tuning(
+            loaded,
+            tuning,
+            budget=max_jobs,
+            parallel=max_parallel,
+            overrides=parse_overrides(set_ or []),
+            on_trial=on_trial,
+        )
+    table = Table(
+        "rank", "trial", *sorted(spec.ranges), spec.objective.metric, title=f"{tuning}: {spec.objective.type}"
+    )
+    for rank_, t in enumerate(trials, 1):
+        shown = [
+            f"{t.params[k]:.4g}" if isinstance(t.params[k], float) else str(t.params[k])
+            for k in sorted(spec.ranges)
+        ]
+        value = f"{t.objective:.4f}" if t.objective is not None else "[red]failed[/]"
+        table.add_row(str(rank_) if t.objective is not None else "-", str(t.number), *shown, value)
+    out.print(table)
+    if not trials or trials[0].objective is None:
+        err.print(
+            "every trial failed; check the metric regex against the log, e.g. "
+            + str(trials[0].workdir if trials else "")
+        )
+        raise typer.Exit(1)
+    png = plot_objective(trials, spec, trials[0].workdir.parent / "objective.png")
+    if png:
+        out.print(f"  plot: {png}", markup=False)
+
+
+@local_app.command("compile")
+def local_compile(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    env: EnvOption = None,
+    model_dir: Annotated[
+        Path | None,
+        typer.Option("--model-dir", help="the trained model (default: the local train/tune result)"),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="default: .sagestack/local/<env>/compiled/<endpoint>/model.tar.gz"),
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Trace the trained model for its compile target and check it against eager mode (Neo-ready)."""
+    from sagestack.local.compile import LocalCompileError, compile_locally
+
+    out, err = console(), console(stderr=True)
+    loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    try:
+        with out.status(f"[bold]{endpoint}[/]: tracing and checking"):
+            result = compile_locally(loaded, endpoint, model_dir=model_dir, output=output)
+    except LocalCompileError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    c = loaded.spec.endpoints[endpoint].compile
+    target = (c.target_device or "a target platform") if c else "no compile target (served as trained)"
+    out.print(f"[green]✓ compiled[/] {endpoint} for {target}: {result.input_shapes}")
+    out.print(
+        f"  traced == eager on {result.checks} inputs (max |diff| {result.max_abs_diff:.2g})", markup=False
+    )
+    out.print(f"  {result.archive} ({result.size / 1024:.0f} KiB, sha256 {result.sha256[:12]})", markup=False)
+
+
+@local_app.command("serve")
+def local_serve(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    env: EnvOption = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="SageMaker's containers listen on 8080")] = 8080,
+    max_batch: Annotated[
+        int, typer.Option("--max-batch", help="rows per dynamic batch (1: no batching)")
+    ] = 32,
+    max_delay_ms: Annotated[
+        float, typer.Option("--max-delay-ms", help="wait this long for a batch to fill (0: never wait)")
+    ] = 0.0,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", help="a model.tar.gz or model folder (default: the local compile result)"),
+    ] = None,
+    predict: Annotated[
+        int, typer.Option("--predict", help="serve, send this many digits samples, print the answers, stop")
+    ] = 0,
+    root: RootOption = Path("."),
+) -> None:
+    """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations)."""
+    from sagestack.local.compile import LocalCompileError, compile_locally, local_root
+    from sagestack.local.serve import BackgroundServer, ServeError, ServeOptions, build_server, unpack_model
+
+    out, err = console(), console(stderr=True)
+    loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    archive = model or local_root(loaded) / "compiled" / endpoint / "model.tar.gz"
+    if model is None and not archive.exists():
+        out.print(f"no compiled model yet: compiling {endpoint} first")
+        try:
+            archive = compile_locally(loaded, endpoint).archive
+        except LocalCompileError as e:
+            err.print(str(e), markup=False)
+            raise typer.Exit(1) from None
+    if not archive.exists():
+        err.print(f"{archive} does not exist", markup=False)
+        raise typer.Exit(1)
+    if archive.is_dir():  # an unpacked model folder (model.pt, code/inference.py), served as it is
+        model_dir = archive
+    else:
+        model_dir = unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
+    options = ServeOptions(host=host, port=port, max_batch=max_batch, max_delay_ms=max_delay_ms)
+    try:
+        if predict > 0:
+            with BackgroundServer(model_dir, options) as url:
+                _print_predictions(out, url, predict)
+            return
+        server, _ = build_server(model_dir, options)
+    except ServeError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    out.print(
+        f"serving [bold]{endpoint}[/] on http://{host}:{port} (GET /ping, POST /invocations; "
+        f"dynamic batches up to {max_batch}); Ctrl-C stops"
+    )
+    server.run()
+
+
+def _print_predictions(out: Any, url: str, count: int) -> None:
+    import json
+    import urllib.request
+
+    from rich.table import Table
+    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+
+    x, y = load_digits(return_X_y=True)
+    table = Table("sample", "label", "predicted", "probability", title=f"POST {url}/invocations")
+    for i in range(count):
+        body = json.dumps({"instances": [(x[i] / 16.0).reshape(1, 8, 8).tolist()]}).encode()
+        req = urllib.request.Request(
+            f"{url}/invocations", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer = json.loads(resp.read())["predictions"][0]
+        label = answer["label"]
+        mark = "[green]✓[/]" if label == y[i] else "[red]✗[/]"
+        table.add_row(str(i), str(y[i]), f"{label} {mark}", f"{answer['probabilities'][label]:.3f}")
+    out.print(table)

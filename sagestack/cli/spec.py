@@ -1,0 +1,214 @@
+"""Commands about the spec itself: validate, schema, rules, plan, render, lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sagestack.cli.common import (
+    EXIT_INVALID_SPEC,
+    EnvOption,
+    RootOption,
+    console,
+    plan_for,
+)
+
+app = typer.Typer()
+
+
+@app.command()
+def validate(
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="environment(s) to check; default: every one")
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Check the spec (and its environment overlays): every error with file:line:column."""
+    from sagestack.spec import SpecError, list_environments, load_project
+
+    out, err = console(), console(stderr=True)
+    names: list[str | None] = list(env or list_environments(root)) or [None]
+    failed = False
+    for name in names:
+        label = name or "project"
+        try:
+            loaded = load_project(root, name)
+        except SpecError as e:
+            failed = True
+            err.print(f"[bold red]✗ {label}[/]: {len(e.errors)} error(s)")
+            for issue in e.issues:
+                err.print(f"  {issue.format()}", markup=False)
+            continue
+        for w in loaded.warnings:
+            err.print(f"  {w.format()}", markup=False)
+        s = loaded.spec
+        out.print(
+            f"[green]✓ {label}[/]: {s.project} in {s.region}"
+            f"{' account ' + s.account if s.account else ' (account-agnostic)'}; "
+            f"{len(s.images)} image(s), {len(s.jobs)} job(s), {len(s.tuning)} tuning, {len(s.endpoints)} endpoint(s)"
+        )
+    if failed:
+        raise typer.Exit(EXIT_INVALID_SPEC)
+
+
+@app.command()
+def schema(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="folder to write the JSON Schemas into")
+    ] = Path("schema"),
+    check: Annotated[bool, typer.Option("--check", help="exit 1 if the files are out of date")] = False,
+) -> None:
+    """Write the spec's JSON Schemas (project file and environment overlays) for editors."""
+    from sagestack.spec.schema import schema_texts
+
+    stale = []
+    for name, text in schema_texts().items():
+        path = output / name
+        if check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        typer.echo(f"wrote {path}")
+    if stale:
+        typer.echo(f"out of date: {', '.join(stale)}; run `sagestack schema`", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def rules() -> None:
+    """List the spec rules sagestack checks."""
+    from rich.table import Table
+
+    from sagestack.spec.rules import RULES
+
+    table = Table("rule", "severity", "checks")
+    for r in RULES.values():
+        table.add_row(r.id, r.severity, r.summary)
+    console().print(table)
+
+
+@app.command()
+def plan(
+    env: EnvOption = None,
+    quotas: Annotated[
+        str,
+        typer.Option("--quotas", help="auto (live with credentials, else snapshot) | live | snapshot | off"),
+    ] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Candidates, quotas, cost, sizing and lock state of an environment (exit 3 if a quota is short)."""
+    import json
+
+    from sagestack.account import QuotaSourceError, quota_book
+    from sagestack.report import as_json as plan_json
+    from sagestack.report import make_plan, render
+
+    err = console(stderr=True)
+    if quotas not in ("auto", "live", "snapshot", "off"):
+        err.print(f"--quotas {quotas}: use auto, live, snapshot or off", markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC)
+    resolved = plan_for(root, env)
+    try:
+        book = quota_book(root, resolved, quotas)  # type: ignore[arg-type]
+    except QuotaSourceError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    result = make_plan(root, resolved, book)
+    if as_json:
+        typer.echo(json.dumps(plan_json(result), indent=1))
+    else:
+        render(result, console())
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("render")
+def render_requests(
+    name: Annotated[str, typer.Argument(help="a key of jobs:, tuning: or endpoints:")],
+    env: EnvOption = None,
+    candidate: Annotated[
+        int | None, typer.Option("--candidate", "-c", help="only this instance candidate (0 = first)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model;
+    values only a deployment knows are stand-ins, named as such."""
+    import json
+
+    from sagestack.catalog.suggest import did_you_mean
+    from sagestack.plan.requests import render_environment, requests_named
+
+    resolved = plan_for(root, env)
+    out = render_environment(resolved, root)
+    try:
+        shown = requests_named(resolved, out, name, candidate)
+    except KeyError:
+        known = [*out.jobs, *out.tuning, *out.endpoints]
+        console(stderr=True).print(
+            f"no job, search or endpoint '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
+            markup=False,
+        )
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    except IndexError as e:
+        console(stderr=True).print(str(e).strip("'\""), markup=False)
+        raise typer.Exit(EXIT_INVALID_SPEC) from None
+    if as_json:
+        document = {
+            "environment": resolved.env,
+            "requests": [
+                {"operation": s.operation, "label": s.label, "request": s.request, "stand_ins": s.stand_ins}
+                for s in shown
+            ],
+        }
+        typer.echo(json.dumps(document, indent=1, sort_keys=True))
+        return
+    for s in shown:
+        typer.echo(f"# {s.operation} ({s.label}), environment {resolved.env}")
+        for marker, what in s.stand_ins.items():
+            typer.echo(f"#   stand-in {marker!r}: {what}")
+        typer.echo(json.dumps(s.request, indent=1, sort_keys=True))
+
+
+@app.command()
+def lock(
+    env: EnvOption = None,
+    digests: Annotated[
+        bool, typer.Option("--digests", help="ask ECR for each image's digest (needs credentials)")
+    ] = False,
+    root: RootOption = Path("."),
+) -> None:
+    """Write config/envs/<env>.lock.json: job hashes, images, request hashes, catalog versions."""
+    from sagestack.plan.lock import diff, lock_document, read_lock, write_lock
+    from sagestack.plan.requests import render_environment
+
+    out = console()
+    resolved = plan_for(root, env)
+    requests = render_environment(resolved, root)
+    found: dict[str, str | None] = {}
+    if digests:
+        from sagestack.account import image_digest
+
+        for images in requests.images.values():
+            for uri in images.values():
+                if uri not in found and not uri.startswith("dockerfile:"):
+                    found[uri] = image_digest(uri)
+        missing = [u for u, d in found.items() if d is None]
+        if missing:
+            out.print(f"[yellow]![/] ECR did not tell the digest of: {', '.join(missing)}", highlight=False)
+    document = lock_document(resolved, requests, found)
+    previous = read_lock(root, resolved.env)
+    path = write_lock(root, resolved.env, document)
+    changes = diff(previous, document) if previous else []
+    if previous is None:
+        out.print(f"[green]✓[/] wrote {path}", highlight=False)
+    elif changes:
+        out.print(f"[green]✓[/] updated {path}:", highlight=False)
+        for c in changes:
+            out.print(f"  {c}", markup=False)
+    else:
+        out.print(f"{path} is up to date", highlight=False)
