@@ -11,6 +11,7 @@ from sagestack.cli.common import (
     EXIT_INVALID_SPEC,
     EnvOption,
     RootOption,
+    UserError,
     console,
     plan_for,
 )
@@ -79,11 +80,30 @@ def schema(
 
 
 @app.command()
-def rules() -> None:
-    """List the spec rules sagestack checks."""
-    from rich.table import Table
-
+def rules(
+    explain: Annotated[
+        str | None, typer.Option("--explain", metavar="ID", help="why a rule exists and what to do about it")
+    ] = None,
+) -> None:
+    """List the spec rules sagestack checks (--explain ID: why one exists and what to do)."""
     from sagestack.spec.rules import RULES
+    from sagestack.spec.rules.explain import EXPLANATIONS
+
+    if explain is not None:
+        from sagestack.catalog.suggest import did_you_mean
+
+        if explain not in RULES:
+            raise UserError(
+                f"no rule '{explain}'{did_you_mean(explain, list(RULES))} (`sagestack rules` lists them)",
+                EXIT_INVALID_SPEC,
+            )
+        r, e = RULES[explain], EXPLANATIONS[explain]
+        out = console()
+        out.print(f"{r.id} ({r.severity}): {r.summary}", markup=False)
+        out.print(f"\nWhy: {e.why}", markup=False)
+        out.print(f"\nWhat to do: {e.fix}", markup=False)
+        return
+    from rich.table import Table
 
     table = Table("rule", "severity", "checks")
     for r in RULES.values():

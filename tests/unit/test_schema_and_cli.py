@@ -114,3 +114,26 @@ def test_plan_imports_neither_cdk_nor_torch_nor_boto3_offline(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_rule_explains_itself():
+    from sagestack.spec.rules import RULES
+    from sagestack.spec.rules.explain import EXPLANATIONS
+
+    assert set(EXPLANATIONS) == set(RULES)
+    for rule_id, e in EXPLANATIONS.items():
+        assert len(e.why) > 40 and len(e.fix) > 20, rule_id
+
+
+def test_rules_explain_prints_why_and_what_to_do_and_suggests_on_a_typo():
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["rules", "--explain", "spot-checkpoint"])
+    assert out.exit_code == 0
+    assert "Why: A spot job can be interrupted" in out.stdout and "What to do:" in out.stdout
+    typo = run_cli("rules", "--explain", "spot-chekpoint")
+    assert typo.returncode == 2
+    assert "did you mean 'spot-checkpoint'" in typo.stderr
