@@ -28,7 +28,8 @@ class PlanResult:
         return 3 if self.capacity.short else 0
 
 
-def make_plan(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
+def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
+    """What `sagestack plan` shows for one environment: requests, capacity, sizing, lock state."""
     requests = render_environment(plan, root)
     capacity = evaluate(plan, book)
     sizing = {}

@@ -126,7 +126,7 @@ def plan(
 
     from sagestack.account import QuotaSourceError, quota_book
     from sagestack.report import as_json as plan_json
-    from sagestack.report import make_plan, render
+    from sagestack.report import plan_report, render
 
     err = console(stderr=True)
     if quotas not in ("auto", "live", "snapshot", "off"):
@@ -138,7 +138,7 @@ def plan(
     except QuotaSourceError as e:
         err.print(str(e), markup=False)
         raise typer.Exit(1) from None
-    result = make_plan(root, resolved, book)
+    result = plan_report(root, resolved, book)
     if as_json:
         typer.echo(json.dumps(plan_json(result), indent=1))
     else:

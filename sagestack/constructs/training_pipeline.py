@@ -30,20 +30,6 @@ from sagestack.plan.serving import EndpointPlan, ModelStepContext
 from sagestack.plan.states import PipelineSettings
 from sagestack.plan.training import RequestContext, TrainingJobPlan
 
-# The keyword props that map onto a `jobs:` entry of the YAML spec; anything else goes in `options`.
-JOB_PROP_KEYS = (
-    "instance_type",
-    "instance_count",
-    "entry_point",
-    "hyperparameters",
-    "max_run",
-    "volume_size_gb",
-    "use_spot_instances",
-    "max_wait",
-    "metric_definitions",
-    "distribution",
-)
-
 
 @dataclass(frozen=True)
 class ModelRegistration:

@@ -77,7 +77,7 @@ def _link_gbps(it: InstanceType) -> float | None:
 
 def size_job(job: JobSpec, candidate: str) -> Sizing | None:
     """None when the job states no model size."""
-    m = job.model
+    m = job.sizing
     if m is None:
         return None
     it = instance_type(candidate)

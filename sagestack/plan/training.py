@@ -121,7 +121,11 @@ def content_hash(payload: Any) -> str:
 
 def job_hash(job: JobSpec, *, env: str, source_sha256: str, image_uris: dict[str, str]) -> str:
     """Content address of a job: its spec, its code and its images. 10 hex characters."""
-    payload = {"job": job.model_dump(mode="json"), "env": env, "source": source_sha256, "images": image_uris}
+    dumped = job.model_dump(mode="json")
+    # The key was first named `model`; hashing it under that name keeps every job's name (and so
+    # every job already run) across the rename.
+    dumped["model"] = dumped.pop("sizing")
+    payload = {"job": dumped, "env": env, "source": source_sha256, "images": image_uris}
     return content_hash(payload)[:10]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from sagestack.spec.types import (
@@ -329,7 +329,12 @@ class JobSpec(StrictModel):
     keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
     run_on_deploy: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
-    model: ModelSizing | None = None
+    sizing: ModelSizing | None = Field(
+        default=None,
+        # `model:` was this key's first name; it still reads, but an endpoint's `model:` is its source.
+        validation_alias=AliasChoices("sizing", "model"),
+        description="the model's size, for the memory and communication estimate of `sagestack plan`",
+    )
 
     @property
     def uses_smp_v2(self) -> bool:
@@ -471,7 +476,6 @@ class EndpointSpec(StrictModel):
 class BucketSpec(StrictModel):
     noncurrent_checkpoint_days: int = Field(default=30, ge=1, description="expire old checkpoint versions")
     abort_incomplete_upload_days: int = Field(default=7, ge=1)
-    log_retention_days: int = Field(default=365, ge=1)
 
 
 class PipelineSpec(StrictModel):

@@ -141,7 +141,7 @@ def test_training_image_resolves_per_instance_type_and_grants_pull():
         "pytorch", "2.5", "py311", region=REGION, instance_types=[*CANDIDATES, "ml.m5.xlarge"]
     )
     assert "-gpu-" in image.uri_for("ml.g5.2xlarge") and "-cpu-" in image.uri_for("ml.m5.xlarge")
-    with pytest.raises(ValueError, match="not ml.p5.48xlarge"):
+    with pytest.raises(ValueError, match=r"not ml\.p5\.48xlarge"):
         image.uri_for("ml.p5.48xlarge")
     with pytest.raises(ValueError):
         TrainingImage.from_dlc("pytorch", "0.1", "py311", region=REGION, instance_types=CANDIDATES)
@@ -299,7 +299,7 @@ def test_inference_endpoint_grants_invoke_and_its_alarms_use_its_metrics():
     from sagestack.constructs import InferenceEndpoint, Rollout, ServerlessConfig
 
     stack = _stack()
-    key, artifacts, role = _base(stack)
+    _, _, role = _base(stack)
     endpoint = InferenceEndpoint(
         stack,
         "Endpoint",

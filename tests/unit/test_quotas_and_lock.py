@@ -264,11 +264,11 @@ def test_the_example_locks_are_current(env):
     re-locked (`sagestack lock --env <env>`) shows up here, as `cdk synth -c sagestack:locked=true` would."""
     from sagestack.plan import resolve_environment
     from sagestack.plan.capacity import QuotaBook
-    from sagestack.report import make_plan
+    from sagestack.report import plan_report
     from sagestack.spec import load_project
     from tests.conftest import REPO
 
-    result = make_plan(REPO, resolve_environment(load_project(REPO, env)), QuotaBook.none("off"))
+    result = plan_report(REPO, resolve_environment(load_project(REPO, env)), QuotaBook.none("off"))
     assert result.lock_state == "matches", result.lock_changes
 
 

@@ -14,7 +14,7 @@ def job(params: float, precision: str, types: list[str], count: int = 1, optimiz
             "image": "train",
             "instance_type": types,
             "instance_count": count,
-            "model": {"parameters": params, "precision": precision, "optimizer": optimizer},
+            "sizing": {"parameters": params, "precision": precision, "optimizer": optimizer},
         }
     )
 
@@ -66,3 +66,18 @@ def test_no_model_no_sizing():
         size_job(JobSpec.model_validate({"image": "t", "instance_type": ["ml.m5.xlarge"]}), "ml.m5.xlarge")
         is None
     )
+
+
+def test_the_old_key_model_still_reads_as_sizing_and_keeps_the_job_hash():
+    from sagestack.plan.training import job_hash
+    from sagestack.spec.models import JobSpec
+
+    base = {"image": "train", "instance_type": "ml.g5.2xlarge"}
+    old = JobSpec.model_validate({**base, "model": {"parameters": 1e6}})
+    new = JobSpec.model_validate({**base, "sizing": {"parameters": 1e6}})
+    assert old == new and new.sizing is not None and new.sizing.parameters == 1e6
+    digest = job_hash(new, env="dev", source_sha256="0" * 64, image_uris={})
+    assert digest == job_hash(old, env="dev", source_sha256="0" * 64, image_uris={})
+    # the hash input names the key as it was first named, so renaming it restarted no job
+    unsized = JobSpec.model_validate(base)
+    assert job_hash(unsized, env="dev", source_sha256="0" * 64, image_uris={}) != digest
