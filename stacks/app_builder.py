@@ -162,3 +162,30 @@ def synth_checked(app: App) -> cx_api.CloudAssembly:
     if findings:
         raise UnacknowledgedFindings(findings)
     return assembly
+
+
+def main(root: Path) -> None:
+    """A project's app.py: build every selected environment of the project at `root`, synthesize,
+    and exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag
+    finding, 3 when a quota is short (`-c sagestack:quotas=live|snapshot|off`), 4 when a request
+    differs from the environment's lock (`-c sagestack:locked=true`)."""
+    import sys
+
+    from sagestack.account import QuotaSourceError
+    from sagestack.plan.capacity import QuotaShortfallError
+    from sagestack.plan.lock import LockMismatchError
+
+    exit_codes: tuple[tuple[type[Exception], int], ...] = (
+        (SpecError, 2),
+        (UnacknowledgedFindings, 1),
+        (QuotaShortfallError, 3),
+        (QuotaSourceError, 1),
+        (LockMismatchError, 4),
+    )
+    app = App(context=cdk_json_context(root))
+    try:
+        build_app(app, root)
+        synth_checked(app)
+    except tuple(cls for cls, _ in exit_codes) as e:
+        print(e.report() if isinstance(e, SpecError) else e, file=sys.stderr)
+        sys.exit(next(code for cls, code in exit_codes if isinstance(e, cls)))

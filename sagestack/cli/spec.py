@@ -20,6 +20,30 @@ app = typer.Typer()
 
 
 @app.command()
+def init(
+    name: Annotated[str, typer.Argument(help="the project's name (lowercase; part of every resource name)")],
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="where to write it (default: ./NAME)", show_default=False)
+    ] = None,
+    region: Annotated[str, typer.Option("--region", help="the AWS region it deploys to")] = "us-east-1",
+) -> None:
+    """Start a new project: spec, dev overlay, schemas, training_src/ skeleton, app.py, cdk.json."""
+    from sagestack.init import InitError, init_project
+
+    target = directory or Path(name)
+    try:
+        files = init_project(target, name, region)
+    except InitError as e:
+        raise UserError(str(e), EXIT_INVALID_SPEC) from None
+    out = console()
+    out.print(f"wrote {len(files)} files into {target}/", markup=False)
+    out.print(
+        f"next: cd {target} && sagestack validate && sagestack local train train && cdk synth",
+        markup=False,
+    )
+
+
+@app.command()
 def validate(
     env: Annotated[
         list[str] | None, typer.Option("--env", "-e", help="environment(s) to check; default: every one")

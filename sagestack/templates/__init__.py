@@ -1,0 +1,1 @@
+"""Files `sagestack init` writes into a new project (package data)."""

@@ -1,0 +1,141 @@
+"""A new project without this repository: the package is built as a wheel, installed into a fresh
+virtual environment (its dependencies borrowed from this one, never sagestack itself), then
+`sagestack init` writes a project that validates and synthesizes with what the wheel carries."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.synth
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 300):  # type: ignore[no-untyped-def]
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for package in ("sagestack", "stacks"):
+        shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("dist")
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        cwd=src,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (path,) = out.glob("sagestack-*.whl")
+    return path
+
+
+def test_the_wheel_carries_stacks_catalog_data_templates_and_no_tests(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in (
+        "stacks/app_builder.py",
+        "sagestack/catalog/data/instances.json",
+        "sagestack/catalog/data/debugger_rules.json",
+        "sagestack/templates/train.py",
+        "sagestack/constructs/training_pipeline.py",
+        "sagestack/cli/__main__.py",
+    ):
+        assert needed in names, needed
+    assert not any(n.startswith(("tests/", "examples/", "training_src/")) for n in names)
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A venv with only the wheel installed; dependencies through a .pth line to this venv's
+    site-packages (a plain path: that folder's own .pth files, the editable sagestack among them,
+    are not processed)."""
+    venv = tmp_path_factory.mktemp("venv")
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
+    site = Path(
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=venv
+        ).stdout.strip()
+    )
+    (site / "borrowed-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+        cwd=venv,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    return venv
+
+
+def _env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYTHON"))}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    env["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"
+    return env
+
+
+def test_init_then_validate_and_synthesize_from_the_installed_package(installed, tmp_path):
+    env = _env(installed)
+    where = _run(
+        [
+            str(installed / "bin" / "python"),
+            "-c",
+            "import sagestack, stacks; print(sagestack.__file__, stacks.__file__)",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert str(installed) in where.stdout and str(REPO) not in where.stdout, where.stdout + where.stderr
+
+    init = _run([str(installed / "bin" / "sagestack"), "init", "demo"], cwd=tmp_path, env=env)
+    assert init.returncode == 0, init.stdout + init.stderr
+    project = tmp_path / "demo"
+    assert (project / "training_src" / "train.py").exists()
+    assert (
+        json.loads((project / "cdk.json").read_text())["context"]
+        == json.loads((REPO / "cdk.json").read_text())["context"]
+    )
+
+    validate = _run([str(installed / "bin" / "sagestack"), "validate"], cwd=project, env=env)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert "demo in us-east-1" in validate.stdout
+
+    synth = _run(
+        [str(installed / "bin" / "sagestack"), "synth", "-o", "cdk.out"], cwd=project, env=env, timeout=600
+    )
+    assert synth.returncode == 0, synth.stdout + synth.stderr
+    templates = sorted(p.name for p in (project / "cdk.out").glob("assembly-dev/*.template.json"))
+    assert any("Foundation" in t for t in templates) and any("Training" in t for t in templates), templates
+
+    again = _run([str(installed / "bin" / "sagestack"), "init", "demo"], cwd=tmp_path, env=env)
+    assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_init_refuses_a_bad_name_with_the_rule(installed, tmp_path):
+    bad = _run(
+        [str(installed / "bin" / "sagestack"), "init", "My_Project"], cwd=tmp_path, env=_env(installed)
+    )
+    assert bad.returncode == 2
+    assert "not a valid project name" in bad.stderr and not (tmp_path / "My_Project").exists()
