@@ -3,6 +3,7 @@ and register), its failure alarm, its role, its logs — the base of TrainingPip
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Aws, Duration, Stack
@@ -143,10 +144,6 @@ class JobPipeline(JobPipelineBase):
         """A pipeline deployed elsewhere (another app or stack): grant starting it, watch its metrics."""
         return _ImportedJobPipeline(scope, id, state_machine_arn)
 
-    @property
-    def settings_base(self) -> PipelineSettings:
-        return PipelineSettings(topic_arn=self.topic.topic_arn if self.topic else None)
-
     def _drop_redundant_role_dependency(self) -> None:
         """CDK makes the state machine depend on the role it already references by GetAtt (cfn-lint
         W3005); keep only the dependency on the role's policy, which the reference does not imply."""
@@ -178,30 +175,40 @@ class JobPipeline(JobPipelineBase):
 
     # ------------------------------------------------------------------ grants the subclasses use
 
-    def _grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
-        """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`; the
-        wildcard is acknowledged here, with its reason."""
-        arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
-        grant = iam.Grant.add_to_principal(grantee=self.role, actions=list(what), resource_arns=[arn])
+    def _grant(self, granted: tuple[str, ...], arn: str, reason: str) -> iam.Grant:
+        """Grant the pipeline's role `granted` on `arn`, a wildcard ARN whose cdk-nag finding is
+        acknowledged here, with its reason (a role the caller gave keeps the caller's findings)."""
+        grant = iam.Grant.add_to_principal(grantee=self.role, actions=list(granted), resource_arns=[arn])
         if isinstance(self.role, iam.Role):
             acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": reason})
         return grant
 
+    def _grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
+        """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`."""
+        arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
+        return self._grant(what, arn, reason)
+
     def _grant_quota_reads(self, region: str) -> iam.Grant:
         """GetServiceQuota for SageMaker's quotas in `region` (the run-time quota check)."""
-        arn = f"arn:{Aws.PARTITION}:servicequotas:{region}:{Aws.ACCOUNT_ID}:sagemaker/*"
-        grant = iam.Grant.add_to_principal(
-            grantee=self.role, actions=list(actions.QUOTAS_READ), resource_arns=[arn]
+        return self._grant(
+            actions.QUOTAS_READ,
+            f"arn:{Aws.PARTITION}:servicequotas:{region}:{Aws.ACCOUNT_ID}:sagemaker/*",
+            "Reading SageMaker's service quotas (read-only); quota codes are opaque and chosen per candidate.",
         )
-        if isinstance(self.role, iam.Role):
-            acknowledge(
-                self.role,
-                {
-                    f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": "Reading SageMaker's service "
-                    "quotas (read-only); quota codes are opaque and chosen per candidate."
-                },
-            )
-        return grant
+
+    @staticmethod
+    def _settings(
+        poll_interval: Duration | None,
+        backoff: Duration | None,
+        topic: sns.ITopic | None,
+        quota_codes: Mapping[str, str] | None,
+    ) -> PipelineSettings:
+        return PipelineSettings(
+            poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
+            backoff_seconds=int(backoff.to_seconds()) if backoff else 120,
+            topic_arn=topic.topic_arn if topic else None,
+            quota_codes=dict(quota_codes) if quota_codes else None,
+        )
 
 
 def allow_log_group_encryption(key: kms.IKey, log_group_name: str) -> None:

@@ -235,18 +235,17 @@ class TrainingPipeline(JobPipeline):
             kms_key_id=encryption_key.key_arn,
             tags=request_tags,
         )
-        settings = PipelineSettings(
-            poll_seconds=_seconds(poll_interval) or 60,
-            backoff_seconds=_seconds(backoff) or 120,
-            topic_arn=topic.topic_arn if topic else None,
-            quota_codes=dict(quota_codes) if quota_codes else None,
-        )
+        settings = self._settings(poll_interval, backoff, topic, quota_codes)
         definition = training_pipeline(job_plan, settings)
-        endpoint_plans = [r.plan(names, region, key) for r in registrations]
-        if endpoint_plans:
-            definition = append_registrations(
-                definition, settings, endpoint_plans, names=names, registry=registry, **deployment_values
-            )
+        definition, endpoint_plans = append_registrations(
+            definition,
+            settings,
+            registrations,
+            source=key,
+            names=names,
+            registry=registry,
+            **deployment_values,
+        )
         super().__init__(
             scope,
             id,
@@ -330,8 +329,9 @@ class TrainingPipeline(JobPipeline):
 def append_registrations(
     definition: dict[str, Any],
     settings: PipelineSettings,
-    endpoints: list[EndpointPlan],
+    registrations: Sequence[ModelRegistration],
     *,
+    source: str,
     names: Names,
     region: str,
     account: str,
@@ -340,36 +340,36 @@ def append_registrations(
     bucket: str,
     kms_key_id: str,
     tags: tuple[tuple[str, str], ...],
-) -> dict[str, Any]:
-    """Compile and register steps after a pipeline's 'Succeeded' state; their requests validated
-    with stand-ins, emitted with the deployment's tokens."""
+) -> tuple[dict[str, Any], list[EndpointPlan]]:
+    """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
+    (a job or search) trains; their requests validated with stand-ins, emitted with the
+    deployment's values. Returns the definition and the endpoints it registers for."""
     from sagestack.plan.requests import STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
     from sagestack.plan.serving import append_model_steps, validate_model_requests
 
+    endpoints = [r.plan(names, region, source) for r in registrations]
+    if not endpoints:
+        return definition, endpoints
     if registry is None:
         raise ValueError("registrations need a registry (a ModelPackageGroup)")
-    group = registry.group_name
-    stand_ins = ModelStepContext(
-        region=region,
-        env=names.env,
-        role_arn=stand_in_role_arn(account),
-        bucket=STAND_IN_BUCKET,
-        kms_key_id=stand_in_key_arn(account, region),
-        group_name=group,
-        tags=tags,
-    )
+
+    def context(role: str, bucket_name: str, key: str) -> ModelStepContext:
+        return ModelStepContext(
+            region=region,
+            env=names.env,
+            role_arn=role,
+            bucket=bucket_name,
+            kms_key_id=key,
+            group_name=registry.group_name,
+            tags=tags,
+        )
+
+    stand_ins = context(stand_in_role_arn(account), STAND_IN_BUCKET, stand_in_key_arn(account, region))
     for ep in endpoints:
         validate_model_requests(ep, stand_ins)
-    ctx = ModelStepContext(
-        region=region,
-        env=names.env,
-        role_arn=role_arn,
-        bucket=bucket,
-        kms_key_id=kms_key_id,
-        group_name=group,
-        tags=tags,
-    )
-    return append_model_steps(definition, endpoints, ctx, settings)
+    return append_model_steps(
+        definition, endpoints, context(role_arn, bucket, kms_key_id), settings
+    ), endpoints
 
 
 def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | None) -> None:

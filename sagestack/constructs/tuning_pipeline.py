@@ -16,14 +16,12 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
-from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_pipeline import (
     ModelRegistration,
     TrainingPipeline,
     append_registrations,
     grant_model_steps,
 )
-from sagestack.plan.states import PipelineSettings
 
 
 class TuningPipeline(JobPipeline):
@@ -101,23 +99,17 @@ class TuningPipeline(JobPipeline):
             quota_needed=tuning.max_parallel_jobs * job.instance_count,
             parameter_name=names.best_model_parameter(key),
         )
-        settings = PipelineSettings(
-            poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
-            backoff_seconds=int(backoff.to_seconds()) if backoff else 120,
-            topic_arn=topic.topic_arn if topic else None,
-            quota_codes=dict(quota_codes) if quota_codes else None,
-        )
+        settings = self._settings(poll_interval, backoff, topic, quota_codes)
         definition = tuning_pipeline(inputs, settings)
-        endpoint_plans = [r.plan(names, training.region, key) for r in registrations]
-        if endpoint_plans:
-            definition = append_registrations(
-                definition,
-                settings,
-                endpoint_plans,
-                names=names,
-                registry=registry,
-                **training.deployment_values,
-            )
+        definition, endpoint_plans = append_registrations(
+            definition,
+            settings,
+            registrations,
+            source=key,
+            names=names,
+            registry=registry,
+            **training.deployment_values,
+        )
         super().__init__(
             scope,
             id,
@@ -140,21 +132,13 @@ class TuningPipeline(JobPipeline):
             "Tuning jobs whose names start with the project's name (SageMaker allows them 32 characters: "
             "no room for more).",
         )
-        # The trials are training jobs named by SageMaker after the tuning job.
-        parameters = Stack.of(self).format_arn(
-            service="ssm", resource="parameter", resource_name=names.best_model_parameter_pattern
+        self._grant(
+            actions.PARAMETERS_WRITE,
+            Stack.of(self).format_arn(
+                service="ssm", resource="parameter", resource_name=names.best_model_parameter_pattern
+            ),
+            "The best-model parameters of this environment's tuning pipelines.",
         )
-        iam.Grant.add_to_principal(
-            grantee=self.role, actions=list(actions.PARAMETERS_WRITE), resource_arns=[parameters]
-        )
-        if isinstance(self.role, iam.Role):
-            acknowledge(
-                self.role,
-                {
-                    f"AwsSolutions-IAM5[Resource::{nag_text(self, parameters)}]": "The best-model "
-                    "parameters of this environment's tuning pipelines."
-                },
-            )
         training.execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(training.region)
         if endpoint_plans:
