@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -15,7 +14,6 @@ from sagestack.constructs import (
     ExecutionRole,
     ModelPackageGroup,
     TrainingImage,
-    actions,
     project_repository,
 )
 from sagestack.constructs.job_pipeline import allow_log_group_encryption
@@ -115,15 +113,6 @@ class FoundationStack(Stack):
         allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
         # The environments models are promoted to read them: models/ objects and the key, via S3.
         self.artifacts.grant_read_to_accounts(model_readers, ("models",))
-        for account in model_readers:
-            self.key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    actions=list(actions.KMS_DECRYPT),
-                    principals=[iam.AccountPrincipal(account)],
-                    resources=["*"],
-                    conditions={"StringEquals": {"kms:ViaService": f"s3.{plan.region}.amazonaws.com"}},
-                )
-            )
 
         CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
         CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)

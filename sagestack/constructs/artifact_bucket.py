@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Annotations, Duration, FeatureFlags, RemovalPolicy
+from aws_cdk import Annotations, Duration, FeatureFlags, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -212,12 +212,23 @@ class ArtifactBucket(ArtifactBucketBase):
 
     def grant_read_to_accounts(self, accounts: Sequence[str], prefixes: Sequence[str] = ("models",)) -> None:
         """Let other accounts (the environments models are promoted to) read objects under `prefixes`
-        through the bucket policy; they also need kms:Decrypt on the key (see the FoundationStack)."""
+        through the bucket policy, and decrypt them with the bucket's key — through S3 only."""
+        region = Stack.of(self).region
         for account in accounts:
+            reader = iam.AccountPrincipal(account)
             self.bucket.add_to_resource_policy(
                 iam.PolicyStatement(
                     actions=list(actions.S3_OBJECT_GET),
-                    principals=[iam.AccountPrincipal(account)],
+                    principals=[reader],
                     resources=[self.bucket.arn_for_objects(f"{p}/*") for p in _check(prefixes)],
                 )
             )
+            if self.encryption_key is not None:
+                self.encryption_key.add_to_resource_policy(
+                    iam.PolicyStatement(
+                        actions=list(actions.KMS_DECRYPT),
+                        principals=[reader],
+                        resources=["*"],
+                        conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+                    )
+                )

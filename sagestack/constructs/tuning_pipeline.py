@@ -123,6 +123,7 @@ class TuningPipeline(JobPipeline):
             state_machine_name=state_machine_name or names.tuning_state_machine(key),
         )
         self.key = key
+        self.tuning_spec = tuning
         self.request = request
         self.endpoint_plans = endpoint_plans
         self._grant_sagemaker(

@@ -66,3 +66,22 @@ if __name__ == "__main__":  # write the baseline
             f"{project}: {sum(len(r) for r in data.values())} resources in {len(data)} stacks",
             file=sys.stderr,
         )
+
+
+@pytest.mark.parametrize("name", sorted(PROJECTS))
+def test_the_spec_path_gives_the_constructs_the_spec_s_own_jobs_and_searches(name, tmp_path):
+    """stacks/ turns each spec entry into construct props; the job and search the constructs rebuild
+    from them must be the spec's (same model, so the same content hash and job names)."""
+    from tests.support.cdk_app import BuiltApp
+
+    built = BuiltApp(PROJECTS[name], tmp_path / "out")
+    checked = 0
+    for stage in built.stages.values():
+        spec = stage.plan.spec
+        assert stage.training is not None
+        for key, pipeline in stage.training.pipelines.items():
+            assert pipeline.job_spec == spec.jobs[key], key
+            checked += 1
+        for key, tuning in stage.training.tuning_pipelines.items():
+            assert tuning.tuning_spec == spec.tuning[key], key
+    assert checked >= 3

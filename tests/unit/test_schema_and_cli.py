@@ -137,3 +137,11 @@ def test_rules_explain_prints_why_and_what_to_do_and_suggests_on_a_typo():
     typo = run_cli("rules", "--explain", "spot-chekpoint")
     assert typo.returncode == 2
     assert "did you mean 'spot-checkpoint'" in typo.stderr
+
+
+def test_the_repository_cdk_json_sets_the_flags_init_writes():
+    import json
+
+    from sagestack.init import RECOMMENDED_CONTEXT
+
+    assert json.loads((REPO / "cdk.json").read_text())["context"] == RECOMMENDED_CONTEXT
