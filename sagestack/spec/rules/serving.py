@@ -10,6 +10,7 @@ from sagestack.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError,
 from sagestack.catalog.neo import cloud_target, cloud_targets, framework_versions, target_for_family
 from sagestack.catalog.service_model import enum_values
 from sagestack.catalog.suggest import did_you_mean
+from sagestack.plan.names import Names
 from sagestack.spec.models import EndpointSpec
 from sagestack.spec.rules.registry import Finding, RuleContext, rule
 
@@ -230,7 +231,7 @@ def endpoint_package_region(ctx: RuleContext) -> Iterator[Finding]:
 @rule("endpoint-name-length", "error", "'<project>-<env>-<endpoint>' fits SageMaker's 63 characters")
 def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
     for name in ctx.spec.endpoints:
-        full = f"{ctx.spec.project}-{ctx.env or 'env'}-{name}"
+        full = Names(ctx.spec.project, ctx.env or "env").endpoint(name)
         if len(full) > ENDPOINT_NAME_MAX:
             yield Finding(
                 ("endpoints", name),
