@@ -12,6 +12,7 @@ import typer
 from sagestack.cli.common import (
     EXIT_INVALID_SPEC,
     RootOption,
+    UserError,
     console,
     load_entry,
     spec_errors,
@@ -37,13 +38,11 @@ def synth(
     for item in context or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            console(stderr=True).print(f"--context {item!r}: use KEY=VALUE", markup=False)
-            raise typer.Exit(EXIT_INVALID_SPEC)
+            raise UserError(f"--context {item!r}: use KEY=VALUE", EXIT_INVALID_SPEC)
         pairs[key] = value
     app_file = root.resolve() / "app.py"
     if not app_file.exists():
-        console(stderr=True).print(f"no {app_file}: run from the project root or pass --root", markup=False)
-        raise typer.Exit(EXIT_INVALID_SPEC)
+        raise UserError(f"no {app_file}: run from the project root or pass --root", EXIT_INVALID_SPEC)
     outdir = output if output.is_absolute() else root.resolve() / output
     # How the CDK CLI runs an app: the output folder and the -c context in the environment.
     env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(pairs)}
@@ -81,18 +80,14 @@ def run(
         arn = remote.state_machine_arn(sfn, name)
         execution = remote.start_execution(sfn, arn)
     except remote.PipelineNotFound:
-        err.print(
+        raise UserError(
             f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
-            f"{names.stack('training')}` first",
-            markup=False,
-        )
-        raise typer.Exit(1) from None
+            f"{names.stack('training')}` first"
+        ) from None
     except NoCredentialsError:
-        err.print("no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE", markup=False)
-        raise typer.Exit(1) from None
+        raise UserError("no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE") from None
     except (ClientError, BotoCoreError) as e:
-        err.print(f"could not start '{name}': {e}", markup=False)
-        raise typer.Exit(1) from None
+        raise UserError(f"could not start '{name}': {e}") from None
     out = console()
     out.print(f"started {execution}", markup=False)
     if not wait:
