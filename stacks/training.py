@@ -3,10 +3,11 @@ role, log group and notification topic they use."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Size, Stack
+from aws_cdk import Duration, RemovalPolicy, Size, Stack, Stage
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -16,13 +17,54 @@ from sagestack.catalog.quotas import quota_codes
 from sagestack.constructs import ModelRegistration, TrainingPipeline, TuningPipeline
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.serving import EndpointPlan, endpoints_fed_by
+from sagestack.spec import SpecError, SpecIssue
 from sagestack.spec.models import JobSpec, TuningSpec
 from stacks.foundation import FoundationStack
+
+# CloudFormation allows 500 resources in a stack; a pipeline is 2 or 3 (state machine, alarm, the
+# deploy trigger). Up to PIPELINES_IN_ONE_STACK jobs every pipeline lives in the training stack; beyond
+# it, each job's pipeline lives in shard stack hash(job) % SHARDS ('<prefix>-training-07'), so adding a
+# job never moves another (crossing the threshold moves them once, in one deploy).
+PIPELINES_IN_ONE_STACK = 100
+SHARDS = 16
+SHARD_RESOURCE_BUDGET = 480  # leaves room for the custom-resource provider and CDK metadata
+
+
+def pipeline_shard(job: str) -> int:
+    """The shard stack a job's pipeline lives in once an environment has more than
+    PIPELINES_IN_ONE_STACK jobs: a stable function of the job's key alone."""
+    return int(hashlib.sha256(job.encode()).hexdigest(), 16) % SHARDS
+
+
+def check_shards(plan: EnvironmentPlan) -> None:
+    """Refuse an environment whose pipelines would not fit its stacks, before CloudFormation does."""
+    jobs = plan.spec.jobs
+    if len(jobs) <= PIPELINES_IN_ONE_STACK:
+        return
+    per_shard: dict[int, int] = {}
+    for key, job in jobs.items():
+        per_shard[pipeline_shard(key)] = per_shard.get(pipeline_shard(key), 0) + (
+            3 if job.run_on_deploy else 2
+        )
+    full = {s: n for s, n in per_shard.items() if n > SHARD_RESOURCE_BUDGET}
+    if full:
+        raise SpecError(
+            [
+                SpecIssue(
+                    f"{len(jobs)} jobs in '{plan.env}': pipeline stack(s) "
+                    + ", ".join(plan.names.stack(f"training-{s:02d}") for s in sorted(full))
+                    + f" would hold more than {SHARD_RESOURCE_BUDGET} resources (CloudFormation allows 500); "
+                    "split the jobs over two projects or environments",
+                    path=("jobs",),
+                )
+            ]
+        )
 
 
 class TrainingStack(Stack):
     """The spec's jobs and searches as TrainingPipeline / TuningPipeline constructs: the one place a
-    spec entry becomes construct props. The pipelines share one role, log group and topic."""
+    spec entry becomes construct props. The pipelines share one role, log group and topic, which
+    live here with the searches; with many jobs the job pipelines spread over shard stacks."""
 
     def __init__(
         self,
@@ -71,9 +113,12 @@ class TrainingStack(Stack):
         )
         self.endpoints: dict[str, EndpointPlan] = {}
         self.pipelines: dict[str, TrainingPipeline] = {}
+        self.shards: dict[int, Stack] = {}
+        check_shards(plan)
+        sharded = len(spec.jobs) > PIPELINES_IN_ONE_STACK
         for key, job in spec.jobs.items():
             self.pipelines[key] = TrainingPipeline(
-                self,
+                self._shard(plan, pipeline_shard(key)) if sharded else self,
                 f"Pipeline-{key}",
                 names=names,
                 job=key,
@@ -100,6 +145,19 @@ class TrainingStack(Stack):
                 **tuning_props(tuning),
                 **shared,
             )
+
+    def _shard(self, plan: EnvironmentPlan, index: int) -> Stack:
+        if index not in self.shards:
+            stage = Stage.of(self)
+            assert stage is not None
+            self.shards[index] = Stack(
+                stage,
+                f"Training-{index:02d}",
+                stack_name=plan.names.stack(f"training-{index:02d}"),
+                description=f"sagestack {plan.names.prefix}: training pipelines, shard {index} of {SHARDS}",
+                termination_protection=self.termination_protection,
+            )
+        return self.shards[index]
 
     @property
     def job_plans(self) -> dict[str, Any]:

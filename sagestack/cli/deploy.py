@@ -85,7 +85,9 @@ def run(
             f"{names.stack('training')}` first"
         ) from None
     except NoCredentialsError:
-        raise UserError("no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE") from None
+        raise UserError(
+            "no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE"
+        ) from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"could not start '{name}': {e}") from None
     out = console()

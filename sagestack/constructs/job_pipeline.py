@@ -149,9 +149,9 @@ class JobPipeline(JobPipelineBase):
         W3005); keep only the dependency on the role's policy, which the reference does not imply."""
         policy = self.role.node.try_find_child("DefaultPolicy")
         cfn = self.state_machine.node.default_child
-        if policy is None or cfn is None:
-            return
         stack = Stack.of(self)
+        if policy is None or cfn is None or Stack.of(policy) is not stack:
+            return  # a role in another stack: CloudFormation orders the stacks instead
         cfn.add_override("DependsOn", [stack.get_logical_id(policy.node.default_child)])  # type: ignore[union-attr,attr-defined,arg-type]
 
     def _acknowledge_role(self) -> None:

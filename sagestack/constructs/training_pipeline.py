@@ -314,6 +314,11 @@ class TrainingPipeline(JobPipeline):
         )
         provider = Stack.of(self).node.try_find_child("AWS679f53fac002430cb0da5b7982bd2287")
         if provider is not None:
+            # The function references its role by GetAtt already; CDK's DependsOn on it is what
+            # cfn-lint calls redundant (W3005).
+            function = provider.node.default_child
+            if function is not None:
+                function.add_deletion_override("DependsOn")  # type: ignore[attr-defined]
             acknowledge(
                 provider,
                 {

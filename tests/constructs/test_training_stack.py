@@ -147,3 +147,36 @@ def test_tuning_pipeline_may_touch_only_the_projects_searches_and_its_parameters
         states["Record best model"]["Parameters"]["Name"]
         == "/sagestack/digits/prod/tuning/lr-search/best-model"
     )
+
+
+def _many_jobs(project, tmp_path, count: int, name: str):  # type: ignore[no-untyped-def]
+    from tests.support.cdk_app import BuiltApp
+
+    jobs = "".join(f"  job{i}:\n    image: train\n    instance_type: ml.m5.xlarge\n" for i in range(count))
+    project.spec(MINIMAL.split("jobs:")[0] + "jobs:\n" + jobs).env("dev", "retain_data: false\n")
+    return BuiltApp(project.root, tmp_path / name, ["dev"])
+
+
+def test_beyond_a_hundred_jobs_pipelines_spread_over_stable_shard_stacks(project, tmp_path):
+    from aws_cdk import Stack
+    from aws_cdk.assertions import Template
+
+    from stacks.training import PIPELINES_IN_ONE_STACK, pipeline_shard
+
+    count = PIPELINES_IN_ONE_STACK + 30
+    built = _many_jobs(project, tmp_path, count, "a")
+    training = built.stages["dev"].training
+    where = {k: Stack.of(p).stack_name for k, p in training.pipelines.items()}
+    assert len(where) == count
+    assert all(name == f"digits-dev-training-{pipeline_shard(k):02d}" for k, name in where.items())
+    for stack in [training, *training.shards.values()]:
+        resources = Template.from_stack(stack).to_json()["Resources"]
+        assert len(resources) < 500, (stack.stack_name, len(resources))
+    # the shared role, topic and log group stay in the training stack; shards only hold pipelines
+    shard = next(iter(training.shards.values()))
+    assert set(Template.from_stack(shard).find_resources("AWS::IAM::Role")) == set()
+
+    # adding a job moves no other job's pipeline
+    grown = _many_jobs(project, tmp_path, count + 1, "b")
+    after = {k: Stack.of(p).stack_name for k, p in grown.stages["dev"].training.pipelines.items()}
+    assert {k: after[k] for k in where} == where
