@@ -70,6 +70,7 @@ MODEL_PACKAGES_READ = (
     "sagemaker:ListModelPackages",
 )
 QUOTAS_READ = ("servicequotas:GetServiceQuota",)
+QUOTAS_LIST = ("servicequotas:ListServiceQuotas",)  # no resource-level permission: "*"
 PARAMETERS_WRITE = ("ssm:PutParameter",)
 PASS_ROLE = ("iam:PassRole",)
 

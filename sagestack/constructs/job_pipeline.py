@@ -159,8 +159,9 @@ class JobPipeline(JobPipelineBase):
         if not isinstance(self.role, iam.Role):
             return
         findings = {
-            "AwsSolutions-IAM5[Resource::*]": "Step Functions log delivery and X-Ray tracing have no "
-            "resource-level permissions (CDK adds them for LogOptions and tracing).",
+            "AwsSolutions-IAM5[Resource::*]": "Step Functions log delivery, X-Ray tracing (CDK adds them for "
+            "LogOptions and tracing) and servicequotas:ListServiceQuotas (read-only, to find a quota by its "
+            "name) have no resource-level permissions.",
         }
         if self.topic is not None and self.topic.master_key is not None:
             findings.update(
@@ -189,11 +190,19 @@ class JobPipeline(JobPipelineBase):
         return self._grant(what, arn, reason)
 
     def _grant_quota_reads(self, region: str) -> iam.Grant:
-        """GetServiceQuota for SageMaker's quotas in `region` (the run-time quota check)."""
+        """GetServiceQuota for SageMaker's quotas in `region`, and ListServiceQuotas to find a quota
+        by its name when no snapshot names its code (the run-time quota check)."""
         return self._grant(
             actions.QUOTAS_READ,
             f"arn:{Aws.PARTITION}:servicequotas:{region}:{Aws.ACCOUNT_ID}:sagemaker/*",
             "Reading SageMaker's service quotas (read-only); quota codes are opaque and chosen per candidate.",
+        ).combine(
+            self._grant(
+                actions.QUOTAS_LIST,
+                "*",
+                "Step Functions log delivery, X-Ray tracing and servicequotas:ListServiceQuotas (read-only, "
+                "to find a quota by its name) have no resource-level permissions.",
+            )
         )
 
     @staticmethod

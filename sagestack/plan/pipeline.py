@@ -80,16 +80,18 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         s = CandidateStates(c.index, n)
         nxt = s.next().quota
         code = (settings.quota_codes or {}).get(c.quota_name)
-        states[s.quota] = asl.quota_check(
-            c.quota_name,
-            code,
-            needed=count,
-            result_path=s.result_path,
-            next_checked=s.quota_enough,
-            next_unchecked=s.create,
+        states.update(
+            asl.quota_check(
+                s.quota,
+                c.quota_name,
+                code,
+                needed=count,
+                result_path=s.result_path,
+                next_checked=s.quota_enough,
+                next_unchecked=s.create,
+            )
         )
-        if code is not None:
-            states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=nxt, enough=s.create)
+        states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=nxt, enough=s.create)
         states[s.create] = asl.task(
             "sagemaker:createTrainingJob",
             c.request,

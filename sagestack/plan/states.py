@@ -151,33 +151,88 @@ def notify(settings: PipelineSettings, subject: str, message: dict[str, str], nx
     )
 
 
+QUOTAS_PAGE = 100  # ListServiceQuotas' largest page
+
+
 def quota_check(
-    name: str, code: str | None, *, needed: int, result_path: str, next_checked: str, next_unchecked: str
-) -> State:
-    """GetServiceQuota for a quota the snapshot names; a Pass that records "not checked" otherwise.
-    An unreachable quota service also proceeds: the create call is the final judge."""
-    if code is None:
+    entry: str,
+    name: str,
+    code: str | None,
+    *,
+    needed: int,
+    result_path: str,
+    next_checked: str,
+    next_unchecked: str,
+) -> dict[str, State]:
+    """The states that read quota `name` into result_path ({"Value", "Name"}) and go to
+    next_checked; or record why it was not checked and go to next_unchecked.
+
+    With a code (a quota snapshot names it): one GetServiceQuota. Without one: the quota is found by
+    its name — ListServiceQuotas page by page, each page filtered to the quota of that name, so a
+    fresh project is checked at run time too. An unreachable quota service proceeds: the create
+    call is the final judge."""
+    if code is not None:
+        return {
+            entry: task(
+                "servicequotas:getServiceQuota",
+                {"ServiceCode": "sagemaker", "QuotaCode": code},
+                comment=f"GetServiceQuota '{name}' ({code}): {needed} needed at once",
+                result_selector={"Value.$": "$.Quota.Value", "Name.$": "$.Quota.QuotaName"},
+                result_path=result_path,
+                nxt=next_checked,
+                catch_=catch(next_unchecked, f"{result_path}_error"),
+            )
+        }
+    page = f"{result_path}_page"
+    found, next_page, not_found, unreachable = (
+        f"{entry}: found?",
+        f"{entry}: next page",
+        f"{entry}: not found",
+        f"{entry}: not checked",
+    )
+    # Only the match and the next page's token are kept ($..NextToken is [] on the last page).
+    selector = {"Match.$": f"$.Quotas[?(@.QuotaName == '{name}')]", "Token.$": "$..NextToken"}
+
+    def lookup(parameters: dict[str, Any], comment: str | None = None) -> State:
+        return task(
+            "servicequotas:listServiceQuotas",
+            {"ServiceCode": "sagemaker", "MaxResults": QUOTAS_PAGE, **parameters},
+            comment=comment,
+            result_selector=selector,
+            result_path=page,
+            retry_=retry(interval=2, attempts=3),
+            nxt=found,
+            catch_=catch(unreachable, f"{result_path}_error"),
+        )
+
+    def note(text: str) -> State:
         return {
             "Type": "Pass",
-            "Comment": f"Quota '{name}': code unknown at synth (no quota snapshot names it)",
-            "Result": {
-                "checked": False,
-                "quota": name,
-                "needed": needed,
-                "note": "quota code unknown at synth; run `sagestack quota snapshot` to check it",
-            },
+            "Result": {"checked": False, "quota": name, "needed": needed, "note": text},
             "ResultPath": result_path,
             "Next": next_unchecked,
         }
-    return task(
-        "servicequotas:getServiceQuota",
-        {"ServiceCode": "sagemaker", "QuotaCode": code},
-        comment=f"GetServiceQuota '{name}' ({code}): {needed} needed at once",
-        result_selector={"Value.$": "$.Quota.Value", "Name.$": "$.Quota.QuotaName"},
-        result_path=result_path,
-        nxt=next_checked,
-        catch_=catch(next_unchecked, f"{result_path}_error"),
-    )
+
+    return {
+        entry: lookup(
+            {}, f"Find quota '{name}' by name ({needed} needed at once; no snapshot names its code)"
+        ),
+        found: choice(
+            when(is_present(f"{page}.Match[0]"), f"{entry}: value"),
+            when(is_present(f"{page}.Token[0]"), next_page),
+            default=not_found,
+        ),
+        # The quota found ({QuotaName, QuotaCode, Value, …}) where GetServiceQuota's {Value, Name} goes.
+        f"{entry}: value": {
+            "Type": "Pass",
+            "InputPath": f"{page}.Match[0]",
+            "ResultPath": result_path,
+            "Next": next_checked,
+        },
+        next_page: lookup({"NextToken.$": f"{page}.Token[0]"}),
+        not_found: note(f"this account's Service Quotas list no quota named '{name}'"),
+        unreachable: note("the Service Quotas API did not answer; the create call is the judge"),
+    }
 
 
 def quota_enough(result_path: str, needed: int, *, short: str, enough: str) -> State:

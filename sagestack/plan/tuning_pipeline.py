@@ -25,25 +25,31 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
     output_path = inputs.request["TrainingJobDefinition"]["OutputDataConfig"]["S3OutputPath"]
     states: dict[str, Any] = {}
     code = (settings.quota_codes or {}).get(inputs.quota_name)
-    states["Quota"] = asl.quota_check(
-        inputs.quota_name,
-        code,
-        needed=inputs.quota_needed,
-        result_path="$.quota",
-        next_checked="Quota enough?",
-        next_unchecked="Create tuning job",
+    states.update(
+        asl.quota_check(
+            "Quota",
+            inputs.quota_name,
+            code,
+            needed=inputs.quota_needed,
+            result_path="$.quota",
+            next_checked="Quota enough?",
+            next_unchecked="Create tuning job",
+        )
     )
-    if code is not None:
-        states["Quota enough?"] = asl.quota_enough(
-            "$.quota", inputs.quota_needed, short="Quota too low", enough="Create tuning job"
-        )
-        states["Quota too low"] = asl.fail(
-            "QuotaTooLow",
-            cause=f"'{inputs.quota_name}' must allow {inputs.quota_needed} instances (max_parallel_jobs x "
-            "instance_count); lower max_parallel_jobs or ask for an increase with `aws service-quotas "
-            f"request-service-quota-increase --service-code sagemaker --quota-code {code} "
-            f"--desired-value {inputs.quota_needed}`",
-        )
+    states["Quota enough?"] = asl.quota_enough(
+        "$.quota", inputs.quota_needed, short="Quota too low", enough="Create tuning job"
+    )
+    how = (
+        f"`aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code {code} "
+        f"--desired-value {inputs.quota_needed}`"
+        if code
+        else "the Service Quotas console (or `sagestack quota snapshot`, then the CLI command it prints)"
+    )
+    states["Quota too low"] = asl.fail(
+        "QuotaTooLow",
+        cause=f"'{inputs.quota_name}' must allow {inputs.quota_needed} instances (max_parallel_jobs x "
+        f"instance_count); lower max_parallel_jobs or ask for an increase with {how}",
+    )
     states["Create tuning job"] = asl.task(
         "sagemaker:createHyperParameterTuningJob",
         inputs.request,

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.pipeline.conftest import ROLE, definition
-from tests.support.moto_server import ACCOUNT, REGION
+from tests.support.moto_server import ACCOUNT, REGION, jayway_json_paths
 
 pytestmark = pytest.mark.synth
 
@@ -138,11 +138,83 @@ def test_every_candidate_refused_fails_with_a_clear_cause(moto, dev_app, monkeyp
     assert "1x ml.g4dn.xlarge, 1x ml.m5.xlarge" in result["cause"]
 
 
-def test_quota_step_notes_an_unknown_quota_and_proceeds(moto, dev_app):
+def test_without_a_snapshot_the_quota_is_looked_up_and_an_unreachable_api_is_noted(moto, dev_app):
+    """moto's interpreter has no servicequotas integration: the lookup fails, the pipeline notes
+    why and proceeds (as it must on AWS when the quota API is unavailable)."""
     result = _run(moto, dev_app)
-    assert result["entered"][0] == "Quota 1/2"
-    history_note = dev_app.stages["dev"].training.pipelines["classifier"].definition["States"]["Quota 1/2"]
-    assert history_note["Result"]["checked"] is False
+    assert result["entered"][:2] == ["Quota 1/2", "Quota 1/2: not checked"]
+    states = dev_app.stages["dev"].training.pipelines["classifier"].definition["States"]
+    assert states["Quota 1/2"]["Resource"] == "arn:aws:states:::aws-sdk:servicequotas:listServiceQuotas"
+    assert result["status"] == "SUCCEEDED", result
+
+
+QUOTAS = [
+    {
+        "ServiceCode": "sagemaker",
+        "QuotaCode": f"L-{i:08X}",
+        "QuotaName": f"ml.fake{i}.xlarge for training job usage",
+        "Value": 1.0,
+    }
+    for i in range(230)
+]
+
+
+@pytest.fixture
+def service_quotas(monkeypatch):
+    """What moto lacks: ListServiceQuotas for SageMaker (230 quotas, 3 pages) and the Step Functions
+    interpreter's route to it. The state machine's own paging, filtering and choices then run."""
+    from moto.servicequotas.responses import ServiceQuotasResponse
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+        StateTaskService,
+    )
+
+    quotas = [
+        *QUOTAS[:120],
+        {
+            "ServiceCode": "sagemaker",
+            "QuotaCode": "L-G4DN",
+            "QuotaName": "ml.g4dn.xlarge for training job usage",
+            "Value": 0.0,
+        },
+        *QUOTAS[120:],
+        {
+            "ServiceCode": "sagemaker",
+            "QuotaCode": "L-M5",
+            "QuotaName": "ml.m5.xlarge for training job usage",
+            "Value": 4.0,
+        },
+    ]
+    calls: list[dict] = []
+
+    def list_service_quotas(self):  # type: ignore[no-untyped-def]
+        params = json.loads(self.body)
+        calls.append(params)
+        start, size = int(params.get("NextToken") or 0), int(params.get("MaxResults", 100))
+        out: dict = {"Quotas": quotas[start : start + size]}
+        if start + size < len(quotas):
+            out["NextToken"] = str(start + size)
+        return json.dumps(out)
+
+    monkeypatch.setattr(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, raising=False)
+    jayway_json_paths(monkeypatch)
+    monkeypatch.setitem(
+        StateTaskService._SERVICE_NAME_SFN_TO_BOTO_OVERRIDES, "servicequotas", "service-quotas"
+    )
+    return calls
+
+
+def test_without_a_snapshot_a_zero_quota_is_found_by_name_across_pages_and_skipped(
+    moto, dev_app, service_quotas
+):
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    # ml.g4dn.xlarge is on the second page with a quota of 0: the next candidate, without a create call
+    assert "Quota 1/2: next page" in result["entered"] and "Quota 1/2: value" in result["entered"]
+    assert "Create 1/2" not in result["entered"]
+    assert [c.get("NextToken") for c in service_quotas] == [None, "100"]
+    assert all(c["ServiceCode"] == "sagemaker" and c["MaxResults"] == 100 for c in service_quotas)
+    assert json.loads(result["output"])["InstanceType"] == "ml.m5.xlarge"
+    assert [j["ResourceConfig"]["InstanceType"] for j in _jobs(moto).values()] == ["ml.m5.xlarge"]
 
 
 def _cli(moto, root, *args):

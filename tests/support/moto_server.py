@@ -68,3 +68,30 @@ def running_moto() -> Iterator[MotoServer]:
         yield server
     finally:
         server.stop()
+
+
+def jayway_json_paths(monkeypatch: Any) -> None:
+    """Make moto's Step Functions interpreter evaluate an indefinite JSONPath (a filter, a deep scan,
+    a wildcard, a slice) as AWS does with Jayway JsonPath: always a JSON array of every match,
+    possibly empty. moto's port (from LocalStack) fails on a filter with no match and unwraps a single
+    match — localstack discussion #64 ("filter projection loses its array shape for zero or one match")."""
+    import importlib
+    import re
+
+    from jsonpath_ng.ext import parse
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    original = json_path.extract_json
+    indefinite = re.compile(r"\[\?\(|\.\.|\[\*\]|\[-?\d*:-?\d*\]")
+
+    def extract_json(path: str, data: Any) -> Any:
+        if indefinite.search(path):
+            return [m.value for m in parse(path).find(data)]
+        return original(path, data)
+
+    for module in (
+        "moto.stepfunctions.parser.asl.utils.json_path",
+        "moto.stepfunctions.parser.asl.component.common.string.string_expression",
+        "moto.stepfunctions.parser.asl.component.intrinsic.argument.argument",
+    ):
+        monkeypatch.setattr(importlib.import_module(module), "extract_json", extract_json)

@@ -411,5 +411,11 @@ def test_pipeline_skips_a_candidate_whose_quota_is_short():
     assert states["Quota enough 1/2?"]["Choices"] == [
         {"Variable": "$.quota_1.Value", "NumericLessThan": 2, "Next": "Quota 2/2"}
     ]
-    assert states["Quota 2/2"]["Type"] == "Pass" and states["Quota 2/2"]["Result"]["checked"] is False
+    # the second candidate's code is unknown: it is found by name, and checked the same way
+    assert states["Quota 2/2"]["Resource"] == "arn:aws:states:::aws-sdk:servicequotas:listServiceQuotas"
+    assert states["Quota 2/2"]["ResultSelector"]["Match.$"] == (
+        "$.Quotas[?(@.QuotaName == 'ml.g5.48xlarge for training job usage')]"
+    )
+    assert states["Quota 2/2: value"]["Next"] == "Quota enough 2/2?"
+    assert states["Quota enough 2/2?"]["Choices"][0]["NumericLessThan"] == 2
     assert states["Back off 2/2"]["Next"] == "No candidate available"
