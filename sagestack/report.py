@@ -136,6 +136,9 @@ def render(result: PlanResult, console: Any) -> None:
             _basis(r),
         )
     console.print(table)
+    for key, job_plan in result.requests.jobs.items():
+        console.print(f"  {key}: {job_plan.capacity_kind}", markup=False, highlight=False)
+        console.print(f"    {job_plan.capacity_detail}", markup=False, highlight=False)
 
     endpoints = [r for r in cap.rows if r.kind in ("endpoint", "aggregate")]
     if endpoints:

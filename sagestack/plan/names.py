@@ -73,6 +73,11 @@ class Names:
         suffix = f"-{digest[:8]}-{candidate_index}"
         return f"{self.prefix}-{job}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
 
+    def preference_job(self, job: str, digest: str) -> str:
+        """The one job a pipeline creates with InstancePreferences: '<prefix>-<job>-<hash8>-p'."""
+        suffix = f"-{digest[:8]}-p"
+        return f"{self.prefix}-{job}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
+
     @property
     def training_job_pattern(self) -> str:
         """Every training job of this environment (for IAM resources)."""

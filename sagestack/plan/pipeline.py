@@ -8,6 +8,7 @@ state builders of sagestack.plan.states.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,10 @@ class CandidateStates:
 
 
 def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict[str, Any]:
-    """The state machine definition (a dict; json.dumps it, or Stack.to_json_string with tokens)."""
+    """The state machine definition (a dict; json.dumps it, or Stack.to_json_string with tokens):
+    one job with InstancePreferences when the plan has one, else the candidate loop."""
+    if plan.preferred is not None:
+        return _preference_pipeline(plan, settings)
     states: dict[str, Any] = {}
     count = plan.job.instance_count
     n = len(plan.candidates)
@@ -144,14 +148,34 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
             + ". Ask for a quota increase, add a candidate, or retry later."
         ),
     )
-    states["Notify succeeded"] = notify_outcome(settings, "succeeded", "$.job.TrainingJobName", SUCCEEDED)
+    _outcomes(states, plan, settings, instance_type="$.job.Detail.ResourceConfig.InstanceType")
+    return {
+        "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest})",
+        "StartAt": CandidateStates(0, n).quota,
+        "States": states,
+    }
+
+
+def _outcomes(
+    states: dict[str, Any], plan: TrainingJobPlan, settings: PipelineSettings, *, instance_type: str
+) -> None:
+    """The states both paths end in: notifications, the result (with the instance the job ran on),
+    and a Fail that says why for every other ending."""
+    states["Notify succeeded"] = asl.notify(
+        settings,
+        "sagestack: training succeeded",
+        {
+            "Message.$": f"States.Format('Training job {{}} succeeded on {{}}.', $.job.TrainingJobName, {instance_type})"
+        },
+        SUCCEEDED,
+    )
     states[SUCCEEDED] = {
         "Type": "Pass",
         "Parameters": {
             "TrainingJobName.$": "$.job.TrainingJobName",
             "TrainingJobArn.$": "$.job.TrainingJobArn",
             "ModelArtifacts.$": "$.job.Detail.ModelArtifacts.S3ModelArtifacts",
-            "InstanceType.$": "$.job.Detail.ResourceConfig.InstanceType",
+            "InstanceType.$": instance_type,
         },
         "End": True,
     }
@@ -166,8 +190,113 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
     states["Notify create failed"] = notify_outcome(settings, "was refused", None, "Create failed")
     states["Create failed"] = asl.fail_with_caught_error()
 
+
+def _preference_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict[str, Any]:
+    """Quota check per candidate -> one CreateTrainingJob whose InstancePreferences are the
+    candidates the quotas allow, in order -> poll. SageMaker launches the first with capacity;
+    Describe's SelectedInstanceType says which."""
+    assert plan.preferred is not None
+    states: dict[str, Any] = {}
+    count = plan.job.instance_count
+    n = len(plan.candidates)
+    for c in plan.candidates:
+        s = CandidateStates(c.index, n)
+        nxt = s.next().quota if c.index + 1 < n else "Preferences"
+        prefer, skip = f"Prefer {s.tag}", f"Skip {s.tag}"
+        code = (settings.quota_codes or {}).get(c.quota_name)
+        states.update(
+            asl.quota_check(
+                s.quota,
+                c.quota_name,
+                code,
+                needed=count,
+                result_path=s.result_path,
+                next_checked=s.quota_enough,
+                next_unchecked=prefer,
+            )
+        )
+        states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=skip, enough=prefer)
+        states[prefer] = {
+            "Type": "Pass",
+            "Result": {"InstanceType": c.instance_type, "InstanceCount": count},
+            "ResultPath": f"$.pref_{c.index + 1}",
+            "Next": nxt,
+        }
+        states[skip] = {
+            "Type": "Pass",
+            "Comment": f"the quota for {count}x {c.instance_type} is short",
+            "Result": {"skipped": c.quota_name},
+            "ResultPath": f"$.pref_{c.index + 1}",
+            "Next": nxt,
+        }
+    slots = ", ".join(f"$.pref_{i + 1}" for i in range(n))
+    states["Preferences"] = {
+        "Type": "Pass",
+        "Parameters": {"List.$": f"States.Array({slots})"},
+        "ResultPath": "$.preferences",
+        "Next": "Allowed preferences",
+    }
+    states["Allowed preferences"] = {
+        "Type": "Pass",
+        "Comment": "the candidates whose quota allows the job, in order of preference",
+        "Parameters": {"List.$": "$.preferences.List[?(@.InstanceType)]"},
+        "ResultPath": "$.preferences",
+        "Next": "Any preference?",
+    }
+    states["Any preference?"] = asl.choice(
+        asl.when(asl.is_present("$.preferences.List[0]"), "Create"), default=NO_CANDIDATE
+    )
+    request = json.loads(json.dumps(plan.preferred.request))
+    resources = request["ResourceConfig"]
+    resources.pop("InstancePreferences")
+    resources["InstancePreferences.$"] = "$.preferences.List"
+    states["Create"] = asl.task(
+        "sagemaker:createTrainingJob",
+        request,
+        comment=f"CreateTrainingJob on {count}x the first of "
+        + ", ".join(c.instance_type for c in plan.candidates)
+        + " with capacity (InstancePreferences)",
+        result_path="$.created",
+        nxt="Wait",
+        catch_=asl.catch("Create refused?"),
+    )
+    states["Create refused?"] = asl.choice(
+        # Same content hash, same name: this spec's job already exists; follow it.
+        asl.when(asl.error_matches(IN_USE_PATTERNS), "Describe"),
+        default="Notify create failed",
+    )
+    states["Wait"] = asl.wait(settings.poll_seconds, "Describe")
+    states["Describe"] = asl.task(
+        "sagemaker:describeTrainingJob",
+        {"TrainingJobName": plan.preferred.name},
+        result_selector={
+            "TrainingJobName.$": "$.TrainingJobName",
+            "TrainingJobArn.$": "$.TrainingJobArn",
+            "TrainingJobStatus.$": "$.TrainingJobStatus",
+            "Detail.$": "$",
+        },
+        result_path="$.job",
+        retry_=asl.retry(),
+        nxt="Status?",
+    )
+    status = "$.job.TrainingJobStatus"
+    states["Status?"] = asl.choice(
+        asl.when(asl.string_equals(status, "Completed"), "Notify succeeded"),
+        asl.when(asl.string_equals(status, "Failed"), "Notify training failed"),
+        asl.when(asl.string_equals(status, "Stopped"), "Notify stopped"),
+        default="Wait",
+    )
+    states[NO_CANDIDATE] = asl.fail(
+        "NoCandidateAvailable",
+        cause=(
+            f"No instance candidate of job '{plan.key}' has the quota for {count} instances: "
+            + ", ".join(c.quota_name for c in plan.candidates)
+            + ". Ask for a quota increase or add a candidate."
+        ),
+    )
+    _outcomes(states, plan, settings, instance_type="$.job.Detail.ResourceConfig.SelectedInstanceType")
     return {
-        "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest})",
+        "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest}), InstancePreferences",
         "StartAt": CandidateStates(0, n).quota,
         "States": states,
     }

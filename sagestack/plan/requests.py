@@ -242,7 +242,11 @@ def requests_named(
     """The request(s) a job (each candidate, or one), a search or an endpoint's model steps send.
     KeyError: no such entry; IndexError: no such candidate."""
     shown: list[tuple[str, str, dict[str, Any]]] = []
-    if name in out.jobs:
+    if name in out.jobs and out.jobs[name].preferred is not None and candidate is None:
+        preferred = out.jobs[name].preferred
+        assert preferred is not None
+        shown.append(("CreateTrainingJob", out.jobs[name].capacity_path, preferred.request))
+    elif name in out.jobs:
         candidates = out.jobs[name].candidates
         if candidate is not None:
             if not 0 <= candidate < len(candidates):

@@ -371,6 +371,94 @@ class TrainingJobPlan:
     job: JobSpec
     digest: str
     candidates: tuple[CandidatePlan, ...]
+    # One job with ResourceConfig.InstancePreferences (SageMaker picks the first candidate with
+    # capacity), when the candidates' requests differ in nothing else; else the pipeline's own loop.
+    preferred: PreferredJob | None = None
+    loop_reason: str | None = None  # why the candidates keep the pipeline's loop
+
+    @property
+    def capacity_path(self) -> str:
+        """How the pipeline gets capacity, in a line (`plan` and `render` show it)."""
+        return f"{self.capacity_kind}: {self.capacity_detail}"
+
+    @property
+    def capacity_kind(self) -> str:
+        return "InstancePreferences" if self.preferred is not None else "candidate loop"
+
+    @property
+    def capacity_detail(self) -> str:
+        if self.preferred is not None:
+            return "one job; SageMaker launches the first candidate with capacity"
+        return self.loop_reason or ""
+
+
+@dataclass(frozen=True)
+class PreferredJob:
+    name: str
+    request: dict[str, Any]  # every candidate as a preference; the pipeline sends the quota-filtered ones
+
+
+PREFERENCES_MAX = 5  # ResourceConfig.InstancePreferences holds 1 to 5
+# What may differ between candidates' requests on the preference path: the name, the instance type,
+# and, for torch_distributed, the SDK's sagemaker_instance_type (the toolkit reads the running
+# instance's type from resourceconfig.json, not from it). Anything else — MPI processes per host,
+# SMDDP's instance type, EFA variables, a volume key on a type with instance storage — keeps the loop.
+_RUNTIME_ADAPTED = ("sagemaker_job_name",)
+
+
+def _comparable(job: JobSpec, request: dict[str, Any]) -> dict[str, Any]:
+    r: dict[str, Any] = json.loads(json.dumps(request))
+    r.pop("TrainingJobName", None)
+    r["ResourceConfig"].pop("InstanceType", None)
+    hp = r.get("HyperParameters", {})
+    for k in _RUNTIME_ADAPTED:
+        hp.pop(k, None)
+    if job.distribution is not None and job.distribution.kind == "torch_distributed":
+        hp.pop("sagemaker_instance_type", None)
+    return r
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += _differences(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+        return out
+    return [] if a == b else [path]
+
+
+def preference_refusal(job: JobSpec, candidates: list[CandidatePlan]) -> str | None:
+    """Why these candidates cannot be one job with InstancePreferences (None: they can)."""
+    if len(candidates) < 2:
+        return "one candidate"
+    if len(candidates) > PREFERENCES_MAX:
+        return f"{len(candidates)} candidates; InstancePreferences holds {PREFERENCES_MAX}"
+    if job.use_spot_instances:
+        return "managed spot training, which InstancePreferences does not support"
+    first = _comparable(job, candidates[0].request)
+    for c in candidates[1:]:
+        diff = _differences(first, _comparable(job, c.request))
+        if diff:
+            fields = ", ".join(dict.fromkeys(d.rsplit(".", 1)[-1] for d in diff))
+            return f"{candidates[0].instance_type} and {c.instance_type} differ in {fields}"
+    return None
+
+
+def preferred_job(names: Names, key: str, digest: str, candidates: list[CandidatePlan]) -> PreferredJob:
+    """The first candidate's request as one job over every candidate, in order of preference."""
+    name = names.preference_job(key, digest)
+    request = json.loads(json.dumps(candidates[0].request))
+    request["TrainingJobName"] = name
+    request["HyperParameters"]["sagemaker_job_name"] = encode_hyperparameter(name)
+    request["HyperParameters"].pop("sagemaker_instance_type", None)
+    request.pop("EnableManagedSpotTraining", None)  # exclusive with InstancePreferences
+    resources = request["ResourceConfig"]
+    count = resources.pop("InstanceCount")
+    resources.pop("InstanceType")
+    resources["InstancePreferences"] = [
+        {"InstanceType": c.instance_type, "InstanceCount": count} for c in candidates
+    ]
+    return PreferredJob(name=name, request=request)
 
 
 def resolve_training_job(
@@ -407,4 +495,17 @@ def resolve_training_job(
                 quota_name=quota_name(itype, training_usage(job.use_spot_instances)),
             )
         )
-    return TrainingJobPlan(key=key, job=job, digest=digest, candidates=tuple(candidates))
+    refusal = preference_refusal(job, candidates)
+    preferred = None
+    if refusal is None:
+        preferred = preferred_job(names, key, digest, candidates)
+        if validate:
+            validate_request("CreateTrainingJob", preferred.request)
+    return TrainingJobPlan(
+        key=key,
+        job=job,
+        digest=digest,
+        candidates=tuple(candidates),
+        preferred=preferred,
+        loop_reason=refusal,
+    )

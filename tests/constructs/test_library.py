@@ -245,8 +245,12 @@ def test_training_pipeline_in_a_bare_stack():
         )
     )
     states = pipeline.definition["States"]
-    assert {"Create 1/2", "Create 2/2", "Compile digits", "Register digits (catalog image)"} <= set(states)
-    assert pipeline.job_plan.candidates[0].name.startswith("digits-lib-Classifier-")
+    # two GPU candidates whose requests differ only in the type: one job with InstancePreferences
+    assert {"Create", "Prefer 1/2", "Prefer 2/2", "Compile digits", "Register digits (catalog image)"} <= set(
+        states
+    )
+    assert pipeline.job_plan.preferred is not None
+    assert pipeline.job_plan.preferred.name.startswith("digits-lib-Classifier-")
     text = json.dumps(_statements(template))
     for action in (
         "sagemaker:CreateTrainingJob",
