@@ -248,17 +248,25 @@ def render_training_request(
 
 
 def _channel(name: str, ch: Any, s3: str) -> dict[str, Any]:
-    uri = ch.s3_uri or f"{s3}/data/{(ch.key_prefix or name).strip('/')}/"
-    out: dict[str, Any] = {
-        "ChannelName": name,
-        "DataSource": {
+    if ch.file_system is not None:
+        fs = ch.file_system
+        source: dict[str, Any] = {
+            "FileSystemDataSource": {
+                "FileSystemId": fs.id,
+                "FileSystemAccessMode": fs.access_mode,
+                "FileSystemType": fs.type,
+                "DirectoryPath": fs.directory_path,
+            }
+        }
+    else:
+        source = {
             "S3DataSource": {
                 "S3DataType": "S3Prefix",
-                "S3Uri": uri,
+                "S3Uri": ch.s3_uri or f"{s3}/data/{(ch.key_prefix or name).strip('/')}/",
                 "S3DataDistributionType": ch.distribution,
             }
-        },
-    }
+        }
+    out: dict[str, Any] = {"ChannelName": name, "DataSource": source}
     if ch.input_mode:
         out["InputMode"] = ch.input_mode
     if ch.content_type:

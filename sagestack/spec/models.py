@@ -271,9 +271,25 @@ class ProfilerSpec(StrictModel):
         return [k for k in ("framework", "dataloader", "python") if getattr(self, k) is not None]
 
 
-class ChannelSpec(StrictModel):
-    """An input channel: an S3 prefix (s3://…, or a key under the project bucket) and how it is read."""
+class FileSystemSpec(StrictModel):
+    """An FSx for Lustre or EFS file system a channel mounts (FileSystemDataSource). The job must run
+    in a VPC that reaches it (vpc:)."""
 
+    id: str = Field(pattern=r"^fs-[0-9a-f]{8,}$", description="the file system's id, fs-…")
+    type: Literal["FSxLustre", "EFS"]
+    directory_path: str = Field(
+        pattern=r"^/", description="FSx for Lustre: /<mount name>/<path>; EFS: /<path>", max_length=4096
+    )
+    access_mode: Literal["ro", "rw"] = "ro"
+
+
+class ChannelSpec(StrictModel):
+    """An input channel: an S3 prefix (s3://…, or a key under the project bucket), or a file system,
+    and how it is read."""
+
+    file_system: FileSystemSpec | None = Field(
+        default=None, description="read from FSx for Lustre or EFS instead of S3 (needs vpc:)"
+    )
     s3_uri: str | None = None
     key_prefix: str | None = Field(default=None, description="a prefix in the project bucket")
     local_path: str | None = Field(default=None, description="used by `sagestack local train`")

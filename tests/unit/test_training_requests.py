@@ -419,3 +419,36 @@ def test_pipeline_skips_a_candidate_whose_quota_is_short():
     assert states["Quota 2/2: value"]["Next"] == "Quota enough 2/2?"
     assert states["Quota enough 2/2?"]["Choices"][0]["NumericLessThan"] == 2
     assert states["Back off 2/2"]["Next"] == "No candidate available"
+
+
+def test_a_file_system_channel_renders_a_valid_FileSystemDataSource():
+    from sagestack.catalog.service_model import validate_request
+
+    request = _request(
+        {
+            "instance_type": "ml.g5.2xlarge",
+            "channels": {
+                "train": {
+                    "file_system": {
+                        "id": "fs-0123456789abcdef0",
+                        "type": "FSxLustre",
+                        "directory_path": "/abcdefgh/digits",
+                    }
+                }
+            },
+            "vpc": {"subnets": ["subnet-0123456789abcdef0"], "security_groups": ["sg-0123456789abcdef0"]},
+        }
+    )
+    (channel,) = request["InputDataConfig"]
+    assert channel == {
+        "ChannelName": "train",
+        "DataSource": {
+            "FileSystemDataSource": {
+                "FileSystemId": "fs-0123456789abcdef0",
+                "FileSystemAccessMode": "ro",
+                "FileSystemType": "FSxLustre",
+                "DirectoryPath": "/abcdefgh/digits",
+            }
+        },
+    }
+    validate_request("CreateTrainingJob", request)

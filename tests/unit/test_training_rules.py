@@ -362,3 +362,39 @@ def test_debugger_rule_entries_report_their_own_mistakes(project):
         "config/sagestack.yaml:12:56: jobs.big.debugger.rules[1].sms[0]: '12345' is not an E.164 phone number; "
         "write e.g. '+14155550100' (quoted: YAML reads a bare + number as a number)",
     ]
+
+
+FSX = "{file_system: {id: fs-0123456789abcdef0, type: FSxLustre, directory_path: /abcdefgh/digits}}"
+VPC = "vpc: {subnets: [subnet-0123456789abcdef0], security_groups: [sg-0123456789abcdef0]}"
+
+
+def test_file_system_channel(project):
+    ok = job(f"instance_type: ml.g5.2xlarge\nchannels: {{train: {FSX}}}\n{VPC}")
+    assert findings(project, "file-system-channel", ok) == []
+    no_vpc = job(f"instance_type: ml.g5.2xlarge\nchannels: {{train: {FSX}}}")
+    (message,) = findings(project, "file-system-channel", no_vpc)
+    assert message.startswith(
+        "jobs.big.channels.train.file_system: the job reaches FSx for Lustre file system"
+    )
+    assert "add vpc:" in message
+    streamed = job(
+        "instance_type: ml.g5.2xlarge\ninput_mode: FastFile\n"
+        f"channels: {{train: {{file_system: {{id: fs-0123456789abcdef0, type: EFS, directory_path: /d}}, "
+        f"key_prefix: digits}}}}\n{VPC}"
+    )
+    assert findings(project, "file-system-channel", streamed) == [
+        "jobs.big.channels.train.input_mode: EFS channels are mounted: input mode File only, not FastFile",
+        "jobs.big.channels.train: a file-system channel reads from fs-0123456789abcdef0; drop key_prefix (S3 settings)",
+    ]
+
+
+def test_a_file_system_id_and_path_are_checked_by_the_schema(project):
+    project.spec(
+        job(
+            "instance_type: ml.g5.2xlarge\nchannels: {train: {file_system: {id: fsx-1, type: FSxLustre, directory_path: data}}}"
+        )
+    )
+    project.env("dev")
+    errors = project.errors("dev")
+    assert any("channels.train.file_system.id" in e and "fs-" in e for e in errors), errors
+    assert any("channels.train.file_system.directory_path" in e for e in errors), errors

@@ -195,6 +195,13 @@ EXPLANATIONS: dict[str, Explanation] = {
         "TensorFlow (>= 2.12) containers: the job cannot start.",
         "Use the suggested current replacement.",
     ),
+    "file-system-channel": E(
+        "SageMaker mounts an FSx for Lustre or EFS channel over the job's network interfaces: without a "
+        "VPC that reaches the file system the job fails at start-up, the mount supports File mode only, "
+        "and S3 settings on such a channel would be ignored or refused.",
+        "Give the job vpc: (subnets that reach the file system; for FSx, in its Availability Zone), use "
+        "input_mode File, and drop s3_uri / key_prefix / distribution from the channel.",
+    ),
     "tuning-objective-metric": E(
         "The tuner optimizes a metric the trials log; one not in metric_definitions is never recorded and "
         "every trial fails to report.",

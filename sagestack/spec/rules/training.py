@@ -458,3 +458,39 @@ def retired_instance_type(ctx: RuleContext) -> Iterator[Finding]:
             ("jobs", name, "instance_type", i),
             f"{it.name} is retired for training: {RETIRED_FAMILIES[it.family]}{hint}",
         )
+
+
+@rule(
+    "file-system-channel",
+    "error",
+    "an FSx for Lustre or EFS channel runs in a VPC, in File mode, with no S3 settings",
+)
+def file_system_channel(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        for cname, ch in job.channels.items():
+            if ch.file_system is None:
+                continue
+            where = ("jobs", name, "channels", cname)
+            kind = "FSx for Lustre" if ch.file_system.type == "FSxLustre" else "EFS"
+            if job.vpc is None:
+                yield Finding(
+                    (*where, "file_system"),
+                    f"the job reaches {kind} file system {ch.file_system.id} only from inside its VPC: add "
+                    "vpc: {subnets: [...], security_groups: [...]} with subnets that reach it (for FSx for "
+                    "Lustre, in the file system's Availability Zone)",
+                )
+            mode = ch.input_mode or job.input_mode
+            if mode != "File":
+                yield Finding(
+                    (*where, "input_mode"),
+                    f"{kind} channels are mounted: input mode File only, not {mode}",
+                )
+            extra = [k for k in ("s3_uri", "key_prefix") if getattr(ch, k) is not None]
+            if ch.distribution != "FullyReplicated":
+                extra.append("distribution")
+            if extra:
+                yield Finding(
+                    where,
+                    f"a file-system channel reads from {ch.file_system.id}; drop {', '.join(extra)} "
+                    "(S3 settings)",
+                )
