@@ -199,3 +199,52 @@ def image_digest(uri: str) -> str | None:
         return None
     details = found.get("imageDetails", [])
     return str(details[0]["imageDigest"]) if details else None
+
+
+def training_plan_offerings(
+    region: str,
+    *,
+    instance_types: list[str],
+    instance_count: int,
+    duration_hours: int,
+    start_after: Any = None,
+    end_before: Any = None,
+    client: Any | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """SearchTrainingPlanOfferings for each instance type training plans offer: one row per
+    reserved-capacity offering (type, count, start, end, duration, upfront fee); and the types
+    training plans do not offer."""
+    from sagestack.catalog.service_model import enum_values
+
+    client = client or aws_client("sagemaker", region)
+    offered = set(enum_values("ReservedCapacityInstanceType"))
+    rows: list[dict[str, Any]] = []
+    for itype in instance_types:
+        if itype not in offered:
+            continue
+        params: dict[str, Any] = {
+            "InstanceType": itype,
+            "InstanceCount": instance_count,
+            "DurationHours": duration_hours,
+            "TargetResources": ["training-job"],
+        }
+        if start_after is not None:
+            params["StartTimeAfter"] = start_after
+        if end_before is not None:
+            params["EndTimeBefore"] = end_before
+        for offering in client.search_training_plan_offerings(**params).get("TrainingPlanOfferings", []):
+            for rc in offering.get("ReservedCapacityOfferings", []):
+                rows.append(
+                    {
+                        "OfferingId": offering["TrainingPlanOfferingId"],
+                        "InstanceType": rc.get("InstanceType", itype),
+                        "InstanceCount": rc.get("InstanceCount", instance_count),
+                        "AvailabilityZone": rc.get("AvailabilityZone", ""),
+                        "StartTime": rc.get("StartTime"),
+                        "EndTime": rc.get("EndTime"),
+                        "DurationHours": offering.get("DurationHours", duration_hours),
+                        "UpfrontFee": offering.get("UpfrontFee", ""),
+                        "CurrencyCode": offering.get("CurrencyCode", ""),
+                    }
+                )
+    return rows, [t for t in instance_types if t not in offered]

@@ -139,6 +139,12 @@ def render(result: PlanResult, console: Any) -> None:
     for key, job_plan in result.requests.jobs.items():
         console.print(f"  {key}: {job_plan.capacity_kind}", markup=False, highlight=False)
         console.print(f"    {job_plan.capacity_detail}", markup=False, highlight=False)
+        for itype, arn in job_plan.job.training_plans.items():
+            console.print(
+                f"    reserved: {itype} on training plan {arn.rsplit('/', 1)[-1]} (paid up front, not per hour)",
+                markup=False,
+                highlight=False,
+            )
 
     endpoints = [r for r in cap.rows if r.kind in ("endpoint", "aggregate")]
     if endpoints:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from sagestack.cli.common import (
     EnvOption,
     RootOption,
+    UserError,
     console,
+    load_entry,
     plan_for,
 )
 
 app = typer.Typer()
 quota_app = typer.Typer(help="SageMaker service quotas of an environment's account.", no_args_is_help=True)
 app.add_typer(quota_app, name="quota")
+capacity_app = typer.Typer(help="Reserved capacity (SageMaker training plans).", no_args_is_help=True)
+app.add_typer(capacity_app, name="capacity")
 
 
 @quota_app.command("snapshot")
@@ -86,3 +91,72 @@ def check(
         out.print(f"{mark} {c.name}: {c.detail}", highlight=False)
         failed = failed or c.ok is False
     raise typer.Exit(1 if failed else 0)
+
+
+@capacity_app.command("offerings")
+def capacity_offerings(
+    job: Annotated[str, typer.Argument(help="a key of jobs:")],
+    env: EnvOption = None,
+    duration: Annotated[str, typer.Option("--duration", help="how long to reserve, e.g. 24h, 3d")] = "24h",
+    start_after: Annotated[
+        str | None, typer.Option("--start-after", help="earliest start, ISO 8601 (default: now)")
+    ] = None,
+    end_before: Annotated[str | None, typer.Option("--end-before", help="latest end, ISO 8601")] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Training plan offerings for a job's candidates and count (SearchTrainingPlanOfferings): name
+    one in the job's training_plans after buying it (aws sagemaker create-training-plan)."""
+    from datetime import datetime
+
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from rich.table import Table
+
+    from sagestack.account import training_plan_offerings
+    from sagestack.spec.types import parse_duration
+
+    resolved = plan_for(root, env)
+    if job not in resolved.spec.jobs:
+        load_entry(root, resolved.env, job, lambda spec: spec.jobs, "job")
+    spec = resolved.spec.jobs[job]
+    try:
+        hours = -(-parse_duration(duration) // 3600)
+        after = datetime.fromisoformat(start_after) if start_after else None
+        before = datetime.fromisoformat(end_before) if end_before else None
+    except ValueError as e:
+        raise UserError(f"{e} (durations look like 24h or 3d; times like 2027-01-15T08:00)", 2) from None
+    try:
+        rows, unoffered = training_plan_offerings(
+            resolved.region,
+            instance_types=list(spec.instance_type),
+            instance_count=spec.instance_count,
+            duration_hours=hours,
+            start_after=after,
+            end_before=before,
+        )
+    except NoCredentialsError:
+        raise UserError(
+            "no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE"
+        ) from None
+    except (ClientError, BotoCoreError) as e:
+        raise UserError(f"SearchTrainingPlanOfferings failed in {resolved.region}: {e}") from None
+    out = console()
+    if unoffered:
+        out.print(f"training plans do not offer: {', '.join(unoffered)}", markup=False)
+    if not rows:
+        out.print(
+            f"no offering for {spec.instance_count} instance(s) for {hours} h in {resolved.region}",
+            markup=False,
+        )
+        return
+    table = Table("type", "n", "start", "hours", "fee", "offering")
+    for r in rows:
+        start = r["StartTime"].strftime("%Y-%m-%d %H:%M") if r["StartTime"] else "?"
+        table.add_row(
+            r["InstanceType"],
+            str(r["InstanceCount"]),
+            start,
+            str(r["DurationHours"]),
+            f"{r['UpfrontFee']} {r['CurrencyCode']}".strip(),
+            r["OfferingId"],
+        )
+    out.print(table)

@@ -14,7 +14,7 @@ from typing import Any
 
 from sagestack.plan import states as asl
 from sagestack.plan.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
-from sagestack.plan.training import TrainingJobPlan
+from sagestack.plan.training import TrainingJobPlan, preference
 
 NO_CANDIDATE = "No candidate available"
 SUCCEEDED = "Succeeded"  # its output carries TrainingJobName and ModelArtifacts: model steps follow it
@@ -218,7 +218,7 @@ def _preference_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> d
         states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=skip, enough=prefer)
         states[prefer] = {
             "Type": "Pass",
-            "Result": {"InstanceType": c.instance_type, "InstanceCount": count},
+            "Result": preference(c, count),
             "ResultPath": f"$.pref_{c.index + 1}",
             "Next": nxt,
         }

@@ -119,12 +119,20 @@ def content_hash(payload: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_HASHED_WHEN_SET = ("training_plans",)
+
+
 def job_hash(job: JobSpec, *, env: str, source_sha256: str, image_uris: dict[str, str]) -> str:
     """Content address of a job: its spec, its code and its images. 10 hex characters."""
     dumped = job.model_dump(mode="json")
     # The key was first named `model`; hashing it under that name keeps every job's name (and so
     # every job already run) across the rename.
     dumped["model"] = dumped.pop("sizing")
+    # Keys added after job names were published enter the hash only when set: adding one to the
+    # spec language renames no existing job.
+    for key in _HASHED_WHEN_SET:
+        if not dumped.get(key):
+            dumped.pop(key, None)
     payload = {"job": dumped, "env": env, "source": source_sha256, "images": image_uris}
     return content_hash(payload)[:10]
 
@@ -176,6 +184,8 @@ def render_training_request(
         resources["VolumeKmsKeyId"] = ctx.kms_key_id
     if job.keep_alive is not None:
         resources["KeepAlivePeriodInSeconds"] = job.keep_alive
+    if candidate in job.training_plans:
+        resources["TrainingPlanArn"] = job.training_plans[candidate]
 
     stopping: dict[str, Any] = {"MaxRuntimeInSeconds": job.max_run}
     if job.use_spot_instances:
@@ -418,6 +428,7 @@ def _comparable(job: JobSpec, request: dict[str, Any]) -> dict[str, Any]:
     r: dict[str, Any] = json.loads(json.dumps(request))
     r.pop("TrainingJobName", None)
     r["ResourceConfig"].pop("InstanceType", None)
+    r["ResourceConfig"].pop("TrainingPlanArn", None)  # carried per preference (TrainingPlanArns)
     hp = r.get("HyperParameters", {})
     for k in _RUNTIME_ADAPTED:
         hp.pop(k, None)
@@ -463,10 +474,18 @@ def preferred_job(names: Names, key: str, digest: str, candidates: list[Candidat
     resources = request["ResourceConfig"]
     count = resources.pop("InstanceCount")
     resources.pop("InstanceType")
-    resources["InstancePreferences"] = [
-        {"InstanceType": c.instance_type, "InstanceCount": count} for c in candidates
-    ]
+    resources.pop("TrainingPlanArn", None)
+    resources["InstancePreferences"] = [preference(c, count) for c in candidates]
     return PreferredJob(name=name, request=request)
+
+
+def preference(candidate: CandidatePlan, count: int) -> dict[str, Any]:
+    """One entry of InstancePreferences: the type, the count and the candidate's training plan."""
+    entry: dict[str, Any] = {"InstanceType": candidate.instance_type, "InstanceCount": count}
+    plan = candidate.request["ResourceConfig"].get("TrainingPlanArn")
+    if plan:
+        entry["TrainingPlanArns"] = [plan]
+    return entry
 
 
 def resolve_training_job(

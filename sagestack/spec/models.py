@@ -345,6 +345,11 @@ class JobSpec(StrictModel):
     keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
     run_on_deploy: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
+    training_plans: dict[str, str] = Field(
+        default_factory=dict,
+        description="instance type -> a SageMaker training plan (reserved capacity) ARN for that candidate; "
+        "`sagestack capacity offerings JOB` lists what can be reserved",
+    )
     sizing: ModelSizing | None = Field(
         default=None,
         # `model:` was this key's first name; it still reads, but an endpoint's `model:` is its source.

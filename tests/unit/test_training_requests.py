@@ -452,3 +452,106 @@ def test_a_file_system_channel_renders_a_valid_FileSystemDataSource():
         },
     }
     validate_request("CreateTrainingJob", request)
+
+
+PLAN_ARN = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/p5-week"
+
+
+def test_a_training_plan_goes_to_its_candidate_and_to_its_preference():
+    from sagestack.catalog.service_model import validate_request
+
+    body = {
+        "instance_type": ["ml.p5.48xlarge", "ml.p4d.24xlarge"],
+        "training_plans": {"ml.p5.48xlarge": PLAN_ARN},
+    }
+    plan = _plan(body)
+    first, second = plan.candidates
+    assert first.request["ResourceConfig"]["TrainingPlanArn"] == PLAN_ARN
+    assert "TrainingPlanArn" not in second.request["ResourceConfig"]
+    assert plan.preferred is not None  # the plan does not keep the candidates apart
+    preferences = plan.preferred.request["ResourceConfig"]["InstancePreferences"]
+    assert preferences[0]["TrainingPlanArns"] == [PLAN_ARN] and "TrainingPlanArns" not in preferences[1]
+    assert "TrainingPlanArn" not in plan.preferred.request["ResourceConfig"]
+    validate_request("CreateTrainingJob", first.request)
+    validate_request("CreateTrainingJob", plan.preferred.request)
+
+
+def test_adding_training_plans_to_the_language_renamed_no_job():
+    """A key added after job names were published enters the hash only when it is set."""
+    from sagestack.plan.training import job_hash
+    from sagestack.spec.models import JobSpec
+
+    base = {"image": "train", "instance_type": ["ml.p5.48xlarge"]}
+    plain = JobSpec.model_validate(base)
+    dumped = plain.model_dump(mode="json")
+    assert "training_plans" in dumped  # the model has the key ...
+    digest = job_hash(plain, env="dev", source_sha256="0" * 64, image_uris={})
+    planned = JobSpec.model_validate({**base, "training_plans": {"ml.p5.48xlarge": PLAN_ARN}})
+    assert (
+        job_hash(planned, env="dev", source_sha256="0" * 64, image_uris={}) != digest
+    )  # ... and it counts when set
+
+
+def test_training_plan_offerings_are_searched_per_offered_type():
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from sagestack.account import training_plan_offerings
+
+    client = boto3.client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    start = datetime(2027, 1, 15, 8, tzinfo=UTC)
+    with Stubber(client) as stub:  # the Stubber checks each request against botocore's model
+        stub.add_response(
+            "search_training_plan_offerings",
+            {
+                "TrainingPlanOfferings": [
+                    {
+                        "TrainingPlanOfferingId": "tpo-1",
+                        "TargetResources": ["training-job"],
+                        "DurationHours": 48,
+                        "UpfrontFee": "9876.54",
+                        "CurrencyCode": "USD",
+                        "ReservedCapacityOfferings": [
+                            {
+                                "InstanceType": "ml.p5.48xlarge",
+                                "InstanceCount": 2,
+                                "StartTime": start,
+                                "EndTime": start,
+                            }
+                        ],
+                    }
+                ]
+            },
+            {
+                "InstanceType": "ml.p5.48xlarge",
+                "InstanceCount": 2,
+                "DurationHours": 48,
+                "TargetResources": ["training-job"],
+            },
+        )
+        rows, unoffered = training_plan_offerings(
+            "us-east-1",
+            instance_types=["ml.p5.48xlarge", "ml.g5.48xlarge"],
+            instance_count=2,
+            duration_hours=48,
+            client=client,
+        )
+        stub.assert_no_pending_responses()
+    assert unoffered == ["ml.g5.48xlarge"]
+    assert rows == [
+        {
+            "OfferingId": "tpo-1",
+            "InstanceType": "ml.p5.48xlarge",
+            "InstanceCount": 2,
+            "AvailabilityZone": "",
+            "StartTime": start,
+            "EndTime": start,
+            "DurationHours": 48,
+            "UpfrontFee": "9876.54",
+            "CurrencyCode": "USD",
+        }
+    ]

@@ -398,3 +398,22 @@ def test_a_file_system_id_and_path_are_checked_by_the_schema(project):
     errors = project.errors("dev")
     assert any("channels.train.file_system.id" in e and "fs-" in e for e in errors), errors
     assert any("channels.train.file_system.directory_path" in e for e in errors), errors
+
+
+PLAN = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/p5-week"
+
+
+def test_training_plan(project):
+    ok = job(f"instance_type: [ml.p5.48xlarge, ml.p4d.24xlarge]\ntraining_plans: {{ml.p5.48xlarge: {PLAN}}}")
+    assert findings(project, "training-plan", ok) == []
+    bad = job(
+        "instance_type: [ml.p5.48xlarge]\nuse_spot_instances: true\ncheckpoint: {every_steps: 100}\n"
+        "training_plans: {ml.p5.48xlargee: arn:aws:sagemaker:us-west-2:111111111111:training-plan/x}"
+    )
+    assert findings(project, "training-plan", bad) == [
+        "jobs.big.training_plans.ml.p5.48xlargee: 'ml.p5.48xlargee' is not a candidate of this job; did you mean "
+        "'ml.p5.48xlarge'? (candidates: ml.p5.48xlarge); a plan reserves one instance type",
+        "jobs.big.training_plans.ml.p5.48xlargee: the plan is in us-west-2; jobs run in us-east-1",
+        "jobs.big.use_spot_instances: a training plan is reserved on-demand capacity: managed spot does not run "
+        "on it; set use_spot_instances: false or drop training_plans",
+    ]

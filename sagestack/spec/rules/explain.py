@@ -202,6 +202,13 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Give the job vpc: (subnets that reach the file system; for FSx, in its Availability Zone), use "
         "input_mode File, and drop s3_uri / key_prefix / distribution from the channel.",
     ),
+    "training-plan": E(
+        "A SageMaker training plan reserves one instance type and count for a time window, in one "
+        "region, as on-demand capacity; a plan named for a type the job does not list, in another region, "
+        "or for a spot job is refused by CreateTrainingJob.",
+        "Key training_plans by one of the job's instance_type candidates, use a plan ARN of the project's "
+        "region (`sagestack capacity offerings JOB` lists offerings), and train on demand.",
+    ),
     "tuning-objective-metric": E(
         "The tuner optimizes a metric the trials log; one not in metric_definitions is never recorded and "
         "every trial fails to report.",

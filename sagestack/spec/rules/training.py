@@ -494,3 +494,38 @@ def file_system_channel(ctx: RuleContext) -> Iterator[Finding]:
                     f"a file-system channel reads from {ch.file_system.id}; drop {', '.join(extra)} "
                     "(S3 settings)",
                 )
+
+
+_TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$")
+
+
+@rule(
+    "training-plan",
+    "error",
+    "a training plan names one of the job's candidates, by ARN, in the project's region, not for spot",
+)
+def training_plan(ctx: RuleContext) -> Iterator[Finding]:
+    from sagestack.catalog.suggest import did_you_mean
+
+    for name, job in ctx.spec.jobs.items():
+        for itype, arn in job.training_plans.items():
+            where = ("jobs", name, "training_plans", itype)
+            if itype not in job.instance_type:
+                yield Finding(
+                    where,
+                    f"'{itype}' is not a candidate of this job{did_you_mean(itype, job.instance_type)} "
+                    f"(candidates: {', '.join(job.instance_type)}); a plan reserves one instance type",
+                )
+            if not _TRAINING_PLAN_ARN.match(arn):
+                yield Finding(
+                    where,
+                    f"'{arn}' is not a training plan ARN (arn:aws:sagemaker:<region>:<account>:training-plan/<name>)",
+                )
+            elif arn.split(":")[3] != ctx.spec.region:
+                yield Finding(where, f"the plan is in {arn.split(':')[3]}; jobs run in {ctx.spec.region}")
+        if job.training_plans and job.use_spot_instances:
+            yield Finding(
+                ("jobs", name, "use_spot_instances"),
+                "a training plan is reserved on-demand capacity: managed spot does not run on it; "
+                "set use_spot_instances: false or drop training_plans",
+            )
