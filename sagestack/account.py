@@ -248,3 +248,27 @@ def training_plan_offerings(
                     }
                 )
     return rows, [t for t in instance_types if t not in offered]
+
+
+def training_plan_fit(
+    arn: str, instance_type: str, count: int, region: str, client: Any | None = None
+) -> tuple[str, str | None]:
+    """DescribeTrainingPlan: a line on what the plan reserves and costs, and a problem when its
+    reserved capacity is not `count` x `instance_type` (None when it fits)."""
+    client = client or aws_client("sagemaker", region)
+    plan = client.describe_training_plan(TrainingPlanName=arn.rsplit("/", 1)[-1])
+    reserved = [
+        (s.get("InstanceType"), int(s.get("TotalInstanceCount", 0)))
+        for s in plan.get("ReservedCapacitySummaries", [])
+    ]
+    of_type = sum(n for t, n in reserved if t == instance_type)
+    fee = f"{plan.get('UpfrontFee', '?')} {plan.get('CurrencyCode', '')}".strip()
+    hours = plan.get("DurationHours", "?")
+    line = (
+        f"{plan.get('TrainingPlanName', arn)}: {plan.get('Status', '?')}, "
+        + ", ".join(f"{n}x {t}" for t, n in reserved)
+        + f" for {hours} h, {fee} up front"
+    )
+    if of_type < count:
+        return line, f"the plan reserves {of_type}x {instance_type}; the job needs {count}"
+    return line, None

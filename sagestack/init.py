@@ -89,6 +89,10 @@ def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Pat
         "app.py": APP,
         "cdk.json": json.dumps({"app": "python3 app.py", "context": RECOMMENDED_CONTEXT}, indent=2) + "\n",
         "training_src/train.py": resources.files("sagestack.templates").joinpath("train.py").read_text(),
+        # The default lifecycle script of a HyperPod cluster (clusters: in the spec).
+        "cluster_src/on_create.sh": resources.files("sagestack.templates")
+        .joinpath("on_create.sh")
+        .read_text(),
         ".gitignore": GITIGNORE,
     }
     for filename, text in schema_texts().items():
@@ -98,5 +102,7 @@ def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Pat
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+        if path.suffix == ".sh":
+            path.chmod(0o755)
         written.append(path)
     return written

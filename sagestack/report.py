@@ -146,9 +146,9 @@ def render(result: PlanResult, console: Any) -> None:
                 highlight=False,
             )
 
-    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "aggregate")]
+    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "cluster", "aggregate")]
     if endpoints:
-        t = Table(title="Endpoints and account-wide quotas", title_justify="left")
+        t = Table(title="Endpoints, clusters and account-wide quotas", title_justify="left")
         for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
             t.add_column(col)
         for r in endpoints:

@@ -8,6 +8,7 @@ from aws_cdk import Environment, Stage, Tags
 from constructs import Construct
 
 from sagestack.plan import EnvironmentPlan
+from stacks.clusters import ClusterStack
 from stacks.foundation import FoundationStack
 from stacks.serving import ServingStack
 from stacks.training import TrainingStack
@@ -59,6 +60,19 @@ class EnvironmentStage(Stage):
                 foundation=self.foundation,
                 stack_name=plan.names.stack("serving"),
                 description=f"sagestack {plan.names.prefix}: endpoints serving the pinned model packages",
+            )
+        # HyperPod clusters, each in its own VPC with its file system.
+        self.clusters: ClusterStack | None = None
+        if plan.spec.clusters:
+            self.clusters = ClusterStack(
+                self,
+                "Clusters",
+                plan=plan,
+                foundation=self.foundation,
+                project_root=project_root,
+                stack_name=plan.names.stack("clusters"),
+                description=f"sagestack {plan.names.prefix}: SageMaker HyperPod clusters (Slurm)",
+                termination_protection=plan.retain_data and plan.account is not None,
             )
         for key, value in plan.tags.items():
             Tags.of(self).add(key, value)

@@ -8,7 +8,7 @@ from typing import Literal
 
 SERVICE_CODE = "sagemaker"
 
-QuotaUsage = Literal["training", "spot_training", "endpoint", "warm_pool", "processing"]
+QuotaUsage = Literal["training", "spot_training", "endpoint", "warm_pool", "processing", "cluster"]
 
 _SUFFIX: dict[str, str] = {
     "training": "for training job usage",
@@ -16,6 +16,7 @@ _SUFFIX: dict[str, str] = {
     "endpoint": "for endpoint usage",
     "warm_pool": "for training warm pool usage",
     "processing": "for processing job usage",
+    "cluster": "for cluster usage",
 }
 
 TRAINING_INSTANCES_TOTAL = "Number of instances across all training jobs"

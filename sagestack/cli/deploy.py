@@ -152,3 +152,53 @@ def promote(
         markup=False,
     )
     out.print(f"  review and commit it, then: cdk deploy '{to_env}/*'", markup=False)
+
+
+cluster_app = typer.Typer(help="SageMaker HyperPod clusters (clusters: in the spec).", no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
+
+@cluster_app.command("submit")
+def cluster_submit(
+    job: Annotated[str, typer.Argument(help="a key of jobs:")],
+    cluster: Annotated[str, typer.Option("--cluster", "-c", help="a key of clusters:")],
+    env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the script here")] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Render the sbatch script that runs a job's training_src on a cluster (torchrun on every node,
+    the job's hyperparameters as the container's arguments) and say how to submit it."""
+    from sagestack.cli.common import plan_for
+    from sagestack.plan.clusters import sbatch_script
+
+    resolved = plan_for(root, env)
+    spec = resolved.spec
+    for what, name, known in (("job", job, spec.jobs), ("cluster", cluster, spec.clusters)):
+        if name not in known:
+            from sagestack.catalog.suggest import did_you_mean
+
+            raise UserError(
+                f"no {what} '{name}'{did_you_mean(name, list(known))} (defined: {', '.join(known) or 'none'})",
+                EXIT_INVALID_SPEC,
+            )
+    names = resolved.names
+    c = spec.clusters[cluster]
+    shared = c.fsx.mount_path if c.fsx is not None else "$HOME"
+    code_dir = f"{shared}/sagestack/code/{job}"
+    try:
+        script = sbatch_script(names, cluster, c, job, spec.jobs[job], code_dir=code_dir)
+    except ValueError as e:
+        raise UserError(f"cluster '{cluster}': {e}", EXIT_INVALID_SPEC) from None
+    if output is not None:
+        output.write_text(script)
+        output.chmod(0o755)
+    else:
+        typer.echo(script)
+    err = console(stderr=True)
+    target = output.name if output else "job.sbatch"
+    err.print(
+        f"# submit: copy {spec.jobs[job].source_dir}/ to {code_dir} on the cluster (its FSx is linked to "
+        f"the bucket's data/ prefix), then on the login or controller node of {names.cluster(cluster)} "
+        f"(aws ssm start-session --target sagemaker-cluster:<cluster-id>_<group>-<instance-id>): sbatch {target}",
+        markup=False,
+    )

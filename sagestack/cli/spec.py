@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -167,7 +167,28 @@ def plan(
         typer.echo(json.dumps(plan_json(result), indent=1))
     else:
         render(result, console())
+        if book.source == "live":
+            _training_plans(resolved)
     raise typer.Exit(result.exit_code)
+
+
+def _training_plans(resolved: Any) -> None:
+    """With credentials: what each named training plan reserves and costs, and whether it fits."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from sagestack.account import training_plan_fit
+
+    out = console()
+    for key, job in resolved.spec.jobs.items():
+        for itype, arn in job.training_plans.items():
+            try:
+                line, problem = training_plan_fit(arn, itype, job.instance_count, resolved.region)
+            except (ClientError, BotoCoreError) as e:
+                out.print(f"  [yellow]![/] {key}: training plan {arn}: {e}", highlight=False)
+                continue
+            out.print(f"  {key}: {line}", markup=False, highlight=False)
+            if problem:
+                out.print(f"  [red]✗[/] {key}: {problem}", highlight=False)
 
 
 @app.command("render")

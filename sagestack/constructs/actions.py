@@ -78,6 +78,14 @@ PASS_ROLE = ("iam:PassRole",)
 TRAINING_JOBS_STOP = ("sagemaker:StopTrainingJob",)
 DEBUGGER_NOTIFY = ("sns:CreateTopic", "sns:Subscribe", "sns:Publish")
 
+# A HyperPod node's SSM sessions (how people log in to the login and controller nodes).
+SSM_SESSIONS = (
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
+
 # Endpoints.
 ENDPOINT_INVOKE = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
 

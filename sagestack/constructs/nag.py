@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsii
 from aws_cdk import Acknowledgment, Stack, Validations
-from constructs import IConstruct
+from constructs import IConstruct, IValidation
 
 
 def acknowledge(construct: IConstruct, findings: dict[str, str]) -> None:
@@ -16,7 +17,8 @@ def acknowledge(construct: IConstruct, findings: dict[str, str]) -> None:
 
 
 def nag_text(scope: IConstruct, value: str) -> str:
-    """A string with CDK tokens as cdk-nag writes it in finding IDs: Ref X -> <X>, GetAtt X.Arn -> <X.Arn>."""
+    """A string with CDK tokens as cdk-nag writes it in finding IDs: Ref X -> <X>, GetAtt X.Arn -> <X.Arn>,
+    an import of another stack's output -> the export's name."""
     return _render(Stack.of(scope).resolve(value))
 
 
@@ -29,6 +31,8 @@ def _render(node: Any) -> str:
             return f"<{arg}>"
         if fn == "Fn::GetAtt":
             return f"<{arg[0]}.{arg[1]}>"
+        if fn == "Fn::ImportValue" and isinstance(arg, str):
+            return arg
         if fn == "Fn::Join":
             sep, parts = arg
             return sep.join(_render(p) for p in parts)
@@ -47,3 +51,21 @@ def unacknowledged_findings(assembly_dir: str | Path) -> list[str]:
             for c in v.get("violatingConstructs", []):
                 out.append(f"{c['constructPath']}: {v['ruleName']}: {v['description']}")
     return sorted(out)
+
+
+@jsii.implements(IValidation)
+class _LateAcknowledgement:
+    def __init__(self, construct: IConstruct, findings: dict[Any, str]) -> None:
+        self._construct = construct
+        self._findings = findings
+
+    def validate(self) -> list[str]:
+        acknowledge(self._construct, {key(self._construct): reason for key, reason in self._findings.items()})
+        return []
+
+
+def acknowledge_at_synth(construct: IConstruct, findings: dict[Any, str]) -> None:
+    """Like acknowledge, for finding IDs that name a value of another stack: each key is a function
+    of the construct that returns the ID, called at synth, once CDK has turned cross-stack references
+    into imports (`Fn::ImportValue` of the producer's export), which is how cdk-nag names them."""
+    construct.node.add_validation(_LateAcknowledgement(construct, findings))

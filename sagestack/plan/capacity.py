@@ -80,7 +80,7 @@ def load_snapshot(root: Path, env: str) -> QuotaBook | None:
 
 @dataclass
 class Row:
-    kind: Literal["job", "tuning", "endpoint", "aggregate"]
+    kind: Literal["job", "tuning", "endpoint", "cluster", "aggregate"]
     key: str
     instance_type: str
     count: int
@@ -333,6 +333,36 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         )
         if status == "short":
             shortfalls.append(_shortfall(book, "endpoint", key, qn, float(high)))
+
+    for key, cluster in spec.clusters.items():
+        for group_name, group in cluster.instance_groups.items():
+            qn = quota_name(group.instance_type, "cluster")
+            avail = book.available(qn)
+            status = _status(avail, float(group.count))
+            try:
+                price = instance_type(group.instance_type).price_per_hour
+            except (KeyError, ValueError):
+                price = None
+            rows.append(
+                Row(
+                    kind="cluster",
+                    key=f"{key}/{group_name}",
+                    instance_type=group.instance_type,
+                    count=group.count,
+                    quota=qn,
+                    needed=float(group.count),
+                    available=avail,
+                    status=status,
+                    chosen=True,
+                    price_per_hour=price,
+                    cost_on_demand=price * group.count if price is not None else None,
+                    cost_basis="per hour while the cluster exists"
+                    + (" (training plan)" if group.training_plan else ""),
+                    note=f"{group.node_type.lower()} nodes",
+                )
+            )
+            if status == "short":
+                shortfalls.append(_shortfall(book, "cluster", f"{key}/{group_name}", qn, float(group.count)))
 
     total_need = max(training_at_once, largest_training)
     if total_need:

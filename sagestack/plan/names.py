@@ -103,6 +103,14 @@ class Names:
     def compilation_job_pattern(self) -> str:
         return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
 
+    def cluster(self, key: str) -> str:
+        """A HyperPod cluster: '<prefix>-<cluster>'."""
+        return f"{self.prefix}-{key}"
+
+    def cluster_lifecycle_prefix(self, key: str) -> str:
+        """Where a cluster's lifecycle scripts lie in the artifact bucket (under code/)."""
+        return f"code/clusters/{key}/"
+
     @property
     def parameters_path(self) -> str:
         """The SSM path under which this environment's pipelines record results (no leading '/')."""

@@ -137,6 +137,19 @@ def job_hash(job: JobSpec, *, env: str, source_sha256: str, image_uris: dict[str
     return content_hash(payload)[:10]
 
 
+def script_arguments(job: JobSpec) -> dict[str, Any]:
+    """What the entry point receives as arguments: the job's hyperparameters, and the checkpoint
+    interval training_src/train.py reads (the user's own values win)."""
+    args: dict[str, Any] = {}
+    if job.checkpoint is not None and job.checkpoint.every_steps is not None:
+        args = {
+            "checkpoint_every_steps": job.checkpoint.every_steps,
+            "checkpoint_keep_last": job.checkpoint.keep_last,
+        }
+    args.update(job.hyperparameters)
+    return args
+
+
 def render_training_request(
     job: JobSpec,
     *,
@@ -149,15 +162,7 @@ def render_training_request(
     """A complete CreateTrainingJob request for one candidate. Unset options are omitted."""
     it = catalog_instance(candidate)
     s3 = f"s3://{ctx.bucket}"
-    script_args: dict[str, Any] = {}
-    if job.checkpoint is not None and job.checkpoint.every_steps is not None:
-        # training_src/train.py reads these; the user's own values win.
-        script_args = {
-            "checkpoint_every_steps": job.checkpoint.every_steps,
-            "checkpoint_keep_last": job.checkpoint.keep_last,
-        }
-    script_args.update(job.hyperparameters)
-    hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_args.items())}
+    hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_arguments(job).items())}
     hyperparameters.update(
         {
             "sagemaker_program": encode_hyperparameter(job.entry_point),

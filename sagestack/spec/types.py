@@ -138,6 +138,27 @@ HostingInstanceType = Annotated[
 ]
 
 
+def _cluster_instance_type(value: Any) -> Any:
+    from sagestack.catalog.service_model import enum_values
+    from sagestack.catalog.suggest import did_you_mean
+
+    allowed = enum_values("ClusterInstanceType")
+    if not isinstance(value, str) or value not in allowed:
+        raise PydanticCustomError(
+            "instance_type",
+            "'{given}' is not a SageMaker HyperPod instance type{hint}",
+            {"given": value, "hint": did_you_mean(str(value), list(allowed))},
+        )
+    return value
+
+
+ClusterInstanceType = Annotated[
+    str,
+    BeforeValidator(_cluster_instance_type),
+    WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
+]
+
+
 def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 

@@ -85,6 +85,25 @@ def _bridge_emulator_defects() -> None:
 
     create_key._sagestack_bridge = True  # type: ignore[attr-defined]
     kms_models.KmsBackend.create_key = create_key
+
+    # On the InstancePreferences path AWS reports the type it launched (SelectedInstanceType); moto
+    # stores the request as sent and reports none.
+    import moto.sagemaker.models as sm_models
+
+    describe = sm_models.SageMakerModelBackend.describe_training_job
+
+    def describe_training_job(self, training_job_name):  # type: ignore[no-untyped-def]
+        response = dict(describe(self, training_job_name))
+        resources = dict(response["ResourceConfig"])
+        if resources.get("InstancePreferences") and "SelectedInstanceType" not in resources:
+            first = resources["InstancePreferences"][0]
+            resources.update(
+                SelectedInstanceType=first["InstanceType"], SelectedInstanceCount=first["InstanceCount"]
+            )
+            response["ResourceConfig"] = resources
+        return response
+
+    sm_models.SageMakerModelBackend.describe_training_job = describe_training_job
     sfn_models.stepfunctions_backends = stepfunctions_parser_backends
 
 
@@ -224,20 +243,29 @@ def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulato
     definition = json.loads(
         sfn.describe_state_machine(stateMachineArn=machine["stateMachineArn"])["definition"]
     )
-    request = definition["States"]["Create 1/2"]["Parameters"]
+    # The example's classifier candidates differ only in the type: one job with InstancePreferences.
+    request = definition["States"]["Create"]["Parameters"]
+    preferences = request["ResourceConfig"].pop("InstancePreferences.$")
+    assert preferences == "$.preferences.List"
 
     sm = emulator.client("sagemaker")
     job = sm.describe_training_job(TrainingJobName=output["TrainingJobName"])
-    assert job["TrainingJobName"] == request["TrainingJobName"]
+    assert job["TrainingJobName"] == request["TrainingJobName"] and job["TrainingJobName"].endswith("-p")
+    sent = dict(job["ResourceConfig"])
+    assert [p["InstanceType"] for p in sent.pop("InstancePreferences")] == [
+        "ml.g5.2xlarge",
+        "ml.g4dn.2xlarge",
+    ]
+    assert output["InstanceType"] == sent.pop("SelectedInstanceType") == "ml.g5.2xlarge"
+    sent.pop("SelectedInstanceCount")
+    assert sent == request["ResourceConfig"]
     for key in (
         "RoleArn",
         "HyperParameters",
-        "ResourceConfig",
         "StoppingCondition",
         "OutputDataConfig",
         "EnableNetworkIsolation",
         "EnableInterContainerTrafficEncryption",
-        "EnableManagedSpotTraining",
     ):
         assert job[key] == request[key], key
     # (moto answers MetricDefinitions with a fixed sample of its own, so they are not compared here;

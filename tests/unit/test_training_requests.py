@@ -555,3 +555,40 @@ def test_training_plan_offerings_are_searched_per_offered_type():
             "CurrencyCode": "USD",
         }
     ]
+
+
+def test_a_training_plan_is_checked_against_what_it_reserves():
+    import boto3
+    from botocore.stub import Stubber
+
+    from sagestack.account import training_plan_fit
+
+    client = boto3.client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    described = {
+        "TrainingPlanArn": PLAN_ARN,
+        "TrainingPlanName": "p5-week",
+        "Status": "Scheduled",
+        "DurationHours": 168,
+        "UpfrontFee": "123456.78",
+        "CurrencyCode": "USD",
+        "ReservedCapacitySummaries": [
+            {
+                "ReservedCapacityArn": PLAN_ARN.replace("training-plan", "reserved-capacity"),
+                "InstanceType": "ml.p5.48xlarge",
+                "TotalInstanceCount": 2,
+                "Status": "Scheduled",
+            }
+        ],
+    }
+    with Stubber(client) as stub:
+        stub.add_response("describe_training_plan", described, {"TrainingPlanName": "p5-week"})
+        stub.add_response("describe_training_plan", described, {"TrainingPlanName": "p5-week"})
+        line, problem = training_plan_fit(PLAN_ARN, "ml.p5.48xlarge", 2, "us-east-1", client=client)
+        assert (
+            problem is None
+            and line == "p5-week: Scheduled, 2x ml.p5.48xlarge for 168 h, 123456.78 USD up front"
+        )
+        _, problem = training_plan_fit(PLAN_ARN, "ml.p5.48xlarge", 4, "us-east-1", client=client)
+        assert problem == "the plan reserves 2x ml.p5.48xlarge; the job needs 4"

@@ -1,5 +1,6 @@
 """Semantic rules over a validated spec. Importing this package registers every rule."""
 
+from sagestack.spec.rules import clusters as clusters
 from sagestack.spec.rules import foundation as foundation
 from sagestack.spec.rules import serving as serving
 from sagestack.spec.rules import training as training

@@ -209,6 +209,19 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Key training_plans by one of the job's instance_type candidates, use a plan ARN of the project's "
         "region (`sagestack capacity offerings JOB` lists offerings), and train on demand.",
     ),
+    "cluster-controller": E(
+        "A HyperPod cluster with the Slurm orchestrator runs slurmctld on its one Controller node; none, "
+        "two, or a controller group of several nodes fails cluster creation, and without a Compute group "
+        "no job can run.",
+        "Give exactly one group node_type: Controller with count 1 (a CPU type is enough) and at least one "
+        "node_type: Compute group.",
+    ),
+    "cluster-lifecycle-script": E(
+        "Every node runs the OnCreate lifecycle script when it is created; a missing, non-executable or "
+        "broken script fails node creation after the instances are paid for.",
+        "Keep the script in the lifecycle folder (cluster_src/ by default), chmod +x it, and fix what "
+        "bash -n reports.",
+    ),
     "tuning-objective-metric": E(
         "The tuner optimizes a metric the trials log; one not in metric_definitions is never recorded and "
         "every trial fails to report.",

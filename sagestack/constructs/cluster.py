@@ -1,0 +1,318 @@
+"""HyperPodCluster: a SageMaker HyperPod cluster with the Slurm orchestrator, in a VPC of one
+Availability Zone (EFA needs its nodes together), its nodes in a security group open to itself,
+FSx for Lustre mounted on every node and linked to the artifact bucket's data/ prefix, lifecycle
+scripts from the project, and a least-privilege role for the nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_deployment as s3_deployment
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from sagestack.constructs import actions
+from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
+from sagestack.plan.names import Names
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+class HyperPodCluster(Construct):
+    """Props:
+    names / key: the cluster's name is Names.cluster(key).
+    spec: the cluster's groups and settings as the spec's `clusters:` entry (a dict or ClusterSpec);
+      validated by the same model.
+    lifecycle_dir: the folder of lifecycle scripts (copied to the artifact bucket, code/clusters/<key>/).
+    artifacts / encryption_key: the project's bucket and key.
+    vpc: default: a new VPC (public + private subnets in one Availability Zone, one NAT gateway,
+      flow logs); pass one to use its private subnets.
+    removal_policy: of the file system (default RETAIN).
+    tags: cluster tags.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        names: Names,
+        key: str,
+        spec: Mapping[str, Any] | Any,
+        lifecycle_dir: str,
+        artifacts: ArtifactBucketBase,
+        encryption_key: kms.IKey,
+        vpc: ec2.IVpc | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        from sagestack.catalog.service_model import validate_request
+        from sagestack.plan.clusters import ClusterContext, create_cluster_request, stand_in_cluster_context
+        from sagestack.plan.requests import SAMPLE_ACCOUNT
+        from sagestack.spec.models import ClusterSpec
+
+        cluster = spec if isinstance(spec, ClusterSpec) else ClusterSpec.model_validate(dict(spec))
+        self.spec = cluster
+        self.names = names
+        self.key = key
+        stack = Stack.of(self)
+
+        self.vpc = vpc or self._vpc(cluster.vpc_cidr)
+        subnet = self.vpc.select_subnets(
+            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, one_per_az=True
+        ).subnets[0]
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "Nodes",
+            vpc=self.vpc,
+            description=f"HyperPod {names.cluster(key)}: nodes reach each other (EFA, Slurm, Lustre)",
+            allow_all_outbound=True,
+        )
+        # EFA requires all traffic to and from the group itself.
+        self.security_group.add_ingress_rule(
+            self.security_group, ec2.Port.all_traffic(), "nodes of the cluster"
+        )
+
+        self.file_system: fsx.LustreFileSystem | None = None
+        if cluster.fsx is not None:
+            self.file_system = fsx.LustreFileSystem(
+                self,
+                "Fsx",
+                vpc=self.vpc,
+                vpc_subnet=subnet,
+                security_group=self.security_group,
+                storage_capacity_gib=cluster.fsx.storage_gib,
+                kms_key=encryption_key,
+                removal_policy=removal_policy,
+                lustre_configuration=fsx.LustreConfiguration(
+                    deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
+                    per_unit_storage_throughput=cluster.fsx.throughput_per_tib,
+                    data_compression_type=fsx.LustreDataCompressionType.LZ4,
+                ),
+            )
+            fsx.CfnDataRepositoryAssociation(
+                self,
+                "Data",
+                file_system_id=self.file_system.file_system_id,
+                file_system_path="/data",
+                data_repository_path=artifacts.s3_uri("data") + "/",
+                batch_import_meta_data_on_create=True,
+                s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                        events=["NEW", "CHANGED", "DELETED"]
+                    )
+                ),
+            )
+
+        prefix = names.cluster_lifecycle_prefix(key)
+        self.scripts = self._lifecycle_scripts(lifecycle_dir, artifacts, prefix)
+        self.role = self._node_role(artifacts, prefix)
+
+        context = ClusterContext(
+            role_arn=self.role.role_arn,
+            lifecycle_uri=f"s3://{artifacts.bucket_name}/{prefix}",
+            subnets=[subnet.subnet_id],
+            security_groups=[self.security_group.security_group_id],
+            fsx_dns_name=self.file_system.dns_name if self.file_system else None,
+            fsx_mount_name=self.file_system.mount_name if self.file_system else None,
+            tags=tuple(sorted((tags or {}).items())),
+        )
+        account = stack.account if not stack.account.startswith("${") else SAMPLE_ACCOUNT
+        validate_request(
+            "CreateCluster",
+            create_cluster_request(
+                names,
+                key,
+                cluster,
+                stand_in_cluster_context(account, stack.region, key, cluster.fsx is not None),
+            ),
+        )
+        self.request = create_cluster_request(names, key, cluster, context)
+        self.resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.request["ClusterName"])
+        for prop in ("InstanceGroups", "VpcConfig", "Orchestrator", "NodeRecovery", "Tags"):
+            if prop in self.request:
+                self.resource.add_property_override(prop, self.request[prop])
+        self.resource.node.add_dependency(self.scripts)
+        self.cluster_name = self.request["ClusterName"]
+        self.cluster_arn = self.resource.attr_cluster_arn
+
+    def _lifecycle_scripts(
+        self, lifecycle_dir: str, artifacts: ArtifactBucketBase, prefix: str
+    ) -> s3_deployment.BucketDeployment:
+        """The scripts, unzipped under the cluster's prefix (HyperPod reads a folder, not an archive).
+        CDK's deployment function would be granted the whole bucket; it gets a role of its own with
+        the prefix only (the role it is handed is immutable, so CDK's grants are dropped)."""
+        stack = Stack.of(self)
+        role = iam.Role(
+            self,
+            "LifecycleDeployRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Copies the lifecycle scripts of HyperPod cluster {self.names.cluster(self.key)}",
+        )
+        objects = artifacts.bucket.arn_for_objects(f"{prefix}*")
+        staging = f"arn:{stack.partition}:s3:::cdk-*-assets-{stack.account}-{stack.region}/*"
+        log_groups = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="/aws/lambda/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.S3_OBJECT_GET), resources=[staging]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[objects]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(actions.S3_LIST),
+                resources=[artifacts.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
+        if artifacts.encryption_key is not None:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=list(actions.KMS_USE), resources=[artifacts.encryption_key.key_arn]
+                )
+            )
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.LOGS_WRITE), resources=[log_groups]))
+        deployment = s3_deployment.BucketDeployment(
+            self,
+            "Lifecycle",
+            sources=[s3_deployment.Source.asset(lifecycle_dir)],
+            destination_bucket=artifacts.bucket,
+            destination_key_prefix=prefix,
+            prune=True,
+            retain_on_delete=False,
+            role=iam.Role.from_role_arn(self, "LifecycleDeployRoleRef", role.role_arn, mutable=False),
+        )
+        deployment.node.add_dependency(role)
+        acknowledge_at_synth(
+            role,
+            {
+                lambda c: (
+                    f"AwsSolutions-IAM5[Resource::{nag_text(c, objects)}]"
+                ): "The lifecycle scripts under "
+                "the cluster's own code/clusters/<cluster>/ prefix, which the deployment replaces as a whole.",
+            },
+        )
+        acknowledge(
+            role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, staging)}]": "The CDK bootstrap bucket's staged "
+                "asset archives (the scripts' zip), read only; its name carries the bootstrap qualifier.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, log_groups)}]": "The deployment function's own "
+                "log streams, in the Lambda log group named after it.",
+            },
+        )
+        handler = Stack.of(self).node.try_find_child(
+            "Custom::CDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C"
+        )
+        if handler is not None:
+            acknowledge(
+                handler,
+                {
+                    "AwsSolutions-L1": "The runtime is chosen by aws-cdk-lib's BucketDeployment and moves with "
+                    "it; the function only copies the lifecycle scripts.",
+                },
+            )
+        return deployment
+
+    def _vpc(self, cidr: str) -> ec2.Vpc:
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
+            max_azs=1,  # EFA and Lustre: every node in one Availability Zone
+            nat_gateways=1,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(
+                    name="nodes", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=18
+                ),
+            ],
+        )
+        vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH)
+            ),
+        )
+        vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        return vpc
+
+    def _node_role(self, artifacts: ArtifactBucketBase, prefix: str) -> iam.Role:
+        """What a node does as the cluster's execution role: read its lifecycle scripts, manage its
+        network interfaces, write its logs and metrics, and take SSM sessions (how people log in)."""
+        stack = Stack.of(self)
+        role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"Nodes of HyperPod cluster {self.names.cluster(self.key)}",
+        )
+        scripts = artifacts.bucket.arn_for_objects(f"{prefix}*")
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.S3_OBJECTS_READ), resources=[scripts]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(actions.S3_LIST),
+                resources=[artifacts.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
+        if artifacts.encryption_key is not None:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=list(actions.KMS_DECRYPT), resources=[artifacts.encryption_key.key_arn]
+                )
+            )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[*actions.VPC_NETWORK_INTERFACES, "ec2:DetachNetworkInterface"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+            )
+        )
+        logs_arn = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="/aws/sagemaker/Clusters/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.LOGS_WRITE), resources=[logs_arn]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(actions.METRICS_PUT),
+                resources=["*"],
+                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/Clusters*"]}},
+            )
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.SSM_SESSIONS), resources=["*"]))
+        acknowledge(
+            role,
+            {
+                "AwsSolutions-IAM5[Resource::*]": "EC2 network-interface calls, cloudwatch:PutMetricData and the "
+                "ssmmessages channel calls have no resource-level permissions; EC2 is limited to the stack's "
+                "region and metrics to HyperPod's namespace by condition.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, logs_arn)}]": "Log streams in HyperPod's own "
+                "/aws/sagemaker/Clusters log groups, which SageMaker names per cluster.",
+            },
+        )
+        acknowledge_at_synth(
+            role,
+            {
+                lambda c: f"AwsSolutions-IAM5[Resource::{nag_text(c, scripts)}]": "The cluster's lifecycle "
+                "scripts under its own code/clusters/<cluster>/ prefix.",
+            },
+        )
+        return role
