@@ -167,24 +167,9 @@ class HyperPodCluster(Construct):
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         role.add_to_policy(iam.PolicyStatement(actions=list(actions.S3_OBJECT_GET), resources=[staging]))
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[objects]
-            )
+        _grant_scripts(
+            role, artifacts, prefix, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), actions.KMS_USE
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=list(actions.S3_LIST),
-                resources=[artifacts.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-            )
-        )
-        if artifacts.encryption_key is not None:
-            role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=list(actions.KMS_USE), resources=[artifacts.encryption_key.key_arn]
-                )
-            )
         role.add_to_policy(iam.PolicyStatement(actions=list(actions.LOGS_WRITE), resources=[log_groups]))
         deployment = s3_deployment.BucketDeployment(
             self,
@@ -261,21 +246,7 @@ class HyperPodCluster(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"Nodes of HyperPod cluster {self.names.cluster(self.key)}",
         )
-        scripts = artifacts.bucket.arn_for_objects(f"{prefix}*")
-        role.add_to_policy(iam.PolicyStatement(actions=list(actions.S3_OBJECTS_READ), resources=[scripts]))
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=list(actions.S3_LIST),
-                resources=[artifacts.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-            )
-        )
-        if artifacts.encryption_key is not None:
-            role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=list(actions.KMS_DECRYPT), resources=[artifacts.encryption_key.key_arn]
-                )
-            )
+        scripts = _grant_scripts(role, artifacts, prefix, actions.S3_OBJECTS_READ, actions.KMS_DECRYPT)
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=[*actions.VPC_NETWORK_INTERFACES, "ec2:DetachNetworkInterface"],
@@ -316,3 +287,28 @@ class HyperPodCluster(Construct):
             },
         )
         return role
+
+
+def _grant_scripts(
+    role: iam.Role,
+    artifacts: ArtifactBucketBase,
+    prefix: str,
+    object_actions: tuple[str, ...],
+    key_actions: tuple[str, ...],
+) -> str:
+    """Objects under a cluster's lifecycle prefix (and listing that prefix only), with the bucket's
+    key; returns the objects' ARN pattern (for the acknowledgement beside the grant)."""
+    objects = artifacts.bucket.arn_for_objects(f"{prefix}*")
+    role.add_to_policy(iam.PolicyStatement(actions=list(object_actions), resources=[objects]))
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=list(actions.S3_LIST),
+            resources=[artifacts.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        )
+    )
+    if artifacts.encryption_key is not None:
+        role.add_to_policy(
+            iam.PolicyStatement(actions=list(key_actions), resources=[artifacts.encryption_key.key_arn])
+        )
+    return objects

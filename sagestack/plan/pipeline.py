@@ -112,19 +112,7 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         )
         states[s.backoff] = asl.wait(settings.backoff_seconds, nxt)
         states[s.wait] = asl.wait(settings.poll_seconds, s.describe)
-        states[s.describe] = asl.task(
-            "sagemaker:describeTrainingJob",
-            {"TrainingJobName": c.name},
-            result_selector={
-                "TrainingJobName.$": "$.TrainingJobName",
-                "TrainingJobArn.$": "$.TrainingJobArn",
-                "TrainingJobStatus.$": "$.TrainingJobStatus",
-                "Detail.$": "$",
-            },
-            result_path="$.job",
-            retry_=asl.retry(),
-            nxt=s.status,
-        )
+        states[s.describe] = _describe(c.name, s.status)
         states[s.status] = asl.choice(
             asl.when(asl.string_equals(status, "Completed"), "Notify succeeded"),
             asl.when(
@@ -154,6 +142,23 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         "StartAt": CandidateStates(0, n).quota,
         "States": states,
     }
+
+
+def _describe(name: str, nxt: str) -> dict[str, Any]:
+    """DescribeTrainingJob into $.job: name, ARN, status and the whole answer (retried: a read)."""
+    return asl.task(
+        "sagemaker:describeTrainingJob",
+        {"TrainingJobName": name},
+        result_selector={
+            "TrainingJobName.$": "$.TrainingJobName",
+            "TrainingJobArn.$": "$.TrainingJobArn",
+            "TrainingJobStatus.$": "$.TrainingJobStatus",
+            "Detail.$": "$",
+        },
+        result_path="$.job",
+        retry_=asl.retry(),
+        nxt=nxt,
+    )
 
 
 def _outcomes(
@@ -266,19 +271,7 @@ def _preference_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> d
         default="Notify create failed",
     )
     states["Wait"] = asl.wait(settings.poll_seconds, "Describe")
-    states["Describe"] = asl.task(
-        "sagemaker:describeTrainingJob",
-        {"TrainingJobName": plan.preferred.name},
-        result_selector={
-            "TrainingJobName.$": "$.TrainingJobName",
-            "TrainingJobArn.$": "$.TrainingJobArn",
-            "TrainingJobStatus.$": "$.TrainingJobStatus",
-            "Detail.$": "$",
-        },
-        result_path="$.job",
-        retry_=asl.retry(),
-        nxt="Status?",
-    )
+    states["Describe"] = _describe(plan.preferred.name, "Status?")
     status = "$.job.TrainingJobStatus"
     states["Status?"] = asl.choice(
         asl.when(asl.string_equals(status, "Completed"), "Notify succeeded"),

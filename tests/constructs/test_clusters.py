@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cfn import cfn_lint
+
 pytestmark = pytest.mark.synth
 
 SPEC = """\
@@ -115,13 +117,8 @@ def test_the_node_role_has_no_managed_policy_and_reads_only_its_scripts(cluster_
 
 def test_cluster_templates_pass_cfn_lint(cluster_app):
     templates = sorted(str(p) for p in cluster_app.outdir.glob("assembly-dev/*.template.json"))
-    lint = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "parseable", *templates],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+    code, output = cfn_lint([*templates])
+    assert code == 0, output
 
 
 def test_the_create_cluster_request_is_valid_for_botocore():

@@ -8,13 +8,13 @@ Refresh the baseline only for a deliberate change: `python -m tests.constructs.t
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.support.cfn import cfn_lint
 from tests.support.template_meaning import STATEFUL_TYPES, dangling_transitions, differences, meaning
 
 pytestmark = pytest.mark.synth
@@ -55,13 +55,8 @@ def test_templates_mean_what_the_baseline_says(name, tmp_path):
     diff = differences(before, after)
     assert not diff, "templates changed in meaning:\n" + "\n".join(diff)
     templates = sorted(str(p) for p in (tmp_path / "out").glob("assembly-*/*.template.json"))
-    lint = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "parseable", *templates],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+    code, output = cfn_lint([*templates])
+    assert code == 0, output
 
 
 if __name__ == "__main__":  # write the baseline

@@ -38,3 +38,18 @@ def resolve(node: Any, ref: Resolver, get_att: Callable[[str, str], str], import
         return n
 
     return walk(node)
+
+
+def cfn_lint(templates: list[str]) -> tuple[int, str]:
+    """cfn-lint (parseable output) on templates: its exit code and what it printed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    lint = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "parseable", *templates],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return lint.returncode, lint.stdout + lint.stderr
