@@ -7,6 +7,7 @@ aws-cdk-lib imports (aws/aws-cdk#19301). Import the classes from here:
 """
 
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, ArtifactBucketBase
+from sagestack.constructs.cluster import HyperPodCluster
 from sagestack.constructs.execution_role import ExecutionRole, ExecutionRoleBase
 from sagestack.constructs.inference_endpoint import (
     AutoScaling,
@@ -33,6 +34,7 @@ __all__ = [
     "DataCapture",
     "ExecutionRole",
     "ExecutionRoleBase",
+    "HyperPodCluster",
     "InferenceEndpoint",
     "InferenceEndpointBase",
     "JobPipeline",
