@@ -14,7 +14,7 @@ from typing import Any
 
 from sagestack.plan import states as asl
 from sagestack.plan.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
-from sagestack.plan.training import TrainingJobPlan, preference
+from sagestack.plan.training import CandidatePlan, TrainingJobPlan, preference
 
 NO_CANDIDATE = "No candidate available"
 SUCCEEDED = "Succeeded"  # its output carries TrainingJobName and ModelArtifacts: model steps follow it
@@ -83,19 +83,7 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
     for c in plan.candidates:
         s = CandidateStates(c.index, n)
         nxt = s.next().quota
-        code = (settings.quota_codes or {}).get(c.quota_name)
-        states.update(
-            asl.quota_check(
-                s.quota,
-                c.quota_name,
-                code,
-                needed=count,
-                result_path=s.result_path,
-                next_checked=s.quota_enough,
-                next_unchecked=s.create,
-            )
-        )
-        states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=nxt, enough=s.create)
+        _candidate_quota(states, c, s, settings, count, short=nxt, enough=s.create)
         states[s.create] = asl.task(
             "sagemaker:createTrainingJob",
             c.request,
@@ -142,6 +130,33 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
         "StartAt": CandidateStates(0, n).quota,
         "States": states,
     }
+
+
+def _candidate_quota(
+    states: dict[str, Any],
+    c: CandidatePlan,
+    s: CandidateStates,
+    settings: PipelineSettings,
+    count: int,
+    *,
+    short: str,
+    enough: str,
+) -> None:
+    """A candidate's quota check: `short` when it allows fewer than `count` instances, else
+    `enough` (also when it could not be checked: the create call judges)."""
+    code = (settings.quota_codes or {}).get(c.quota_name)
+    states.update(
+        asl.quota_check(
+            s.quota,
+            c.quota_name,
+            code,
+            needed=count,
+            result_path=s.result_path,
+            next_checked=s.quota_enough,
+            next_unchecked=enough,
+        )
+    )
+    states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=short, enough=enough)
 
 
 def _describe(name: str, nxt: str) -> dict[str, Any]:
@@ -208,19 +223,7 @@ def _preference_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> d
         s = CandidateStates(c.index, n)
         nxt = s.next().quota if c.index + 1 < n else "Preferences"
         prefer, skip = f"Prefer {s.tag}", f"Skip {s.tag}"
-        code = (settings.quota_codes or {}).get(c.quota_name)
-        states.update(
-            asl.quota_check(
-                s.quota,
-                c.quota_name,
-                code,
-                needed=count,
-                result_path=s.result_path,
-                next_checked=s.quota_enough,
-                next_unchecked=prefer,
-            )
-        )
-        states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=skip, enough=prefer)
+        _candidate_quota(states, c, s, settings, count, short=skip, enough=prefer)
         states[prefer] = {
             "Type": "Pass",
             "Result": preference(c, count),
