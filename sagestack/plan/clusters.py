@@ -147,11 +147,15 @@ def sbatch_script(
 export SAGESTACK_SHARED=${{SAGESTACK_SHARED:-{shared}}}
 export SAGESTACK_CODE_DIR=${{SAGESTACK_CODE_DIR:-{code_dir}}}
 export SAGESTACK_PROCS_PER_NODE=${{SAGESTACK_PROCS_PER_NODE:-{per_node}}}
+# What the training container keeps under /opt/ml lives in the job's folder on the shared file
+# system (a node's own /opt/ml is HyperPod's).
+export SAGEMAKER_BASE_DIR={base}
 export SM_MODEL_DIR={base}/model
-export SM_OUTPUT_DATA_DIR={base}/output
+export SM_OUTPUT_DIR={base}/output
+export SM_OUTPUT_DATA_DIR={base}/output/data
 export SAGESTACK_CHECKPOINT_DIR={base}/checkpoints
 export SM_NUM_GPUS="$SAGESTACK_PROCS_PER_NODE"
-{env_lines}mkdir -p "$SM_MODEL_DIR" "$SM_OUTPUT_DATA_DIR" "$SAGESTACK_CHECKPOINT_DIR" {base}/logs
+{env_lines}mkdir -p "$SM_MODEL_DIR" "$SM_OUTPUT_DATA_DIR" "$SAGESTACK_CHECKPOINT_DIR"
 
 # The first node of the allocation hosts the rendezvous, as algo-1 does in the training container.
 # (Read whole, not through `head`: under pipefail a closed pipe would fail the script.)

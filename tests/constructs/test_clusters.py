@@ -210,8 +210,13 @@ def test_the_sbatch_script_runs_the_training_code_over_simulated_nodes(project, 
         "MASTER_PORT": str(free_port()),
         "OMP_NUM_THREADS": "1",
     }
+    opt_ml_before = Path("/opt/ml").exists()
     run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "world_size=2" in run.stdout + run.stderr
     assert "val_accuracy=" in run.stdout + run.stderr
-    assert (shared / "sagestack" / "digits-dev" / "llm" / "model" / "model.pt").exists()
+    job_dir = shared / "sagestack" / "digits-dev" / "llm"
+    assert (job_dir / "model" / "model.pt").exists()
+    # everything the container keeps under /opt/ml went to the job's folder on the shared file system
+    assert list((job_dir / "output" / "tensorboard").glob("events.out.tfevents.*"))
+    assert not Path("/opt/ml").exists() or opt_ml_before
