@@ -67,7 +67,8 @@ class FoundationStack(Stack):
             "ExecutionRole",
             artifacts=self.artifacts,
             encryption_key=self.key,
-            vpc_access=any(job.vpc is not None for job in spec.jobs.values()),
+            vpc_access=any(job.vpc is not None for job in spec.jobs.values())
+            or any(ep.vpc is not None for ep in spec.endpoints.values()),
         )
         self.repository.grant_pull(self.execution_role)
         debuggers = [job.debugger for job in spec.jobs.values() if job.debugger]

@@ -11,12 +11,15 @@ from aws_cdk import CfnOutput, Duration, Size, Stack
 from constructs import Construct
 
 from sagestack.constructs import (
+    AsyncInference,
     AutoScaling,
     DataCapture,
+    InferenceComponent,
     InferenceEndpoint,
     Rollout,
     ServerlessConfig,
     TrainingImage,
+    VpcPlacement,
 )
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.serving import EndpointPlan, resolve_endpoint
@@ -25,8 +28,19 @@ from stacks.foundation import FoundationStack
 
 
 def served_endpoints(plan: EnvironmentPlan) -> list[EndpointPlan]:
-    """Endpoints this environment deploys: those with a pinned model package."""
-    return [resolve_endpoint(plan, k) for k, ep in plan.spec.endpoints.items() if ep.model_package]
+    """Endpoints this environment deploys: those with a pinned model package, or components."""
+    return [
+        resolve_endpoint(plan, k)
+        for k, ep in plan.spec.endpoints.items()
+        if ep.model_package or ep.components
+    ]
+
+
+def serving_needed(plan: EnvironmentPlan) -> bool:
+    spec = plan.spec
+    return any(ep.model_package or ep.components for ep in spec.endpoints.values()) or any(
+        t.model_package for t in spec.transforms.values()
+    )
 
 
 def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
@@ -47,14 +61,33 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
             min_capacity=a.min,
             max_capacity=a.max,
             invocations_per_instance=a.invocations_per_instance,
+            backlog_per_instance=a.backlog_per_instance,
             scale_in_cooldown=Duration.seconds(a.scale_in_cooldown),
             scale_out_cooldown=Duration.seconds(a.scale_out_cooldown),
         )
         if a
         else None,
+        "vpc": VpcPlacement(
+            subnet_ids=tuple(spec.vpc.subnets), security_group_ids=tuple(spec.vpc.security_groups)
+        )
+        if spec.vpc
+        else None,
+        "components": [
+            InferenceComponent(
+                name=name,
+                model_package=c.model_package,
+                memory=Size.mebibytes(c.memory_mb),
+                cpu_cores=c.cpu_cores,
+                accelerators=c.accelerators,
+                copies=c.copies,
+                max_copies=c.max_copies,
+                invocations_per_copy=c.invocations_per_copy,
+            )
+            for name, c in spec.components.items()
+        ],
         "rollout": Rollout(
             traffic=r.traffic,
-            step_percent=r.canary_percent,
+            step_percent=r.batch_percent if r.traffic == "rolling" else r.canary_percent,
             wait=Duration.seconds(r.wait),
             termination_wait=Duration.seconds(r.termination_wait),
             max_5xx_errors=r.max_5xx_errors,
@@ -78,8 +111,8 @@ class ServingStack(Stack):
         self.endpoints: dict[str, InferenceEndpoint] = {}
         for ep in served_endpoints(plan):
             package = ep.spec.model_package
-            assert package is not None
             capture = ep.spec.data_capture
+            asynchronous = ep.spec.async_
             self.endpoints[ep.key] = InferenceEndpoint(
                 self,
                 f"Endpoint-{ep.key}",
@@ -94,6 +127,15 @@ class ServingStack(Stack):
                 )
                 if capture
                 else None,
+                async_inference=AsyncInference(
+                    artifacts=foundation.artifacts,
+                    max_concurrent_invocations_per_instance=asynchronous.max_concurrent_invocations_per_instance,
+                    notify=asynchronous.notify,
+                    include_response_in_notification=asynchronous.include_response_in_notification,
+                    folder=ep.key,
+                )
+                if asynchronous
+                else None,
                 **endpoint_props(ep.spec),
             )
             CfnOutput(self, f"EndpointName{ep.key.replace('-', '').replace('_', '')}", value=ep.endpoint_name)
@@ -101,6 +143,7 @@ class ServingStack(Stack):
             # another account keeps its model in that account's bucket and key.
             if ep.image_uri:
                 TrainingImage.from_registry(ep.image_uri).grant_pull(role)
-            source_account = package.split(":")[4]
-            if source_account != plan.account:
-                role.grant_read_promoted_models(source_account, plan.region)
+            packages = [package] if package else [c.model_package for c in ep.spec.components.values()]
+            for source_account in sorted({p.split(":")[4] for p in packages}):
+                if source_account != plan.account:
+                    role.grant_read_promoted_models(source_account, plan.region)

@@ -10,7 +10,7 @@ from constructs import Construct
 from sagestack.plan import EnvironmentPlan
 from stacks.clusters import ClusterStack
 from stacks.foundation import FoundationStack
-from stacks.serving import ServingStack
+from stacks.serving import ServingStack, serving_needed
 from stacks.training import TrainingStack
 
 
@@ -50,9 +50,10 @@ class EnvironmentStage(Stage):
                 description=f"sagestack {plan.names.prefix}: training pipelines (Step Functions)",
                 termination_protection=plan.retain_data and plan.account is not None,
             )
-        # Only endpoints with a pinned model package are deployed; the others wait for a promotion.
+        # Only what has pinned model packages is deployed (endpoints, components, transforms run by
+        # `sagestack run`); the rest waits for a promotion.
         self.serving: ServingStack | None = None
-        if any(ep.model_package for ep in plan.spec.endpoints.values()):
+        if serving_needed(plan):
             self.serving = ServingStack(
                 self,
                 "Serving",

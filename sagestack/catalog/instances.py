@@ -12,7 +12,7 @@ from sagestack.catalog.service_model import enum_values
 from sagestack.catalog.suggest import did_you_mean
 
 AcceleratorKind = Literal["nvidia", "trainium", "inferentia", "unknown"]
-Usage = Literal["training", "hosting"]
+Usage = Literal["training", "hosting", "transform"]
 
 _INSTANCE_STORAGE_FAMILIES = frozenset(
     {
@@ -40,6 +40,7 @@ _INSTANCE_STORAGE_FAMILIES = frozenset(
 _ENUM_FOR_USAGE: dict[str, str] = {
     "training": "TrainingInstanceType",
     "hosting": "ProductionVariantInstanceType",
+    "transform": "TransformInstanceType",
 }
 
 
@@ -173,7 +174,7 @@ def check_instance_type(name: str, usage: Usage) -> str | None:
     allowed = instance_types_for(usage)
     if name in allowed:
         return None
-    what = "training job" if usage == "training" else "endpoint"
+    what = {"training": "training job", "hosting": "endpoint", "transform": "transform job"}[usage]
     other: Usage = "hosting" if usage == "training" else "training"
     if name in instance_types_for(other):
         return f"'{name}' exists but SageMaker does not offer it for {what}s"

@@ -8,7 +8,9 @@ from typing import Literal
 
 SERVICE_CODE = "sagemaker"
 
-QuotaUsage = Literal["training", "spot_training", "endpoint", "warm_pool", "processing", "cluster"]
+QuotaUsage = Literal[
+    "training", "spot_training", "endpoint", "warm_pool", "processing", "cluster", "transform"
+]
 
 _SUFFIX: dict[str, str] = {
     "training": "for training job usage",
@@ -17,6 +19,7 @@ _SUFFIX: dict[str, str] = {
     "warm_pool": "for training warm pool usage",
     "processing": "for processing job usage",
     "cluster": "for cluster usage",
+    "transform": "for transform job usage",
 }
 
 TRAINING_INSTANCES_TOTAL = "Number of instances across all training jobs"

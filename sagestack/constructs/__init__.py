@@ -10,12 +10,15 @@ from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, Artif
 from sagestack.constructs.cluster import HyperPodCluster
 from sagestack.constructs.execution_role import ExecutionRole, ExecutionRoleBase
 from sagestack.constructs.inference_endpoint import (
+    AsyncInference,
     AutoScaling,
     DataCapture,
+    InferenceComponent,
     InferenceEndpoint,
     InferenceEndpointBase,
     Rollout,
     ServerlessConfig,
+    VpcPlacement,
 )
 from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
 from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
@@ -30,11 +33,13 @@ __all__ = [
     "PREFIXES",
     "ArtifactBucket",
     "ArtifactBucketBase",
+    "AsyncInference",
     "AutoScaling",
     "DataCapture",
     "ExecutionRole",
     "ExecutionRoleBase",
     "HyperPodCluster",
+    "InferenceComponent",
     "InferenceEndpoint",
     "InferenceEndpointBase",
     "JobPipeline",
@@ -48,6 +53,7 @@ __all__ = [
     "TrainingImage",
     "TrainingPipeline",
     "TuningPipeline",
+    "VpcPlacement",
     "acknowledge",
     "project_repository",
     "repository_arn_of",

@@ -26,6 +26,9 @@ PREFIXES = (
     "debugger",
     "tensorboard",
     "capture",
+    "async",
+    "transform",
+    "monitoring",
 )
 
 

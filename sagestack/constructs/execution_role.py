@@ -16,7 +16,14 @@ from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.plan.names import Names
 
 # SageMaker's own log groups; a job can write only its own kind's streams.
-LOG_GROUPS = ("TrainingJobs", "Endpoints", "CompilationJobs", "ProcessingJobs")
+LOG_GROUPS = (
+    "TrainingJobs",
+    "Endpoints",
+    "CompilationJobs",
+    "ProcessingJobs",
+    "TransformJobs",
+    "InferenceComponents",
+)
 SAGEMAKER = "sagemaker.amazonaws.com"
 
 

@@ -19,11 +19,13 @@ from sagestack.spec.types import (
     EntryName,
     HostingInstanceType,
     HyperparameterValue,
+    ModelPackageArn,
     PhoneNumber,
     ProjectName,
     Region,
     Seconds,
     TrainingInstanceCandidates,
+    TransformInstanceCandidates,
 )
 
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling (28 days)
@@ -446,9 +448,14 @@ class CompileSpec(StrictModel):
 class AutoscalingSpec(StrictModel):
     """Target tracking on SageMakerVariantInvocationsPerInstance."""
 
-    min: int = Field(default=1, ge=0)
+    min: int = Field(default=1, ge=0, description="0 only for async endpoints (scale to zero)")
     max: int = Field(default=1, ge=1)
     invocations_per_instance: int = Field(default=1000, ge=1, description="per minute, the tracking target")
+    backlog_per_instance: float = Field(
+        default=5,
+        gt=0,
+        description="async endpoints: the tracking target for ApproximateBacklogSizePerInstance",
+    )
     scale_in_cooldown: Seconds = 300
     scale_out_cooldown: Seconds = 60
 
@@ -463,11 +470,18 @@ class DataCaptureSpec(StrictModel):
 
 
 class RolloutSpec(StrictModel):
-    """A guarded (blue/green) update: traffic shifts to the new fleet while CloudWatch alarms watch
-    it; an alarm rolls the endpoint back automatically."""
+    """A guarded update: traffic shifts to the new fleet (blue/green: canary, linear, all at once) or
+    the fleet is replaced in batches (rolling) while CloudWatch alarms watch it; an alarm rolls the
+    endpoint back automatically."""
 
-    traffic: Literal["canary", "linear", "all_at_once"] = "canary"
+    traffic: Literal["canary", "linear", "all_at_once", "rolling"] = "canary"
     canary_percent: int = Field(default=10, ge=1, le=99, description="canary / linear step size")
+    batch_percent: int = Field(
+        default=25,
+        ge=5,
+        le=50,
+        description="rolling: the share of the fleet replaced per step (no second fleet is provisioned)",
+    )
     wait: Seconds = Field(default=300, ge=0, le=3600, description="bake time between traffic steps")
     termination_wait: Seconds = Field(default=600, ge=0, le=3600, description="keep the old fleet this long")
     max_5xx_errors: int = Field(default=0, ge=0, description="alarm when a minute has more 5XX errors")
@@ -490,6 +504,101 @@ class EndpointSpec(StrictModel):
     autoscaling: AutoscalingSpec | None = None
     data_capture: DataCaptureSpec | None = None
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    vpc: VpcSpec | None = Field(
+        default=None, description="the model's VpcConfig: its containers run in these subnets"
+    )
+    async_: AsyncSpec | None = Field(
+        default=None, alias="async", description="asynchronous inference: requests queue, results land in S3"
+    )
+    components: dict[EntryName, ComponentSpec] = Field(
+        default_factory=dict,
+        description="inference components: several models share the endpoint's instances",
+    )
+    monitor: MonitorSpec | None = Field(
+        default=None, description="Model Monitor data quality (needs data_capture)"
+    )
+
+
+class AsyncSpec(StrictModel):
+    """AsyncInferenceConfig: results under s3://<bucket>/async/<endpoint>/output/, failures under
+    …/failures/ (KMS-encrypted), with SNS success and error topics."""
+
+    max_concurrent_invocations_per_instance: int | None = Field(
+        default=None, ge=1, le=1000, description="default: SageMaker chooses"
+    )
+    notify: bool = Field(default=True, description="publish success and error notifications to SNS topics")
+    include_response_in_notification: bool = Field(
+        default=False, description="success notifications carry the response (up to 128 KB)"
+    )
+
+
+class ComponentSpec(StrictModel):
+    """One model on a shared endpoint (CreateInferenceComponent): its copies and what each needs."""
+
+    model_package: ModelPackageArn = Field(description="the model package ARN this component serves")
+    copies: int = Field(default=1, ge=1, description="copies deployed at first")
+    max_copies: int | None = Field(
+        default=None, ge=1, description="autoscale copies up to this on invocations per copy"
+    )
+    invocations_per_copy: int = Field(default=100, ge=1, description="per minute, the copy scaling target")
+    cpu_cores: float = Field(default=1, gt=0, description="CPU cores per copy")
+    memory_mb: int = Field(ge=128, description="memory per copy (MinMemoryRequiredInMb)")
+    accelerators: int | None = Field(default=None, ge=1, description="GPUs / Neuron devices per copy")
+
+
+class MonitorSpec(StrictModel):
+    """Model Monitor data quality: a baseline job on the training data, then a schedule that
+    compares captured requests with it; violations become CloudWatch metrics and an alarm."""
+
+    baseline_data: str = Field(
+        pattern=r"^s3://[a-z0-9.-]{3,63}(/.*)?$",
+        description="the training data (CSV or JSON Lines, one record per line) the baseline is computed on",
+    )
+    dataset_format: Literal["csv", "json"] = "csv"
+    csv_header: bool = Field(default=True, description="the baseline CSV's first line names the features")
+    schedule: str = Field(
+        default="cron(0 * ? * * *)",
+        pattern=r"^cron\(.+\)$|^NOW$",
+        description="ScheduleExpression: hourly by default",
+    )
+    instance_type: str = Field(default="ml.m5.xlarge", pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+    max_runtime: Seconds = Field(default=1800, ge=60, le=86400)
+    max_violations: int = Field(default=0, ge=0, description="alarm when an execution finds more violations")
+
+
+# ---------------------------------------------------------------- batch transform
+
+
+class TransformSpec(StrictModel):
+    """A batch transform (CreateTransformJob) over a prefix of the project bucket, with a registered
+    (model: from) or pinned (model_package) model package."""
+
+    model: ModelSource | None = Field(
+        default=None, description="the pipeline that trains the model registers it and runs the transform"
+    )
+    model_package: ModelPackageArn | None = Field(
+        default=None, description="the model package ARN this environment scores with (the pin)"
+    )
+    instance_type: TransformInstanceCandidates
+    instance_count: int = Field(default=1, ge=1)
+    input: str | None = Field(
+        default=None,
+        pattern=r"^s3://[a-z0-9.-]{3,63}(/.*)?$",
+        description="default: s3://<bucket>/transform/<key>/input/",
+    )
+    content_type: str = "application/json"
+    accept: str | None = "application/json"
+    split_type: Literal["None", "Line", "RecordIO", "TFRecord"] = "Line"
+    batch_strategy: Literal["MultiRecord", "SingleRecord"] = "MultiRecord"
+    max_payload_mb: int = Field(default=6, ge=0, le=100)
+    max_concurrent_transforms: int | None = Field(default=None, ge=1)
+    assemble_with: Literal["None", "Line"] = "Line"
+    join_source: Literal["None", "Input"] = "None"
+    input_filter: str | None = Field(default=None, max_length=63, pattern=r"^\$")
+    output_filter: str | None = Field(default=None, max_length=63, pattern=r"^\$")
+    invocation_timeout: Seconds = Field(default=600, ge=1, le=3600)
+    invocation_retries: int = Field(default=3, ge=0, le=3)
+    environment: dict[str, str] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- project
@@ -573,6 +682,7 @@ class ProjectSpec(StrictModel):
     jobs: dict[EntryName, JobSpec] = Field(default_factory=dict)
     tuning: dict[EntryName, TuningSpec] = Field(default_factory=dict)
     endpoints: dict[EntryName, EndpointSpec] = Field(default_factory=dict)
+    transforms: dict[EntryName, TransformSpec] = Field(default_factory=dict)
     clusters: dict[EntryName, ClusterSpec] = Field(default_factory=dict)
     require_approved_models: bool = Field(
         default=False,

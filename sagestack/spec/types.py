@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 _DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s)?\s*$")
@@ -131,6 +131,15 @@ TrainingInstanceType = Annotated[
     _instance_type("training"),
     WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
 ]
+TransformInstanceType = Annotated[
+    str,
+    _instance_type("transform"),
+    WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
+]
+ModelPackageArn = Annotated[
+    str,
+    StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/.+$"),
+]
 HostingInstanceType = Annotated[
     str,
     _instance_type("hosting"),
@@ -226,4 +235,19 @@ PhoneNumber = Annotated[
         "'+14155550100' (quoted: YAML reads a bare + number as a number)",
     ),
     WithJsonSchema({"type": "string", "pattern": _E164}),
+]
+
+TransformInstanceCandidates = Annotated[
+    list[TransformInstanceType],
+    BeforeValidator(_one_or_many),
+    Field(min_length=1, description="one instance type, or candidates in order of preference"),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ],
+            "description": "one instance type, or candidates in order of preference",
+        }
+    ),
 ]

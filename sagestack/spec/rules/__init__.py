@@ -3,6 +3,7 @@
 from sagestack.spec.rules import clusters as clusters
 from sagestack.spec.rules import foundation as foundation
 from sagestack.spec.rules import serving as serving
+from sagestack.spec.rules import serving_modes as serving_modes
 from sagestack.spec.rules import training as training
 from sagestack.spec.rules import tuning as tuning
 from sagestack.spec.rules.registry import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule

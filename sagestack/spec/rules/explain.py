@@ -85,9 +85,44 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Give each input its full shape, batch first, e.g. {input0: [1, 1, 8, 8]}.",
     ),
     "endpoint-autoscaling": E(
-        "Application Auto Scaling refuses a min above max, and an instance fleet scaled to 0 cannot serve; "
-        "an initial count outside the bounds is corrected at once, hiding the spec's intent.",
-        "Keep 1 <= min <= initial_instance_count <= max.",
+        "Application Auto Scaling refuses a min above max, and a real-time fleet scaled to 0 cannot serve "
+        "(async endpoints queue requests and wake on the backlog); an initial count outside the bounds is "
+        "corrected at once, hiding the spec's intent.",
+        "Keep 1 <= min <= initial_instance_count <= max (min may be 0 for async endpoints).",
+    ),
+    "endpoint-async": E(
+        "Asynchronous inference (AsyncInferenceConfig) queues requests for an instance fleet serving one "
+        "model; serverless endpoints and inference components do not take it and CreateEndpointConfig fails.",
+        "Serve async from instance_type with model_package, or drop async:.",
+    ),
+    "endpoint-rollout": E(
+        "SageMaker's deployment guardrails exclude serverless endpoints from rolling updates (the update is "
+        "refused), and Inf1 endpoints fall back to blue/green all at once with no bake time.",
+        "Use traffic: all_at_once there; roll instance fleets only.",
+    ),
+    "endpoint-components": E(
+        "Inference components name their own models and the resources each copy needs; a copy larger than "
+        "one instance is never placed (CreateInferenceComponent waits, then fails), and initial copies that "
+        "need more instances than managed scaling's max stay pending.",
+        "Serve models only through components (no model/model_package/compile on the endpoint), ask for "
+        "what one instance has, and let autoscaling.max hold the packing `sagestack plan` shows.",
+    ),
+    "endpoint-monitor": E(
+        "Model Monitor analyses the requests an endpoint captured; without data_capture it has nothing to "
+        "read, and it monitors endpoints hosting one model on instances only. Its jobs run on processing "
+        "instance types.",
+        "Add data_capture: {} and use a ProcessingInstanceType (e.g. ml.m5.xlarge).",
+    ),
+    "transform-model-source": E(
+        "A batch transform runs a SageMaker model: either the one a pipeline trains and registers (model.from) "
+        "or a registered package pinned for the environment. Its inference image comes from the job's Deep "
+        "Learning Container for each candidate instance type.",
+        "Give exactly one of model: {from: <job>} or model_package: <ARN> in the project's region.",
+    ),
+    "transform-payload": E(
+        "SageMaker limits a transform instance to 100 MB in flight (MaxPayloadInMB x MaxConcurrentTransforms) "
+        "and joins input to output (JoinSource) only for JSON and CSV.",
+        "Lower max_payload_mb or max_concurrent_transforms; join only JSON or CSV records.",
     ),
     "endpoint-package-region": E(
         "A model package is regional; an endpoint can serve only a package in its own region.",

@@ -30,7 +30,7 @@ def endpoint_model_source(ctx: RuleContext) -> Iterator[Finding]:
     known = [*ctx.spec.jobs, *ctx.spec.tuning]
     for name, ep in _endpoints(ctx):
         if ep.model is None:
-            if ep.model_package is None:
+            if ep.model_package is None and not ep.components:
                 yield Finding(
                     ("endpoints", name),
                     "nothing to serve: give model: {from: <job or tuning entry>} (a pipeline registers it) "
@@ -202,12 +202,13 @@ def endpoint_autoscaling(ctx: RuleContext) -> Iterator[Finding]:
         path = ("endpoints", name, "autoscaling")
         if a.min > a.max:
             yield Finding(path, f"min {a.min} is above max {a.max}")
-        if a.min < 1:
+        if a.min < 1 and ep.async_ is None:
             yield Finding(
                 (*path, "min"),
-                "an instance endpoint keeps at least 1 instance; use serverless to scale to zero",
+                "a real-time instance endpoint keeps at least 1 instance; async endpoints and serverless "
+                "ones scale to zero",
             )
-        if not a.min <= ep.initial_instance_count <= a.max:
+        if not max(a.min, 1) <= ep.initial_instance_count <= a.max:
             yield Finding(
                 ("endpoints", name, "initial_instance_count"),
                 f"initial_instance_count {ep.initial_instance_count} is outside autoscaling [{a.min}, {a.max}]",

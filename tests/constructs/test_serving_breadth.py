@@ -1,0 +1,227 @@
+"""Serving beyond one real-time model: updates that keep an autoscaled fleet, rolling updates, VPC,
+asynchronous inference with backlog scaling, inference components — template assertions, and every
+SageMaker resource validated as its API request at synth (a bad value fails the synth)."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from tests.conftest import MINIMAL
+from tests.support.cdk_app import BuiltApp
+from tests.support.cfn import cfn_lint
+
+pytestmark = pytest.mark.synth
+
+PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
+OTHER = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/7"
+
+
+def _serving(project, tmp_path, endpoints: str) -> tuple[BuiltApp, Template]:
+    project.spec(MINIMAL + "endpoints:\n" + endpoints)
+    project.env("prod", 'account: "111111111111"\n')
+    app = BuiltApp(project.root, tmp_path / "out", ["prod"])
+    return app, Template.from_stack(app.stages["prod"].serving)
+
+
+def _lint(tmp_path) -> None:
+    code, output = cfn_lint(sorted(str(p) for p in (tmp_path / "out").glob("assembly-prod/*.template.json")))
+    assert code == 0, output
+
+
+def _endpoint(t: Template) -> dict:
+    (endpoint,) = t.find_resources("AWS::SageMaker::Endpoint").values()
+    return endpoint["Properties"]
+
+
+def test_an_autoscaled_fleet_keeps_its_instance_count_across_a_model_change(project, tmp_path):
+    _, t = _serving(
+        project,
+        tmp_path,
+        f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n'
+        "    initial_instance_count: 2\n    autoscaling: {min: 2, max: 8}\n    data_capture: {}\n",
+    )
+    props = _endpoint(t)
+    assert props["RetainAllVariantProperties"] is True
+    # a capture change in the new config still takes effect
+    assert props["ExcludeRetainedVariantProperties"] == [{"VariantPropertyType": "DataCaptureConfig"}]
+
+
+def test_a_fixed_fleet_takes_the_new_configs_count(project, tmp_path):
+    _, t = _serving(
+        project, tmp_path, f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n'
+    )
+    props = _endpoint(t)
+    assert "RetainAllVariantProperties" not in props and "ExcludeRetainedVariantProperties" not in props
+
+
+def test_rolling_update_replaces_the_fleet_in_batches_and_rolls_back_at_once(project, tmp_path):
+    _app, t = _serving(
+        project,
+        tmp_path,
+        f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.g5.xlarge\n'
+        "    initial_instance_count: 4\n    rollout: {traffic: rolling, batch_percent: 25, wait: 2m}\n",
+    )
+    deployment = _endpoint(t)["DeploymentConfig"]
+    assert "BlueGreenUpdatePolicy" not in deployment
+    rolling = deployment["RollingUpdatePolicy"]
+    assert rolling["MaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 25}
+    assert rolling["WaitIntervalInSeconds"] == 120
+    assert rolling["RollbackMaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 100}
+    assert deployment["AutoRollbackConfiguration"]["Alarms"]
+    _lint(tmp_path)
+
+
+def test_the_model_runs_in_the_given_vpc_and_the_role_may_attach_to_it(project, tmp_path):
+    app, t = _serving(
+        project,
+        tmp_path,
+        f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n'
+        "    vpc: {subnets: [subnet-0a1b2c3d4e5f60718], security_groups: [sg-0a1b2c3d4e5f60718]}\n",
+    )
+    t.has_resource_properties(
+        "AWS::SageMaker::Model",
+        {
+            "VpcConfig": {
+                "Subnets": ["subnet-0a1b2c3d4e5f60718"],
+                "SecurityGroupIds": ["sg-0a1b2c3d4e5f60718"],
+            }
+        },
+    )
+    foundation = app.template("prod")
+    actions = [
+        a
+        for p in foundation.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
+    assert "ec2:CreateNetworkInterface" in actions
+
+
+def test_async_endpoint_writes_results_and_failures_to_the_bucket_and_notifies(project, tmp_path):
+    _app, t = _serving(
+        project,
+        tmp_path,
+        f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.g5.xlarge\n'
+        "    async: {max_concurrent_invocations_per_instance: 4, include_response_in_notification: true}\n"
+        "    autoscaling: {min: 0, max: 3, backlog_per_instance: 2}\n",
+    )
+    config = next(iter(t.find_resources("AWS::SageMaker::EndpointConfig").values()))["Properties"]
+    a = config["AsyncInferenceConfig"]
+    assert a["ClientConfig"] == {"MaxConcurrentInvocationsPerInstance": 4}
+    out = a["OutputConfig"]
+    assert out["S3OutputPath"]["Fn::Join"][1][-1] == "/async/digits/output/"
+    assert out["S3FailurePath"]["Fn::Join"][1][-1] == "/async/digits/failures/"
+    assert out["KmsKeyId"]
+    topics = t.find_resources("AWS::SNS::Topic")
+    assert len(topics) == 2 and all("KmsMasterKeyId" in v["Properties"] for v in topics.values())
+    assert {
+        out["NotificationConfig"]["SuccessTopic"]["Ref"],
+        out["NotificationConfig"]["ErrorTopic"]["Ref"],
+    } == set(topics)
+    assert out["NotificationConfig"]["IncludeInferenceResponseIn"] == ["SUCCESS_NOTIFICATION_TOPIC"]
+    # the execution role publishes to both topics
+    policies = [
+        p["Properties"]["PolicyDocument"]["Statement"] for p in t.find_resources("AWS::IAM::Policy").values()
+    ]
+    published = [
+        r["Ref"] for ss in policies for s in ss if s["Action"] == "sns:Publish" for r in s["Resource"]
+    ]
+    assert set(published) == set(topics)
+    # scale on the queue, from zero
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 0, "MaxCapacity": 3}
+    )
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "TargetTrackingScaling",
+            "TargetTrackingScalingPolicyConfiguration": Match.object_like(
+                {
+                    "TargetValue": 2,
+                    "CustomizedMetricSpecification": Match.object_like(
+                        {"MetricName": "ApproximateBacklogSizePerInstance", "Namespace": "AWS/SageMaker"}
+                    ),
+                }
+            ),
+        },
+    )
+    wake = t.find_resources(
+        "AWS::ApplicationAutoScaling::ScalingPolicy", {"Properties": {"PolicyType": "StepScaling"}}
+    )
+    (wake_id,) = wake
+    t.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "HasBacklogWithoutCapacity", "AlarmActions": [{"Ref": wake_id}]},
+    )
+    _lint(tmp_path)
+
+
+def test_inference_components_share_a_managed_fleet(project, tmp_path):
+    _app, t = _serving(
+        project,
+        tmp_path,
+        "  shared:\n    instance_type: ml.g5.12xlarge\n    autoscaling: {min: 1, max: 4}\n"
+        "    components:\n"
+        f'      small: {{model_package: "{PIN}", memory_mb: 4096, cpu_cores: 2, accelerators: 1, copies: 2,'
+        " max_copies: 6}\n"
+        f'      large: {{model_package: "{OTHER}", memory_mb: 16384, accelerators: 2}}\n',
+    )
+    config = next(iter(t.find_resources("AWS::SageMaker::EndpointConfig").values()))["Properties"]
+    (variant,) = config["ProductionVariants"]
+    assert "ModelName" not in variant
+    assert variant["ManagedInstanceScaling"] == {
+        "Status": "ENABLED",
+        "MinInstanceCount": 1,
+        "MaxInstanceCount": 4,
+    }
+    assert config["ExecutionRoleArn"]
+    components = t.find_resources("AWS::SageMaker::InferenceComponent")
+    by_name = {c["Properties"]["InferenceComponentName"]: c["Properties"] for c in components.values()}
+    assert set(by_name) == {"digits-prod-shared-small", "digits-prod-shared-large"}
+    small = by_name["digits-prod-shared-small"]
+    assert small["RuntimeConfig"] == {"CopyCount": 2}
+    assert small["Specification"]["ComputeResourceRequirements"] == {
+        "NumberOfCpuCoresRequired": 2,
+        "MinMemoryRequiredInMb": 4096,
+        "NumberOfAcceleratorDevicesRequired": 1,
+    }
+    assert t.find_resources("AWS::SageMaker::Model").__len__() == 2
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {
+            "ResourceId": "inference-component/digits-prod-shared-small",
+            "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
+            "MinCapacity": 2,
+            "MaxCapacity": 6,
+        },
+    )
+    # the endpoint itself does not blue/green: the components roll
+    assert "DeploymentConfig" not in _endpoint(t)
+    # the role reads models promoted from the other account
+    _lint(tmp_path)
+
+
+def test_a_construct_value_the_api_refuses_fails_the_synth(tmp_path):
+    """The botocore check is real: a client config over the API's maximum fails `synth`."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_kms as kms
+
+    from sagestack.constructs import ArtifactBucket, AsyncInference, InferenceEndpoint
+
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "S")
+    artifacts = ArtifactBucket(stack, "A", encryption_key=kms.Key(stack, "K"))
+    role = iam.Role(stack, "R", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    InferenceEndpoint(
+        stack,
+        "E",
+        endpoint_name="e",
+        model_package=PIN,
+        execution_role=role,
+        instance_type="ml.m5.large",
+        async_inference=AsyncInference(artifacts=artifacts, max_concurrent_invocations_per_instance=5000),
+    )
+    with pytest.raises(Exception, match="MaxConcurrentInvocationsPerInstance"):
+        app.synth()
