@@ -5,11 +5,13 @@ model and endpoint config and moves the endpoint to them by a blue/green update.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, Size, Stack
 from constructs import Construct
 
+from sagestack.catalog.quotas import quota_codes
 from sagestack.constructs import (
     AsyncInference,
     AutoScaling,
@@ -19,11 +21,12 @@ from sagestack.constructs import (
     Rollout,
     ServerlessConfig,
     TrainingImage,
+    TransformPipeline,
     VpcPlacement,
 )
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.serving import EndpointPlan, resolve_endpoint
-from sagestack.spec.models import EndpointSpec
+from sagestack.spec.models import EndpointSpec, TransformSpec
 from stacks.foundation import FoundationStack
 
 
@@ -104,6 +107,7 @@ class ServingStack(Stack):
         *,
         plan: EnvironmentPlan,
         foundation: FoundationStack,
+        project_root: Path | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -147,3 +151,37 @@ class ServingStack(Stack):
             for source_account in sorted({p.split(":")[4] for p in packages}):
                 if source_account != plan.account:
                     role.grant_read_promoted_models(source_account, plan.region)
+
+        # Pinned transforms: each its own pipeline, started by `sagestack run TRANSFORM`.
+        self.transforms: dict[str, TransformPipeline] = {}
+        for key, t in plan.spec.transforms.items():
+            if t.model_package is None:
+                continue  # the training pipeline of its model runs it
+            self.transforms[key] = TransformPipeline(
+                self,
+                f"Transform-{key}",
+                names=plan.names,
+                transform=key,
+                model_package=t.model_package,
+                instance_types=t.instance_type,
+                instance_count=t.instance_count,
+                execution_role=role,
+                artifacts=foundation.artifacts,
+                encryption_key=foundation.key,
+                options=transform_options(t),
+                poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
+                quota_codes=quota_codes(project_root, plan.env) if project_root else None,
+                tags=plan.tags,
+            )
+            source_account = t.model_package.split(":")[4]
+            if source_account != plan.account:
+                role.grant_read_promoted_models(source_account, plan.region)
+
+
+def transform_options(t: TransformSpec) -> dict[str, Any]:
+    """A `transforms:` entry's keys that TransformPipeline takes as options."""
+    return t.model_dump(
+        mode="json",
+        exclude={"model", "model_package", "instance_type", "instance_count"},
+        exclude_defaults=True,
+    )

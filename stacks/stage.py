@@ -59,8 +59,10 @@ class EnvironmentStage(Stage):
                 "Serving",
                 plan=plan,
                 foundation=self.foundation,
+                project_root=project_root,
                 stack_name=plan.names.stack("serving"),
-                description=f"sagestack {plan.names.prefix}: endpoints serving the pinned model packages",
+                description=f"sagestack {plan.names.prefix}: endpoints and batch transforms with the pinned "
+                "model packages",
             )
         # HyperPod clusters, each in its own VPC with its file system.
         self.clusters: ClusterStack | None = None

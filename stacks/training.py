@@ -170,7 +170,7 @@ class TrainingStack(Stack):
     def _registrations(self, plan: EnvironmentPlan, source: str) -> list[ModelRegistration]:
         """Compile and register steps for the endpoints that serve this job's (or search's) model."""
         endpoints = endpoints_fed_by(plan, source)
-        self.endpoints.update({ep.key: ep for ep in endpoints})
+        self.endpoints.update({ep.key: ep for ep in endpoints if ep.transform is None})
         return [ModelRegistration.from_endpoint_plan(ep) for ep in endpoints]
 
 

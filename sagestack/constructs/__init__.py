@@ -26,6 +26,7 @@ from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.repository import project_repository
 from sagestack.constructs.training_image import TrainingImage, repository_arn_of
 from sagestack.constructs.training_pipeline import ModelRegistration, TrainingPipeline
+from sagestack.constructs.transform_pipeline import TransformPipeline
 from sagestack.constructs.tuning_pipeline import TuningPipeline
 from sagestack.plan.names import Names
 
@@ -52,6 +53,7 @@ __all__ = [
     "ServerlessConfig",
     "TrainingImage",
     "TrainingPipeline",
+    "TransformPipeline",
     "TuningPipeline",
     "VpcPlacement",
     "acknowledge",

@@ -63,6 +63,19 @@ COMPILATION_JOBS_RUN = (
     "sagemaker:StopCompilationJob",
     "sagemaker:AddTags",
 )
+TRANSFORM_JOBS_RUN = (
+    "sagemaker:CreateTransformJob",
+    "sagemaker:DescribeTransformJob",
+    "sagemaker:StopTransformJob",
+    "sagemaker:AddTags",
+)
+MODELS_CREATE = ("sagemaker:CreateModel", "sagemaker:DescribeModel", "sagemaker:AddTags")
+PROCESSING_JOBS_RUN = (
+    "sagemaker:CreateProcessingJob",
+    "sagemaker:DescribeProcessingJob",
+    "sagemaker:StopProcessingJob",
+    "sagemaker:AddTags",
+)
 MODEL_PACKAGES_CREATE = ("sagemaker:CreateModelPackage", "sagemaker:AddTags")
 MODEL_PACKAGES_READ = (
     "sagemaker:DescribeModelPackage",

@@ -278,7 +278,7 @@ class TrainingPipeline(JobPipeline):
         execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(region)
         if endpoint_plans:
-            grant_model_steps(self, registry)
+            grant_registration_steps(self, registry, endpoint_plans)
         if run_on_deploy:
             self._start_on_deploy()
 
@@ -388,3 +388,14 @@ def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | N
         "so only the prefix is known at synth).",
     )
     registry.grant_register(pipeline.role)
+
+
+def grant_registration_steps(
+    pipeline: JobPipeline, registry: ModelPackageGroupBase | None, plans: Sequence[EndpointPlan]
+) -> None:
+    """Compile and register; and, when a batch transform follows a registration, run it."""
+    from sagestack.constructs.transform_pipeline import grant_transform_steps
+
+    grant_model_steps(pipeline, registry)
+    if any(p.transform is not None for p in plans):
+        grant_transform_steps(pipeline)

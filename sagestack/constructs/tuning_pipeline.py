@@ -20,7 +20,7 @@ from sagestack.constructs.training_pipeline import (
     ModelRegistration,
     TrainingPipeline,
     append_registrations,
-    grant_model_steps,
+    grant_registration_steps,
 )
 
 
@@ -143,4 +143,4 @@ class TuningPipeline(JobPipeline):
         training.execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(training.region)
         if endpoint_plans:
-            grant_model_steps(self, registry)
+            grant_registration_steps(self, registry, endpoint_plans)

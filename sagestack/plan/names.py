@@ -103,6 +103,18 @@ class Names:
     def compilation_job_pattern(self) -> str:
         return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
 
+    def transform_prefix(self, key: str) -> str:
+        """Transform jobs and the models they run: '<prefix>-<md5>', within SageMaker's 63."""
+        return f"{self.prefix}-{key}"[:COMPILE_NAME_PREFIX_MAX].rstrip("-")
+
+    def transform_state_machine(self, key: str) -> str:
+        return f"{self.prefix}-transform-{key}"
+
+    @property
+    def transform_job_pattern(self) -> str:
+        """Transform jobs and models of this environment (their names start with its prefix)."""
+        return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
+
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"

@@ -21,6 +21,7 @@ from sagestack.plan.environment import EnvironmentPlan
 from sagestack.plan.names import Names
 from sagestack.plan.pipeline import SUCCEEDED
 from sagestack.plan.states import IN_USE_PATTERNS, PipelineSettings
+from sagestack.plan.transform import TransformContext, TransformPlan, TransformStates, transform_states
 from sagestack.spec.models import EndpointSpec
 
 CONTENT_TYPES = ["application/json", "application/x-npy"]
@@ -38,10 +39,18 @@ class EndpointPlan:
     supported_instance_types: tuple[str, ...]
 
     compile_name_prefix: str  # Names.compilation_prefix: compilation jobs are '<prefix>-<md5>'
+    # A batch transform's registration: the package lists transform instance types, and the
+    # transform runs right after it is registered.
+    transform: TransformPlan | None = None
 
     @property
     def source(self) -> str | None:
         return self.spec.model.from_ if self.spec.model else None
+
+    @property
+    def state_key(self) -> str:
+        """The key in state names (an endpoint and a transform may share a key)."""
+        return f"{self.key} (transform)" if self.transform else self.key
 
 
 class EndpointResolutionError(ValueError):
@@ -122,12 +131,51 @@ def endpoint_plan(
 
 
 def endpoints_fed_by(plan: EnvironmentPlan, source: str) -> list[EndpointPlan]:
-    """The endpoints whose model a job's (or tuning entry's) pipeline registers."""
+    """The endpoints whose model a job's (or tuning entry's) pipeline registers, then the batch
+    transforms it registers a model for and runs."""
     return [
         resolve_endpoint(plan, k)
         for k, ep in plan.spec.endpoints.items()
         if ep.model and ep.model.from_ == source
+    ] + [
+        resolve_transform_registration(plan, k)
+        for k, t in plan.spec.transforms.items()
+        if t.model and t.model.from_ == source
     ]
+
+
+def resolve_transform_registration(plan: EnvironmentPlan, key: str) -> EndpointPlan:
+    """What a pipeline registers for a `model: {from: …}` transform: the model as trained, served by
+    the job's DLC inference image for the first candidate type, for the transform's types."""
+    from sagestack.catalog.images import ImageLookupError, dlc_image_uri
+
+    t = plan.spec.transforms[key]
+    assert t.model is not None
+    job = plan.spec.jobs[_job_of(plan, t.model.from_)]
+    dlc = plan.spec.images[job.image].dlc
+    if dlc is None:
+        raise EndpointResolutionError(f"transform '{key}': the job's image is not a Deep Learning Container")
+    try:
+        image = dlc_image_uri(
+            dlc.framework,
+            dlc.version,
+            dlc.py_version,
+            region=plan.region,
+            instance_type=t.instance_type[0],
+            scope="inference",
+        )
+    except ImageLookupError as e:
+        raise EndpointResolutionError(f"transform '{key}': {e}") from None
+    return EndpointPlan(
+        key=key,
+        spec=EndpointSpec.model_validate({"model": {"from": t.model.from_}}),
+        endpoint_name=plan.names.transform_prefix(key),
+        target=None,
+        image_uri=image,
+        supported_instance_types=tuple(t.instance_type),
+        compile_name_prefix=plan.names.transform_prefix(key),
+        transform=TransformPlan.of(plan.names, key, t),
+    )
 
 
 # ---------------------------------------------------------------- requests
@@ -207,18 +255,23 @@ def model_package_request(
             container["FrameworkVersion"] = c.framework_version
         container["ModelInput"] = {"DataInputConfig": json.dumps(c.input_shapes, separators=(",", ":"))}
     compiled = f"compiled for {c.target_device or 'a target platform'}" if c else "not compiled"
+    what, types = (
+        ("batch transform", "SupportedTransformInstanceTypes")
+        if ep.transform
+        else ("endpoint", "SupportedRealtimeInferenceInstanceTypes")
+    )
     request: dict[str, Any] = {
         "ModelPackageGroupName": ctx.group_name,
-        "ModelPackageDescription": f"sagestack {ctx.env}: model for endpoint '{ep.key}', {compiled}",
+        "ModelPackageDescription": f"sagestack {ctx.env}: model for {what} '{ep.key}', {compiled}",
         "ModelApprovalStatus": "PendingManualApproval",
         "InferenceSpecification": {
             "Containers": [container],
             "SupportedContentTypes": CONTENT_TYPES,
             "SupportedResponseMIMETypes": RESPONSE_TYPES,
-            "SupportedRealtimeInferenceInstanceTypes": list(ep.supported_instance_types),
+            types: list(ep.supported_instance_types),
         },
         "CustomerMetadataProperties": {
-            "sagestack:endpoint": ep.key,
+            f"sagestack:{what.replace('batch ', '')}": ep.key,
             "sagestack:environment": ctx.env,
             "sagestack:training-job": training_job,
         },
@@ -348,7 +401,7 @@ def append_model_steps(
 
 
 def _start(ep: EndpointPlan) -> str:
-    names = ModelStates(ep.key)
+    names = ModelStates(ep.state_key)
     return names.name_compilation if ep.spec.compile else names.register
 
 
@@ -357,8 +410,25 @@ def _endpoint_states(
 ) -> dict[str, Any]:
     s: dict[str, Any] = {}
     k = ep.key
-    names = ModelStates(k)
+    names = ModelStates(ep.state_key)
     stand_in = validation_stand_ins(ep)
+    if ep.transform is not None:
+        # Register the model, then score with it at once.
+        t = ep.transform
+        s.update(
+            transform_states(
+                t,
+                TransformContext(
+                    role_arn=ctx.role_arn, bucket=ctx.bucket, kms_key_id=ctx.kms_key_id, tags=ctx.tags
+                ),
+                settings,
+                package_path=f"{result}.ModelPackageArn",
+                input_path=None,
+                nxt=nxt,
+                n=n,
+            )
+        )
+        nxt = TransformStates(t.key).name
     if ep.spec.compile is None:
         request = _register_request(ep, ctx, model_data_path="$.ModelArtifacts")
         s[names.register] = _register_task(request, result, nxt, k)

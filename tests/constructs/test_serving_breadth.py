@@ -4,6 +4,8 @@ SageMaker resource validated as its API request at synth (a bad value fails the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk.assertions import Match, Template
 
@@ -225,3 +227,65 @@ def test_a_construct_value_the_api_refuses_fails_the_synth(tmp_path):
     )
     with pytest.raises(Exception, match="MaxConcurrentInvocationsPerInstance"):
         app.synth()
+
+
+def test_a_pinned_transform_is_a_pipeline_of_its_own(project, tmp_path):
+    project.spec(
+        MINIMAL
+        + "transforms:\n  score:\n"
+        + f'    model_package: "{PIN}"\n    instance_type: [ml.m5.xlarge, ml.c5.xlarge]\n'
+        + "    split_type: Line\n    join_source: Input\n    input_filter: $.instances\n"
+    )
+    project.env("prod", 'account: "111111111111"\n')
+    app = BuiltApp(project.root, tmp_path / "out", ["prod"])
+    serving = app.stages["prod"].serving
+    pipeline = serving.transforms["score"]
+    states = pipeline.definition["States"]
+    job = states["Transform score on ml.m5.xlarge"]["Parameters"]
+    assert job["DataProcessing"] == {"JoinSource": "Input", "InputFilter": "$.instances"}
+    assert job["TransformResources"]["InstanceType"] == "ml.m5.xlarge"
+    # the next candidate follows a short quota or a capacity error
+    assert (
+        states["Enough for transform score ml.m5.xlarge?"]["Choices"][0]["Next"]
+        == "Quota transform score ml.c5.xlarge"
+    )
+    assert (
+        states["Transform refused score ml.m5.xlarge?"]["Choices"][0]["Next"]
+        == "Quota transform score ml.c5.xlarge"
+    )
+    assert states["Pinned package"]["Result"] == PIN
+    template = Template.from_stack(serving)
+    template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine", {"StateMachineName": "digits-prod-transform-score"}
+    )
+    policies = json.dumps(template.find_resources("AWS::IAM::Policy"))
+    assert "sagemaker:CreateTransformJob" in policies and ":transform-job/digits-prod*" in policies
+    assert ":model/digits-prod*" in policies
+    _lint(tmp_path)
+
+
+def test_a_transform_of_a_jobs_model_runs_after_the_pipeline_registers_it(project, tmp_path):
+    project.spec(
+        MINIMAL
+        + "transforms:\n  score:\n    model: {from: classifier}\n    instance_type: ml.m5.xlarge\n"
+        + "    input: s3://my-data-bucket/digits/test/\n"
+    )
+    project.env("dev")
+    app = BuiltApp(project.root, tmp_path / "out", ["dev"])
+    assert app.stages["dev"].serving is None  # nothing pinned
+    pipeline = app.stages["dev"].training.pipelines["classifier"]
+    states = pipeline.definition["States"]
+    register = states["Register score (transform)"]
+    spec = register["Parameters"]["InferenceSpecification"]
+    assert spec["SupportedTransformInstanceTypes"] == ["ml.m5.xlarge"]
+    assert "SupportedRealtimeInferenceInstanceTypes" not in spec
+    assert spec["Containers"][0]["Image"].endswith("pytorch-inference:2.5-cpu-py311")
+    assert register["Next"] == "Name transform score"
+    assert states["Name transform score"]["Parameters"]["model.$"].endswith(
+        "States.Hash($.package_1.ModelPackageArn, 'MD5'))"
+    )
+    job = states["Transform score on ml.m5.xlarge"]["Parameters"]
+    assert job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-data-bucket/digits/test/"
+    assert states["Notify transformed score"]["Next"] == "Notify registered"
+    policies = json.dumps(app.training_template("dev").find_resources("AWS::IAM::Policy"))
+    assert "sagemaker:CreateTransformJob" in policies

@@ -53,9 +53,13 @@ def dev_app(tmp_path_factory):
     return built
 
 
-def definition(app: BuiltApp, machine_name: str, topic_arn: str) -> str:
+def definition(
+    app: BuiltApp, machine_name: str, topic_arn: str, *, env: str = "dev", stack: str = "training"
+) -> str:
     """The synthesized definition of a state machine, its tokens resolved with stand-in values."""
-    resources = app.training_template("dev").to_json()["Resources"]
+    from aws_cdk.assertions import Template
+
+    resources = Template.from_stack(getattr(app.stages[env], stack)).to_json()["Resources"]
     (machine,) = [
         r
         for r in resources.values()

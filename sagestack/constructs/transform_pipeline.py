@@ -1,0 +1,141 @@
+"""TransformPipeline: a batch transform with a pinned model package — make a model of it, check the
+transform quota of each candidate instance type, run CreateTransformJob on the first with room,
+follow it. `sagestack run TRANSFORM --env E` starts it; the execution input may name another package
+({"ModelPackageArn": …}) or input prefix ({"Input": "s3://…/"})."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import Duration, Stack, Token
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from sagestack.constructs import actions
+from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.execution_role import ExecutionRoleBase
+from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.plan.names import Names
+
+
+class TransformPipeline(JobPipeline):
+    """Props:
+    names: project and environment (Names).
+    transform: the transform's key (default: the construct id): names its models, jobs and outputs
+      (s3://<bucket>/transform/<key>/output/<job>/).
+    model_package: the model package ARN to score with (the environment's pin).
+    instance_types: candidates in order of preference; instance_count (1).
+    execution_role, artifacts, encryption_key: as TrainingPipeline (the job reads the input and writes
+      the output in the artifact bucket, encrypted with the key).
+    options: any other key of a `transforms:` entry (input, content_type, accept, split_type,
+      batch_strategy, max_payload_mb, max_concurrent_transforms, assemble_with, join_source,
+      input_filter, output_filter, invocation_timeout, invocation_retries, environment).
+    role, log_group, topic, state_machine_name (default Names.transform_state_machine), poll_interval,
+    quota_codes, tags: as TrainingPipeline.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        names: Names,
+        model_package: str,
+        instance_types: Sequence[str],
+        execution_role: ExecutionRoleBase,
+        artifacts: ArtifactBucketBase,
+        encryption_key: kms.IKey,
+        transform: str | None = None,
+        instance_count: int = 1,
+        options: Mapping[str, Any] | None = None,
+        role: iam.IRole | None = None,
+        log_group: logs.ILogGroup | None = None,
+        topic: sns.ITopic | None = None,
+        state_machine_name: str | None = None,
+        poll_interval: Duration | None = None,
+        quota_codes: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        from sagestack.plan.requests import (
+            SAMPLE_ACCOUNT,
+            STAND_IN_BUCKET,
+            stand_in_key_arn,
+            stand_in_role_arn,
+        )
+        from sagestack.plan.transform import (
+            TransformContext,
+            TransformPlan,
+            standalone_definition,
+            validate_transform,
+        )
+        from sagestack.spec.models import TransformSpec
+
+        key = transform or id
+        spec = TransformSpec.model_validate(
+            {
+                **dict(options or {}),
+                "model_package": model_package,
+                "instance_type": list(instance_types),
+                "instance_count": instance_count,
+            }
+        )
+        plan = TransformPlan.of(names, key, spec)
+        stack = Stack.of(scope)
+        tag_pairs = tuple(sorted((tags or {}).items()))
+        account = SAMPLE_ACCOUNT if Token.is_unresolved(stack.account) else stack.account
+        region = "us-east-1" if Token.is_unresolved(stack.region) else stack.region
+        validate_transform(
+            plan,
+            TransformContext(
+                role_arn=stand_in_role_arn(account),
+                bucket=STAND_IN_BUCKET,
+                kms_key_id=stand_in_key_arn(account, region),
+                tags=tag_pairs,
+            ),
+        )
+        context = TransformContext(
+            role_arn=execution_role.role_arn,
+            bucket=artifacts.bucket_name,
+            kms_key_id=encryption_key.key_arn,
+            tags=tag_pairs,
+        )
+        settings = self._settings(poll_interval, None, topic, quota_codes)
+        super().__init__(
+            scope,
+            id,
+            definition=standalone_definition(plan, context, settings),
+            names=names,
+            entry=f"transform-{key}",
+            description=f"the '{key}' batch transform",
+            role=role,
+            log_group=log_group,
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=state_machine_name or names.transform_state_machine(key),
+        )
+        self.key = key
+        self.plan = plan
+        grant_transform_steps(self)
+        execution_role.grant_pass_role(self.role)
+        self._grant_quota_reads(stack.region)
+
+
+def grant_transform_steps(pipeline: JobPipeline) -> None:
+    """The pipeline's role may make models and run transform jobs of this environment only."""
+    pipeline._grant_sagemaker(
+        actions.MODELS_CREATE,
+        "model",
+        pipeline.names.transform_job_pattern,
+        "Models whose names start with this environment's prefix (content-addressed by package, so only "
+        "the prefix is known at synth).",
+    )
+    pipeline._grant_sagemaker(
+        actions.TRANSFORM_JOBS_RUN,
+        "transform-job",
+        pipeline.names.transform_job_pattern,
+        "Transform jobs whose names start with this environment's prefix (one per execution).",
+    )
