@@ -9,7 +9,7 @@ from typing import Any
 
 from sagestack.plan.capacity import CapacityReport, QuotaBook, Row, evaluate
 from sagestack.plan.environment import EnvironmentPlan
-from sagestack.plan.lock import lock_changes, lock_document, read_lock
+from sagestack.plan.lock import autoscaled_type_changes, lock_changes, lock_document, read_lock
 from sagestack.plan.requests import EnvironmentRequests, render_environment
 from sagestack.plan.sizing import GIB, MIB, Sizing, size_job
 
@@ -22,10 +22,11 @@ class PlanResult:
     sizing: dict[str, list[Sizing]] = field(default_factory=dict)
     lock_state: str = "none"  # none | matches | differs
     lock_changes: list[str] = field(default_factory=list)
+    refused_updates: list[str] = field(default_factory=list)  # updates SageMaker would refuse
 
     @property
     def exit_code(self) -> int:
-        return 3 if self.capacity.short else 0
+        return 3 if self.capacity.short else 4 if self.refused_updates else 0
 
 
 def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
@@ -43,6 +44,7 @@ def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResul
         changes = lock_changes(locked, lock_document(plan, requests))
         result.lock_state = "differs" if changes else "matches"
         result.lock_changes = changes
+        result.refused_updates = autoscaled_type_changes(locked, plan)
     return result
 
 
@@ -71,6 +73,8 @@ def _usage(quota: str) -> str:
         ("for spot training job usage", "spot training"),
         ("for training job usage", "training"),
         ("for endpoint usage", "endpoint"),
+        ("for transform job usage", "transform"),
+        ("for cluster usage", "cluster"),
     ):
         if quota.endswith(suffix):
             return short
@@ -146,20 +150,37 @@ def render(result: PlanResult, console: Any) -> None:
                 highlight=False,
             )
 
-    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "cluster", "aggregate")]
+    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "transform", "cluster", "aggregate")]
     if endpoints:
-        t = Table(title="Endpoints, clusters and account-wide quotas", title_justify="left")
+        t = Table(
+            title="Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)",
+            title_justify="left",
+        )
         for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
             t.add_column(col)
         for r in endpoints:
+            pick = ("→ " if r.chosen else "  ") if r.kind == "transform" else ""
             t.add_row(
-                r.key,
-                r.instance_type,
+                f"{r.key} (transform)" if r.kind == "transform" else r.key,
+                pick + r.instance_type,
                 str(r.count),
                 *_quota_cells(r),
                 _basis(r),
             )
         console.print(t)
+    for key, ep in plan.spec.endpoints.items():
+        if not ep.components or ep.instance_type is None:
+            continue
+        from sagestack.plan.components import describe, pack
+
+        packing = pack(ep)
+        console.print(
+            f"  {key}: inference components on {ep.instance_type} (initial copies, first fit):",
+            markup=False,
+            highlight=False,
+        )
+        for line in describe(packing):
+            console.print(f"    {line}", markup=False, highlight=False)
 
     if result.sizing:
         t = Table(
@@ -213,6 +234,8 @@ def render(result: PlanResult, console: Any) -> None:
 
     for shortfall in cap.shortfalls:
         console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
+    for refused in result.refused_updates:
+        console.print(f"[red]✗[/] {refused}", highlight=False)
 
 
 def as_json(result: PlanResult) -> dict[str, Any]:
@@ -245,4 +268,5 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             for k, p in result.requests.jobs.items()
         },
         "lock": {"state": result.lock_state, "changes": result.lock_changes},
+        "refused_updates": result.refused_updates,
     }

@@ -75,6 +75,7 @@ def build_app(
         raise SpecError(unique)
     check_quotas(app, root, plans)
     check_lock(app, root, plans)
+    check_serving_updates(root, plans)
     accounts = environment_accounts(root, {plan.env: plan.account for plan in plans})
     stages = [
         EnvironmentStage(
@@ -138,6 +139,18 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
             raise LockMismatchError(plan.env, changes)
 
 
+def check_serving_updates(root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+    """Refuse a change the deploy would fail on halfway: an autoscaled endpoint's instance type
+    changing in one update (compared with the environment's lock, when there is one)."""
+    from sagestack.plan.lock import ServingUpdateError, autoscaled_type_changes, read_lock
+
+    for plan in plans:
+        locked = read_lock(root, plan.env)
+        problems = autoscaled_type_changes(locked, plan) if locked else []
+        if problems:
+            raise ServingUpdateError(plan.env, problems)
+
+
 class UnacknowledgedFindings(Exception):
     """cdk-nag found something that is neither fixed nor acknowledged with a reason."""
 
@@ -168,12 +181,13 @@ def main(root: Path) -> None:
     """A project's app.py: build every selected environment of the project at `root`, synthesize,
     and exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag
     finding, 3 when a quota is short (`-c sagestack:quotas=live|snapshot|off`), 4 when a request
-    differs from the environment's lock (`-c sagestack:locked=true`)."""
+    differs from the environment's lock (`-c sagestack:locked=true`) or an endpoint update would be
+    refused halfway (an autoscaled variant changing instance type)."""
     import sys
 
     from sagestack.account import QuotaSourceError
     from sagestack.plan.capacity import QuotaShortfallError
-    from sagestack.plan.lock import LockMismatchError
+    from sagestack.plan.lock import LockMismatchError, ServingUpdateError
 
     exit_codes: tuple[tuple[type[Exception], int], ...] = (
         (SpecError, 2),
@@ -181,6 +195,7 @@ def main(root: Path) -> None:
         (QuotaShortfallError, 3),
         (QuotaSourceError, 1),
         (LockMismatchError, 4),
+        (ServingUpdateError, 4),
     )
     app = App(context=cdk_json_context(root))
     try:

@@ -55,17 +55,31 @@ def synth(
 
 @app.command()
 def run(
-    job: Annotated[str, typer.Argument(help="a key of jobs: or tuning:")],
+    job: Annotated[str, typer.Argument(help="a key of jobs:, tuning: or transforms: (a pinned one)")],
     env: Annotated[str, typer.Option("--env", "-e", help="environment to run in")],
     root: RootOption = Path("."),
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
 ) -> None:
-    """Start a job's (or tuning entry's) deployed pipeline and follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
+    """Start a job's, tuning entry's or pinned transform's deployed pipeline and follow it (boto3;
+    AWS_ENDPOINT_URL is honoured)."""
     err = console(stderr=True)
-    loaded = load_entry(root, env, job, lambda spec: [*spec.jobs, *spec.tuning], "job or tuning entry")
+    loaded = load_entry(
+        root,
+        env,
+        job,
+        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms],
+        "job, tuning entry or transform",
+    )
     spec = loaded.spec
+    if job in spec.transforms and spec.transforms[job].model is not None:
+        source = spec.transforms[job].model
+        assert source is not None
+        raise UserError(
+            f"transform '{job}' runs in the '{source.from_}' pipeline, right after it registers the model: "
+            f"`sagestack run {source.from_} --env {env}`; pin model_package to run it on its own"
+        )
 
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -74,7 +88,10 @@ def run(
     from sagestack.plan.names import Names
 
     names = Names(spec.project, env)
-    name = names.state_machine(job, tuning=job not in spec.jobs)
+    if job in spec.transforms:
+        name = names.transform_state_machine(job)
+    else:
+        name = names.state_machine(job, tuning=job not in spec.jobs)
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -82,7 +99,7 @@ def run(
     except remote.PipelineNotFound:
         raise UserError(
             f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
-            f"{names.stack('training')}` first"
+            f"{names.stack('serving' if job in spec.transforms else 'training')}` first"
         ) from None
     except NoCredentialsError:
         raise UserError(

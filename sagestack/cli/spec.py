@@ -267,6 +267,11 @@ def lock(
             out.print(f"[yellow]![/] ECR did not tell the digest of: {', '.join(missing)}", highlight=False)
     document = lock_document(resolved, requests, found)
     previous = read_lock(root, resolved.env)
+    from sagestack.plan.lock import autoscaled_type_changes
+
+    refused = autoscaled_type_changes(previous, resolved) if previous else []
+    if refused:
+        raise UserError("\n".join(f"✗ {p}" for p in refused), code=4)
     path = write_lock(root, resolved.env, document)
     changes = diff(previous, document) if previous else []
     if previous is None:

@@ -80,7 +80,7 @@ def load_snapshot(root: Path, env: str) -> QuotaBook | None:
 
 @dataclass
 class Row:
-    kind: Literal["job", "tuning", "endpoint", "cluster", "aggregate"]
+    kind: Literal["job", "tuning", "endpoint", "transform", "cluster", "aggregate"]
     key: str
     instance_type: str
     count: int
@@ -113,11 +113,13 @@ class Shortfall:
             "job": "job",
             "tuning": "tuning entry",
             "endpoint": "endpoint",
+            "transform": "batch transform",
+            "cluster": "cluster group",
             "aggregate": "the environment",
         }[self.kind]
         subject = f"{what} '{self.key}'" if self.kind != "aggregate" else what
         fixes = []
-        if free >= 1 and self.kind in ("job", "endpoint"):
+        if free >= 1 and self.kind in ("job", "endpoint", "transform", "cluster"):
             fixes.append(f"lower the count to {int(free)}")
         if self.kind == "tuning" and free >= 1:
             fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
@@ -288,7 +290,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         largest_training = max(largest_training, need)
 
     for key, ep in spec.endpoints.items():
-        if ep.model_package is None and ep.model is None:
+        if ep.model_package is None and ep.model is None and not ep.components:
             continue
         if ep.serverless is not None:
             rows.append(
@@ -310,6 +312,17 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         assert ep.instance_type is not None
         high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
         low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
+        note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
+        if ep.components:
+            from sagestack.plan.components import pack
+
+            packing = pack(ep)
+            low = max(low, packing.instances_needed)
+            note = (
+                f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"
+            )
+        elif ep.async_ is not None:
+            note += ", async" + (" (scales to zero)" if low == 0 else "")
         qn = quota_name(ep.instance_type, "endpoint")
         avail = book.available(qn)
         status = _status(avail, float(high))
@@ -328,11 +341,49 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 price_per_hour=price,
                 cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
                 cost_basis=f"per month at {low} instance(s) ({high} at most)",
-                note="deployed" if ep.model_package else "no package pinned yet",
+                note=note,
             )
         )
         if status == "short":
             shortfalls.append(_shortfall(book, "endpoint", key, qn, float(high)))
+
+    for key, t in spec.transforms.items():
+        need = float(t.instance_count)
+        chosen_index = None
+        transform_rows = []
+        for i, itype in enumerate(t.instance_type):
+            qn = quota_name(itype, "transform")
+            avail = book.available(qn)
+            status = _status(avail, need)
+            try:
+                price = instance_type(itype).price_per_hour
+            except (KeyError, ValueError):
+                price = None
+            row = Row(
+                kind="transform",
+                key=key,
+                instance_type=itype,
+                count=t.instance_count,
+                quota=qn,
+                needed=need,
+                available=avail,
+                status=status,
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=price * need if price is not None else None,
+                cost_basis="per hour of a run",
+                note="pinned package"
+                if t.model_package
+                else f"after {t.model.from_ if t.model else '?'} registers",
+            )
+            if chosen_index is None and status != "short":
+                chosen_index = i
+                row.chosen = True
+            transform_rows.append(row)
+        rows += transform_rows
+        if chosen_index is None:
+            first = transform_rows[0]
+            shortfalls.append(_shortfall(book, "transform", key, first.quota, need))
 
     for key, cluster in spec.clusters.items():
         for group_name, group in cluster.instance_groups.items():

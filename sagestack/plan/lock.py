@@ -16,7 +16,7 @@ from sagestack.plan.requests import EnvironmentRequests, request_sha256
 
 LOCK_VERSION = 1
 # Parts of the lock that say what runs; the catalog versions only say how it was resolved.
-REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "sources")
+REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sources")
 
 
 def lock_path(root: Path, env: str) -> Path:
@@ -58,7 +58,49 @@ def lock_document(
         "endpoints": {
             k: {op: request_sha256(r) for op, r in ops.items()} for k, ops in requests.endpoints.items()
         },
+        **(
+            {
+                "transforms": {
+                    k: {op: request_sha256(r) for op, r in ops.items()}
+                    for k, ops in requests.transforms.items()
+                }
+            }
+            if requests.transforms
+            else {}
+        ),
+        **({"serving": serving} if (serving := deployed_serving(plan)) else {}),
     }
+
+
+def deployed_serving(plan: EnvironmentPlan) -> dict[str, Any]:
+    """What the endpoints this environment deploys run on: a later synth compares it (an autoscaled
+    variant's instance type cannot change in one update)."""
+    out: dict[str, Any] = {}
+    for key, ep in plan.spec.endpoints.items():
+        if not (ep.model_package or ep.components) or ep.instance_type is None:
+            continue
+        out[key] = {"instance_type": ep.instance_type, "autoscaled": ep.autoscaling is not None}
+    return out
+
+
+def autoscaled_type_changes(locked: dict[str, Any], plan: EnvironmentPlan) -> list[str]:
+    """Endpoints whose autoscaled variant would change instance type in one update — which
+    SageMaker refuses — each with the steps that make the change."""
+    problems = []
+    current = deployed_serving(plan)
+    for key, before in (locked.get("serving") or {}).items():
+        now = current.get(key)
+        if now is None or not before.get("autoscaled") or now["instance_type"] == before["instance_type"]:
+            continue
+        problems.append(
+            f"endpoint '{key}' would move from {before['instance_type']} to {now['instance_type']} while "
+            "autoscaling is registered on it; SageMaker refuses that update (Application Auto Scaling "
+            "blocks instance type changes of a scalable target). Make it two deploys: (1) remove "
+            f"autoscaling: from endpoints.{key}, keep the old instance_type, `sagestack lock` and deploy "
+            "(the scalable target is deregistered); (2) set the new instance_type with autoscaling: back, "
+            "`sagestack lock` and deploy (the endpoint updates, then scaling is registered again)"
+        )
+    return problems
 
 
 def write_lock(root: Path, env: str, document: dict[str, Any]) -> Path:
@@ -139,3 +181,14 @@ class LockMismatchError(Exception):
                 + f"\nReview the change, then `sagestack lock --env {env}` to accept it."
             )
         super().__init__(text)
+
+
+class ServingUpdateError(Exception):
+    """An update SageMaker would refuse halfway through a deploy (see autoscaled_type_changes)."""
+
+    def __init__(self, env: str, problems: list[str]) -> None:
+        self.env, self.problems = env, problems
+        super().__init__(
+            f"{env}: against config/envs/{env}.lock.json (what was last locked for deployment):\n"
+            + "\n".join(f"  ✗ {p}" for p in problems)
+        )

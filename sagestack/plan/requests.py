@@ -158,6 +158,9 @@ class EnvironmentRequests:
     endpoints: dict[str, dict[str, dict[str, Any]]] = field(
         default_factory=dict
     )  # key -> operation -> request
+    transforms: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # key -> operation -> request
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> instance type -> identity
     sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
 
@@ -200,6 +203,21 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
             for operation, request in requests.items():
                 validate_request(operation, request)
         out.endpoints[key] = requests
+    from sagestack.plan.serving import resolve_transform_registration
+    from sagestack.plan.transform import TransformContext, TransformPlan, stand_in_requests
+
+    tctx = TransformContext(
+        role_arn=ctx.role_arn, bucket=ctx.bucket, kms_key_id=ctx.kms_key_id, tags=ctx.tags
+    )
+    for key, transform in plan.spec.transforms.items():
+        requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), tctx)
+        if transform.model is not None:
+            registration = resolve_transform_registration(plan, key)
+            requests = {**stand_in_model_requests(registration, ctx), **requests}
+        if validate:
+            for operation, request in requests.items():
+                validate_request(operation.split(" ")[0], request)
+        out.transforms[key] = requests
     return out
 
 
@@ -258,6 +276,8 @@ def requests_named(
         shown.append(("CreateHyperParameterTuningJob", name, out.tuning[name]))
     elif name in out.endpoints:
         shown += [(op, name, request) for op, request in out.endpoints[name].items()]
+    elif name in out.transforms:
+        shown += [(op.split(" ")[0], op, request) for op, request in out.transforms[name].items()]
     else:
         raise KeyError(name)
     return [ShownRequest(op, label, req, _stand_ins(plan, req)) for op, label, req in shown]

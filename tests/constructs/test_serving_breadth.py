@@ -289,3 +289,30 @@ def test_a_transform_of_a_jobs_model_runs_after_the_pipeline_registers_it(projec
     assert states["Notify transformed score"]["Next"] == "Notify registered"
     policies = json.dumps(app.training_template("dev").find_resources("AWS::IAM::Policy"))
     assert "sagemaker:CreateTransformJob" in policies
+
+
+def test_an_autoscaled_endpoints_type_change_is_refused_with_the_two_deploys(project, tmp_path):
+    """SageMaker refuses changing the instance type of an autoscaled variant in one update; the
+    lock records what was deployed, and lock, plan and synth all say how to make the change."""
+    from sagestack.plan.lock import ServingUpdateError
+    from tests.unit.test_schema_and_cli import run_cli
+
+    body = f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n    autoscaling: {{min: 1, max: 4}}\n'
+    project.spec(MINIMAL + "endpoints:\n" + body)
+    project.env("prod", 'account: "111111111111"\n')
+    assert run_cli("lock", "--env", "prod", "--root", str(project.root)).returncode == 0
+    project.spec(MINIMAL + "endpoints:\n" + body.replace("ml.m5.large", "ml.m5.2xlarge"))
+    locked = run_cli("lock", "--env", "prod", "--root", str(project.root))
+    assert locked.returncode == 4
+    assert (
+        "from ml.m5.large to ml.m5.2xlarge while autoscaling is registered" in locked.stderr + locked.stdout
+    )
+    plan = run_cli("plan", "--env", "prod", "--root", str(project.root))
+    assert plan.returncode == 4 and "two deploys" in plan.stdout
+    with pytest.raises(ServingUpdateError, match="remove autoscaling: from endpoints.digits"):
+        BuiltApp(project.root, tmp_path / "out", ["prod"])
+    # step 1: autoscaling off at the old type — accepted, and then the new type is too
+    project.spec(MINIMAL + "endpoints:\n" + body.replace("    autoscaling: {min: 1, max: 4}\n", ""))
+    assert run_cli("lock", "--env", "prod", "--root", str(project.root)).returncode == 0
+    project.spec(MINIMAL + "endpoints:\n" + body.replace("ml.m5.large", "ml.m5.2xlarge"))
+    assert run_cli("lock", "--env", "prod", "--root", str(project.root)).returncode == 0

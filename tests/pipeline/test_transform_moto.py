@@ -24,7 +24,7 @@ def transform_app(tmp_path_factory):
     from tests.conftest import REPO, Project
 
     root = tmp_path_factory.mktemp("proj") / "p"
-    project = Project(root)
+    Project(root)  # the folders a project has
     shutil.rmtree(root / "config")
     shutil.copytree(REPO / "config", root / "config")
     shutil.copytree(REPO / "containers", root / "containers")

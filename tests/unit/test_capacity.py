@@ -157,3 +157,57 @@ def test_a_short_job_is_offered_instance_types_that_have_quota(plan):
     # GPU types with 2 free first (cheapest first), then the CPU one; g5.12xlarge has only 1 free
     assert s.alternatives == ("ml.p3.16xlarge", "ml.p5.48xlarge", "ml.m5.24xlarge")
     assert "add a candidate with quota (ml.p3.16xlarge, ml.p5.48xlarge, ml.m5.24xlarge)" in s.message()
+
+
+def _q(name: str, value: float) -> QuotaValue:
+    return QuotaValue(name, "L-" + name.split(" ")[0].replace(".", "").upper(), value)
+
+
+def test_a_transform_takes_its_first_candidate_with_transform_quota(project):
+    project.spec(
+        MINIMAL
+        + "transforms:\n  score:\n"
+        + '    model_package: "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"\n'
+        + "    instance_type: [ml.g5.xlarge, ml.m5.xlarge]\n    instance_count: 2\n"
+    ).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    names = ["ml.g5.xlarge for transform job usage", "ml.m5.xlarge for transform job usage"]
+    report = evaluate(
+        plan, QuotaBook("snapshot", "t", {n: _q(n, v) for n, v in zip(names, [1, 2], strict=True)})
+    )
+    assert _row(report, "transform", "score", "ml.g5.xlarge").status == "short"
+    assert report.chosen("transform", "score").instance_type == "ml.m5.xlarge"
+    assert not report.short
+    report = evaluate(plan, QuotaBook("snapshot", "t", {n: _q(n, 1) for n in names}))
+    (short,) = report.shortfalls
+    assert short.message().startswith(
+        "batch transform 'score' needs 2 of 'ml.g5.xlarge for transform job usage'"
+    )
+
+
+def test_a_short_cluster_group_says_what_to_do(project):
+    """Regression: a cluster shortfall had no name for its kind and raised KeyError."""
+    project.spec(
+        "project: digits\nregion: us-east-1\nclusters:\n  lab:\n    instance_groups:\n"
+        "      ctl: {instance_type: ml.m5.xlarge, node_type: Controller}\n"
+        "      gpu: {instance_type: ml.g5.8xlarge, count: 4}\n    lifecycle: {source_dir: training_src}\n"
+    ).env("dev")
+    plan = resolve_environment(project.load("dev", run_rules=False))
+    name = "ml.g5.8xlarge for cluster usage"
+    report = evaluate(plan, QuotaBook("snapshot", "t", {name: _q(name, 2)}))
+    (short,) = report.shortfalls
+    assert "cluster group 'lab/gpu' needs 4" in short.message() and "lower the count to 2" in short.message()
+
+
+def test_components_cost_the_instances_their_initial_copies_take(project):
+    package = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
+    project.spec(
+        MINIMAL
+        + "endpoints:\n  shared:\n    instance_type: ml.g5.12xlarge\n    autoscaling: {min: 1, max: 4}\n"
+        + f'    components:\n      small: {{model_package: "{package}", memory_mb: 8192, accelerators: 1, copies: 6}}\n'
+    ).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    row = _row(evaluate(plan, QuotaBook.none("t")), "endpoint", "shared")
+    # 4 GPUs per ml.g5.12xlarge: 6 one-GPU copies take 2 instances
+    assert row.note == "1 components: initial copies on 2 instance(s)"
+    assert row.cost_basis.startswith("per month at 2 instance(s)")
