@@ -309,7 +309,7 @@ def test_an_autoscaled_endpoints_type_change_is_refused_with_the_two_deploys(pro
     )
     plan = run_cli("plan", "--env", "prod", "--root", str(project.root))
     assert plan.returncode == 4 and "two deploys" in plan.stdout
-    with pytest.raises(ServingUpdateError, match="remove autoscaling: from endpoints.digits"):
+    with pytest.raises(ServingUpdateError, match=r"remove autoscaling: from endpoints\.digits"):
         BuiltApp(project.root, tmp_path / "out", ["prod"])
     # step 1: autoscaling off at the old type — accepted, and then the new type is too
     project.spec(MINIMAL + "endpoints:\n" + body.replace("    autoscaling: {min: 1, max: 4}\n", ""))
