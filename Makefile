@@ -34,6 +34,7 @@ demo: synth
 	$(BIN)/sagestack local train classifier-spot --env dev --procs 2 --fresh --set epochs=3
 	$(BIN)/sagestack local compile digits --env dev
 	$(BIN)/sagestack local serve digits --env dev --port 18080 --predict 5
+	$(BIN)/sagestack local transform score --env dev --sample 20
 
 test: setup
 	$(BIN)/ruff check .

@@ -3,9 +3,12 @@ model_fn / input_fn / predict_fn / output_fn. Runs in the PyTorch (or Neo) infer
 from model.tar.gz's code/ folder, and under `sagestack local serve`.
 
 Payloads: application/json ({"instances": [...]} or a bare nested list) or application/x-npy,
-one sample (the model's input shape without the batch dimension) or a batch of them. Responses:
-application/json ({"predictions": [{"label": k, "probabilities": [...]}, ...]}) or
-application/x-npy (the probabilities). A bad payload raises an error with an HTTP `status`
+one sample (the model's input shape without the batch dimension) or a batch of them; or
+application/jsonlines, one JSON document (a sample, or {"instances": [...]}) per line — what a batch
+transform sends when it splits a file by lines and batches records (MultiRecord). Responses:
+application/json ({"predictions": [{"label": k, "probabilities": [...]}, ...]}),
+application/jsonlines (one {"label", "probabilities"} line per sample, so a transform can join each
+output to its input record) or application/x-npy (the probabilities). A bad payload raises an error with an HTTP `status`
 (400, 406, 413, 415), never a crash: it is the inference toolkit's own error type
 (sagemaker_inference.errors.GenericInferenceToolkitError), the only kind the toolkit's Transformer
 answers with its status — any other exception is a 500 there, which an endpoint counts in
@@ -24,6 +27,7 @@ import torch
 
 JSON = "application/json"
 NPY = "application/x-npy"
+JSONL = "application/jsonlines"
 MAX_BATCH_ROWS = 1024
 
 
@@ -102,14 +106,22 @@ def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tenso
             data = json.loads(request_body)
         except (ValueError, UnicodeDecodeError) as e:
             raise PayloadError(f"the body is not valid JSON: {e}") from None
-        if isinstance(data, dict):
-            if "instances" not in data:
-                raise PayloadError('a JSON object needs "instances": [sample, ...]')
-            data = data["instances"]
-        try:
-            array = np.asarray(data, dtype=np.float32)
-        except (ValueError, TypeError):
-            raise PayloadError("the JSON must be a rectangular array of numbers") from None
+        array = _array(_instances(data))
+    elif kind == JSONL:
+        text = request_body.decode("utf-8", "replace") if isinstance(request_body, bytes) else request_body
+        rows: list = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as e:
+                raise PayloadError(f"line {number} is not valid JSON: {e}") from None
+            samples = _instances(data)
+            rows += samples if isinstance(data, dict) else [samples]
+        if not rows:
+            raise PayloadError("the JSON Lines body holds no records")
+        array = _array(rows)
     elif kind == NPY:
         body = request_body.encode() if isinstance(request_body, str) else request_body
         try:
@@ -120,10 +132,25 @@ def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tenso
             raise PayloadError(f"a .npy payload must hold numbers, not {array.dtype}")
         array = array.astype(np.float32, copy=False)
     else:
-        raise PayloadError(f"content type '{kind}' is not supported; send {JSON} or {NPY}", status=415)
+        raise PayloadError(f"content type '{kind}' is not supported; send {JSON}, {JSONL} or {NPY}", status=415)
     if not np.isfinite(array).all():
         raise PayloadError("the payload holds NaN or infinite values")
     return _batched(torch.from_numpy(np.ascontiguousarray(array)))
+
+
+def _instances(data: object) -> object:
+    if isinstance(data, dict):
+        if "instances" not in data:
+            raise PayloadError('a JSON object needs "instances": [sample, ...]')
+        return data["instances"]
+    return data
+
+
+def _array(data: object) -> np.ndarray:
+    try:
+        return np.asarray(data, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise PayloadError("the JSON must be a rectangular array of numbers") from None
 
 
 def _batched(x: torch.Tensor) -> torch.Tensor:
@@ -157,8 +184,13 @@ def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]
         rounded = np.round(probs.astype(np.float64), 6).tolist()
         out = [{"label": k, "probabilities": row} for k, row in zip(labels, rounded, strict=True)]
         return json.dumps({"predictions": out}).encode(), JSON
+    if kind == JSONL:
+        labels = probs.argmax(axis=1).tolist()
+        rounded = np.round(probs.astype(np.float64), 6).tolist()
+        lines = [json.dumps({"label": k, "probabilities": row}) for k, row in zip(labels, rounded, strict=True)]
+        return ("\n".join(lines) + "\n").encode(), JSONL
     if kind == NPY:
         buf = io.BytesIO()
         np.save(buf, probs, allow_pickle=False)
         return buf.getvalue(), NPY
-    raise PayloadError(f"cannot answer in '{kind}'; accept {JSON} or {NPY}", status=406)
+    raise PayloadError(f"cannot answer in '{kind}'; accept {JSON}, {JSONL} or {NPY}", status=406)

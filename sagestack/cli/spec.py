@@ -73,6 +73,7 @@ def validate(
             f"[green]✓ {label}[/]: {s.project} in {s.region}"
             f"{' account ' + s.account if s.account else ' (account-agnostic)'}; "
             f"{len(s.images)} image(s), {len(s.jobs)} job(s), {len(s.tuning)} tuning, {len(s.endpoints)} endpoint(s)"
+            + (f", {len(s.transforms)} transform(s)" if s.transforms else "")
         )
     if failed:
         raise typer.Exit(EXIT_INVALID_SPEC)

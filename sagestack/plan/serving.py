@@ -24,8 +24,8 @@ from sagestack.plan.states import IN_USE_PATTERNS, PipelineSettings
 from sagestack.plan.transform import TransformContext, TransformPlan, TransformStates, transform_states
 from sagestack.spec.models import EndpointSpec
 
-CONTENT_TYPES = ["application/json", "application/x-npy"]
-RESPONSE_TYPES = ["application/json", "application/x-npy"]
+CONTENT_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
+RESPONSE_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
 STAND_IN_REPORTED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
 
 

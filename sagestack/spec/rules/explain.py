@@ -121,8 +121,8 @@ EXPLANATIONS: dict[str, Explanation] = {
     ),
     "transform-payload": E(
         "SageMaker limits a transform instance to 100 MB in flight (MaxPayloadInMB x MaxConcurrentTransforms) "
-        "and joins input to output (JoinSource) only for JSON and CSV.",
-        "Lower max_payload_mb or max_concurrent_transforms; join only JSON or CSV records.",
+        "and joins input to output (JoinSource) only for JSON, JSON Lines and CSV records.",
+        "Lower max_payload_mb or max_concurrent_transforms; join only JSON, JSON Lines or CSV records.",
     ),
     "endpoint-package-region": E(
         "A model package is regional; an endpoint can serve only a package in its own region.",

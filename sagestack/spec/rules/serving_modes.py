@@ -13,6 +13,7 @@ from sagestack.plan.components import copy_needs, instance_capacity, pack
 from sagestack.spec.rules.registry import Finding, RuleContext, rule
 
 MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
+JOINABLE = ("application/json", "application/jsonlines", "text/csv")  # DataProcessing.JoinSource
 
 
 @rule("endpoint-async", "error", "async endpoints run on an instance fleet serving one model")
@@ -183,13 +184,13 @@ def transform_payload(ctx: RuleContext) -> Iterator[Finding]:
                 f"max_payload_mb {t.max_payload_mb} x max_concurrent_transforms {t.max_concurrent_transforms} "
                 f"exceeds SageMaker's {MAX_TOTAL_PAYLOAD_MB} MB per instance",
             )
-        if t.join_source == "Input" and t.content_type not in ("application/json", "text/csv"):
+        if t.join_source == "Input" and t.content_type not in JOINABLE:
             yield Finding(
                 (*path, "join_source"),
-                f"SageMaker joins input and output only for application/json and text/csv, not {t.content_type}",
+                f"SageMaker joins input and output for JSON, JSON Lines and CSV records, not {t.content_type}",
             )
-        if t.join_source == "Input" and t.accept not in ("application/json", "text/csv"):
+        if t.join_source == "Input" and t.accept not in JOINABLE:
             yield Finding(
                 (*path, "accept"),
-                "joining the input to the output needs an application/json or text/csv response (accept)",
+                "joining each record to its output needs a JSON, JSON Lines or CSV response (accept)",
             )
