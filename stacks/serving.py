@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, Size, Stack
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.catalog.quotas import quota_codes
@@ -18,6 +19,7 @@ from sagestack.constructs import (
     DataCapture,
     InferenceComponent,
     InferenceEndpoint,
+    ModelMonitor,
     Rollout,
     ServerlessConfig,
     TrainingImage,
@@ -113,6 +115,8 @@ class ServingStack(Stack):
         super().__init__(scope, id, **kwargs)
         role = foundation.execution_role
         self.endpoints: dict[str, InferenceEndpoint] = {}
+        self.monitors: dict[str, ModelMonitor] = {}
+        self.topic: sns.Topic | None = None
         for ep in served_endpoints(plan):
             package = ep.spec.model_package
             capture = ep.spec.data_capture
@@ -143,6 +147,28 @@ class ServingStack(Stack):
                 **endpoint_props(ep.spec),
             )
             CfnOutput(self, f"EndpointName{ep.key.replace('-', '').replace('_', '')}", value=ep.endpoint_name)
+            monitor = ep.spec.monitor
+            if monitor is not None:
+                self.monitors[ep.key] = ModelMonitor(
+                    self,
+                    f"Monitor-{ep.key}",
+                    endpoint=self.endpoints[ep.key],
+                    endpoint_key=ep.key,
+                    names=plan.names,
+                    execution_role=role,
+                    artifacts=foundation.artifacts,
+                    encryption_key=foundation.key,
+                    baseline_data=monitor.baseline_data,
+                    dataset_format=monitor.dataset_format,
+                    csv_header=monitor.csv_header,
+                    schedule=monitor.schedule,
+                    instance_type=monitor.instance_type,
+                    max_runtime=Duration.seconds(monitor.max_runtime),
+                    alarm_features=monitor.alarm_features,
+                    drift_threshold=monitor.drift_threshold,
+                    topic=self._topic(plan, foundation),
+                    region=plan.region,
+                )
             # The role pulls the package's image and reads its model; a package promoted from
             # another account keeps its model in that account's bucket and key.
             if ep.image_uri:
@@ -176,6 +202,19 @@ class ServingStack(Stack):
             source_account = t.model_package.split(":")[4]
             if source_account != plan.account:
                 role.grant_read_promoted_models(source_account, plan.region)
+
+
+    def _topic(self, plan: EnvironmentPlan, foundation: FoundationStack) -> sns.Topic:
+        """Monitoring alarms and baseline notifications (made when first needed)."""
+        if self.topic is None:
+            self.topic = sns.Topic(
+                self,
+                "Notifications",
+                display_name=f"sagestack {plan.names.prefix} serving",
+                master_key=foundation.key,
+                enforce_ssl=True,
+            )
+        return self.topic
 
 
 def transform_options(t: TransformSpec) -> dict[str, Any]:

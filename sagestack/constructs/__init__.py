@@ -21,6 +21,7 @@ from sagestack.constructs.inference_endpoint import (
     VpcPlacement,
 )
 from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
+from sagestack.constructs.model_monitor import ModelMonitor
 from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.repository import project_repository
@@ -45,6 +46,7 @@ __all__ = [
     "InferenceEndpointBase",
     "JobPipeline",
     "JobPipelineBase",
+    "ModelMonitor",
     "ModelPackageGroup",
     "ModelPackageGroupBase",
     "ModelRegistration",

@@ -115,6 +115,17 @@ class Names:
         """Transform jobs and models of this environment (their names start with its prefix)."""
         return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
 
+    def baseline_state_machine(self, endpoint_key: str) -> str:
+        return f"{self.prefix}-baseline-{endpoint_key}"
+
+    def monitoring_schedule(self, endpoint_key: str) -> str:
+        """The data-quality schedule and its job definition: '<endpoint>-data-quality'."""
+        return f"{self.endpoint(endpoint_key)}-data-quality"
+
+    @property
+    def processing_job_pattern(self) -> str:
+        return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
+
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"

@@ -316,3 +316,54 @@ def test_an_autoscaled_endpoints_type_change_is_refused_with_the_two_deploys(pro
     assert run_cli("lock", "--env", "prod", "--root", str(project.root)).returncode == 0
     project.spec(MINIMAL + "endpoints:\n" + body.replace("ml.m5.large", "ml.m5.2xlarge"))
     assert run_cli("lock", "--env", "prod", "--root", str(project.root)).returncode == 0
+
+
+def test_model_monitor_baselines_schedules_and_alarms_on_drift(project, tmp_path):
+    app, t = _serving(
+        project,
+        tmp_path,
+        f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n    data_capture: {{}}\n'
+        "    monitor: {dataset_format: csv, csv_header: false, alarm_features: [_c36, _c43], drift_threshold: 0.2}\n",
+    )
+    serving = app.stages["prod"].serving
+    monitor = serving.monitors["digits"]
+    states = monitor.baseline.definition["States"]
+    job = states["Compute baseline"]["Parameters"]
+    assert job["AppSpecification"]["ImageUri"] == "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer"
+    assert json.loads(job["Environment"]["dataset_format"]) == {"csv": {"header": False, "output_columns_position": "START"}}
+    assert job["Environment"]["dataset_source"] == job["ProcessingInputs"][0]["S3Input"]["LocalPath"]
+    definition = next(iter(t.find_resources("AWS::SageMaker::DataQualityJobDefinition").values()))["Properties"]
+    assert definition["JobDefinitionName"] == "digits-prod-digits-data-quality"
+    baseline = definition["DataQualityBaselineConfig"]
+    assert baseline["ConstraintsResource"]["S3Uri"]["Fn::Join"][1][-1] == "/monitoring/digits/baseline/constraints.json"
+    assert definition["DataQualityAppSpecification"]["Environment"] == {"publish_cloudwatch_metrics": "Enabled"}
+    t.has_resource_properties(
+        "AWS::SageMaker::MonitoringSchedule",
+        {
+            "MonitoringScheduleName": "digits-prod-digits-data-quality",
+            "MonitoringScheduleConfig": {
+                "MonitoringJobDefinitionName": "digits-prod-digits-data-quality",
+                "MonitoringType": "DataQuality",
+                "ScheduleConfig": {"ScheduleExpression": "cron(0 * ? * * *)"},
+            },
+        },
+    )
+    alarm = next(
+        a["Properties"] for a in t.find_resources("AWS::CloudWatch::Alarm").values() if "Metrics" in a["Properties"]
+    )
+    assert alarm["Threshold"] == 0.2
+    watched = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert watched == {"feature_baseline_drift__c36", "feature_baseline_drift__c43"}
+    assert {m.get("Expression") for m in alarm["Metrics"]} >= {"MAX([f0, f1])"}
+    _lint(tmp_path)
+
+
+def test_a_monitor_needs_captured_data(project):
+    from tests.unit.test_rules import findings
+
+    spec = MINIMAL + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n'
+    assert findings(project, "endpoint-monitor", spec + "    monitor: {instance_type: ml.t3.nano}\n") == [
+        "endpoints.digits.monitor: Model Monitor reads the endpoint's captured requests: add data_capture: {}",
+        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a processing instance type; "
+        "did you mean 'ml.t3.large'?",
+    ]

@@ -1,0 +1,251 @@
+"""ModelMonitor: Model Monitor data quality for an endpoint that captures its data — a baseline
+pipeline (the analyzer on the training data writes statistics.json and constraints.json), the
+data-quality job definition and its schedule over the captured requests, the per-feature metrics
+it publishes to CloudWatch, and an alarm when a watched feature drifts from the baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration, Stack, Token
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from sagestack.constructs import actions
+from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.execution_role import ExecutionRoleBase
+from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
+from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.validation import validate_as_request
+from sagestack.plan.names import Names
+
+METRICS_NAMESPACE = "/aws/sagemaker/Endpoints/data-metrics"
+
+
+def analyzer_image(region: str) -> str:
+    """AWS's Model Monitor analyzer for `region` (sagemaker-core's image config)."""
+    from sagemaker.core import image_uris
+
+    return str(image_uris.retrieve("model-monitor", region))
+
+
+class ModelMonitor(Construct):
+    """Props:
+    endpoint: the InferenceEndpoint (with data capture) to watch; endpoint_key: its key (names).
+    names: project and environment (Names).
+    execution_role, artifacts, encryption_key: what the analyzer runs as, reads and writes with.
+    baseline_data: an S3 prefix of training data (default: s3://<bucket>/monitoring/<key>/baseline-data/).
+    dataset_format: 'csv' | 'json' (JSON Lines); csv_header (True).
+    schedule: a cron ScheduleExpression (default hourly); instance_type ('ml.m5.xlarge');
+    max_runtime (30 minutes).
+    alarm_features: features whose baseline drift raises the alarm (at most 10); drift_threshold (0.1).
+    topic: the alarm's and the baseline pipeline's notifications (default: none).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint: InferenceEndpointBase,
+        endpoint_key: str,
+        names: Names,
+        execution_role: ExecutionRoleBase,
+        artifacts: ArtifactBucketBase,
+        encryption_key: kms.IKey,
+        baseline_data: str | None = None,
+        dataset_format: str = "csv",
+        csv_header: bool = True,
+        schedule: str = "cron(0 * ? * * *)",
+        instance_type: str = "ml.m5.xlarge",
+        max_runtime: Duration | None = None,
+        alarm_features: Sequence[str] = (),
+        drift_threshold: float = 0.1,
+        topic: sns.ITopic | None = None,
+        region: str | None = None,
+    ) -> None:
+        from sagestack.plan.monitoring import (
+            ENDPOINT_INPUT,
+            OUTPUT,
+            VOLUME_GB,
+            MonitorPlan,
+            baseline_definition,
+            validate_baseline,
+        )
+        from sagestack.plan.requests import SAMPLE_ACCOUNT, STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
+        from sagestack.plan.states import PipelineSettings
+        from sagestack.spec.models import MonitorSpec
+
+        super().__init__(scope, id)
+        if isinstance(endpoint, InferenceEndpoint) and endpoint.config.data_capture_config is None:
+            raise ValueError(f"endpoint '{endpoint.endpoint_name}': Model Monitor needs data capture")
+        if len(alarm_features) > 10:
+            raise ValueError("alarm_features: a CloudWatch alarm watches at most 10 metrics")
+        stack = Stack.of(self)
+        region = region or stack.region
+        if Token.is_unresolved(region):
+            raise ValueError("ModelMonitor: give region= (the analyzer image is regional)")
+        spec = MonitorSpec.model_validate(
+            {
+                "baseline_data": baseline_data,
+                "dataset_format": dataset_format,
+                "csv_header": csv_header,
+                "schedule": schedule,
+                "instance_type": instance_type,
+                "max_runtime": int((max_runtime or Duration.minutes(30)).to_seconds()),
+                "alarm_features": list(alarm_features),
+                "drift_threshold": drift_threshold,
+            }
+        )
+        plan = MonitorPlan.of(names, endpoint_key, spec)
+        self.plan = plan
+        image = analyzer_image(region)
+        account = SAMPLE_ACCOUNT if Token.is_unresolved(stack.account) else stack.account
+        validate_baseline(
+            plan,
+            image=image,
+            role_arn=stand_in_role_arn(account),
+            bucket=STAND_IN_BUCKET,
+            kms_key_id=stand_in_key_arn(account, region),
+        )
+        bucket = artifacts.bucket_name
+        # 1. The baseline: run once after the model is deployed, and again when the training data moves.
+        self.baseline = JobPipeline(
+            self,
+            "Baseline",
+            definition=baseline_definition(
+                plan,
+                PipelineSettings(topic_arn=topic.topic_arn if topic else None),
+                image=image,
+                role_arn=execution_role.role_arn,
+                bucket=bucket,
+                kms_key_id=encryption_key.key_arn,
+            ),
+            names=names,
+            entry=f"baseline-{endpoint_key}",
+            description=f"the '{endpoint_key}' Model Monitor baseline",
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=names.baseline_state_machine(endpoint_key),
+        )
+        self.baseline._grant_sagemaker(
+            actions.PROCESSING_JOBS_RUN,
+            "processing-job",
+            names.processing_job_pattern,
+            "Baseline processing jobs whose names start with this environment's prefix (one per execution).",
+        )
+        execution_role.grant_pass_role(self.baseline.role)
+        # 2. The job definition and the schedule that runs it over the captured requests.
+        name = names.monitoring_schedule(endpoint_key)
+        cluster = sagemaker.CfnDataQualityJobDefinition.ClusterConfigProperty(
+            instance_count=1,
+            instance_type=spec.instance_type,
+            volume_size_in_gb=VOLUME_GB,
+            volume_kms_key_id=encryption_key.key_arn,
+        )
+        self.job_definition = sagemaker.CfnDataQualityJobDefinition(
+            self,
+            "JobDefinition",
+            job_definition_name=name,
+            role_arn=execution_role.role_arn,
+            data_quality_app_specification=sagemaker.CfnDataQualityJobDefinition.DataQualityAppSpecificationProperty(
+                image_uri=image,
+                environment={"publish_cloudwatch_metrics": "Enabled"},
+            ),
+            data_quality_baseline_config=sagemaker.CfnDataQualityJobDefinition.DataQualityBaselineConfigProperty(
+                constraints_resource=sagemaker.CfnDataQualityJobDefinition.ConstraintsResourceProperty(
+                    s3_uri=f"{plan.baseline_uri(bucket)}/constraints.json"
+                ),
+                statistics_resource=sagemaker.CfnDataQualityJobDefinition.StatisticsResourceProperty(
+                    s3_uri=f"{plan.baseline_uri(bucket)}/statistics.json"
+                ),
+            ),
+            data_quality_job_input=sagemaker.CfnDataQualityJobDefinition.DataQualityJobInputProperty(
+                endpoint_input=sagemaker.CfnDataQualityJobDefinition.EndpointInputProperty(
+                    endpoint_name=endpoint.endpoint_name,
+                    local_path=ENDPOINT_INPUT,
+                    s3_input_mode="File",
+                    s3_data_distribution_type="FullyReplicated",
+                )
+            ),
+            data_quality_job_output_config=sagemaker.CfnDataQualityJobDefinition.MonitoringOutputConfigProperty(
+                monitoring_outputs=[
+                    sagemaker.CfnDataQualityJobDefinition.MonitoringOutputProperty(
+                        s3_output=sagemaker.CfnDataQualityJobDefinition.S3OutputProperty(
+                            s3_uri=plan.reports_uri(bucket), local_path=OUTPUT, s3_upload_mode="Continuous"
+                        )
+                    )
+                ],
+                kms_key_id=encryption_key.key_arn,
+            ),
+            job_resources=sagemaker.CfnDataQualityJobDefinition.MonitoringResourcesProperty(cluster_config=cluster),
+            stopping_condition=sagemaker.CfnDataQualityJobDefinition.StoppingConditionProperty(
+                max_runtime_in_seconds=spec.max_runtime
+            ),
+        )
+        if isinstance(endpoint, InferenceEndpoint):
+            self.job_definition.node.add_dependency(endpoint.endpoint)
+        validate_as_request(self.job_definition, "CreateDataQualityJobDefinition", drop=("EndpointName",))
+        self.schedule = sagemaker.CfnMonitoringSchedule(
+            self,
+            "Schedule",
+            monitoring_schedule_name=name,
+            endpoint_name=endpoint.endpoint_name,
+            monitoring_schedule_config=sagemaker.CfnMonitoringSchedule.MonitoringScheduleConfigProperty(
+                monitoring_job_definition_name=self.job_definition.job_definition_name,
+                monitoring_type="DataQuality",
+                schedule_config=sagemaker.CfnMonitoringSchedule.ScheduleConfigProperty(
+                    schedule_expression=spec.schedule
+                ),
+            ),
+        )
+        self.schedule.add_dependency(self.job_definition)
+        validate_as_request(
+            self.schedule,
+            "CreateMonitoringSchedule",
+            drop=("EndpointName", "FailureReason", "LastMonitoringExecutionSummary", "MonitoringScheduleStatus"),
+        )
+        # 3. Drift of the watched features: one alarm over their metrics.
+        self.alarm: cloudwatch.Alarm | None = None
+        if spec.alarm_features:
+            metrics = {
+                f"f{i}": self.metric_feature_drift(feature) for i, feature in enumerate(spec.alarm_features)
+            }
+            self.alarm = cloudwatch.Alarm(
+                self,
+                "Drift",
+                alarm_name=f"{endpoint.endpoint_name}-drift",
+                alarm_description=f"{endpoint.endpoint_name}: {', '.join(spec.alarm_features)} drifted from the "
+                f"baseline by more than {spec.drift_threshold}",
+                metric=cloudwatch.MathExpression(
+                    expression=f"MAX([{', '.join(metrics)}])" if len(metrics) > 1 else "f0",
+                    using_metrics=metrics,
+                    period=Duration.hours(1),
+                    label="largest baseline drift",
+                ),
+                threshold=spec.drift_threshold,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            if topic is not None:
+                self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        self._endpoint_name = endpoint.endpoint_name
+
+    def metric_feature_drift(self, feature: str) -> cloudwatch.Metric:
+        """feature_baseline_drift_<feature>: the distance of the captured data from the baseline."""
+        return cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=f"feature_baseline_drift_{feature}",
+            dimensions_map={"Endpoint": self.plan.endpoint_name, "MonitoringSchedule": self.schedule.monitoring_schedule_name},
+            statistic="Maximum",
+            period=Duration.hours(1),
+        )
+
+    def grant_start_baseline(self, grantee: iam.IGrantable) -> iam.Grant:
+        return self.baseline.grant_start_execution(grantee)
