@@ -357,13 +357,3 @@ def test_model_monitor_baselines_schedules_and_alarms_on_drift(project, tmp_path
     assert {m.get("Expression") for m in alarm["Metrics"]} >= {"MAX([f0, f1])"}
     _lint(tmp_path)
 
-
-def test_a_monitor_needs_captured_data(project):
-    from tests.unit.test_rules import findings
-
-    spec = MINIMAL + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n'
-    assert findings(project, "endpoint-monitor", spec + "    monitor: {instance_type: ml.t3.nano}\n") == [
-        "endpoints.digits.monitor: Model Monitor reads the endpoint's captured requests: add data_capture: {}",
-        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a processing instance type; "
-        "did you mean 'ml.t3.large'?",
-    ]

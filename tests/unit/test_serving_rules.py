@@ -123,8 +123,8 @@ def test_endpoint_autoscaling(project):
     assert findings(
         project, "endpoint-autoscaling", endpoint(OK.replace("{min: 1, max: 4}", "{min: 0, max: 4}"))
     ) == [
-        "endpoints.digits.autoscaling.min: an instance endpoint keeps at least 1 instance; use serverless to scale "
-        "to zero"
+        "endpoints.digits.autoscaling.min: a real-time instance endpoint keeps at least 1 instance; async "
+        "endpoints and serverless ones scale to zero"
     ]
     assert findings(
         project, "endpoint-autoscaling", endpoint(OK.replace("{min: 1, max: 4}", "{min: 3, max: 2}"))

@@ -1,0 +1,99 @@
+"""Rules of the serving modes (async, rolling, inference components, Model Monitor) and of batch
+transforms: each with a spec that passes and one that fails (message asserted)."""
+
+from __future__ import annotations
+
+from tests.conftest import MINIMAL
+from tests.unit.test_rules import findings
+
+PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
+ENDPOINT = MINIMAL + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n'
+
+
+def test_endpoint_async_rule(project):
+    ok = ENDPOINT + "    instance_type: ml.m5.large\n    async: {}\n"
+    assert findings(project, "endpoint-async", ok) == []
+    bad = ENDPOINT + "    serverless: {}\n    async: {}\n"
+    assert findings(project, "endpoint-async", bad) == [
+        "endpoints.digits.async: serverless endpoints are real-time only; use instance_type for async inference"
+    ]
+
+
+def test_async_endpoints_may_scale_to_zero_real_time_ones_may_not(project):
+    zero = "    instance_type: ml.m5.large\n    autoscaling: {min: 0, max: 2}\n"
+    assert findings(project, "endpoint-autoscaling", ENDPOINT + zero + "    async: {}\n") == []
+    assert findings(project, "endpoint-autoscaling", ENDPOINT + zero) == [
+        "endpoints.digits.autoscaling.min: a real-time instance endpoint keeps at least 1 instance; async "
+        "endpoints and serverless ones scale to zero"
+    ]
+
+
+def test_endpoint_rollout_rule(project):
+    assert findings(project, "endpoint-rollout", ENDPOINT + "    instance_type: ml.g5.xlarge\n    rollout: {traffic: rolling}\n") == []
+    bad = ENDPOINT + "    serverless: {}\n    rollout: {traffic: rolling}\n"
+    assert findings(project, "endpoint-rollout", bad) == [
+        "endpoints.digits.rollout.traffic: SageMaker does not roll serverless endpoints (a deployment-guardrails "
+        "exclusion); use all_at_once"
+    ]
+    inf1 = ENDPOINT + "    instance_type: ml.inf1.xlarge\n    rollout: {traffic: rolling}\n"
+    assert findings(project, "endpoint-rollout", inf1)[0].startswith("endpoints.digits.rollout.traffic: Inf1 endpoints")
+
+
+def test_endpoint_components_rule(project):
+    base = MINIMAL + "endpoints:\n  shared:\n    instance_type: ml.g5.12xlarge\n    autoscaling: {min: 1, max: 2}\n"
+    ok = base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 1, copies: 4}}\n'
+    assert findings(project, "endpoint-components", ok) == []
+    too_big = base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 8}}\n'
+    assert findings(project, "endpoint-components", too_big) == [
+        "endpoints.shared.components.small: one copy needs 1 CPU cores, 8192 MB and 8 accelerator(s); "
+        "ml.g5.12xlarge has 48, 196608 MB and 4: ask for less or choose a larger instance type"
+    ]
+    crowded = base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 1, copies: 9}}\n'
+    assert findings(project, "endpoint-components", crowded) == [
+        "endpoints.shared.components: the initial copies need 3 ml.g5.12xlarge instances; managed scaling allows "
+        "at most 2: raise autoscaling.max or lower copies"
+    ]
+    mixed = ok.replace("endpoints:\n  shared:\n", f'endpoints:\n  shared:\n    model_package: "{PIN}"\n')
+    assert findings(project, "endpoint-components", mixed) == [
+        "endpoints.shared.model_package: an endpoint with components serves each component's model_package; "
+        "remove model_package"
+    ]
+
+
+def test_endpoint_monitor_rule(project):
+    spec = ENDPOINT + "    instance_type: ml.m5.large\n"
+    assert findings(project, "endpoint-monitor", spec + "    data_capture: {}\n    monitor: {}\n") == []
+    assert findings(project, "endpoint-monitor", spec + "    monitor: {instance_type: ml.t3.nano}\n") == [
+        "endpoints.digits.monitor: Model Monitor reads the endpoint's captured requests: add data_capture: {}",
+        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a processing instance type; "
+        "did you mean 'ml.t3.large'?",
+    ]
+
+
+TRANSFORM = MINIMAL + "transforms:\n  score:\n    instance_type: ml.m5.xlarge\n"
+
+
+def test_transform_model_source_rule(project):
+    assert findings(project, "transform-model-source", TRANSFORM + "    model: {from: classifier}\n") == []
+    assert findings(project, "transform-model-source", TRANSFORM + "    model: {from: clasifier}\n") == [
+        "transforms.score.model.from: 'clasifier' is neither a job nor a tuning entry; did you mean 'classifier'?"
+    ]
+    assert findings(project, "transform-model-source", TRANSFORM)[0].startswith(
+        "transforms.score: give exactly one of model: {from: <job or tuning entry>}"
+    )
+    other_region = PIN.replace("us-east-1", "eu-west-1")
+    assert findings(project, "transform-model-source", TRANSFORM + f'    model_package: "{other_region}"\n') == [
+        "transforms.score.model_package: the package is in eu-west-1; transforms run in us-east-1"
+    ]
+
+
+def test_transform_payload_rule(project):
+    spec = TRANSFORM + f'    model_package: "{PIN}"\n'
+    assert findings(project, "transform-payload", spec + "    join_source: Input\n") == []
+    bad = spec + "    max_payload_mb: 20\n    max_concurrent_transforms: 8\n    content_type: application/x-npy\n    join_source: Input\n"
+    assert findings(project, "transform-payload", bad) == [
+        "transforms.score.max_payload_mb: max_payload_mb 20 x max_concurrent_transforms 8 exceeds SageMaker's "
+        "100 MB per instance",
+        "transforms.score.join_source: SageMaker joins input and output for JSON, JSON Lines and CSV records, "
+        "not application/x-npy",
+    ]
