@@ -233,9 +233,23 @@ def local_serve(
     predict: Annotated[
         int, typer.Option("--predict", help="serve, send this many digits samples, print the answers, stop")
     ] = 0,
+    asynchronous: Annotated[
+        bool | None,
+        typer.Option(
+            "--async/--real-time",
+            help="serve InvokeEndpointAsync (POST /endpoints/<name>/async-invocations; default: the spec's async:)",
+        ),
+    ] = None,
+    capture: Annotated[
+        bool | None,
+        typer.Option(
+            "--capture/--no-capture", help="write SageMaker capture files (default: the spec's data_capture:)"
+        ),
+    ] = None,
     root: RootOption = Path("."),
 ) -> None:
-    """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations)."""
+    """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
+    InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call."""
     from sagestack.local.compile import LocalCompileError, compile_locally, local_root
     from sagestack.local.serve import BackgroundServer, ServeError, ServeOptions, build_server, unpack_model
 
@@ -256,7 +270,13 @@ def local_serve(
         model_dir = archive
     else:
         model_dir = unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
-    options = ServeOptions(host=host, port=port, max_batch=max_batch, max_delay_ms=max_delay_ms)
+    options = ServeOptions(
+        host=host,
+        port=port,
+        max_batch=max_batch,
+        max_delay_ms=max_delay_ms,
+        **serving_extras(loaded, endpoint, asynchronous=asynchronous, capture=capture),
+    )
     try:
         if predict > 0:
             with BackgroundServer(model_dir, options) as url:
@@ -270,7 +290,46 @@ def local_serve(
         f"serving [bold]{endpoint}[/] on http://{host}:{port} (GET /ping, POST /invocations; "
         f"dynamic batches up to {max_batch}); Ctrl-C stops"
     )
+    if options.asynchronous is not None:
+        a = options.asynchronous
+        out.print(
+            f"  async: POST /endpoints/{a.endpoint}/async-invocations; results in {a.local(a.output_uri)}, "
+            f"failures in {a.local(a.failure_uri)} (s3://{LOCAL_BUCKET}/… is {a.s3_root / LOCAL_BUCKET})",
+            markup=False,
+        )
+    if options.capture_dir is not None:
+        out.print(f"  capturing {options.capture_percent} % to {options.capture_dir}", markup=False)
     server.run()
+
+
+LOCAL_BUCKET = "sagestack-local"  # what s3://<bucket>/ is called here: .sagestack/local/<env>/s3/<bucket>/
+
+
+def serving_extras(
+    loaded: Any, endpoint: str, *, asynchronous: bool | None, capture: bool | None
+) -> dict[str, Any]:
+    """ServeOptions' async and capture settings, from the flags or else the spec (in the cloud's layout)."""
+    from sagestack.local.compile import local_root
+    from sagestack.local.serve import AsyncOptions
+    from sagestack.plan.names import Names
+
+    spec = loaded.spec.endpoints[endpoint]
+    s3 = local_root(loaded) / "s3"
+    name = Names(loaded.spec.project, loaded.env or "local").endpoint(endpoint)
+    extras: dict[str, Any] = {}
+    if asynchronous if asynchronous is not None else spec.async_ is not None:
+        prefix = f"s3://{LOCAL_BUCKET}/async/{endpoint}"
+        extras["asynchronous"] = AsyncOptions(
+            endpoint=name,
+            s3_root=s3,
+            output_uri=f"{prefix}/output/",
+            failure_uri=f"{prefix}/failures/",
+            notifications=local_root(loaded) / "async" / endpoint / "notifications.jsonl",
+        )
+    if capture if capture is not None else spec.data_capture is not None:
+        extras["capture_dir"] = s3 / LOCAL_BUCKET / "capture" / endpoint / name
+        extras["capture_percent"] = spec.data_capture.sampling_percent if spec.data_capture else 100
+    return extras
 
 
 def _print_predictions(out: Any, url: str, count: int) -> None:

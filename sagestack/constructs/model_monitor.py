@@ -77,7 +77,12 @@ class ModelMonitor(Construct):
             baseline_definition,
             validate_baseline,
         )
-        from sagestack.plan.requests import SAMPLE_ACCOUNT, STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
+        from sagestack.plan.requests import (
+            SAMPLE_ACCOUNT,
+            STAND_IN_BUCKET,
+            stand_in_key_arn,
+            stand_in_role_arn,
+        )
         from sagestack.plan.states import PipelineSettings
         from sagestack.spec.models import MonitorSpec
 
@@ -183,7 +188,9 @@ class ModelMonitor(Construct):
                 ],
                 kms_key_id=encryption_key.key_arn,
             ),
-            job_resources=sagemaker.CfnDataQualityJobDefinition.MonitoringResourcesProperty(cluster_config=cluster),
+            job_resources=sagemaker.CfnDataQualityJobDefinition.MonitoringResourcesProperty(
+                cluster_config=cluster
+            ),
             stopping_condition=sagemaker.CfnDataQualityJobDefinition.StoppingConditionProperty(
                 max_runtime_in_seconds=spec.max_runtime
             ),
@@ -208,7 +215,12 @@ class ModelMonitor(Construct):
         validate_as_request(
             self.schedule,
             "CreateMonitoringSchedule",
-            drop=("EndpointName", "FailureReason", "LastMonitoringExecutionSummary", "MonitoringScheduleStatus"),
+            drop=(
+                "EndpointName",
+                "FailureReason",
+                "LastMonitoringExecutionSummary",
+                "MonitoringScheduleStatus",
+            ),
         )
         # 3. Drift of the watched features: one alarm over their metrics.
         self.alarm: cloudwatch.Alarm | None = None
@@ -242,7 +254,10 @@ class ModelMonitor(Construct):
         return cloudwatch.Metric(
             namespace=METRICS_NAMESPACE,
             metric_name=f"feature_baseline_drift_{feature}",
-            dimensions_map={"Endpoint": self.plan.endpoint_name, "MonitoringSchedule": self.schedule.monitoring_schedule_name},
+            dimensions_map={
+                "Endpoint": self.plan.endpoint_name,
+                "MonitoringSchedule": self.schedule.monitoring_schedule_name,
+            },
             statistic="Maximum",
             period=Duration.hours(1),
         )

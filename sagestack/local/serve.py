@@ -244,13 +244,54 @@ class Batcher:
 # ---------------------------------------------------------------- the ASGI app
 
 
-class ServingApp:
-    """A raw ASGI application: GET /ping, POST /invocations (uvicorn runs it)."""
+@dataclass(frozen=True)
+class AsyncOptions:
+    """Asynchronous inference as the cloud runs it: InvokeEndpointAsync names an input location;
+    the result is written to <output>/<InferenceId>.out, a failure (the error, as the model
+    answered it) to <failures>/<InferenceId>-error.out; each outcome is also appended to
+    notifications.jsonl in the shape of the SNS message SageMaker publishes."""
 
-    def __init__(self, handlers: Handlers, batcher: Batcher) -> None:
+    endpoint: str
+    s3_root: Path  # s3://<bucket>/<key> is <s3_root>/<bucket>/<key> here
+    output_uri: str  # s3://…/output/
+    failure_uri: str  # s3://…/failures/
+    notifications: Path
+
+    def local(self, location: str) -> Path:
+        if location.startswith("s3://"):
+            return self.s3_root / location.removeprefix("s3://")
+        return Path(location.removeprefix("file://"))
+
+
+@dataclass
+class _AsyncRequest:
+    inference_id: str
+    input_location: str
+    content_type: str | None
+    accept: str
+
+
+class ServingApp:
+    """A raw ASGI application: GET /ping, POST /invocations (also as the runtime API's
+    /endpoints/<name>/invocations), and with async options POST /endpoints/<name>/async-invocations
+    (uvicorn runs it)."""
+
+    def __init__(
+        self,
+        handlers: Handlers,
+        batcher: Batcher,
+        *,
+        asynchronous: AsyncOptions | None = None,
+        capture: Any = None,  # a sagestack.local.capture.CaptureWriter
+    ) -> None:
         self.handlers = handlers
         self.batcher = batcher
         self.default_accept = os.environ.get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", JSON)
+        self.asynchronous = asynchronous
+        self.capture = capture
+        self._async_queue: asyncio.Queue[_AsyncRequest] | None = None
+        self._async_worker: asyncio.Task[None] | None = None
+        self.async_done = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -265,7 +306,13 @@ class ServingApp:
                 return
             await _respond(send, 200, b'{"status": "healthy"}')
             return
-        if path != "/invocations":
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and parts[0] == "endpoints" and parts[2] == "async-invocations":
+            await self._invoke_async(scope, receive, send)
+            return
+        if path != "/invocations" and not (
+            len(parts) == 3 and parts[0] == "endpoints" and parts[2] == "invocations"
+        ):
             await _respond(
                 send, 404, json.dumps({"error": f"no route {path}; use /ping or /invocations"}).encode()
             )
@@ -296,18 +343,140 @@ class ServingApp:
         payload, out_type = result if isinstance(result, tuple) else (result, accept)
         if isinstance(payload, str):
             payload = payload.encode()
+        if self.capture is not None:
+            self.capture.capture(body, content_type, payload, out_type)
         await _respond(send, 200, payload, out_type)
+
+    async def _predict(self, body: bytes, content_type: str | None, accept: str) -> tuple[bytes, str]:
+        h = self.handlers
+        payload_in: bytes | str = body.decode("utf-8") if content_type in UTF8_TYPES else body
+        data = h.input_fn(payload_in, content_type)
+        prediction = await self.batcher.predict(data)
+        result = h.output_fn(prediction, accept)
+        payload, out_type = result if isinstance(result, tuple) else (result, accept)
+        return (payload.encode() if isinstance(payload, str) else payload), out_type
+
+    async def _invoke_async(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """InvokeEndpointAsync: 202 with the InferenceId and where the result or failure will be."""
+        await _read_body(receive)
+        a = self.asynchronous
+        if a is None or self._async_queue is None:
+            await _respond(
+                send,
+                400,
+                b'{"message": "this endpoint is real-time; serve it with --async (or async: in the spec)"}',
+            )
+            return
+        if scope["method"] != "POST":
+            await _respond(send, 405, b'{"message": "use POST"}')
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        location = headers.get("x-amzn-sagemaker-inputlocation")
+        if not location:
+            await _respond(send, 400, b'{"message": "X-Amzn-SageMaker-InputLocation is required"}')
+            return
+        import uuid
+
+        inference_id = headers.get("x-amzn-sagemaker-inference-id") or str(uuid.uuid4())
+        accept = headers.get("x-amzn-sagemaker-accept") or self.default_accept
+        request = _AsyncRequest(inference_id, location, headers.get("x-amzn-sagemaker-content-type"), accept)
+        await self._async_queue.put(request)
+        output = f"{a.output_uri.rstrip('/')}/{inference_id}.out"
+        failure = f"{a.failure_uri.rstrip('/')}/{inference_id}-error.out"
+        body = json.dumps({"InferenceId": inference_id, "OutputLocation": output}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 202,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"x-amzn-sagemaker-outputlocation", output.encode()),
+                    (b"x-amzn-sagemaker-failurelocation", failure.encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _run_async(self) -> None:
+        assert self._async_queue is not None and self.asynchronous is not None
+        a = self.asynchronous
+        while True:
+            r = await self._async_queue.get()
+            output = f"{a.output_uri.rstrip('/')}/{r.inference_id}.out"
+            failure = f"{a.failure_uri.rstrip('/')}/{r.inference_id}-error.out"
+            try:
+                source = a.local(r.input_location)
+                if not source.is_file():
+                    raise ClientError(400, f"the input location {r.input_location} does not exist")
+                body = source.read_bytes()
+                payload, out_type = await self._predict(body, r.content_type, r.accept)
+            except Exception as e:
+                status, message = error_response(e)
+                _write_atomically(a.local(failure), message.encode())
+                self._notify(r, "Failed", failure, code=status, reason=message)
+            else:
+                _write_atomically(a.local(output), payload)
+                if self.capture is not None:
+                    self.capture.capture(body, r.content_type, payload, out_type)
+                self._notify(r, "Completed", output, content_type=out_type)
+            self.async_done += 1
+
+    def _notify(self, r: _AsyncRequest, status: str, location: str, **detail: Any) -> None:
+        """The SNS message SageMaker publishes for an async result (appended to a local file)."""
+        import datetime
+
+        a = self.asynchronous
+        assert a is not None
+        key = "outputLocation" if status == "Completed" else "failureLocation"
+        message: dict[str, Any] = {
+            "awsRegion": "local",
+            "eventTime": datetime.datetime.now(datetime.UTC).isoformat(),
+            "invocationStatus": status,
+            "requestParameters": {
+                "contentType": r.content_type,
+                "endpointName": a.endpoint,
+                "inputLocation": r.input_location,
+            },
+            "responseParameters": {
+                key: location,
+                **({"contentType": detail["content_type"]} if "content_type" in detail else {}),
+            },
+            "inferenceId": r.inference_id,
+            "eventVersion": "1.0",
+            "eventSource": "aws:sagemaker",
+            "eventName": "InferenceResult",
+        }
+        if status != "Completed":
+            message["failureReason"] = (
+                f'ClientError: Received client error ({detail.get("code")}) from model with message "{detail.get("reason")}".'
+            )
+        a.notifications.parent.mkdir(parents=True, exist_ok=True)
+        with open(a.notifications, "a") as f:
+            f.write(json.dumps(message) + "\n")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.batcher.start()
+                if self.asynchronous is not None:
+                    self._async_queue = asyncio.Queue()
+                    self._async_worker = asyncio.get_running_loop().create_task(self._run_async())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._async_worker is not None:
+                    self._async_worker.cancel()
                 await self.batcher.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -353,14 +522,25 @@ class ServeOptions:
     port: int = 8080
     max_batch: int = 32
     max_delay_ms: float = 0.0
+    asynchronous: AsyncOptions | None = None
+    capture_dir: Path | None = None  # <destination>/<endpoint>: capture as the endpoint would
+    capture_percent: int = 100
 
 
 def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingApp]:
     import uvicorn
 
     handlers = load_handlers(model_dir)
+    capture = None
+    if options.capture_dir is not None:
+        from sagestack.local.capture import CaptureWriter
+
+        capture = CaptureWriter(options.capture_dir, options.capture_percent)
     app = ServingApp(
-        handlers, Batcher(handlers, max_batch=options.max_batch, max_delay_ms=options.max_delay_ms)
+        handlers,
+        Batcher(handlers, max_batch=options.max_batch, max_delay_ms=options.max_delay_ms),
+        asynchronous=options.asynchronous,
+        capture=capture,
     )
     config = uvicorn.Config(
         app,

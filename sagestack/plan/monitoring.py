@@ -82,7 +82,11 @@ def baseline_request(
             "Outputs": [
                 {
                     "OutputName": "monitoring_output",
-                    "S3Output": {"S3Uri": m.baseline_uri(bucket), "LocalPath": OUTPUT, "S3UploadMode": "EndOfJob"},
+                    "S3Output": {
+                        "S3Uri": m.baseline_uri(bucket),
+                        "LocalPath": OUTPUT,
+                        "S3UploadMode": "EndOfJob",
+                    },
                 }
             ],
             "KmsKeyId": kms_key_id,
@@ -105,7 +109,12 @@ def validate_baseline(m: MonitorPlan, *, image: str, role_arn: str, bucket: str,
     validate_request(
         "CreateProcessingJob",
         baseline_request(
-            m, name=f"{m.prefix}-{'0' * 32}", image=image, role_arn=role_arn, bucket=bucket, kms_key_id=kms_key_id
+            m,
+            name=f"{m.prefix}-{'0' * 32}",
+            image=image,
+            role_arn=role_arn,
+            bucket=bucket,
+            kms_key_id=kms_key_id,
         ),
     )
 
@@ -114,13 +123,17 @@ def baseline_definition(
     m: MonitorPlan, settings: PipelineSettings, *, image: str, role_arn: str, bucket: str, kms_key_id: str
 ) -> dict[str, Any]:
     """Compute the baseline: one processing job per execution, followed to its end."""
-    request = baseline_request(m, name="stand-in", image=image, role_arn=role_arn, bucket=bucket, kms_key_id=kms_key_id)
+    request = baseline_request(
+        m, name="stand-in", image=image, role_arn=role_arn, bucket=bucket, kms_key_id=kms_key_id
+    )
     request.pop("ProcessingJobName")
     request["ProcessingJobName.$"] = "$.job.name"
     states: dict[str, Any] = {
         "Name baseline": {
             "Type": "Pass",
-            "Parameters": {"name.$": f"States.Format('{m.prefix}-{{}}', States.Hash($$.Execution.Id, 'MD5'))"},
+            "Parameters": {
+                "name.$": f"States.Format('{m.prefix}-{{}}', States.Hash($$.Execution.Id, 'MD5'))"
+            },
             "ResultPath": "$.job",
             "Next": "Compute baseline",
         },

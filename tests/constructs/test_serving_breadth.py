@@ -329,14 +329,26 @@ def test_model_monitor_baselines_schedules_and_alarms_on_drift(project, tmp_path
     monitor = serving.monitors["digits"]
     states = monitor.baseline.definition["States"]
     job = states["Compute baseline"]["Parameters"]
-    assert job["AppSpecification"]["ImageUri"] == "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer"
-    assert json.loads(job["Environment"]["dataset_format"]) == {"csv": {"header": False, "output_columns_position": "START"}}
+    assert (
+        job["AppSpecification"]["ImageUri"]
+        == "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer"
+    )
+    assert json.loads(job["Environment"]["dataset_format"]) == {
+        "csv": {"header": False, "output_columns_position": "START"}
+    }
     assert job["Environment"]["dataset_source"] == job["ProcessingInputs"][0]["S3Input"]["LocalPath"]
-    definition = next(iter(t.find_resources("AWS::SageMaker::DataQualityJobDefinition").values()))["Properties"]
+    definition = next(iter(t.find_resources("AWS::SageMaker::DataQualityJobDefinition").values()))[
+        "Properties"
+    ]
     assert definition["JobDefinitionName"] == "digits-prod-digits-data-quality"
     baseline = definition["DataQualityBaselineConfig"]
-    assert baseline["ConstraintsResource"]["S3Uri"]["Fn::Join"][1][-1] == "/monitoring/digits/baseline/constraints.json"
-    assert definition["DataQualityAppSpecification"]["Environment"] == {"publish_cloudwatch_metrics": "Enabled"}
+    assert (
+        baseline["ConstraintsResource"]["S3Uri"]["Fn::Join"][1][-1]
+        == "/monitoring/digits/baseline/constraints.json"
+    )
+    assert definition["DataQualityAppSpecification"]["Environment"] == {
+        "publish_cloudwatch_metrics": "Enabled"
+    }
     t.has_resource_properties(
         "AWS::SageMaker::MonitoringSchedule",
         {
@@ -349,11 +361,12 @@ def test_model_monitor_baselines_schedules_and_alarms_on_drift(project, tmp_path
         },
     )
     alarm = next(
-        a["Properties"] for a in t.find_resources("AWS::CloudWatch::Alarm").values() if "Metrics" in a["Properties"]
+        a["Properties"]
+        for a in t.find_resources("AWS::CloudWatch::Alarm").values()
+        if "Metrics" in a["Properties"]
     )
     assert alarm["Threshold"] == 0.2
     watched = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
     assert watched == {"feature_baseline_drift__c36", "feature_baseline_drift__c43"}
     assert {m.get("Expression") for m in alarm["Metrics"]} >= {"MAX([f0, f1])"}
     _lint(tmp_path)
-

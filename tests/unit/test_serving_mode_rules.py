@@ -29,26 +29,46 @@ def test_async_endpoints_may_scale_to_zero_real_time_ones_may_not(project):
 
 
 def test_endpoint_rollout_rule(project):
-    assert findings(project, "endpoint-rollout", ENDPOINT + "    instance_type: ml.g5.xlarge\n    rollout: {traffic: rolling}\n") == []
+    assert (
+        findings(
+            project,
+            "endpoint-rollout",
+            ENDPOINT + "    instance_type: ml.g5.xlarge\n    rollout: {traffic: rolling}\n",
+        )
+        == []
+    )
     bad = ENDPOINT + "    serverless: {}\n    rollout: {traffic: rolling}\n"
     assert findings(project, "endpoint-rollout", bad) == [
         "endpoints.digits.rollout.traffic: SageMaker does not roll serverless endpoints (a deployment-guardrails "
         "exclusion); use all_at_once"
     ]
     inf1 = ENDPOINT + "    instance_type: ml.inf1.xlarge\n    rollout: {traffic: rolling}\n"
-    assert findings(project, "endpoint-rollout", inf1)[0].startswith("endpoints.digits.rollout.traffic: Inf1 endpoints")
+    assert findings(project, "endpoint-rollout", inf1)[0].startswith(
+        "endpoints.digits.rollout.traffic: Inf1 endpoints"
+    )
 
 
 def test_endpoint_components_rule(project):
-    base = MINIMAL + "endpoints:\n  shared:\n    instance_type: ml.g5.12xlarge\n    autoscaling: {min: 1, max: 2}\n"
-    ok = base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 1, copies: 4}}\n'
+    base = (
+        MINIMAL
+        + "endpoints:\n  shared:\n    instance_type: ml.g5.12xlarge\n    autoscaling: {min: 1, max: 2}\n"
+    )
+    ok = (
+        base
+        + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 1, copies: 4}}\n'
+    )
     assert findings(project, "endpoint-components", ok) == []
-    too_big = base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 8}}\n'
+    too_big = (
+        base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 8}}\n'
+    )
     assert findings(project, "endpoint-components", too_big) == [
         "endpoints.shared.components.small: one copy needs 1 CPU cores, 8192 MB and 8 accelerator(s); "
         "ml.g5.12xlarge has 48, 196608 MB and 4: ask for less or choose a larger instance type"
     ]
-    crowded = base + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 1, copies: 9}}\n'
+    crowded = (
+        base
+        + f'    components:\n      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 1, copies: 9}}\n'
+    )
     assert findings(project, "endpoint-components", crowded) == [
         "endpoints.shared.components: the initial copies need 3 ml.g5.12xlarge instances; managed scaling allows "
         "at most 2: raise autoscaling.max or lower copies"
@@ -82,15 +102,18 @@ def test_transform_model_source_rule(project):
         "transforms.score: give exactly one of model: {from: <job or tuning entry>}"
     )
     other_region = PIN.replace("us-east-1", "eu-west-1")
-    assert findings(project, "transform-model-source", TRANSFORM + f'    model_package: "{other_region}"\n') == [
-        "transforms.score.model_package: the package is in eu-west-1; transforms run in us-east-1"
-    ]
+    assert findings(
+        project, "transform-model-source", TRANSFORM + f'    model_package: "{other_region}"\n'
+    ) == ["transforms.score.model_package: the package is in eu-west-1; transforms run in us-east-1"]
 
 
 def test_transform_payload_rule(project):
     spec = TRANSFORM + f'    model_package: "{PIN}"\n'
     assert findings(project, "transform-payload", spec + "    join_source: Input\n") == []
-    bad = spec + "    max_payload_mb: 20\n    max_concurrent_transforms: 8\n    content_type: application/x-npy\n    join_source: Input\n"
+    bad = (
+        spec
+        + "    max_payload_mb: 20\n    max_concurrent_transforms: 8\n    content_type: application/x-npy\n    join_source: Input\n"
+    )
     assert findings(project, "transform-payload", bad) == [
         "transforms.score.max_payload_mb: max_payload_mb 20 x max_concurrent_transforms 8 exceeds SageMaker's "
         "100 MB per instance",
