@@ -453,3 +453,102 @@ def _write_samples(folder: Path, count: int, content_type: str) -> None:
         return
     lines = [json.dumps({"id": i, "features": (x[i] / 16.0).reshape(1, 8, 8).tolist()}) for i in rows]
     (folder / "digits.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@local_app.command("monitor")
+def local_monitor(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints: (with data_capture)")],
+    env: EnvOption = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="the baseline dataset: a CSV / JSON Lines file or folder (default: monitor.baseline_data here)",
+        ),
+    ] = None,
+    sample_baseline: Annotated[
+        int,
+        typer.Option(
+            "--sample-baseline", help="first write this many digits samples as a headerless CSV baseline"
+        ),
+    ] = 0,
+    root: RootOption = Path("."),
+) -> None:
+    """Model Monitor's data-quality check here: a baseline (statistics.json, constraints.json) from
+    the training data, then the requests `local serve` captured checked against it."""
+    from datetime import UTC, datetime
+
+    from rich.table import Table
+
+    from sagestack.cli.common import UserError
+    from sagestack.local.compile import local_root
+    from sagestack.local.monitor import (
+        captured_dataset,
+        constraints,
+        read_dataset,
+        statistics,
+        violations,
+        write_json,
+    )
+
+    out = console()
+    loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    spec = loaded.spec.endpoints[endpoint]
+    monitor = spec.monitor
+    dataset_format = monitor.dataset_format if monitor else "csv"
+    header = monitor.csv_header if monitor else False
+    extras = serving_extras(loaded, endpoint, asynchronous=False, capture=True)
+    capture_root = extras["capture_dir"]
+    base = local_root(loaded) / "monitoring" / endpoint
+    if sample_baseline:
+        from sklearn.datasets import load_digits
+
+        x, _ = load_digits(return_X_y=True)
+        baseline = base / "baseline-data" / "digits.csv"
+        baseline.parent.mkdir(parents=True, exist_ok=True)
+        baseline.write_text(
+            "".join(",".join(f"{v / 16.0:.4f}" for v in row) + "\n" for row in x[:sample_baseline])
+        )
+        dataset_format, header = "csv", False
+    if baseline is None:
+        location = monitor.baseline_data if monitor and monitor.baseline_data else None
+        baseline = (
+            local_root(loaded) / "s3" / location.removeprefix("s3://") if location else base / "baseline-data"
+        )
+    if not baseline.exists():
+        raise UserError(
+            f"no baseline dataset at {baseline}; give --baseline (the training data as CSV or JSON Lines) "
+            "or --sample-baseline N"
+        )
+    data = read_dataset(baseline, dataset_format, header)
+    if not data.rows:
+        raise UserError(f"the baseline dataset {baseline} holds no records")
+    stats = statistics(data)
+    limits = constraints(stats)
+    write_json(base / "baseline" / "statistics.json", stats)
+    write_json(base / "baseline" / "constraints.json", limits)
+    out.print(
+        f"baseline: {len(data.rows)} records, {len(data.names)} features → {base / 'baseline'}", markup=False
+    )
+    current = captured_dataset(capture_root)
+    if not current.rows:
+        raise UserError(
+            f"nothing captured under {capture_root}; serve with capture on "
+            f"(`sagestack local serve {endpoint} --capture`) and send requests first"
+        )
+    found = violations(stats, limits, current)
+    report = base / "reports" / datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S")
+    write_json(report / "statistics.json", statistics(current))
+    write_json(report / "constraint_violations.json", {"violations": found})
+    out.print(f"captured: {len(current.rows)} records → {report}", markup=False)
+    if not found:
+        out.print("[green]✓[/] no violations (Completed)")
+        return
+    table = Table(
+        "feature", "check", "description", title=f"{len(found)} violation(s) (CompletedWithViolations)"
+    )
+    for v in found[:20]:
+        table.add_row(v["feature_name"], v["constraint_check_type"], v["description"])
+    out.print(table)
+    if len(found) > 20:
+        out.print(f"… and {len(found) - 20} more in {report / 'constraint_violations.json'}", markup=False)
