@@ -9,12 +9,17 @@ What this tier cannot cover, and where it is covered instead:
 - moto runs no Lambda: the pipeline is started with `sagestack run`, not `run_on_deploy`
   (covered by tests/constructs/test_training_stack.py::test_run_on_deploy_starts_an_execution_named_after_the_hash).
 - moto's CloudFormation has no AWS::S3::BucketPolicy, AWS::SNS::TopicPolicy, AWS::CloudWatch::Alarm,
-  AWS::SageMaker::ModelPackageGroup or AWS::ApplicationAutoScaling::*: it skips them, and this test
-  asserts that it did, so a future moto that creates them makes the test say so. They are covered
-  by template assertions in tests/constructs/ (SSL-only bucket policies, the failure and rollback
-  alarms, the model package group and its policy, autoscaling). The group (and the package the
+  AWS::SageMaker::ModelPackageGroup, AWS::ApplicationAutoScaling::*, AWS::SageMaker::InferenceComponent,
+  AWS::SageMaker::DataQualityJobDefinition or AWS::SageMaker::MonitoringSchedule: it skips them, and
+  this test asserts that it did, so a future moto that creates them makes the test say so. They are
+  covered by template assertions in tests/constructs/ (SSL-only bucket policies, the failure and
+  rollback alarms, the model package group and its policy, autoscaling, backlog scaling, the
+  components, the monitor), each validated against botocore's model at synth. The group (and the package the
   overlay pins) are made with boto3 before the deploy; moto also names an endpoint after its
   logical ID rather than its EndpointName.
+- moto's endpoint configs must name a model on each variant; an inference-component endpoint's
+  variant names none (its components do). That check is relaxed in the emulator, as are the two
+  defects below.
 - Two emulator defects are bridged in the emulator, not in sagestack: moto's CloudFormation passes
   a KMS key's tags in CloudFormation's Key/Value form to a backend that expects TagKey/TagValue,
   and it creates state machines in the Step Functions backend that the executing interpreter does
@@ -50,9 +55,25 @@ images:
 pipeline: {poll_interval: 1s, backoff: 1s}
 # The promotion pin: a package registered before the deploy (see `deployed`), so the serving stack
 # deploys an endpoint too.
-endpoints: {digits: {model_package: "PINNED"}}
+endpoints: {digits: {model_package: "PINNED", monitor: {dataset_format: csv, alarm_features: [_c36]}}}
 """
 PINNED = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/digits-e2e/1"
+# The other ways to serve it, added to the e2e copy of the project: asynchronous (scaling to zero on
+# the backlog), two models as inference components on one fleet, and a pinned batch transform.
+E2E_SERVING = """\
+
+  queued:
+    model_package: "PINNED"
+    instance_type: ml.m5.xlarge
+    async: {max_concurrent_invocations_per_instance: 2}
+    autoscaling: {min: 0, max: 2}
+  shared:
+    instance_type: ml.g4dn.12xlarge  # moto's list of endpoint types predates G5
+    autoscaling: {min: 1, max: 2}
+    components:
+      small: {model_package: "PINNED", memory_mb: 4096, accelerators: 1, copies: 2}
+      large: {model_package: "PINNED", memory_mb: 16384, accelerators: 2}
+"""
 UNSUPPORTED_BY_MOTO = {
     "AWS::S3::BucketPolicy",
     "AWS::SNS::TopicPolicy",
@@ -61,6 +82,9 @@ UNSUPPORTED_BY_MOTO = {
     "AWS::CDK::Metadata",
     "AWS::ApplicationAutoScaling::ScalableTarget",
     "AWS::ApplicationAutoScaling::ScalingPolicy",
+    "AWS::SageMaker::InferenceComponent",
+    "AWS::SageMaker::DataQualityJobDefinition",
+    "AWS::SageMaker::MonitoringSchedule",
 }
 STACKS = ("digits-e2e-foundation", "digits-e2e-training", "digits-e2e-serving")
 
@@ -104,6 +128,15 @@ def _bridge_emulator_defects() -> None:
         return response
 
     sm_models.SageMakerModelBackend.describe_training_job = describe_training_job
+
+    # An endpoint config for inference components names no model on its variant (the components
+    # name theirs); moto requires one.
+    validate_variants = sm_models.SageMakerModelBackend.validate_production_variants
+
+    def validate_production_variants(self, production_variants):  # type: ignore[no-untyped-def]
+        return validate_variants(self, [v for v in production_variants if "ModelName" in v])
+
+    sm_models.SageMakerModelBackend.validate_production_variants = validate_production_variants
     sfn_models.stepfunctions_backends = stepfunctions_parser_backends
 
 
@@ -127,6 +160,11 @@ def project(tmp_path_factory) -> Path:
             REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__", "*.quotas.json")
         )
     (root / "config/envs/e2e.yaml").write_text(E2E_OVERLAY.replace("PINNED", PINNED))
+    spec = (root / "config/sagestack.yaml").read_text()
+    extra = E2E_SERVING.replace("PINNED", PINNED)
+    spec = spec.replace("\ntransforms:\n", extra.rstrip("\n") + "\n\ntransforms:\n", 1)
+    spec += f'  nightly: {{model_package: "{PINNED}", instance_type: [ml.m5.xlarge, ml.c5.xlarge]}}\n'
+    (root / "config/sagestack.yaml").write_text(spec)
     return root
 
 
@@ -335,10 +373,11 @@ def test_tuning_pipeline_records_the_best_model_in_ssm(emulator, deployed):
 
 def test_the_serving_stack_serves_the_pinned_package(emulator, deployed):
     sm = emulator.client("sagemaker")
-    (summary,) = sm.list_endpoints()["Endpoints"]  # moto names it after the logical ID
-    endpoint = sm.describe_endpoint(EndpointName=summary["EndpointName"])
-    assert endpoint["EndpointStatus"] == "InService"
-    config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+    # moto names endpoints after their logical IDs: 'digits' is the one that captures its data
+    endpoints = [sm.describe_endpoint(EndpointName=e["EndpointName"]) for e in sm.list_endpoints()["Endpoints"]]
+    assert len(endpoints) == 3 and {e["EndpointStatus"] for e in endpoints} == {"InService"}
+    configs = [sm.describe_endpoint_config(EndpointConfigName=e["EndpointConfigName"]) for e in endpoints]
+    (config,) = [c for c in configs if (c.get("DataCaptureConfig") or {}).get("EnableCapture")]
     (variant,) = config["ProductionVariants"]
     assert variant["VariantName"] == "AllTraffic"
     assert (variant["InstanceType"], variant["InitialInstanceCount"]) == ("ml.c5.xlarge", 1)
@@ -349,3 +388,32 @@ def test_the_serving_stack_serves_the_pinned_package(emulator, deployed):
     stack = emulator.client("cloudformation").describe_stacks(StackName="digits-e2e-foundation")["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
     assert model["ExecutionRoleArn"] == outputs["ExecutionRoleArn"]
+
+
+def test_the_async_and_shared_endpoints_deploy_as_synthesized(emulator, deployed):
+    """moto names endpoints after logical IDs: find the configs by what they hold."""
+    sm = emulator.client("sagemaker")
+    configs = [
+        sm.describe_endpoint_config(EndpointConfigName=c["EndpointConfigName"])
+        for c in sm.list_endpoint_configs()["EndpointConfigs"]
+    ]
+    (queued,) = [c for c in configs if c.get("AsyncInferenceConfig")]
+    out = queued["AsyncInferenceConfig"]["OutputConfig"]
+    assert out["S3OutputPath"].endswith("/async/queued/output/") and out["S3FailurePath"].endswith("/async/queued/failures/")
+    assert {"SuccessTopic", "ErrorTopic"} <= set(out["NotificationConfig"])
+    assert queued["AsyncInferenceConfig"]["ClientConfig"] == {"MaxConcurrentInvocationsPerInstance": 2}
+    (shared,) = [c for c in configs if c["ProductionVariants"][0].get("InstanceType") == "ml.g4dn.12xlarge"]
+    (variant,) = shared["ProductionVariants"]
+    assert "ModelName" not in variant
+    topics = emulator.client("sns").list_topics()["Topics"]
+    assert any(t["TopicArn"] == out["NotificationConfig"]["SuccessTopic"] for t in topics)
+
+
+def test_the_pinned_transform_runs_with_sagestack_run(emulator, deployed):
+    output = _run_pipeline(emulator, deployed, "nightly")
+    sm = emulator.client("sagemaker")
+    job = sm.describe_transform_job(TransformJobName=output["TransformJobName"])
+    assert job["TransformJobStatus"] == "Completed"
+    assert job["TransformResources"]["InstanceType"] == output["InstanceType"] == "ml.m5.xlarge"
+    assert job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"].endswith("/transform/nightly/input/")
+    assert sm.describe_model(ModelName=job["ModelName"])["PrimaryContainer"]["ModelPackageName"] == PINNED
