@@ -69,6 +69,17 @@ CASES: dict[str, tuple[bytes, dict[str, str], int]] = {
         {"Content-Type": JSON, "Accept": "text/csv"},
         406,
     ),
+    # What a batch transform sends with SplitType Line and MultiRecord: records joined by newlines.
+    "json lines batch": (
+        "\n".join(json.dumps(sample.tolist()) for sample in BATCH).encode(),
+        {"Content-Type": "application/jsonlines", "Accept": "application/jsonlines"},
+        200,
+    ),
+    "json lines, a bad line": (
+        b'[[1, 2]]\n{not json',
+        {"Content-Type": "application/jsonlines", "Accept": "application/jsonlines"},
+        400,
+    ),
     "oversized batch": (
         _npy(np.zeros((1025, 1, 8, 8), np.float32)),
         {"Content-Type": NPY, "Accept": NPY},
