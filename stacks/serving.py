@@ -203,7 +203,6 @@ class ServingStack(Stack):
             if source_account != plan.account:
                 role.grant_read_promoted_models(source_account, plan.region)
 
-
     def _topic(self, plan: EnvironmentPlan, foundation: FoundationStack) -> sns.Topic:
         """Monitoring alarms and baseline notifications (made when first needed)."""
         if self.topic is None:

@@ -132,7 +132,9 @@ def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tenso
             raise PayloadError(f"a .npy payload must hold numbers, not {array.dtype}")
         array = array.astype(np.float32, copy=False)
     else:
-        raise PayloadError(f"content type '{kind}' is not supported; send {JSON}, {JSONL} or {NPY}", status=415)
+        raise PayloadError(
+            f"content type '{kind}' is not supported; send {JSON}, {JSONL} or {NPY}", status=415
+        )
     if not np.isfinite(array).all():
         raise PayloadError("the payload holds NaN or infinite values")
     return _batched(torch.from_numpy(np.ascontiguousarray(array)))
@@ -187,7 +189,9 @@ def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]
     if kind == JSONL:
         labels = probs.argmax(axis=1).tolist()
         rounded = np.round(probs.astype(np.float64), 6).tolist()
-        lines = [json.dumps({"label": k, "probabilities": row}) for k, row in zip(labels, rounded, strict=True)]
+        lines = [
+            json.dumps({"label": k, "probabilities": row}) for k, row in zip(labels, rounded, strict=True)
+        ]
         return ("\n".join(lines) + "\n").encode(), JSONL
     if kind == NPY:
         buf = io.BytesIO()

@@ -76,7 +76,7 @@ CASES: dict[str, tuple[bytes, dict[str, str], int]] = {
         200,
     ),
     "json lines, a bad line": (
-        b'[[1, 2]]\n{not json',
+        b"[[1, 2]]\n{not json",
         {"Content-Type": "application/jsonlines", "Accept": "application/jsonlines"},
         400,
     ),

@@ -374,7 +374,9 @@ def test_tuning_pipeline_records_the_best_model_in_ssm(emulator, deployed):
 def test_the_serving_stack_serves_the_pinned_package(emulator, deployed):
     sm = emulator.client("sagemaker")
     # moto names endpoints after their logical IDs: 'digits' is the one that captures its data
-    endpoints = [sm.describe_endpoint(EndpointName=e["EndpointName"]) for e in sm.list_endpoints()["Endpoints"]]
+    endpoints = [
+        sm.describe_endpoint(EndpointName=e["EndpointName"]) for e in sm.list_endpoints()["Endpoints"]
+    ]
     assert len(endpoints) == 3 and {e["EndpointStatus"] for e in endpoints} == {"InService"}
     configs = [sm.describe_endpoint_config(EndpointConfigName=e["EndpointConfigName"]) for e in endpoints]
     (config,) = [c for c in configs if (c.get("DataCaptureConfig") or {}).get("EnableCapture")]
@@ -399,7 +401,9 @@ def test_the_async_and_shared_endpoints_deploy_as_synthesized(emulator, deployed
     ]
     (queued,) = [c for c in configs if c.get("AsyncInferenceConfig")]
     out = queued["AsyncInferenceConfig"]["OutputConfig"]
-    assert out["S3OutputPath"].endswith("/async/queued/output/") and out["S3FailurePath"].endswith("/async/queued/failures/")
+    assert out["S3OutputPath"].endswith("/async/queued/output/") and out["S3FailurePath"].endswith(
+        "/async/queued/failures/"
+    )
     assert {"SuccessTopic", "ErrorTopic"} <= set(out["NotificationConfig"])
     assert queued["AsyncInferenceConfig"]["ClientConfig"] == {"MaxConcurrentInvocationsPerInstance": 2}
     (shared,) = [c for c in configs if c["ProductionVariants"][0].get("InstanceType") == "ml.g4dn.12xlarge"]
