@@ -62,32 +62,40 @@ def _job_of(plan: EnvironmentPlan, source: str) -> str:
     return spec.tuning[source].job if source in spec.tuning else source
 
 
+def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_type: str) -> str:
+    """The DLC inference image for the model `source` (a job or search) trains, on `instance_type`."""
+    from sagestack.catalog.images import ImageLookupError, dlc_image_uri
+
+    job = plan.spec.jobs[_job_of(plan, source)]
+    dlc = plan.spec.images[job.image].dlc
+    if dlc is None:
+        raise EndpointResolutionError(
+            f"{what}: job '{job.image}' image is not a Deep Learning Container, so sagestack knows no "
+            "inference image for it; add compile: (Neo reports the image) or serve a registered model_package"
+        )
+    try:
+        return dlc_image_uri(
+            dlc.framework,
+            dlc.version,
+            dlc.py_version,
+            region=plan.region,
+            instance_type=instance_type,
+            scope="inference",
+        )
+    except ImageLookupError as e:
+        raise EndpointResolutionError(f"{what}: {e}") from None
+
+
 def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
-    from sagestack.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
+    from sagestack.catalog.images import SERVERLESS_INSTANCE_HINT
 
     ep = plan.spec.endpoints[key]
     inference_image = ""  # served only from a pinned package, which carries its own image
     if ep.model is not None and not (ep.compile and ep.compile.target_device):
-        job = plan.spec.jobs[_job_of(plan, ep.model.from_)]
-        dlc = plan.spec.images[job.image].dlc
-        if dlc is None:
-            raise EndpointResolutionError(
-                f"endpoint '{key}': job '{job.image}' image is not a Deep Learning Container, so sagestack "
-                "knows no inference image for it; add compile: (Neo reports the image) or serve a "
-                "registered model_package"
-            )
-        try:
-            inference_image = dlc_image_uri(
-                dlc.framework,
-                dlc.version,
-                dlc.py_version,
-                region=plan.region,
-                instance_type=ep.instance_type or SERVERLESS_INSTANCE_HINT,
-                scope="inference",
-            )
-        except ImageLookupError as e:
-            raise EndpointResolutionError(f"endpoint '{key}': {e}") from None
+        inference_image = _inference_image(
+            plan, f"endpoint '{key}'", ep.model.from_, ep.instance_type or SERVERLESS_INSTANCE_HINT
+        )
     return endpoint_plan(
         names=plan.names, key=key, spec=ep, region=plan.region, inference_image=inference_image
     )
@@ -147,25 +155,9 @@ def endpoints_fed_by(plan: EnvironmentPlan, source: str) -> list[EndpointPlan]:
 def resolve_transform_registration(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     """What a pipeline registers for a `model: {from: …}` transform: the model as trained, served by
     the job's DLC inference image for the first candidate type, for the transform's types."""
-    from sagestack.catalog.images import ImageLookupError, dlc_image_uri
-
     t = plan.spec.transforms[key]
     assert t.model is not None
-    job = plan.spec.jobs[_job_of(plan, t.model.from_)]
-    dlc = plan.spec.images[job.image].dlc
-    if dlc is None:
-        raise EndpointResolutionError(f"transform '{key}': the job's image is not a Deep Learning Container")
-    try:
-        image = dlc_image_uri(
-            dlc.framework,
-            dlc.version,
-            dlc.py_version,
-            region=plan.region,
-            instance_type=t.instance_type[0],
-            scope="inference",
-        )
-    except ImageLookupError as e:
-        raise EndpointResolutionError(f"transform '{key}': {e}") from None
+    image = _inference_image(plan, f"transform '{key}'", t.model.from_, t.instance_type[0])
     return EndpointPlan(
         key=key,
         spec=EndpointSpec.model_validate({"model": {"from": t.model.from_}}),
@@ -288,15 +280,6 @@ def validation_stand_ins(ep: EndpointPlan) -> dict[str, str]:
         "training_job": "sagestack-validation-job",
         "compiled": "s3://sagestack-validation-bucket/models/compiled/model-ml_c5.tar.gz",
     }
-
-
-def _dynamic(request: dict[str, Any], path: tuple[str, ...], json_path: str) -> None:
-    """Replace request[path] with a JSONPath reference ('Key.$')."""
-    node = request
-    for part in path[:-1]:
-        node = node[part]
-    node.pop(path[-1], None)
-    node[f"{path[-1]}.$"] = json_path
 
 
 # ---------------------------------------------------------------- states
@@ -448,8 +431,8 @@ def _endpoint_states(
         "Next": names.compile,
     }
     request = compilation_request(ep, ctx, name=stand_in["name"], model_artifacts=stand_in["model_artifacts"])
-    _dynamic(request, ("CompilationJobName",), name_path)
-    _dynamic(request, ("InputConfig", "S3Uri"), "$.ModelArtifacts")
+    asl.dynamic(request, ("CompilationJobName",), name_path)
+    asl.dynamic(request, ("InputConfig", "S3Uri"), "$.ModelArtifacts")
     target = ep.spec.compile.target_device or "target platform"
     s[names.compile] = asl.task(
         "sagemaker:createCompilationJob",
@@ -526,9 +509,9 @@ def _register_request(
     )
     container = request["InferenceSpecification"]["Containers"][0]
     if image_path:
-        _dynamic(container, ("Image",), image_path)
-    _dynamic(container, ("ModelDataUrl",), model_data_path)
-    _dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
+        asl.dynamic(container, ("Image",), image_path)
+    asl.dynamic(container, ("ModelDataUrl",), model_data_path)
+    asl.dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
     return request
 
 

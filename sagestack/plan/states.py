@@ -74,6 +74,15 @@ def task(
     return state
 
 
+def dynamic(request: dict[str, Any], path: tuple[str, ...], json_path: str) -> None:
+    """Replace request[path] with a JSONPath reference ('Key.$': json_path), a value of the run."""
+    node = request
+    for part in path[:-1]:
+        node = node[part]
+    node.pop(path[-1], None)
+    node[f"{path[-1]}.$"] = json_path
+
+
 def choice(*choices: dict[str, Any], default: str) -> State:
     return {"Type": "Choice", "Choices": list(choices), "Default": default}
 

@@ -216,8 +216,8 @@ def transform_states(
         "Next": names.model,
     }
     request = model_request(t, ctx, name="stand-in", package="stand-in")
-    _dynamic(request, ("ModelName",), f"{state}.model")
-    _dynamic(request, ("PrimaryContainer", "ModelPackageName"), package_path)
+    asl.dynamic(request, ("ModelName",), f"{state}.model")
+    asl.dynamic(request, ("PrimaryContainer", "ModelPackageName"), package_path)
     s[names.model] = asl.task(
         "sagemaker:createModel",
         request,
@@ -251,12 +251,12 @@ def transform_states(
         request = transform_request(
             t, ctx, name="stand-in", model="stand-in", instance_type=itype, input_uri="s3://stand-in/"
         )
-        _dynamic(request, ("TransformJobName",), f"{state}.job")
-        _dynamic(request, ("ModelName",), f"{state}.model")
+        asl.dynamic(request, ("TransformJobName",), f"{state}.job")
+        asl.dynamic(request, ("ModelName",), f"{state}.model")
         output = f"s3://{ctx.bucket}/transform/{t.key}/output/{{}}/"
-        _dynamic(request, ("TransformOutput", "S3OutputPath"), f"States.Format('{output}', {state}.job)")
+        asl.dynamic(request, ("TransformOutput", "S3OutputPath"), f"States.Format('{output}', {state}.job)")
         if input_path is not None:
-            _dynamic(request, ("TransformInput", "DataSource", "S3DataSource", "S3Uri"), input_path)
+            asl.dynamic(request, ("TransformInput", "DataSource", "S3DataSource", "S3Uri"), input_path)
         else:
             request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] = t.input_uri(ctx.bucket)
         s[names.create(itype)] = asl.task(
@@ -359,11 +359,3 @@ def standalone_definition(
         "StartAt": "Package given?",
         "States": states,
     }
-
-
-def _dynamic(request: dict[str, Any], path: tuple[str, ...], json_path: str) -> None:
-    node = request
-    for part in path[:-1]:
-        node = node[part]
-    node.pop(path[-1], None)
-    node[f"{path[-1]}.$"] = json_path

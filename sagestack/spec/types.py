@@ -172,20 +172,25 @@ def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-TrainingInstanceCandidates = Annotated[
-    list[TrainingInstanceType],
-    BeforeValidator(_one_or_many),
-    Field(min_length=1, description="one instance type, or candidates in order of preference"),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "string"},
-                {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            ],
-            "description": "one instance type, or candidates in order of preference",
-        }
-    ),
-]
+def _candidates(item: Any) -> Any:
+    """One instance type, or a list of candidates in order of preference."""
+    return Annotated[
+        list[item],
+        BeforeValidator(_one_or_many),
+        Field(min_length=1, description="one instance type, or candidates in order of preference"),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                ],
+                "description": "one instance type, or candidates in order of preference",
+            }
+        ),
+    ]
+
+
+TrainingInstanceCandidates = _candidates(TrainingInstanceType)
 
 
 def _hyperparameter(value: Any) -> Any:
@@ -237,17 +242,4 @@ PhoneNumber = Annotated[
     WithJsonSchema({"type": "string", "pattern": _E164}),
 ]
 
-TransformInstanceCandidates = Annotated[
-    list[TransformInstanceType],
-    BeforeValidator(_one_or_many),
-    Field(min_length=1, description="one instance type, or candidates in order of preference"),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "string"},
-                {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            ],
-            "description": "one instance type, or candidates in order of preference",
-        }
-    ),
-]
+TransformInstanceCandidates = _candidates(TransformInstanceType)
