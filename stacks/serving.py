@@ -167,6 +167,7 @@ class ServingStack(Stack):
                     alarm_features=monitor.alarm_features,
                     drift_threshold=monitor.drift_threshold,
                     topic=self._topic(plan, foundation),
+                    poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
                     region=plan.region,
                 )
             # The role pulls the package's image and reads its model; a package promoted from

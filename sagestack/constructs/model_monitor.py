@@ -45,6 +45,7 @@ class ModelMonitor(Construct):
     max_runtime (30 minutes).
     alarm_features: features whose baseline drift raises the alarm (at most 10); drift_threshold (0.1).
     topic: the alarm's and the baseline pipeline's notifications (default: none).
+    poll_interval: how often the baseline pipeline looks at its job (default: a minute).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class ModelMonitor(Construct):
         alarm_features: Sequence[str] = (),
         drift_threshold: float = 0.1,
         topic: sns.ITopic | None = None,
+        poll_interval: Duration | None = None,
         region: str | None = None,
     ) -> None:
         from sagestack.plan.monitoring import (
@@ -125,7 +127,10 @@ class ModelMonitor(Construct):
             "Baseline",
             definition=baseline_definition(
                 plan,
-                PipelineSettings(topic_arn=topic.topic_arn if topic else None),
+                PipelineSettings(
+                    poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
+                    topic_arn=topic.topic_arn if topic else None,
+                ),
                 image=image,
                 role_arn=execution_role.role_arn,
                 bucket=bucket,

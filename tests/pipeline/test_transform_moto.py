@@ -1,6 +1,7 @@
 """Batch transforms executed by moto's Step Functions interpreter against a moto server: after the
 classifier pipeline registers the model (model: {from}), and as a pinned transform's own pipeline
-— the model made once per package, the quota-short candidate skipped, the job's request as sent."""
+— the model made once per package, the quota-short candidate skipped, the job's request as sent.
+And the Model Monitor baseline pipeline of a monitored endpoint."""
 
 from __future__ import annotations
 
@@ -28,17 +29,13 @@ def transform_app(tmp_path_factory):
     shutil.rmtree(root / "config")
     shutil.copytree(REPO / "config", root / "config")
     shutil.copytree(REPO / "containers", root / "containers")
-    spec = root / "config/sagestack.yaml"
-    spec.write_text(
-        spec.read_text()
-        + "\ntransforms:\n  score:\n    model: {from: classifier}\n    instance_type: [ml.m5.xlarge, ml.c5.xlarge]\n"
-        + "    join_source: Input\n"
-    )
+    # The example's `score` transform (model: {from: classifier}, on ml.m5.xlarge or ml.c5.xlarge).
     dev = root / "config/envs/dev.yaml"
     dev.write_text(
         dev.read_text()
         + "pipeline: {poll_interval: 1s, backoff: 1s}\n"
         + f'transforms:\n  nightly:\n    model_package: "{PIN}"\n    instance_type: [ml.c5.xlarge]\n'
+        + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n    monitor: {{dataset_format: json}}\n'
     )
     # The snapshot names the transform quotas' codes (their values are read at run time).
     (root / "config/envs/dev.quotas.json").write_text(
@@ -169,3 +166,22 @@ def test_a_pinned_transform_reuses_its_model_and_takes_another_input(moto, trans
     inputs = sorted(j["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] for j in jobs)
     assert inputs == [f"s3://{BUCKET}/transform/nightly/input/", "s3://other-bucket/tonight/"]
     assert sm.describe_model(ModelName=jobs[0]["ModelName"])["PrimaryContainer"]["ModelPackageName"] == PIN
+
+
+def test_the_monitor_baseline_pipeline_runs_the_analyzer_on_the_training_data(moto, transform_app):
+    moto.reset()
+    machine = _machine(moto, transform_app, "digits-dev-baseline-digits", "serving")
+    result = _start(moto, machine, {})
+    assert result["status"] == "SUCCEEDED", result
+    assert result["entered"][-2:] == ["Notify baseline ready", "Baseline ready"]
+    sm = moto.client("sagemaker")
+    (summary,) = sm.list_processing_jobs()["ProcessingJobSummaries"]
+    job = sm.describe_processing_job(ProcessingJobName=summary["ProcessingJobName"])
+    assert job["ProcessingJobName"].startswith("digits-dev-digits-baseline-")
+    assert job["AppSpecification"]["ImageUri"].endswith("/sagemaker-model-monitor-analyzer")
+    # (moto keeps no Environment; the synth tests assert the analyzer's settings)
+    (source,) = job["ProcessingInputs"]
+    assert source["S3Input"]["S3Uri"] == f"s3://{BUCKET}/monitoring/digits/baseline-data/"
+    (out,) = job["ProcessingOutputConfig"]["Outputs"]
+    assert out["S3Output"]["S3Uri"] == f"s3://{BUCKET}/monitoring/digits/baseline"
+    assert job["RoleArn"] == ROLE
