@@ -56,6 +56,10 @@ def test_pipeline_uses_sdk_integrations_with_polling_not_sync(example_app):
         "arn:aws:states:::aws-sdk:sagemaker:createTrainingJob",
         "arn:aws:states:::aws-sdk:sagemaker:describeTrainingJob",
         "arn:aws:states:::aws-sdk:sns:publish",
+        # the example's batch transform, after registration
+        "arn:aws:states:::aws-sdk:sagemaker:createModel",
+        "arn:aws:states:::aws-sdk:sagemaker:createTransformJob",
+        "arn:aws:states:::aws-sdk:sagemaker:describeTransformJob",
         # no quota snapshot in dev: each candidate's quota is found by its name
         "arn:aws:states:::aws-sdk:servicequotas:listServiceQuotas",
         # the example's endpoint: compile the trained model, register it

@@ -211,7 +211,10 @@ def test_without_a_snapshot_a_zero_quota_is_found_by_name_across_pages_and_skipp
     # ml.g4dn.xlarge is on the second page with a quota of 0: the next candidate, without a create call
     assert "Quota 1/2: next page" in result["entered"] and "Quota 1/2: value" in result["entered"]
     assert "Create 1/2" not in result["entered"]
-    assert [c.get("NextToken") for c in service_quotas] == [None, "100"]
+    # then the example's transform looks for its first candidate's quota: three pages, not found
+    # (this account lists none), so that create call is the judge
+    assert [c.get("NextToken") for c in service_quotas] == [None, "100", None, "100", "200"]
+    assert "Quota transform score ml.m5.xlarge: not found" in result["entered"]
     assert all(c["ServiceCode"] == "sagemaker" and c["MaxResults"] == 100 for c in service_quotas)
     assert json.loads(result["output"])["InstanceType"] == "ml.m5.xlarge"
     assert [j["ResourceConfig"]["InstanceType"] for j in _jobs(moto).values()] == ["ml.m5.xlarge"]
@@ -270,5 +273,5 @@ def test_sagestack_run_unknown_job_suggests(moto, dev_app):
     result = _cli(moto, dev_app.root, "run", "clasifier", "--env", "dev")
     assert (
         result.returncode == 2
-        and "no job or tuning entry 'clasifier'; did you mean 'classifier'?" in result.stderr
+        and "no job, tuning entry or transform 'clasifier'; did you mean 'classifier'?" in result.stderr
     )
