@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python bench/synth.py
 	$(BIN)/python bench/train.py
 	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/transform.py
 	$(BIN)/python bench/cli.py
 
 clean:

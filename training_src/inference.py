@@ -28,7 +28,9 @@ import torch
 JSON = "application/json"
 NPY = "application/x-npy"
 JSONL = "application/jsonlines"
-MAX_BATCH_ROWS = 1024
+# A guard against a runaway request, not a batching limit: a batch transform's MultiRecord request
+# (6 MB by default) holds about 10,000 digits records as JSON Lines, and each must fit.
+MAX_BATCH_ROWS = 16384
 
 
 try:  # in SageMaker's PyTorch / Neo inference containers

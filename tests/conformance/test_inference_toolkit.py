@@ -81,7 +81,7 @@ CASES: dict[str, tuple[bytes, dict[str, str], int]] = {
         400,
     ),
     "oversized batch": (
-        _npy(np.zeros((1025, 1, 8, 8), np.float32)),
+        _npy(np.zeros((16385, 1, 8, 8), np.float32)),
         {"Content-Type": NPY, "Accept": NPY},
         413,
     ),
