@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagestack.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.plan.capacity import CapacityReport, QuotaBook, Row, evaluate
 from sagestack.plan.environment import EnvironmentPlan
 from sagestack.plan.lock import autoscaled_type_changes, lock_changes, lock_document, read_lock
@@ -49,6 +50,8 @@ def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResul
 
 
 MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]unchecked[/]"}
+# In a narrow table: the same, shorter ("?" is unchecked: no quota source said).
+SHORT_MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]?[/]"}
 
 
 def _quota_cells(r: Row) -> list[str]:
@@ -67,6 +70,12 @@ def _basis(r: Row) -> str:
     return "; ".join(x for x in (r.cost_basis, r.note) if x)
 
 
+def _short_usage(quota: str) -> str:
+    if quota == TRAINING_INSTANCES_TOTAL:
+        return "all training"
+    return _usage(quota).replace("spot training", "spot")
+
+
 def _usage(quota: str) -> str:
     """'ml.g5.2xlarge for spot training job usage' -> 'spot training' (the type is in its own column)."""
     for suffix, short in (
@@ -81,8 +90,10 @@ def _usage(quota: str) -> str:
     return quota
 
 
-def _money(v: float | None) -> str:
-    return "n/a" if v is None else f"${v:,.2f}"
+def _money(v: float | None, *, cents: bool = True) -> str:
+    if v is None:
+        return "n/a"
+    return f"${v:,.2f}" if cents or v < 100 else f"${v:,.0f}"
 
 
 def _num(v: float | None) -> str:
@@ -99,31 +110,53 @@ def _seconds(v: float | None) -> str:
     return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
 
 
-def render(result: PlanResult, console: Any) -> None:
+WIDE = 120  # narrower consoles (80 columns, a pipe) get tables of the essentials, details below
+
+
+def _table(console: Any, title: str) -> Any:
+    from rich import box
     from rich.table import Table
 
+    if console.width < WIDE:  # no vertical rules: the columns keep their room
+        return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    return Table(title=title, title_justify="left")
+
+
+def render(result: PlanResult, console: Any) -> None:
     plan, cap = result.plan, result.capacity
     account = plan.account or "account-agnostic"
     console.print(f"[bold]{plan.project}[/] · {plan.env} · {plan.region} · {account}")
     console.print(f"quotas: {cap.book.detail}")
 
-    table = Table(title="Training jobs and searches (→ the candidate the quotas allow)", title_justify="left")
-    right = {"x", "needs", "free", "$/h", "on-demand", "spot est."}
-    for col in (
-        "entry",
-        "candidate",
-        "x",
-        "quota",
-        "needs",
-        "free",
-        "",
-        "$/h",
-        "on-demand",
-        "spot est.",
-        "bound",
-    ):
-        table.add_column(col, justify="right" if col in right else "left")
+    narrow = console.width < WIDE
+    table = _table(console, "Training jobs and searches (→ the candidate the quotas allow)")
+    columns: tuple[str, ...]
+    if narrow:
+        columns = ("entry", "candidate", "quota", "need/free", "", "cost", "spot")
+    else:
+        columns = (
+            "entry",
+            "candidate",
+            "x",
+            "quota",
+            "needs",
+            "free",
+            "",
+            "$/h",
+            "on-demand",
+            "spot est.",
+            "bound",
+        )
+    right = {"x", "needs", "free", "need/free", "$/h", "on-demand", "spot est.", "cost", "spot"}
+    for col in columns:
+        table.add_column(
+            col,
+            justify="right" if col in right else "left",
+            no_wrap=col == "candidate",
+            overflow="fold" if col == "entry" else "ellipsis",
+        )
     shown: set[str] = set()
+    bounds: list[str] = []
     for r in cap.rows:
         if r.kind not in ("job", "tuning"):
             continue
@@ -131,6 +164,19 @@ def render(result: PlanResult, console: Any) -> None:
         label = entry if entry not in shown else ""
         shown.add(entry)
         pick = "→ " if r.chosen and r.kind == "job" else "  "
+        if narrow:
+            table.add_row(
+                label,
+                f"{pick}{r.instance_type} x{r.count}",
+                _short_usage(r.quota),
+                f"{_num(r.needed)}/{_num(r.available)}",
+                SHORT_MARKS[r.status],
+                _money(r.cost_on_demand, cents=False),
+                _money(r.cost_spot, cents=False),
+            )
+            if label:
+                bounds.append(f"  {entry}: cost on demand (spot: estimate) for {_basis(r)}")
+            continue
         table.add_row(
             label,
             pick + r.instance_type,
@@ -140,6 +186,8 @@ def render(result: PlanResult, console: Any) -> None:
             _basis(r),
         )
     console.print(table)
+    for line in bounds:
+        console.print(line, markup=False, highlight=False)
     for key, job_plan in result.requests.jobs.items():
         console.print(f"  {key}: {job_plan.capacity_kind}", markup=False, highlight=False)
         console.print(f"    {job_plan.capacity_detail}", markup=False, highlight=False)
@@ -152,22 +200,41 @@ def render(result: PlanResult, console: Any) -> None:
 
     endpoints = [r for r in cap.rows if r.kind in ("endpoint", "transform", "cluster", "aggregate")]
     if endpoints:
-        t = Table(
-            title="Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)",
-            title_justify="left",
+        t = _table(
+            console, "Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)"
         )
-        for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
-            t.add_column(col)
+        if narrow:
+            for col in ("entry", "instance", "quota", "need/free", "", "cost"):
+                t.add_column(col, justify="right" if col in ("need/free", "cost") else "left")
+        else:
+            for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
+                t.add_column(col)
+        notes = []
         for r in endpoints:
             pick = ("→ " if r.chosen else "  ") if r.kind == "transform" else ""
+            entry = f"{r.key} (transform)" if r.kind == "transform" else r.key
+            if narrow:
+                t.add_row(
+                    entry,
+                    f"{pick}{r.instance_type} x{r.count}",
+                    _short_usage(r.quota),
+                    f"{_num(r.needed)}/{_num(r.available)}",
+                    SHORT_MARKS[r.status],
+                    _money(r.cost_on_demand, cents=False),
+                )
+                if r.chosen or r.kind != "transform":
+                    notes.append(f"  {entry}: {_basis(r)}")
+                continue
             t.add_row(
-                f"{r.key} (transform)" if r.kind == "transform" else r.key,
+                entry,
                 pick + r.instance_type,
                 str(r.count),
                 *_quota_cells(r),
                 _basis(r),
             )
         console.print(t)
+        for line in notes:
+            console.print(line, markup=False, highlight=False)
     for key, ep in plan.spec.endpoints.items():
         if not ep.components or ep.instance_type is None:
             continue
@@ -183,27 +250,17 @@ def render(result: PlanResult, console: Any) -> None:
             console.print(f"    {line}", markup=False, highlight=False)
 
     if result.sizing:
-        t = Table(
-            title="Sizing (weights + gradients + optimizer state; activations come on top)",
-            title_justify="left",
-        )
-        for col in (
-            "job",
-            "candidate",
-            "devices",
-            "per device",
-            "fits",
-            "sharded",
-            "all-reduce/step",
-            "in host",
-            "across hosts",
-        ):
+        t = _table(console, "Sizing (weights + gradients + optimizer state; activations come on top)")
+        sizing_columns = ["job", "candidate", "devices", "per device", "fits", "sharded"]
+        if not narrow:
+            sizing_columns += ["all-reduce/step", "in host", "across hosts"]
+        for col in sizing_columns:
             t.add_column(col)
         notes = []
         for key, rows in result.sizing.items():
             for s in rows:
                 fits = {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[s.fits]
-                t.add_row(
+                cells = [
                     key,
                     s.instance_type,
                     f"{s.hosts}x{s.devices_per_host}",
@@ -213,7 +270,8 @@ def render(result: PlanResult, console: Any) -> None:
                     _bytes(s.allreduce_bytes),
                     _seconds(s.intra_seconds),
                     _seconds(s.network_seconds),
-                )
+                ]
+                t.add_row(*cells[: len(sizing_columns)])
                 notes += [f"{key} on {s.instance_type}: {n}" for n in s.notes]
         console.print(t)
         for n in notes:

@@ -284,3 +284,30 @@ def test_plan_says_why_live_quotas_were_not_used(project, moto, monkeypatch):
     _snapshot(project, "dev", {G5: 4, M5: 4})
     out = " ".join(_plan(project).output.split())
     assert "quotas: snapshot config/envs/dev.quotas.json" in out and "; live quotas unavailable (" in out
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_plan_tables_stay_readable_at_80_columns_and_in_wide_terminals(width):
+    """Every line fits the console, and what a reader acts on is never cut: each candidate and
+    instance type appears whole, each entry's name appears (possibly folded), and every status."""
+    from rich.console import Console
+
+    from sagestack.plan import resolve_environment
+    from sagestack.plan.capacity import QuotaBook
+    from sagestack.report import plan_report, render
+    from sagestack.spec import load_project
+    from tests.conftest import REPO
+
+    plan = resolve_environment(load_project(REPO, "prod"))
+    console = Console(width=width, record=True, color_system=None)
+    render(plan_report(REPO, plan, QuotaBook.none("off")), console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    types = {t for job in plan.spec.jobs.values() for t in job.instance_type} | {"ml.c5.xlarge", "ml.m5.xlarge"}
+    for itype in types:
+        assert itype in text, itype
+    squashed = text.replace("\n", "").replace(" ", "")
+    for entry in (*plan.spec.jobs, *plan.spec.tuning, *plan.spec.endpoints, *plan.spec.transforms):
+        assert entry.replace(" ", "") in squashed, entry
+    if width >= 120:
+        assert "…" not in text
