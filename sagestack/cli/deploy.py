@@ -73,12 +73,13 @@ def run(
         "job, tuning entry or transform",
     )
     spec = loaded.spec
-    if job in spec.transforms and spec.transforms[job].model is not None:
+    if job in spec.transforms and spec.transforms[job].model_package is None:
         source = spec.transforms[job].model
         assert source is not None
         raise UserError(
             f"transform '{job}' runs in the '{source.from_}' pipeline, right after it registers the model: "
-            f"`sagestack run {source.from_} --env {env}`; pin model_package to run it on its own"
+            f"`sagestack run {source.from_} --env {env}`; pin model_package (`sagestack promote {job} "
+            f"--from … --to {env}`) to run it on its own"
         )
 
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError

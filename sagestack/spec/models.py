@@ -579,8 +579,9 @@ class MonitorSpec(StrictModel):
 
 
 class TransformSpec(StrictModel):
-    """A batch transform (CreateTransformJob) over a prefix of the project bucket, with a registered
-    (model: from) or pinned (model_package) model package."""
+    """A batch transform (CreateTransformJob) over a prefix of the project bucket, with the model a
+    pipeline registers (model: from; the transform runs after it) and/or a pinned model package
+    (its own pipeline, `sagestack run`)."""
 
     model: ModelSource | None = Field(
         default=None, description="the pipeline that trains the model registers it and runs the transform"

@@ -123,7 +123,7 @@ def test_offline_promotion_is_refused_where_approval_is_required(proj, sm):
 
 
 def test_unknown_endpoint_and_wrong_region_are_refused(proj, sm):
-    with pytest.raises(PromotionError, match="has no endpoint 'digit'"):
+    with pytest.raises(PromotionError, match="has no endpoint, component or transform 'digit'"):
         promote(proj.root, "digit", "dev", "staging")
     with pytest.raises(PromotionError, match="not a model package ARN in us-east-1"):
         promote(
@@ -159,3 +159,42 @@ def test_cli_reports_a_refusal_without_a_traceback(proj, sm):
     assert result.exit_code == 1
     assert "not promoted" in result.output and "Rejected" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_component_and_a_transform_are_promoted_like_endpoints(project, sm):
+    package = _package(sm, "Approved", instance_types=("ml.g5.12xlarge",))
+    transform_package: str = sm.create_model_package(
+        ModelPackageGroupName="digits-dev",
+        ModelApprovalStatus="Approved",
+        InferenceSpecification={
+            "Containers": [
+                {"Image": "123.dkr.ecr.us-east-1.amazonaws.com/x:1", "ModelDataUrl": "s3://b/m.tar.gz"}
+            ],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+            "SupportedTransformInstanceTypes": ["ml.m5.xlarge"],
+        },
+    )["ModelPackageArn"]
+    spec = (
+        MINIMAL
+        + "endpoints:\n  shared:\n    instance_type: ml.g5.12xlarge\n    components:\n"
+        + f'      small: {{model_package: "{package}", memory_mb: 4096, accelerators: 1}}\n'
+        + "transforms:\n  score:\n    model: {from: classifier}\n    instance_type: [ml.m5.xlarge, ml.c5.xlarge]\n"
+    )
+    proj = project.spec(spec).env("dev").env("prod", PROD)
+    newer = _package(sm, "Approved", instance_types=("ml.g5.12xlarge",))
+    result = promote(proj.root, "shared/small", "dev", "prod", package_arn=newer)
+    assert result.previous == package and result.changed
+    assert proj.load("prod").spec.endpoints["shared"].components["small"].model_package == newer
+    assert proj.load("dev").spec.endpoints["shared"].components["small"].model_package == package
+    # the transform's package must support every candidate: ml.c5.xlarge is missing
+    with pytest.raises(
+        PromotionError, match=r"not ml\.c5\.xlarge \(transforms\.score\.instance_type in prod\)"
+    ):
+        promote(proj.root, "score", "dev", "prod", package_arn=transform_package)
+    proj.spec(spec.replace("[ml.m5.xlarge, ml.c5.xlarge]", "[ml.m5.xlarge]"))
+    promote(proj.root, "score", "dev", "prod", package_arn=transform_package)
+    pinned = proj.load("prod").spec.transforms["score"]
+    assert pinned.model_package == transform_package and pinned.model is not None  # dev trains, prod pins
+    with pytest.raises(PromotionError, match=r"there: shared, shared/small, score"):
+        promote(proj.root, "shared/large", "dev", "prod", package_arn=newer)

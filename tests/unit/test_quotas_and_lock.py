@@ -303,7 +303,10 @@ def test_plan_tables_stay_readable_at_80_columns_and_in_wide_terminals(width):
     render(plan_report(REPO, plan, QuotaBook.none("off")), console)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= width
-    types = {t for job in plan.spec.jobs.values() for t in job.instance_type} | {"ml.c5.xlarge", "ml.m5.xlarge"}
+    types = {t for job in plan.spec.jobs.values() for t in job.instance_type} | {
+        "ml.c5.xlarge",
+        "ml.m5.xlarge",
+    }
     for itype in types:
         assert itype in text, itype
     squashed = text.replace("\n", "").replace(" ", "")

@@ -99,8 +99,10 @@ def test_transform_model_source_rule(project):
         "transforms.score.model.from: 'clasifier' is neither a job nor a tuning entry; did you mean 'classifier'?"
     ]
     assert findings(project, "transform-model-source", TRANSFORM)[0].startswith(
-        "transforms.score: give exactly one of model: {from: <job or tuning entry>}"
+        "transforms.score: nothing to score with: give model: {from: <job or tuning entry>}"
     )
+    both = TRANSFORM + f'    model: {{from: classifier}}\n    model_package: "{PIN}"\n'
+    assert findings(project, "transform-model-source", both) == []
     other_region = PIN.replace("us-east-1", "eu-west-1")
     assert findings(
         project, "transform-model-source", TRANSFORM + f'    model_package: "{other_region}"\n'

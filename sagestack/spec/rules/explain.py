@@ -114,10 +114,11 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Add data_capture: {} and use a ProcessingInstanceType (e.g. ml.m5.xlarge).",
     ),
     "transform-model-source": E(
-        "A batch transform runs a SageMaker model: either the one a pipeline trains and registers (model.from) "
-        "or a registered package pinned for the environment. Its inference image comes from the job's Deep "
+        "A batch transform runs a SageMaker model: the one a pipeline trains and registers (model.from), "
+        "or a registered package pinned for the environment (model_package), or both (dev trains, prod pins). Its inference image comes from the job's Deep "
         "Learning Container for each candidate instance type.",
-        "Give exactly one of model: {from: <job>} or model_package: <ARN> in the project's region.",
+        "Give model: {from: <job>} (registered and run by the job's pipeline) and/or model_package: <ARN> "
+        "in the project's region (the environment's pin, run by `sagestack run`; `sagestack promote` writes it).",
     ),
     "transform-payload": E(
         "SageMaker limits a transform instance to 100 MB in flight (MaxPayloadInMB x MaxConcurrentTransforms) "

@@ -120,16 +120,16 @@ def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("transform-model-source", "error", "a transform scores with a registered or a pinned model package")
+@rule("transform-model-source", "error", "a transform scores with a registered and/or a pinned model package")
 def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
     known = [*ctx.spec.jobs, *ctx.spec.tuning]
     for name, t in ctx.spec.transforms.items():
         path = ("transforms", name)
-        if (t.model is None) == (t.model_package is None):
+        if t.model is None and t.model_package is None:
             yield Finding(
                 path,
-                "give exactly one of model: {from: <job or tuning entry>} (its pipeline registers the model "
-                "and runs the transform) or model_package: <ARN> (run with `sagestack run`)",
+                "nothing to score with: give model: {from: <job or tuning entry>} (its pipeline registers the "
+                "model and runs the transform) and/or model_package: <ARN> (the pin; `sagestack run`)",
             )
             continue
         if t.model is not None and t.model.from_ not in known:
