@@ -1,5 +1,10 @@
 """`sagestack local serve`: the SageMaker serving contract on localhost, behind uvicorn (ASGI).
 
+The container's routes (GET /ping, POST /invocations) and the runtime API's
+(POST /endpoints/<name>/invocations, and with AsyncOptions POST /endpoints/<name>/async-invocations),
+so boto3's sagemaker-runtime client can be pointed here; with a capture folder every invocation is
+recorded in SageMaker's data-capture format (sagestack.local.capture).
+
 GET /ping answers 200 once the model is loaded; POST /invocations runs the model's
 code/inference.py (model_fn / input_fn / predict_fn / output_fn; the toolkit's defaults where one
 is missing). Requests are batched dynamically: while the model runs one batch, new requests
