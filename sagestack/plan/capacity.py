@@ -194,6 +194,15 @@ def _training_cost(itype: str, instance_hours: float) -> tuple[float | None, flo
     return price, on_demand, on_demand * (1 - SPOT_SAVINGS)
 
 
+def _choose_first_with_room(candidates: list[Row]) -> int | None:
+    """Mark the first candidate whose quota is not short as chosen; its index (None: all short)."""
+    for i, row in enumerate(candidates):
+        if row.status != "short":
+            row.chosen = True
+            return i
+    return None
+
+
 def _status(available: float | None, needed: float) -> Status:
     if available is None:
         return "unchecked"
@@ -212,9 +221,8 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
         usage = training_usage(job.use_spot_instances)
         need = float(job.instance_count)
         hours = job.max_run / 3600
-        chosen_index: int | None = None
         job_rows = []
-        for i, itype in enumerate(job.instance_type):
+        for itype in job.instance_type:
             qn = quota_name(itype, usage)
             together = at_once.get(qn, 0.0) if job.run_on_deploy else 0.0
             avail = book.available(qn)
@@ -236,10 +244,8 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 cost_basis=f"≤ {hours:g} h (max_run)",
                 note="run on deploy" if job.run_on_deploy else "",
             )
-            if chosen_index is None and status != "short":
-                chosen_index = i
-                row.chosen = True
             job_rows.append(row)
+        chosen_index = _choose_first_with_room(job_rows)
         rows += job_rows
         if chosen_index is None:
             first = job_rows[0]
@@ -349,9 +355,8 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
 
     for key, t in spec.transforms.items():
         need = float(t.instance_count)
-        chosen_index = None
         transform_rows = []
-        for i, itype in enumerate(t.instance_type):
+        for itype in t.instance_type:
             qn = quota_name(itype, "transform")
             avail = book.available(qn)
             status = _status(avail, need)
@@ -376,12 +381,9 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 if t.model_package
                 else f"after {t.model.from_ if t.model else '?'} registers",
             )
-            if chosen_index is None and status != "short":
-                chosen_index = i
-                row.chosen = True
             transform_rows.append(row)
         rows += transform_rows
-        if chosen_index is None:
+        if _choose_first_with_room(transform_rows) is None:
             first = transform_rows[0]
             shortfalls.append(_shortfall(book, "transform", key, first.quota, need))
 
