@@ -133,7 +133,9 @@ def run(
 
 @app.command()
 def promote(
-    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    endpoint: Annotated[
+        str, typer.Argument(help="an endpoint, an endpoint's component (ENDPOINT/COMPONENT) or a transform")
+    ],
     from_env: Annotated[str, typer.Option("--from", help="the environment whose model is promoted")],
     to_env: Annotated[str, typer.Option("--to", help="the environment whose config gets the pin")],
     package: Annotated[

@@ -194,6 +194,14 @@ def _training_cost(itype: str, instance_hours: float) -> tuple[float | None, flo
     return price, on_demand, on_demand * (1 - SPOT_SAVINGS)
 
 
+def _price(itype: str) -> float | None:
+    """On-demand $/h of a type, None where the catalog does not know it."""
+    try:
+        return instance_type(itype).price_per_hour
+    except (KeyError, ValueError):
+        return None
+
+
 def _choose_first_with_room(candidates: list[Row]) -> int | None:
     """Mark the first candidate whose quota is not short as chosen; its index (None: all short)."""
     for i, row in enumerate(candidates):
@@ -360,10 +368,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
             qn = quota_name(itype, "transform")
             avail = book.available(qn)
             status = _status(avail, need)
-            try:
-                price = instance_type(itype).price_per_hour
-            except (KeyError, ValueError):
-                price = None
+            price = _price(itype)
             row = Row(
                 kind="transform",
                 key=key,
@@ -392,10 +397,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
             qn = quota_name(group.instance_type, "cluster")
             avail = book.available(qn)
             status = _status(avail, float(group.count))
-            try:
-                price = instance_type(group.instance_type).price_per_hour
-            except (KeyError, ValueError):
-                price = None
+            price = _price(group.instance_type)
             rows.append(
                 Row(
                     kind="cluster",
