@@ -15,6 +15,8 @@ from stacks.stage import EnvironmentStage
 ENVS_CONTEXT = "sagestack:environments"
 QUOTAS_CONTEXT = "sagestack:quotas"  # live | snapshot | off (default: snapshot where one exists)
 LOCKED_CONTEXT = "sagestack:locked"  # true: refuse requests that differ from config/envs/<env>.lock.json
+# With a locked synth: "registry" (default) asks ECR whether a locked tag moved; "offline" does not.
+DIGESTS_CONTEXT = "sagestack:digests"
 
 
 def cdk_json_context(root: Path) -> dict[str, object]:
@@ -74,7 +76,7 @@ def build_app(
         unique = list(dict.fromkeys(issues))
         raise SpecError(unique)
     check_quotas(app, root, plans)
-    check_lock(app, root, plans)
+    digests = check_lock(app, root, plans)
     check_serving_updates(root, plans)
     accounts = environment_accounts(root, {plan.env: plan.account for plan in plans})
     stages = [
@@ -86,6 +88,7 @@ def build_app(
             model_readers=tuple(
                 sorted({a for e, a in accounts.items() if e != plan.env and a != plan.account})
             ),
+            image_digests=digests.get(plan.env),
         )
         for plan in plans
     ]
@@ -122,13 +125,21 @@ def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None
         raise QuotaShortfallError(short)
 
 
-def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
-    """`-c sagestack:locked=true`: every request must be the one config/envs/<env>.lock.json hashed."""
-    from sagestack.plan.lock import LockMismatchError, lock_changes, lock_document, read_lock
+def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[str, dict[str, str]]:
+    """`-c sagestack:locked=true`: every request must be the one config/envs/<env>.lock.json hashed,
+    and every image the lock pinned must still be what its tag names (unless `-c
+    sagestack:digests=offline`). Returns env -> the lock's image digests, which the stage renders
+    requests with (nothing when the synth is not locked)."""
+    from sagestack.plan.digests import MovedTagError, moved_tags
+    from sagestack.plan.lock import LockMismatchError, lock_changes, lock_document, locked_digests, read_lock
     from sagestack.plan.requests import render_environment
 
     if str(app.node.try_get_context(LOCKED_CONTEXT) or "false").lower() not in ("true", "1", "yes"):
-        return
+        return {}
+    mode = str(app.node.try_get_context(DIGESTS_CONTEXT) or "registry")
+    if mode not in ("registry", "offline"):
+        raise SpecError([SpecIssue(f"-c {DIGESTS_CONTEXT}={mode}: use registry or offline")])
+    pins: dict[str, dict[str, str]] = {}
     for plan in plans:
         locked = read_lock(root, plan.env)
         if locked is None:
@@ -137,6 +148,14 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
         changes = lock_changes(locked, current)
         if changes:
             raise LockMismatchError(plan.env, changes)
+        pins[plan.env] = locked_digests(locked)
+        if pins[plan.env] and mode == "registry":
+            from sagestack.account import image_digest
+
+            moved = moved_tags(pins[plan.env], image_digest)
+            if moved:
+                raise MovedTagError(plan.env, moved)
+    return pins
 
 
 def check_serving_updates(root: Path, plans: Sequence[EnvironmentPlan]) -> None:
@@ -181,12 +200,13 @@ def main(root: Path) -> None:
     """A project's app.py: build every selected environment of the project at `root`, synthesize,
     and exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag
     finding, 3 when a quota is short (`-c sagestack:quotas=live|snapshot|off`), 4 when a request
-    differs from the environment's lock (`-c sagestack:locked=true`) or an endpoint update would be
+    differs from the environment's lock (`-c sagestack:locked=true`), a locked image tag moved, or an endpoint update would be
     refused halfway (an autoscaled variant changing instance type)."""
     import sys
 
     from sagestack.account import QuotaSourceError
     from sagestack.plan.capacity import QuotaShortfallError
+    from sagestack.plan.digests import MovedTagError
     from sagestack.plan.lock import LockMismatchError, ServingUpdateError
 
     exit_codes: tuple[tuple[type[Exception], int], ...] = (
@@ -195,6 +215,7 @@ def main(root: Path) -> None:
         (QuotaShortfallError, 3),
         (QuotaSourceError, 1),
         (LockMismatchError, 4),
+        (MovedTagError, 4),
         (ServingUpdateError, 4),
     )
     app = App(context=cdk_json_context(root))

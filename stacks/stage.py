@@ -7,6 +7,7 @@ from pathlib import Path
 from aws_cdk import Environment, Stage, Tags
 from constructs import Construct
 
+from sagestack.constructs.image_digests import ImageDigests
 from sagestack.plan import EnvironmentPlan
 from stacks.clusters import ClusterStack
 from stacks.foundation import FoundationStack
@@ -23,10 +24,14 @@ class EnvironmentStage(Stage):
         plan: EnvironmentPlan,
         project_root: Path,
         model_readers: tuple[str, ...] = (),
+        image_digests: dict[str, str] | None = None,
     ) -> None:
         # No account in the overlay: account-agnostic templates, so synth needs no credentials.
         super().__init__(scope, id, env=Environment(account=plan.account, region=plan.region))
         self.plan = plan
+        if image_digests:
+            # A locked synth: every request names its images by digest (before any stack exists).
+            ImageDigests.pin(self, image_digests)
         self.foundation = FoundationStack(
             self,
             "Foundation",

@@ -200,6 +200,10 @@ def render_requests(
         int | None, typer.Option("--candidate", "-c", help="only this instance candidate (0 = first)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+    locked: Annotated[
+        bool,
+        typer.Option("--locked", help="as a locked synth renders it: images by the lock's digests"),
+    ] = False,
     root: RootOption = Path("."),
 ) -> None:
     """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model;
@@ -223,6 +227,23 @@ def render_requests(
     except IndexError as e:
         console(stderr=True).print(str(e).strip("'\""), markup=False)
         raise typer.Exit(EXIT_INVALID_SPEC) from None
+    if locked:
+        import dataclasses
+
+        from sagestack.catalog.service_model import validate_request
+        from sagestack.plan.digests import pin_images
+        from sagestack.plan.lock import locked_digests, read_lock
+
+        pins = locked_digests(read_lock(root, resolved.env))
+        if not pins:
+            console(stderr=True).print(
+                f"[yellow]![/] config/envs/{resolved.env}.lock.json pins no digests "
+                f"(`sagestack lock --env {resolved.env} --digests`); images are shown by tag",
+                highlight=False,
+            )
+        shown = [dataclasses.replace(s, request=pin_images(s.request, pins)) for s in shown]
+        for s in shown:
+            validate_request(s.operation, s.request)
     if as_json:
         document = {
             "environment": resolved.env,
@@ -244,30 +265,47 @@ def render_requests(
 def lock(
     env: EnvOption = None,
     digests: Annotated[
-        bool, typer.Option("--digests", help="ask ECR for each image's digest (needs credentials)")
+        bool,
+        typer.Option(
+            "--digests",
+            help="ask ECR for the digest of every image a request names (needs credentials); a locked "
+            "synth then renders repository@sha256:… and refuses a tag that moved",
+        ),
     ] = False,
     root: RootOption = Path("."),
 ) -> None:
     """Write config/envs/<env>.lock.json: job hashes, images, request hashes, catalog versions."""
-    from sagestack.plan.lock import diff, lock_document, read_lock, write_lock
+    from sagestack.plan.lock import diff, lock_document, locked_digests, read_lock, request_images, write_lock
     from sagestack.plan.requests import render_environment
 
     out = console()
     resolved = plan_for(root, env)
     requests = render_environment(resolved, root)
-    found: dict[str, str | None] = {}
+    previous = read_lock(root, resolved.env)
+    named = request_images(resolved, requests)
+    found: dict[str, str] = {}
     if digests:
         from sagestack.account import image_digest
+        from sagestack.plan.digests import resolve_digests
 
-        for images in requests.images.values():
-            for uri in images.values():
-                if uri not in found and not uri.startswith("dockerfile:"):
-                    found[uri] = image_digest(uri)
-        missing = [u for u, d in found.items() if d is None]
+        found, missing = resolve_digests(named, image_digest)
         if missing:
-            out.print(f"[yellow]![/] ECR did not tell the digest of: {', '.join(missing)}", highlight=False)
+            out.print(
+                f"[yellow]![/] ECR did not tell the digest of {len(missing)} image(s); a locked synth names "
+                "them by tag:",
+                highlight=False,
+            )
+            for uri in missing:
+                out.print(f"    {uri}", markup=False, highlight=False)
+    else:
+        # Re-locking after a spec change keeps the digests already pinned (`--digests` asks again).
+        found = {u: d for u, d in locked_digests(previous).items() if u in named}
+        if found:
+            out.print(
+                f"kept the digests of {len(found)} image(s) from the previous lock (--digests asks ECR again)",
+                highlight=False,
+            )
     document = lock_document(resolved, requests, found)
-    previous = read_lock(root, resolved.env)
     from sagestack.plan.lock import autoscaled_type_changes
 
     refused = autoscaled_type_changes(previous, resolved) if previous else []

@@ -9,6 +9,7 @@ aws-cdk-lib imports (aws/aws-cdk#19301). Import the classes from here:
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, ArtifactBucketBase
 from sagestack.constructs.cluster import HyperPodCluster
 from sagestack.constructs.execution_role import ExecutionRole, ExecutionRoleBase
+from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import (
     AsyncInference,
     AutoScaling,
@@ -41,6 +42,7 @@ __all__ = [
     "ExecutionRole",
     "ExecutionRoleBase",
     "HyperPodCluster",
+    "ImageDigests",
     "InferenceComponent",
     "InferenceEndpoint",
     "InferenceEndpointBase",

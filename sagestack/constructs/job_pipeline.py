@@ -17,6 +17,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.plan.names import Names
 from sagestack.plan.states import PipelineSettings
@@ -100,6 +101,8 @@ class JobPipeline(JobPipelineBase):
         self.log_group = log_group or self._log_group(names.entry_log_group(entry or id), encryption_key)
         if topic is not None:
             topic.grant_publish(self.role)
+        # A locked environment names its images by digest (ImageDigests.pin on the stage).
+        definition = ImageDigests.apply(self, definition)
         self.definition = definition
         label = description or "the pipeline"
         self.state_machine = sfn.StateMachine(

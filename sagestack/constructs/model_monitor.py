@@ -19,19 +19,14 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
+from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.validation import validate_as_request
+from sagestack.plan.monitoring import analyzer_image
 from sagestack.plan.names import Names
 
 METRICS_NAMESPACE = "/aws/sagemaker/Endpoints/data-metrics"
-
-
-def analyzer_image(region: str) -> str:
-    """AWS's Model Monitor analyzer for `region` (sagemaker-core's image config)."""
-    from sagemaker.core import image_uris
-
-    return str(image_uris.retrieve("model-monitor", region))
 
 
 class ModelMonitor(Construct):
@@ -164,7 +159,7 @@ class ModelMonitor(Construct):
             job_definition_name=name,
             role_arn=execution_role.role_arn,
             data_quality_app_specification=sagemaker.CfnDataQualityJobDefinition.DataQualityAppSpecificationProperty(
-                image_uri=image,
+                image_uri=ImageDigests.apply(self, image),
                 environment={"publish_cloudwatch_metrics": "Enabled"},
             ),
             data_quality_baseline_config=sagemaker.CfnDataQualityJobDefinition.DataQualityBaselineConfigProperty(

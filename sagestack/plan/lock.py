@@ -1,11 +1,12 @@
 """`config/envs/<env>.lock.json`: what an environment's spec resolved to, so that a later synth can
-be held to it. Each job's content hash and candidates' request hashes, the resolved images (with
-digests where ECR could tell), the tuning and endpoint requests' hashes, the source archives and
-the catalog versions that resolved them. No timestamps: the same spec writes the same file."""
+be held to it. Each job's content hash and candidates' request hashes and images, the tuning and endpoint requests' hashes, the source archives and
+the catalog versions that resolved them, and (`--digests`) the digest of every image a request
+names, which a locked synth renders requests with. No timestamps: the same spec writes the same file."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,23 +25,23 @@ def lock_path(root: Path, env: str) -> Path:
 
 
 def lock_document(
-    plan: EnvironmentPlan, requests: EnvironmentRequests, digests: dict[str, str | None] | None = None
+    plan: EnvironmentPlan, requests: EnvironmentRequests, digests: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    digests = digests or {}
+    """The lock of an environment. `digests` ({image URI: sha256 digest}, `sagestack lock
+    --digests`) become the `images` section a locked synth renders requests with; the request
+    hashes are always of the requests by tag, so pinning never reads as a request change."""
     jobs: dict[str, Any] = {}
     for key, job_plan in requests.jobs.items():
         candidates = {}
         for c in job_plan.candidates:
-            image = requests.images[key][c.instance_type]
-            entry: dict[str, Any] = {
+            candidates[c.instance_type] = {
                 "name": c.name,
                 "request_sha256": request_sha256(c.request),
-                "image": image,
+                "image": requests.images[key][c.instance_type],
             }
-            if digests.get(image):
-                entry["image_digest"] = digests[image]
-            candidates[c.instance_type] = entry
         jobs[key] = {"hash": job_plan.digest, "candidates": candidates}
+    named = set(request_images(plan, requests))
+    pinned = {uri: d for uri, d in sorted((digests or {}).items()) if uri in named}
     return {
         "$comment": "Written by `sagestack lock`; `cdk synth -c sagestack:locked=true` refuses requests that differ.",
         "version": LOCK_VERSION,
@@ -69,7 +70,31 @@ def lock_document(
             else {}
         ),
         **({"serving": serving} if (serving := deployed_serving(plan)) else {}),
+        **({"images": pinned} if pinned else {}),
     }
+
+
+def request_images(plan: EnvironmentPlan, requests: EnvironmentRequests) -> list[str]:
+    """Every tagged ECR image the environment's requests name: training (each candidate, the
+    preference job), rule evaluators, tuning, model packages, transforms' models, and the Model
+    Monitor analyzer of a monitored endpoint."""
+    from sagestack.plan.digests import images_in
+    from sagestack.plan.monitoring import analyzer_image
+
+    found: list[Any] = []
+    for job_plan in requests.jobs.values():
+        found += [c.request for c in job_plan.candidates]
+        if job_plan.preferred is not None:
+            found.append(job_plan.preferred.request)
+    found += [requests.tuning, requests.endpoints, requests.transforms]
+    if any(ep.monitor is not None for ep in plan.spec.endpoints.values()):
+        found.append(analyzer_image(plan.region))
+    return images_in(found)
+
+
+def locked_digests(locked: dict[str, Any] | None) -> dict[str, str]:
+    """The `images` section of a lock ({image URI: digest}); empty when it has none."""
+    return dict((locked or {}).get("images") or {})
 
 
 def deployed_serving(plan: EnvironmentPlan) -> dict[str, Any]:
@@ -145,7 +170,8 @@ def diff(old: dict[str, Any], new: dict[str, Any], sections: tuple[str, ...] | N
 
 def lock_changes(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """What `current` requests differently from `locked`; image digests (which only
-    `sagestack lock --digests` records) and catalog versions do not count."""
+    `sagestack lock --digests` records; a locked synth checks them itself) and catalog versions do
+    not count."""
     import copy
 
     old = copy.deepcopy(locked)

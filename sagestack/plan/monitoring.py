@@ -25,6 +25,13 @@ VOLUME_GB = 20
 PROCESSING_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits = 63
 
 
+def analyzer_image(region: str) -> str:
+    """AWS's Model Monitor analyzer for `region` (sagemaker-core's image config)."""
+    from sagemaker.core import image_uris
+
+    return str(image_uris.retrieve("model-monitor", region))
+
+
 @dataclass(frozen=True)
 class MonitorPlan:
     endpoint: str  # the endpoint's key

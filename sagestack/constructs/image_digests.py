@@ -1,0 +1,34 @@
+"""ImageDigests: render every image a construct's requests name by digest (`repository@sha256:…`)
+instead of by tag, for every construct in a scope — what a locked environment deploys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from constructs import Construct
+
+from sagestack.plan.digests import pin_images
+
+CONTEXT_KEY = "sagestack:image-digests"
+
+
+class ImageDigests:
+    """`ImageDigests.pin(stage, {uri: "sha256:…"})` before the stage's stacks are added: each
+    JobPipeline definition (training, tuning, transform, baseline) and each L1 that names an image
+    (a Model Monitor job definition) below `stage` names those images by digest. Images it does
+    not know keep their tag."""
+
+    @staticmethod
+    def pin(scope: Construct, digests: Mapping[str, str]) -> None:
+        scope.node.set_context(CONTEXT_KEY, dict(sorted(digests.items())))
+
+    @staticmethod
+    def of(scope: Construct) -> dict[str, str]:
+        """The digests pinned on `scope` or above it ({} when none)."""
+        return dict(scope.node.try_get_context(CONTEXT_KEY) or {})
+
+    @staticmethod
+    def apply(scope: Construct, value: Any) -> Any:
+        """`value` (a request, a definition, a URI) with the pinned images by digest."""
+        return pin_images(value, ImageDigests.of(scope))
