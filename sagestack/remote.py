@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,9 +32,15 @@ def state_machine_arn(sfn: Any, name: str) -> str:
     raise PipelineNotFound(name)
 
 
-def start_execution(sfn: Any, machine_arn: str, *, prefix: str = "run") -> str:
+def start_execution(
+    sfn: Any, machine_arn: str, *, prefix: str = "run", input: dict[str, Any] | None = None
+) -> str:
     name = f"{prefix}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    return str(sfn.start_execution(stateMachineArn=machine_arn, name=name, input="{}")["executionArn"])
+    return str(
+        sfn.start_execution(stateMachineArn=machine_arn, name=name, input=json.dumps(input or {}))[
+            "executionArn"
+        ]
+    )
 
 
 def _entered_states(sfn: Any, execution_arn: str) -> list[str]:

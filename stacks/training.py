@@ -36,6 +36,15 @@ def pipeline_shard(job: str) -> int:
     return int(hashlib.sha256(job.encode()).hexdigest(), 16) % SHARDS
 
 
+def lock_lineage(root: Path, env: str) -> dict[str, str]:
+    """What each registered package records of the lock the synth saw: the sha256 of
+    config/envs/<env>.lock.json (`sagestack lineage` compares it with the lock of the day)."""
+    from sagestack.plan.lock import lock_path
+
+    path = lock_path(root, env)
+    return {"sagestack:lock-sha256": hashlib.sha256(path.read_bytes()).hexdigest()} if path.exists() else {}
+
+
 def check_shards(plan: EnvironmentPlan) -> None:
     """Refuse an environment whose pipelines would not fit its stacks, before CloudFormation does."""
     jobs = plan.spec.jobs
@@ -44,7 +53,7 @@ def check_shards(plan: EnvironmentPlan) -> None:
     per_shard: dict[int, int] = {}
     for key, job in jobs.items():
         per_shard[pipeline_shard(key)] = per_shard.get(pipeline_shard(key), 0) + (
-            3 if job.run_on_deploy else 2
+            2 + job.run_on_deploy + (3 if job.schedule else 0)
         )
     full = {s: n for s, n in per_shard.items() if n > SHARD_RESOURCE_BUDGET}
     if full:
@@ -111,6 +120,7 @@ class TrainingStack(Stack):
             quota_codes=quota_codes(project_root, plan.env),
             registry=foundation.model_registry,
         )
+        lineage = lock_lineage(project_root, plan.env)
         self.endpoints: dict[str, EndpointPlan] = {}
         self.pipelines: dict[str, TrainingPipeline] = {}
         self.shards: dict[int, Stack] = {}
@@ -131,6 +141,7 @@ class TrainingStack(Stack):
                 tags=plan.tags,
                 run_on_deploy=job.run_on_deploy,
                 registrations=self._registrations(plan, key),
+                lineage=lineage,
                 **job_props(job),
                 **shared,
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -61,6 +61,14 @@ def run(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
+    retrain: Annotated[
+        bool,
+        typer.Option(
+            "--retrain",
+            help="train again under fresh names (new data), as the job's schedule does; the job needs "
+            "schedule: (its pipeline is built retrainable)",
+        ),
+    ] = False,
 ) -> None:
     """Start a job's, tuning entry's or pinned transform's deployed pipeline and follow it (boto3;
     AWS_ENDPOINT_URL is honoured)."""
@@ -82,6 +90,13 @@ def run(
             f"--from … --to {env}`) to run it on its own"
         )
 
+    if retrain and (job not in spec.jobs or spec.jobs[job].schedule is None):
+        raise UserError(
+            f"--retrain needs a job with schedule: ('{job}' has none); its pipeline follows the job its "
+            'content hash names. Add e.g. `schedule: {expression: "rate(7 days)", enabled: false}` '
+            f"to jobs.{job}, deploy, and run it with --retrain"
+        )
+
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     from sagestack import remote
@@ -96,7 +111,14 @@ def run(
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
-        execution = remote.start_execution(sfn, arn)
+        if retrain:
+            from sagestack.plan.retrain import retrain_input
+
+            execution = remote.start_execution(
+                sfn, arn, prefix="retrain", input=retrain_input(scheduled=False)
+            )
+        else:
+            execution = remote.start_execution(sfn, arn)
     except remote.PipelineNotFound:
         raise UserError(
             f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
@@ -222,3 +244,96 @@ def cluster_submit(
         f"(aws ssm start-session --target sagemaker-cluster:<cluster-id>_<group>-<instance-id>): sbatch {target}",
         markup=False,
     )
+
+
+@app.command()
+def lineage(
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="an endpoint, an endpoint's component (ENDPOINT/COMPONENT) or a pinned transform"
+        ),
+    ],
+    env: Annotated[str, typer.Option("--env", "-e", help="the environment it is deployed in")],
+    root: RootOption = Path("."),
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 1 when the lock that trained it would not train it again")
+    ] = False,
+) -> None:
+    """Walk a deployed model back to what made it: endpoint → model package → training job → code,
+    data and images; and say whether the training environment's lock would reproduce it (boto3;
+    AWS_ENDPOINT_URL is honoured)."""
+    import json
+
+    from sagestack.account import aws_client
+    from sagestack.lineage import LineageError, walk, walk_package
+    from sagestack.plan.names import Names
+
+    endpoint_key, _, component = name.partition("/")
+    loaded = load_entry(
+        root,
+        env,
+        endpoint_key,
+        lambda spec: [*spec.endpoints, *spec.transforms],
+        "endpoint or transform",
+    )
+    spec = loaded.spec
+    sm = aws_client("sagemaker", spec.region)
+    pinned: str | None = None
+    try:
+        if endpoint_key in spec.transforms or component:
+            if component:
+                components = spec.endpoints[endpoint_key].components
+                if component not in components:
+                    raise UserError(
+                        f"endpoint '{endpoint_key}' has no component '{component}' (defined: "
+                        f"{', '.join(components) or 'none'})",
+                        code=2,
+                    )
+                pinned = components[component].model_package
+            else:
+                pinned = spec.transforms[endpoint_key].model_package
+            if pinned is None:
+                raise UserError(
+                    f"'{name}' pins no model package in {env}: nothing deployed to walk "
+                    f"(`sagestack promote {name} --from … --to {env}` pins one)"
+                )
+            result = walk_package(sm, pinned, root)
+        else:
+            pinned = spec.endpoints[endpoint_key].model_package
+            result = walk(sm, Names(spec.project, env).endpoint(endpoint_key), root)
+    except LineageError as e:
+        raise UserError(f"{e}; is it deployed in {env}? (`cdk deploy`)") from None
+    if as_json:
+        typer.echo(json.dumps(result.document(), indent=1, sort_keys=True, default=str))
+    else:
+        _print_lineage(result, pinned)
+    if check and result.verdict.reproducible is False:
+        raise typer.Exit(1)
+
+
+def _print_lineage(result: Any, pinned: str | None) -> None:
+    from rich.markup import escape
+
+    out = console()
+    for depth, step in enumerate(result.steps):
+        indent = "  " * depth
+        out.print(f"{indent}[bold]{step.kind}[/] {step.name}", highlight=False)
+        for key, value in step.facts:
+            out.print(f"{indent}    {key}: {value}", markup=False, highlight=False)
+        if step.kind == "model package" and pinned and step.name != pinned:
+            out.print(
+                f"{indent}    [yellow]![/] the config pins {pinned}: deploy to serve it", highlight=False
+            )
+        if step.problem:
+            out.print(f"{indent}    [yellow]![/] {step.problem}", highlight=False)
+    v = result.verdict
+    lock = f"config/envs/{v.environment}.lock.json" if v.environment else "the lock"
+    answer = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]cannot tell[/]"}[v.reproducible]
+    out.print(f"\nWould {lock} train it again? {answer}", highlight=False)
+    for holds, reason in v.reasons:
+        mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]?[/]"}[holds]
+        out.print(f"  {mark} {escape(reason)}", highlight=False)
+    for note in v.notes:
+        out.print(f"  · {note}", markup=False, highlight=False)

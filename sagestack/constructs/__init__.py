@@ -26,6 +26,7 @@ from sagestack.constructs.model_monitor import ModelMonitor
 from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.repository import project_repository
+from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage, repository_arn_of
 from sagestack.constructs.training_pipeline import ModelRegistration, TrainingPipeline
 from sagestack.constructs.transform_pipeline import TransformPipeline
@@ -53,6 +54,7 @@ __all__ = [
     "ModelPackageGroupBase",
     "ModelRegistration",
     "Names",
+    "RetrainingSchedule",
     "Rollout",
     "ServerlessConfig",
     "TrainingImage",

@@ -24,6 +24,7 @@ from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
+from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.plan.names import Names
 from sagestack.plan.serving import EndpointPlan, ModelStepContext
@@ -104,7 +105,12 @@ class TrainingPipeline(JobPipeline):
       poll_interval / backoff: Describe polling and the wait before the next candidate (60 s / 120 s).
       quota_codes: quota name -> code for the run-time quota check (default none: skipped, noted).
       run_on_deploy: start an execution from `cdk deploy` when the job's hash changed (default False).
-      registry / registrations: register the model (compiled first where asked) in this group.
+      registry / registrations: register the model (compiled first where asked) in this group;
+        each package carries its lineage (job, content hash, source archive hash, training image,
+        training job) and `lineage` (more metadata, e.g. {"sagestack:lock-sha256": …}).
+      options["schedule"] ({expression, timezone, window, enabled}): retrain on a schedule — the
+        definition gains a retrain path (fresh job names, checkpoint and TensorBoard prefixes when
+        started with {"retrain": …}) and a RetrainingSchedule (`self.retraining`) starts it.
     """
 
     def __init__(
@@ -142,9 +148,11 @@ class TrainingPipeline(JobPipeline):
         run_on_deploy: bool = False,
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
+        lineage: Mapping[str, str] | None = None,
     ) -> None:
         from sagestack.plan.pipeline import training_pipeline
         from sagestack.plan.requests import SAMPLE_ACCOUNT, rules_image_for, stand_in_context
+        from sagestack.plan.serving import lineage_of
         from sagestack.plan.sourcedir import pack_source_dir
         from sagestack.plan.training import resolve_training_job
         from sagestack.spec.models import JobSpec
@@ -234,6 +242,7 @@ class TrainingPipeline(JobPipeline):
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,
             tags=request_tags,
+            lineage=lineage_of(key, job_plan.digest, archive.sha256) + tuple(sorted((lineage or {}).items())),
         )
         settings = self._settings(poll_interval, backoff, topic, quota_codes)
         definition = training_pipeline(job_plan, settings)
@@ -246,6 +255,11 @@ class TrainingPipeline(JobPipeline):
             registry=registry,
             **deployment_values,
         )
+        if job_spec.schedule is not None:
+            from sagestack.plan.retrain import retrainable
+
+            # Started by its schedule (or `sagestack run --retrain`), the pipeline trains under fresh names.
+            definition = retrainable(definition)
         super().__init__(
             scope,
             id,
@@ -281,6 +295,20 @@ class TrainingPipeline(JobPipeline):
             grant_registration_steps(self, registry, endpoint_plans)
         if run_on_deploy:
             self._start_on_deploy()
+        self.retraining: RetrainingSchedule | None = None
+        if job_spec.schedule is not None:
+            sched = job_spec.schedule
+            self.retraining = RetrainingSchedule(
+                self,
+                "Retraining",
+                pipeline=self,
+                expression=sched.expression,
+                timezone=sched.timezone,
+                flexible_window=Duration.seconds(sched.window) if sched.window else None,
+                enabled=sched.enabled,
+                schedule_name=names.retrain_schedule(key),
+                description=f"Retrains '{key}' of sagestack {names.prefix}",
+            )
 
     def _start_on_deploy(self) -> None:
         """An execution named after the content hash: an unchanged job is never started twice
@@ -345,6 +373,7 @@ def append_registrations(
     bucket: str,
     kms_key_id: str,
     tags: tuple[tuple[str, str], ...],
+    lineage: tuple[tuple[str, str], ...] = (),
 ) -> tuple[dict[str, Any], list[EndpointPlan]]:
     """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
     (a job or search) trains; their requests validated with stand-ins, emitted with the
@@ -367,6 +396,7 @@ def append_registrations(
             kms_key_id=key,
             group_name=registry.group_name,
             tags=tags,
+            lineage=lineage,
         )
 
     stand_ins = context(stand_in_role_arn(account), STAND_IN_BUCKET, stand_in_key_arn(account, region))

@@ -108,7 +108,10 @@ class TuningPipeline(JobPipeline):
             source=key,
             names=names,
             registry=registry,
-            **training.deployment_values,
+            **{
+                **training.deployment_values,
+                "lineage": (*training.deployment_values["lineage"], ("sagestack:tuning", key)),
+            },
         )
         super().__init__(
             scope,

@@ -78,6 +78,11 @@ class Names:
         suffix = f"-{digest[:8]}-p"
         return f"{self.prefix}-{job}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
 
+    def retrain_schedule(self, job: str) -> str:
+        """The EventBridge Scheduler schedule that retrains a job (64 characters at most)."""
+        suffix = "-retrain"
+        return f"{self.prefix}-{job}"[: 64 - len(suffix)].rstrip("-") + suffix
+
     @property
     def training_job_pattern(self) -> str:
         """Every training job of this environment (for IAM resources)."""

@@ -195,6 +195,7 @@ def _outcomes(
             "TrainingJobName.$": "$.job.TrainingJobName",
             "TrainingJobArn.$": "$.job.TrainingJobArn",
             "ModelArtifacts.$": "$.job.Detail.ModelArtifacts.S3ModelArtifacts",
+            "TrainingImage.$": "$.job.Detail.AlgorithmSpecification.TrainingImage",
             "InstanceType.$": instance_type,
         },
         "End": True,

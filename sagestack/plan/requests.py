@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,7 +198,9 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
     for key, spec in plan.spec.endpoints.items():
         if spec.model is None:
             continue
-        requests = stand_in_model_requests(resolve_endpoint(plan, key), ctx)
+        requests = stand_in_model_requests(
+            resolve_endpoint(plan, key), replace(ctx, lineage=source_lineage(plan, out, spec.model.from_))
+        )
         if validate:
             for operation, request in requests.items():
                 validate_request(operation, request)
@@ -213,12 +215,24 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
         requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), tctx)
         if transform.model is not None:
             registration = resolve_transform_registration(plan, key)
-            requests = {**stand_in_model_requests(registration, ctx), **requests}
+            lineage = source_lineage(plan, out, transform.model.from_)
+            requests = {**stand_in_model_requests(registration, replace(ctx, lineage=lineage)), **requests}
         if validate:
             for operation, request in requests.items():
                 validate_request(operation.split(" ")[0], request)
         out.transforms[key] = requests
     return out
+
+
+def source_lineage(
+    plan: EnvironmentPlan, out: EnvironmentRequests, source: str
+) -> tuple[tuple[str, str], ...]:
+    """The lineage a package registered from `source` (a job, or a search over one) carries."""
+    from sagestack.plan.serving import lineage_of
+
+    job = plan.spec.tuning[source].job if source in plan.spec.tuning else source
+    lineage = lineage_of(job, out.jobs[job].digest, out.sources[plan.spec.jobs[job].source_dir])
+    return (*lineage, ("sagestack:tuning", source)) if source in plan.spec.tuning else lineage
 
 
 def request_sha256(request: dict[str, Any]) -> str:
@@ -233,6 +247,7 @@ STAND_INS = {
     "code/sourcedir.tar.gz": "the source archive's asset location (its sha256 is in the lock)",
     "cdk-assets:": "the Dockerfile image's asset URI (built and pushed by cdk deploy)",
     "sagestack-validation-job": "the training job the pipeline ran",
+    "reported-by-the-training-job": "the training job's image (DescribeTrainingJob)",
     "reported-by-neo": "the inference image the compilation job reports",
     "0" * 32: "the content hash the pipeline computes at run time (States.Hash of the artifact)",
 }

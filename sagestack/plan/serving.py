@@ -184,6 +184,22 @@ class ModelStepContext:
     kms_key_id: str
     group_name: str
     tags: tuple[tuple[str, str], ...] = ()
+    # Where the model came from, stamped on each package (CustomerMetadataProperties): the job, its
+    # content hash and source archive (`lineage_of`), and what the synth adds (the lock's hash).
+    lineage: tuple[tuple[str, str], ...] = ()
+
+
+def lineage_of(job: str, spec_hash: str, source_sha256: str) -> tuple[tuple[str, str], ...]:
+    """The package metadata that ties a model to what trained it (`sagestack lineage` reads it)."""
+    return (
+        ("sagestack:job", job),
+        ("sagestack:spec-hash", spec_hash),
+        ("sagestack:source-sha256", source_sha256),
+    )
+
+
+# The training job's image as DescribeTrainingJob reports it (a stand-in where it is not yet known).
+STAND_IN_TRAINING_IMAGE = "reported-by-the-training-job"
 
 
 def compile_digest(ep: EndpointPlan) -> str:
@@ -228,7 +244,13 @@ def compilation_request(
 
 
 def model_package_request(
-    ep: EndpointPlan, ctx: ModelStepContext, *, image: str, model_data_url: str, training_job: str
+    ep: EndpointPlan,
+    ctx: ModelStepContext,
+    *,
+    image: str,
+    model_data_url: str,
+    training_job: str,
+    training_image: str = STAND_IN_TRAINING_IMAGE,
 ) -> dict[str, Any]:
     c = ep.spec.compile
     container: dict[str, Any] = {
@@ -266,6 +288,8 @@ def model_package_request(
             f"sagestack:{what.replace('batch ', '')}": ep.key,
             "sagestack:environment": ctx.env,
             "sagestack:training-job": training_job,
+            "sagestack:training-image": training_image,
+            **dict(ctx.lineage),
         },
     }
     if ctx.tags:
@@ -512,6 +536,7 @@ def _register_request(
         asl.dynamic(container, ("Image",), image_path)
     asl.dynamic(container, ("ModelDataUrl",), model_data_path)
     asl.dynamic(request, ("CustomerMetadataProperties", "sagestack:training-job"), "$.TrainingJobName")
+    asl.dynamic(request, ("CustomerMetadataProperties", "sagestack:training-image"), "$.TrainingImage")
     return request
 
 

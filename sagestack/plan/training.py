@@ -130,6 +130,8 @@ def job_hash(job: JobSpec, *, env: str, source_sha256: str, image_uris: dict[str
     dumped["model"] = dumped.pop("sizing")
     # Keys added after job names were published enter the hash only when set: adding one to the
     # spec language renames no existing job.
+    # When a job retrains is not what it computes: a schedule renames nothing.
+    dumped.pop("schedule", None)
     for key in _HASHED_WHEN_SET:
         if not dumped.get(key):
             dumped.pop(key, None)

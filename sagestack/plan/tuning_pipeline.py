@@ -98,6 +98,7 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
             "Objective.$": "$.tuning.Detail.BestTrainingJob.FinalHyperParameterTuningJobObjectiveMetric",
             "ModelArtifacts.$": f"States.Format('{output_path}{{}}/output/model.tar.gz', "
             "$.tuning.Detail.BestTrainingJob.TrainingJobName)",
+            "TrainingImage.$": "$.tuning.Detail.TrainingJobDefinition.AlgorithmSpecification.TrainingImage",
         },
         "ResultPath": "$.best",
         "Next": "Record best model",

@@ -6,6 +6,7 @@ instance/distribution agreement, files that must exist) is checked by the rules 
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Any, Literal
 
@@ -150,6 +151,62 @@ class CheckpointSpec(StrictModel):
     every_steps: int | None = Field(default=None, ge=1, description="save every N optimizer steps")
     keep_last: int = Field(default=3, ge=1)
     local_path: str = "/opt/ml/checkpoints"
+
+
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_CRON = re.compile(r"^cron\((\S+ ){5}\S+\)$")
+_AT = re.compile(r"^at\(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\)$")
+
+
+class ScheduleSpec(StrictModel):
+    """Retrain on a schedule (EventBridge Scheduler): the job's pipeline starts with fresh names."""
+
+    expression: str = Field(
+        description="cron(min hour day-of-month month day-of-week year), rate(N days|hours|minutes) or "
+        "at(yyyy-mm-ddThh:mm:ss), as EventBridge Scheduler reads them"
+    )
+    timezone: str = Field(default="UTC", description="an IANA time zone the expression is read in")
+    window: Seconds | None = Field(
+        default=None,
+        ge=60,
+        le=86400,
+        description="a flexible time window: start any time within this much after the scheduled time",
+    )
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _expression(self) -> ScheduleSpec:
+        e = self.expression.strip()
+        rate = _RATE.match(e)
+        if not (rate or _CRON.match(e) or _AT.match(e)):
+            raise PydanticCustomError(
+                "schedule",
+                "'{given}' is not a schedule expression; write cron(0 3 ? * MON *) (six fields), "
+                "rate(7 days) or at(2027-01-01T03:00:00)",
+                {"given": self.expression},
+            )
+        if rate and int(rate[1]) < 1:
+            raise PydanticCustomError("schedule", "a rate needs at least 1 (rate(1 day))", {})
+        if rate and (int(rate[1]) == 1) != (not rate[2].endswith("s")):
+            raise PydanticCustomError(
+                "schedule",
+                "'{given}': EventBridge Scheduler reads rate(1 day) and rate(2 days), singular for 1",
+                {"given": self.expression},
+            )
+        import zoneinfo
+
+        if self.timezone not in zoneinfo.available_timezones():
+            from sagestack.catalog.suggest import did_you_mean
+
+            raise PydanticCustomError(
+                "timezone",
+                "'{given}' is not an IANA time zone{hint}",
+                {
+                    "given": self.timezone,
+                    "hint": did_you_mean(self.timezone, sorted(zoneinfo.available_timezones())),
+                },
+            )
+        return self
 
 
 DebuggerRuleName = Literal[
@@ -347,6 +404,10 @@ class JobSpec(StrictModel):
     retry_attempts: int = Field(default=1, ge=1, le=30, description="RetryStrategy.MaximumRetryAttempts")
     keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
     run_on_deploy: bool = False
+    schedule: ScheduleSpec | None = Field(
+        default=None,
+        description="retrain on a schedule: the pipeline starts with fresh job names (new data, new model)",
+    )
     tags: dict[str, str] = Field(default_factory=dict)
     training_plans: dict[str, str] = Field(
         default_factory=dict,

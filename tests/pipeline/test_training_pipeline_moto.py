@@ -275,3 +275,89 @@ def test_sagestack_run_unknown_job_suggests(moto, dev_app):
         result.returncode == 2
         and "no job, tuning entry or transform 'clasifier'; did you mean 'classifier'?" in result.stderr
     )
+
+
+def test_lineage_walks_a_served_model_back_to_its_training(moto, dev_app, tmp_path):
+    """The pipeline registers the package (with its lineage); an endpoint serves it as the serving
+    stack would; `sagestack lineage` walks back and judges the lock; a spec change makes it say no."""
+    import shutil
+
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    sm = moto.client("sagemaker")
+    packages = sm.list_model_packages(ModelPackageGroupName="digits-dev")["ModelPackageSummaryList"]
+    described = [sm.describe_model_package(ModelPackageName=p["ModelPackageArn"]) for p in packages]
+    # one for the endpoint, one for the transform: the endpoint's is served
+    (package,) = [
+        p for p in described if p["CustomerMetadataProperties"].get("sagestack:endpoint") == "digits"
+    ]
+    arn, meta = package["ModelPackageArn"], package["CustomerMetadataProperties"]
+    plan = dev_app.stages["dev"].training.job_plans["classifier"]
+    assert meta["sagestack:training-job"] == plan.candidates[0].name
+    assert meta["sagestack:spec-hash"] == plan.digest and meta["sagestack:job"] == "classifier"
+    assert (
+        meta["sagestack:training-image"]
+        == plan.candidates[0].request["AlgorithmSpecification"]["TrainingImage"]
+    )
+    assert len(meta["sagestack:lock-sha256"]) == 64
+    sm.create_model(
+        ModelName="digits-dev-digits", PrimaryContainer={"ModelPackageName": arn}, ExecutionRoleArn=ROLE
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="digits-dev-digits-1",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "digits-dev-digits",
+                "InitialInstanceCount": 1,
+                "InstanceType": "ml.c5.xlarge",
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName="digits-dev-digits", EndpointConfigName="digits-dev-digits-1")
+
+    # The project's own lock (the fixture's training_src is not the repository's: its source hash differs).
+    here = tmp_path / "here"
+    shutil.copytree(dev_app.root, here)
+    assert _cli(moto, here, "lock", "--env", "dev").returncode == 0
+    lineage = _cli(moto, here, "lineage", "digits", "--env", "dev", "--check")
+    out = " ".join(lineage.stdout.split())
+    assert lineage.returncode == 0, lineage.stdout + lineage.stderr
+    for fact in (
+        "endpoint digits-dev-digits",
+        f"model package {arn}",
+        f"training job {plan.candidates[0].name}",
+        "code: s3://",
+        "instances: 1x ml.g4dn.xlarge",
+        "Would config/envs/dev.lock.json train it again? yes",
+        f"the lock's content hash {plan.digest}",
+        "ran by tag",
+    ):
+        assert fact in out, (fact, lineage.stdout)
+    as_json = json.loads(_cli(moto, here, "lineage", "digits", "--env", "dev", "--json").stdout)
+    assert [s["kind"] for s in as_json["steps"]] == [
+        "endpoint",
+        "endpoint config",
+        "model",
+        "model package",
+        "training job",
+    ]
+
+    # The spec moves on (and is locked): the lock no longer trains what is served.
+    changed = tmp_path / "changed"
+    shutil.copytree(here, changed)
+    spec = changed / "config/sagestack.yaml"
+    spec.write_text(spec.read_text().replace("epochs: 10", "epochs: 11"))
+    assert _cli(moto, changed, "lock", "--env", "dev").returncode == 0
+    again = _cli(moto, changed, "lineage", "digits", "--env", "dev", "--check")
+    text = " ".join(again.stdout.split())
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "Would config/envs/dev.lock.json train it again? no" in text
+    assert f"trained under content hash {plan.digest}, the lock now says" in text
+    assert "changed since it was registered" in text
+    # Under the very lock the synth saw, it says so.
+    same = _cli(moto, dev_app.root, "lineage", "digits", "--env", "dev")
+    assert "registered under config/envs/dev.lock.json as it is today" in " ".join(same.stdout.split())
+
+    unknown = _cli(moto, dev_app.root, "lineage", "digts", "--env", "dev")
+    assert unknown.returncode == 2 and "did you mean 'digits'?" in unknown.stderr

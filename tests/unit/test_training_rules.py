@@ -417,3 +417,36 @@ def test_training_plan(project):
         "jobs.big.use_spot_instances: a training plan is reserved on-demand capacity: managed spot does not run "
         "on it; set use_spot_instances: false or drop training_plans",
     ]
+
+
+def test_schedule_expressions_and_time_zones(project):
+    def errors(schedule: str) -> list[str]:
+        project.spec(job(f"instance_type: ml.m5.xlarge\nschedule: {schedule}"))
+        return project.errors()
+
+    for good in (
+        "{expression: 'cron(0 3 ? * MON *)', timezone: Europe/Berlin}",
+        "{expression: 'rate(1 day)'}",
+        "{expression: 'rate(12 hours)', window: 30m, enabled: false}",
+        "{expression: 'at(2027-01-01T03:00:00)'}",
+    ):
+        project.spec(job(f"instance_type: ml.m5.xlarge\nschedule: {good}"))
+        assert project.load().spec.jobs["big"].schedule is not None, good
+    (bad,) = errors("{expression: 'cron(0 3 * * MON)'}")
+    assert "config/sagestack.yaml:" in bad and "jobs.big.schedule" in bad
+    assert "'cron(0 3 * * MON)' is not a schedule expression" in bad and "six fields" in bad
+    (plural,) = errors("{expression: 'rate(1 days)'}")
+    assert "singular for 1" in plural
+    (zone,) = errors("{expression: 'rate(7 days)', timezone: Europe/Berln}")
+    assert "'Europe/Berln' is not an IANA time zone; did you mean 'Europe/Berlin'?" in zone
+
+
+def test_a_schedule_renames_no_job(project):
+    from sagestack.plan import resolve_environment
+    from sagestack.plan.requests import render_environment
+
+    project.spec(job("instance_type: ml.m5.xlarge")).env("dev")
+    before = render_environment(resolve_environment(project.load("dev")), project.root).jobs["big"]
+    project.spec(job("instance_type: ml.m5.xlarge\nschedule: {expression: 'rate(7 days)'}"))
+    after = render_environment(resolve_environment(project.load("dev")), project.root).jobs["big"]
+    assert after.digest == before.digest and after.candidates[0].request == before.candidates[0].request
