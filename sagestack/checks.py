@@ -3,6 +3,7 @@ saying what to do when it fails."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,45 @@ def check_bootstrap(plan: EnvironmentPlan, account: str) -> Check:
     return Check("bootstrap", True, f"CDKToolkit {status}, bootstrap version {version}")
 
 
+def check_delivery_trust(root: Path, plan: EnvironmentPlan, account: str) -> Check | None:
+    """With `delivery:`, the environment's bootstrap must trust the tooling account the pipeline runs
+    in (`cdk bootstrap --trust`): its deploy actions assume this account's bootstrap roles."""
+    from sagestack.spec.rules.delivery import delivery_of
+
+    delivery = delivery_of(root)
+    if delivery is None or plan.env not in delivery.environments:
+        return None
+    tooling = delivery.account
+    if account == tooling:
+        return Check("delivery trust", True, f"the pipeline runs in this account ({tooling})")
+    how = (
+        f"run `cdk bootstrap aws://{account}/{plan.region} --trust {tooling} "
+        "--cloudformation-execution-policies arn:aws:iam::aws:policy/AdministratorAccess` (or a narrower "
+        "policy of your own)"
+    )
+    try:
+        stack = aws_client("cloudformation", plan.region).describe_stacks(StackName="CDKToolkit")["Stacks"][0]
+    except Exception as e:
+        return Check(
+            "delivery trust", False, f"no CDKToolkit stack to trust the pipeline ({_error(e)}); {how}"
+        )
+    params = {p["ParameterKey"]: p.get("ParameterValue", "") for p in stack.get("Parameters", [])}
+    # A CommaDelimitedList parameter: "111111111111,222222222222" (moto reports it as a list's text).
+    trusted = re.findall(r"\d{12}", params.get("TrustedAccounts", ""))
+    if tooling in trusted:
+        return Check(
+            "delivery trust",
+            True,
+            f"CDKToolkit trusts the delivery account {tooling} (`cdk bootstrap --trust`)",
+        )
+    now = f"it trusts {', '.join(trusted)}" if trusted else "it trusts no other account"
+    return Check(
+        "delivery trust",
+        False,
+        f"CDKToolkit in {account} does not trust the delivery account {tooling} ({now}); {how}",
+    )
+
+
 def check_quotas(root: Path, plan: EnvironmentPlan) -> Check:
     from sagestack.account import live_book
     from sagestack.plan.capacity import evaluate, load_snapshot
@@ -116,5 +156,9 @@ def run_checks(root: Path, plan: EnvironmentPlan) -> list[Check]:
         needs = "needs credentials"
         checks += [Check(n, None, needs) for n in ("bootstrap", "quotas", "ECR")]
         return checks
-    checks += [check_bootstrap(plan, account), check_quotas(root, plan), check_ecr(plan)]
+    checks.append(check_bootstrap(plan, account))
+    trust = check_delivery_trust(root, plan, account)
+    if trust is not None:
+        checks.append(trust)
+    checks += [check_quotas(root, plan), check_ecr(plan)]
     return checks

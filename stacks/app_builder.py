@@ -92,11 +92,40 @@ def build_app(
         )
         for plan in plans
     ]
+    delivery_stack(app, root, stages)
     if nag:
         from cdk_nag import AwsSolutionsChecks
 
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stages
+
+
+def delivery_stack(app: App, root: Path, stages: Sequence[EnvironmentStage]) -> object | None:
+    """The project's `delivery:` pipeline (stacks/delivery.py), when the synth holds every
+    environment it deploys (a synth of some environments leaves the pipeline out: deploying it so
+    would drop the others' stages)."""
+    from sagestack.spec.rules.delivery import delivery_of
+
+    delivery = delivery_of(root)
+    if delivery is None:
+        return None
+    by_env = {s.plan.env: s for s in stages}
+    if not all(env in by_env for env in delivery.environments):
+        return None
+    from stacks.delivery import DeliveryStack, pipeline_name
+
+    project = stages[0].plan.project
+    return DeliveryStack(
+        app,
+        "Delivery",
+        project=project,
+        delivery=delivery,
+        stages=[by_env[env] for env in delivery.environments],
+        region=stages[0].plan.region,
+        stack_name=pipeline_name(project, delivery),
+        description=f"sagestack {project}: the delivery pipeline (CDK Pipelines) that deploys "
+        + ", ".join(delivery.environments),
+    )
 
 
 def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:

@@ -81,8 +81,11 @@ class RetrainingSchedule(Construct):
                 ),
             ),
         )
-        # The policy must exist before Scheduler first assumes the role.
-        self.schedule.node.add_dependency(self.role)
+        # The policy must exist before Scheduler first assumes the role (the role itself is
+        # referenced already).
+        policy = self.role.node.try_find_child("DefaultPolicy")
+        if policy is not None:
+            self.schedule.node.add_dependency(policy)
 
     @property
     def schedule_arn(self) -> str:

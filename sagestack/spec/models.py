@@ -739,6 +739,114 @@ class PipelineSpec(StrictModel):
     )
 
 
+# ---------------------------------------------------------------- delivery and tracking
+
+_CONNECTION_ARN = re.compile(
+    r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[\w-]+$"
+)
+
+
+class DeliverySourceSpec(StrictModel):
+    """Where the delivery pipeline takes the repository from: a CodeConnections connection to
+    GitHub / GitLab / Bitbucket, or a zip in S3."""
+
+    connection: str | None = Field(
+        default=None, description="a CodeConnections (CodeStar Connections) ARN, e.g. to GitHub"
+    )
+    repository: str | None = Field(default=None, description="owner/name, with connection")
+    branch: str = Field(default="main", description="with connection")
+    bucket: str | None = Field(default=None, description="an S3 bucket (versioned) holding the source zip")
+    key: str | None = Field(default=None, description="the zip's key, with bucket")
+
+    @model_validator(mode="after")
+    def _kind(self) -> DeliverySourceSpec:
+        _exactly_one(self, ("connection", "bucket"), "delivery.source")
+        if self.connection is not None:
+            if not _CONNECTION_ARN.match(self.connection):
+                raise PydanticCustomError(
+                    "connection",
+                    "'{given}' is not a CodeConnections ARN (arn:aws:codeconnections:<region>:<account>:"
+                    "connection/<id>); create one in the console (Developer Tools > Connections)",
+                    {"given": self.connection},
+                )
+            if not self.repository or "/" not in self.repository:
+                raise PydanticCustomError(
+                    "repository", "a connection source needs repository: owner/name", {}
+                )
+        if self.bucket is not None and not self.key:
+            raise PydanticCustomError("key", "an S3 source needs key: (the zip's object key)", {})
+        return self
+
+
+class DeliverySpec(StrictModel):
+    """A CDK Pipelines stack in a tooling account that deploys every environment, in order: a
+    promotion is a reviewed commit the pipeline deploys."""
+
+    account: AccountId = Field(description="the tooling account the pipeline runs in")
+    region: Region | None = Field(default=None, description="default: the project's region")
+    source: DeliverySourceSpec
+    environments: list[str] = Field(
+        min_length=1, description="the environments it deploys, in order (e.g. [dev, staging, prod])"
+    )
+    approval: list[str] = Field(
+        default_factory=lambda: ["prod"], description="environments deployed only after a manual approval"
+    )
+    install: list[str] = Field(
+        default_factory=lambda: [
+            "pip install --extra-index-url https://download.pytorch.org/whl/cpu -e '.[train,dev]'",
+            "npm ci",
+        ],
+        description="the synth step's install commands",
+    )
+    tests: list[str] = Field(
+        default_factory=lambda: ["python -m pytest -q -m 'not synth and not e2e and not train' tests/unit"],
+        description="the fast test tiers the synth step runs before `cdk synth`",
+    )
+    pipeline_name: str | None = Field(default=None, description="default: <project>-delivery")
+
+
+class MlflowSpec(StrictModel):
+    """A SageMaker managed MLflow tracking server for the environment (or one that exists)."""
+
+    server: str | None = Field(
+        default=None,
+        description="an existing tracking server's ARN to log to (default: one is created per environment)",
+    )
+    size: Literal["Small", "Medium", "Large"] = "Small"
+    version: str | None = Field(default=None, description="MLflow version (default: SageMaker's newest)")
+    automatic_model_registration: bool = False
+    maintenance_window: str | None = Field(
+        default=None, description="weekly start, e.g. Sun:02:00 (default: SageMaker's choice)"
+    )
+
+    @model_validator(mode="after")
+    def _server(self) -> MlflowSpec:
+        if self.server is not None and not re.match(
+            r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:mlflow-(tracking-server|app)/.+$", self.server
+        ):
+            raise PydanticCustomError(
+                "server",
+                "'{given}' is not a SageMaker MLflow ARN (arn:aws:sagemaker:<region>:<account>:"
+                "mlflow-tracking-server/<name>)",
+                {"given": self.server},
+            )
+        if self.maintenance_window is not None and not re.match(
+            r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun):([01]\d|2[0-3]):[0-5]\d$", self.maintenance_window
+        ):
+            raise PydanticCustomError(
+                "maintenance_window",
+                "'{given}' is not a weekly start; write e.g. Sun:02:00",
+                {"given": self.maintenance_window},
+            )
+        return self
+
+
+class TrackingSpec(StrictModel):
+    """Experiment tracking: every training job logs parameters, metrics per step and its model."""
+
+    mlflow: MlflowSpec | None = None
+
+
 class ProjectSpec(StrictModel):
     """A whole sagestack project, as one environment sees it (project file + overlay)."""
 
@@ -755,6 +863,10 @@ class ProjectSpec(StrictModel):
     endpoints: dict[EntryName, EndpointSpec] = Field(default_factory=dict)
     transforms: dict[EntryName, TransformSpec] = Field(default_factory=dict)
     clusters: dict[EntryName, ClusterSpec] = Field(default_factory=dict)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    delivery: DeliverySpec | None = Field(
+        default=None, description="a CDK Pipelines stack that deploys the environments from the repository"
+    )
     require_approved_models: bool = Field(
         default=False,
         description="`sagestack promote` into this environment accepts only Approved model packages",

@@ -1,6 +1,7 @@
 """Semantic rules over a validated spec. Importing this package registers every rule."""
 
 from sagestack.spec.rules import clusters as clusters
+from sagestack.spec.rules import delivery as delivery
 from sagestack.spec.rules import foundation as foundation
 from sagestack.spec.rules import serving as serving
 from sagestack.spec.rules import serving_modes as serving_modes

@@ -107,6 +107,23 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Serve models only through components (no model/model_package/compile on the endpoint), ask for "
         "what one instance has, and let autoscaling.max hold the packing `sagestack plan` shows.",
     ),
+    "delivery-environments": E(
+        "The delivery pipeline deploys one stage per environment, in the order listed; an environment "
+        "without config/envs/<env>.yaml has nothing to deploy, one listed twice would be deployed twice, "
+        "and an approval for an environment the pipeline does not deploy guards nothing.",
+        "List each environment once, in promotion order (e.g. [dev, staging, prod]); name approvals among them.",
+    ),
+    "delivery-approval": E(
+        "Everything merged to the branch flows through the pipeline; a production stage without a manual "
+        "approval deploys a change nobody looked at in its final form (the staging result, the lock diff).",
+        "Add the environment to delivery.approval (default: [prod]).",
+    ),
+    "tracking-requirements": E(
+        "SageMaker's MLflow is reached through the MLflow client and the sagemaker-mlflow plugin (it signs "
+        "requests and resolves the tracking server ARN). The DLC training images have neither; the "
+        "container installs the source folder's requirements.txt before train.py runs.",
+        "Add mlflow (or mlflow-skinny) and sagemaker-mlflow, pinned, to <source_dir>/requirements.txt.",
+    ),
     "endpoint-monitor": E(
         "Model Monitor analyses the requests an endpoint captured; without data_capture it has nothing to "
         "read, and it monitors endpoints hosting one model on instances only. Its jobs run on processing "
