@@ -17,6 +17,7 @@ from sagestack.constructs import (
     project_repository,
 )
 from sagestack.constructs.job_pipeline import allow_log_group_encryption
+from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
 from sagestack.plan import EnvironmentPlan
 from sagestack.spec.models import JobSpec
 
@@ -114,6 +115,29 @@ class FoundationStack(Stack):
         allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
         # The environments models are promoted to read them: models/ objects and the key, via S3.
         self.artifacts.grant_read_to_accounts(model_readers, ("models",))
+
+        # tracking.mlflow: the environment's MLflow tracking server (or the one it names).
+        self.mlflow_server_arn: str | None = None
+        self.mlflow_server: MlflowTrackingServer | None = None
+        mlflow = spec.tracking.mlflow
+        if mlflow is not None and mlflow.server is None:
+            self.mlflow_server = MlflowTrackingServer(
+                self,
+                "Mlflow",
+                name=plan.names.tracking_server,
+                artifacts=self.artifacts,
+                encryption_key=self.key,
+                size=mlflow.size,
+                mlflow_version=mlflow.version,
+                automatic_model_registration=mlflow.automatic_model_registration,
+                maintenance_window=mlflow.maintenance_window,
+            )
+            self.mlflow_server_arn = self.mlflow_server.tracking_server_arn
+            CfnOutput(self, "MlflowTrackingServerArn", value=self.mlflow_server_arn)
+        elif mlflow is not None:
+            self.mlflow_server_arn = mlflow.server
+        if self.mlflow_server_arn is not None:
+            grant_mlflow_logging(self.execution_role, self.mlflow_server_arn)
 
         CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
         CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)

@@ -142,6 +142,7 @@ class TrainingStack(Stack):
                 run_on_deploy=job.run_on_deploy,
                 registrations=self._registrations(plan, key),
                 lineage=lineage,
+                mlflow_server_arn=foundation.mlflow_server_arn,
                 **job_props(job),
                 **shared,
             )

@@ -33,6 +33,7 @@ from checkpointing import load_newest, save_atomic
 from data import DataError, load_training_data, split
 from metrics import format_metrics
 from model import build_model
+from tracking import Tracker
 
 
 class HyperparameterError(ValueError):
@@ -325,6 +326,59 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
         f"lr={peak_lr:g} (x{scale:g}) warmup_steps={warmup} total_steps={total_steps} data={data.source}",
     )
     writer = _tensorboard(paths, world)
+    tracker = Tracker.start(world.leader, vars(args), log=lambda m: log(world, m))
+    try:
+        return _train_steps(
+            args,
+            paths,
+            world,
+            tracker,
+            writer,
+            data,
+            train_set,
+            val_set,
+            sampler,
+            loader,
+            model,
+            optimizer,
+            scheduler,
+            dtype,
+            step=step,
+            start_epoch=start_epoch,
+            skip_micro=skip_micro,
+            total_steps=total_steps,
+            steps_per_epoch=steps_per_epoch,
+        )
+    except BaseException:
+        tracker.end(failed=True)
+        raise
+    finally:
+        tracker.end()
+
+
+def _train_steps(  # type: ignore[no-untyped-def]
+    args,
+    paths,
+    world,
+    tracker,
+    writer,
+    data,
+    train_set,
+    val_set,
+    sampler,
+    loader,
+    model,
+    optimizer,
+    scheduler,
+    dtype,
+    *,
+    step,
+    start_epoch,
+    skip_micro,
+    total_steps,
+    steps_per_epoch,
+) -> dict[str, float]:
+    """The optimizer steps, evaluation and the saved model (MLflow logging alongside TensorBoard)."""
     profiler = _profiler(args, paths, world)
     last: dict[str, float] = {}
     window_start, window_samples = time.perf_counter(), 0
@@ -370,6 +424,7 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
                     "samples_per_sec": window_samples / elapsed if elapsed > 0 else 0.0,
                 }
                 log(world, format_metrics(epoch=epoch, step=step, total_steps=total_steps, **last))
+                tracker.metrics(last, step)
                 if writer is not None:
                     for k, v in last.items():
                         writer.add_scalar(k, v, step)
@@ -385,6 +440,7 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
         val_loss, val_accuracy = evaluate(model, val_set.x, val_set.y, world, dtype)
         last.update(val_loss=val_loss, val_accuracy=val_accuracy)
         log(world, format_metrics(epoch=epoch, step=step, val_loss=val_loss, val_accuracy=val_accuracy))
+        tracker.metrics({"val_loss": val_loss, "val_accuracy": val_accuracy}, step)
         if writer is not None:
             writer.add_scalar("val_accuracy", val_accuracy, step)
             writer.add_scalar("val_loss", val_loss, step)
@@ -402,6 +458,7 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
     if writer is not None:
         writer.close()
     _save_model(model, optimizer, paths, world, train_set.x[:1], data.num_classes, args, last, step)
+    tracker.model(paths.model)
     return last
 
 

@@ -47,6 +47,13 @@ def local_train(
             help="pip install the source dir's requirements.txt into this environment, as the container does",
         ),
     ] = False,
+    track: Annotated[
+        bool,
+        typer.Option(
+            "--track/--no-track",
+            help="with tracking.mlflow: log the run to the local MLflow store (.sagestack/local/<env>/mlflow.db)",
+        ),
+    ] = True,
     root: RootOption = Path("."),
 ) -> None:
     """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
@@ -64,6 +71,7 @@ def local_train(
         fresh=fresh,
         overrides=parse_overrides(set_ or []),
         install_requirements=install_requirements,
+        tracking=track,
     )
     progress = Progress(
         TextColumn(f"[bold]{job}[/] {hosts}x{procs}"),
@@ -115,6 +123,11 @@ def local_train(
     out.print(f"  model: {result.model_dir}", markup=False)
     if png:
         out.print(f"  curves: {png}", markup=False)
+    from sagestack.local.tracking import local_store
+
+    store = local_store(loaded, job) if track else None
+    if store is not None and (store.folder / "mlflow.db").exists():
+        out.print(f"  runs: {store.ui_hint()}", markup=False)
 
 
 @local_app.command("tune")

@@ -104,3 +104,31 @@ ENDPOINT_INVOKE = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResp
 
 # Starting a pipeline.
 EXECUTIONS_START = ("states:StartExecution",)
+
+# What a training job's MLflow client calls on a SageMaker managed MLflow tracking server (the
+# artifacts themselves go to S3 directly, under the project bucket's mlflow/ prefix).
+MLFLOW_LOG = (
+    "sagemaker-mlflow:CreateExperiment",
+    "sagemaker-mlflow:GetExperiment",
+    "sagemaker-mlflow:GetExperimentByName",
+    "sagemaker-mlflow:SearchExperiments",
+    "sagemaker-mlflow:CreateRun",
+    "sagemaker-mlflow:UpdateRun",
+    "sagemaker-mlflow:GetRun",
+    "sagemaker-mlflow:SearchRuns",
+    "sagemaker-mlflow:LogMetric",
+    "sagemaker-mlflow:LogBatch",
+    "sagemaker-mlflow:LogParam",
+    "sagemaker-mlflow:LogInputs",
+    "sagemaker-mlflow:SetTag",
+    "sagemaker-mlflow:GetMetricHistory",
+    "sagemaker-mlflow:ListArtifacts",
+)
+# What the tracking server's own role needs to register models automatically.
+MLFLOW_MODEL_REGISTRATION = (
+    "sagemaker:AddTags",
+    "sagemaker:CreateModelPackageGroup",
+    "sagemaker:CreateModelPackage",
+    "sagemaker:UpdateModelPackage",
+    "sagemaker:DescribeModelPackageGroup",
+)

@@ -29,6 +29,7 @@ PREFIXES = (
     "async",
     "transform",
     "monitoring",
+    "mlflow",
 )
 
 

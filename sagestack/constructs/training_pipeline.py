@@ -4,6 +4,7 @@ poll, the next instance candidate on capacity errors — then, for each ModelReg
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.mlflow_server import grant_mlflow_logging
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
@@ -29,7 +31,7 @@ from sagestack.constructs.training_image import TrainingImage
 from sagestack.plan.names import Names
 from sagestack.plan.serving import EndpointPlan, ModelStepContext
 from sagestack.plan.states import PipelineSettings
-from sagestack.plan.training import RequestContext, TrainingJobPlan
+from sagestack.plan.training import MlflowTarget, RequestContext, TrainingJobPlan
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ class TrainingPipeline(JobPipeline):
       registry / registrations: register the model (compiled first where asked) in this group;
         each package carries its lineage (job, content hash, source archive hash, training image,
         training job) and `lineage` (more metadata, e.g. {"sagestack:lock-sha256": …}).
+      mlflow_server_arn: log every run to this SageMaker MLflow tracking server (MlflowConfig, an
+        experiment per job, a run per training job; the execution role may log to it).
       options["schedule"] ({expression, timezone, window, enabled}): retrain on a schedule — the
         definition gains a retrain path (fresh job names, checkpoint and TensorBoard prefixes when
         started with {"retrain": …}) and a RetrainingSchedule (`self.retraining`) starts it.
@@ -149,6 +153,7 @@ class TrainingPipeline(JobPipeline):
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
         lineage: Mapping[str, str] | None = None,
+        mlflow_server_arn: str | None = None,
     ) -> None:
         from sagestack.plan.pipeline import training_pipeline
         from sagestack.plan.requests import SAMPLE_ACCOUNT, rules_image_for, stand_in_context
@@ -206,13 +211,30 @@ class TrainingPipeline(JobPipeline):
         rules_image = rules_image_for(job_spec, region)
         identities = {t: image.identity_for(t) for t in job_spec.instance_type}
 
+        mlflow: MlflowTarget | None = None
+        mlflow_stand_in: MlflowTarget | None = None
+        if mlflow_server_arn is not None:
+            mlflow = MlflowTarget(mlflow_server_arn, names.prefix)
+            mlflow_stand_in = (
+                MlflowTarget(
+                    f"arn:aws:sagemaker:{region}:{account}:mlflow-tracking-server/{names.tracking_server}",
+                    names.prefix,
+                )
+                if Token.is_unresolved(mlflow_server_arn)
+                else mlflow
+            )
+            grant_mlflow_logging(execution_role, mlflow_server_arn)
+
         def validation_ctx(t: str) -> RequestContext:
-            return stand_in_context(
-                region=region,
-                account=account,
-                image_uri=image.validation_uri_for(t, account=account, region=region),
-                rules_image=rules_image,
-                tags=request_tags,
+            return dataclasses.replace(
+                stand_in_context(
+                    region=region,
+                    account=account,
+                    image_uri=image.validation_uri_for(t, account=account, region=region),
+                    rules_image=rules_image,
+                    tags=request_tags,
+                ),
+                mlflow=mlflow_stand_in,
             )
 
         def token_ctx(t: str) -> RequestContext:
@@ -225,6 +247,7 @@ class TrainingPipeline(JobPipeline):
                 image_uri=image.uri_for(t),
                 rules_image_uri=rules_image,
                 tags=request_tags,
+                mlflow=mlflow,
             )
 
         common: dict[str, Any] = dict(

@@ -45,6 +45,7 @@ from sagestack.local.contract import (
 )
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError, plan_launch
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
+from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
 from sagestack.plan.names import Names
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, resolve_training_job
@@ -81,6 +82,8 @@ class LocalTrainOptions:
     overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameters, as the spec would set them
     threads: int | None = None  # per process; default: this machine's cores shared by every process
     install_requirements: bool = False  # pip install -r requirements.txt here, as the container does
+    tracking: bool = True  # with tracking.mlflow: log to the local MLflow store
+    tracking_tags: dict[str, str] = field(default_factory=dict)  # set on the run (e.g. the tuning trial)
 
 
 @dataclass
@@ -412,6 +415,16 @@ def run_local_training(
             raise LocalRunError(
                 f"pip install -r requirements.txt failed:\n{installed.stdout[-2000:]}{installed.stderr[-2000:]}"
             )
+    tracking_env: dict[str, str] = {}
+    store = local_store(loaded, job_key) if options.tracking else None
+    if store is not None:
+        try:
+            prepare(store)
+        except TrackingUnavailable as e:
+            on_line("sagestack", f"warning: {e}")
+        else:
+            tracking_env = store.environment(options.tracking_tags)
+            on_line("sagestack", f"tracking: MLflow experiment '{store.experiment}' in {store.uri}")
     leader = plans[0].launch
     on_line("sagestack", f"launch: {leader.describe()}: {' '.join(leader.container_command())}")
     for note in _scale_notes(request, options):
@@ -442,7 +455,7 @@ def run_local_training(
                     subprocess.Popen(
                         command,
                         cwd=plan.layout.code,
-                        env={**base_env, **plan.environment, **extra},
+                        env={**base_env, **plan.environment, **tracking_env, **extra},
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
                         text=True,

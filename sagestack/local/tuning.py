@@ -8,6 +8,7 @@ Hyperband is sampled at random here (its early stopping needs the service's reso
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -86,6 +87,7 @@ def run_local_tuning(
     overrides: dict[str, Any] | None = None,
     workdir: Path | None = None,
     on_trial: Callable[[Trial], None] = lambda _: None,
+    tracking: bool = True,
 ) -> list[Trial]:
     spec = loaded.spec
     tuning: TuningSpec = spec.tuning[key]
@@ -132,7 +134,14 @@ def run_local_tuning(
         result = run_local_training(
             loaded,
             tuning.job,
-            LocalTrainOptions(workdir=trial_dir, fresh=True, overrides={**static, **params}, threads=threads),
+            LocalTrainOptions(
+                workdir=trial_dir,
+                fresh=True,
+                overrides={**static, **params},
+                threads=threads,
+                tracking=tracking,
+                tracking_tags={"sagestack:tuning": key, "sagestack:trial": str(i)},
+            ),
         )
         log = "\n".join(p.read_text() for p in result.log_files if p.exists())
         value = objective_from_log(log, regex) if result.succeeded else None
@@ -142,6 +151,14 @@ def run_local_tuning(
         )
         return Trial(i, params, value, status, failure, trial_dir)
 
+    from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
+
+    store = local_store(loaded, tuning.job) if tracking else None
+    if store is not None:
+        # Once, before trials run side by side (each would otherwise create the schema); without
+        # mlflow each trial says so in its log.
+        with contextlib.suppress(TrackingUnavailable):
+            prepare(store)
     trials: list[Trial] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         next_index = 0

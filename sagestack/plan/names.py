@@ -78,6 +78,15 @@ class Names:
         suffix = f"-{digest[:8]}-p"
         return f"{self.prefix}-{job}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
 
+    @property
+    def tracking_server(self) -> str:
+        """The environment's SageMaker managed MLflow tracking server."""
+        return f"{self.prefix}-mlflow"
+
+    def mlflow_experiment(self, job: str) -> str:
+        """A job's MLflow experiment (every run of the job, cloud and local, is a run in it)."""
+        return f"{self.prefix}-{job}"
+
     def retrain_schedule(self, job: str) -> str:
         """The EventBridge Scheduler schedule that retrains a job (64 characters at most)."""
         suffix = "-retrain"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sagestack.plan.environment import EnvironmentPlan
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import (
+    MlflowTarget,
     RequestContext,
     TrainingJobPlan,
     resolve_training_job,
@@ -102,13 +103,35 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
 def validation_context(
     plan: EnvironmentPlan, instance_type: str, *, images: dict[str, str], rules_image: str | None
 ) -> RequestContext:
-    return stand_in_context(
-        region=plan.region,
-        account=stand_in_account(plan),
-        image_uri=images[instance_type],
-        rules_image=rules_image,
-        tags=tuple(sorted(plan.tags.items())),
+    return replace(
+        stand_in_context(
+            region=plan.region,
+            account=stand_in_account(plan),
+            image_uri=images[instance_type],
+            rules_image=rules_image,
+            tags=tuple(sorted(plan.tags.items())),
+        ),
+        mlflow=mlflow_target(plan),
     )
+
+
+def mlflow_server_arn(plan: EnvironmentPlan) -> str | None:
+    """The tracking server the environment's jobs log to: the one `tracking.mlflow.server` names,
+    else the one the foundation creates (its ARN with the account, or the stand-in account)."""
+    m = plan.spec.tracking.mlflow
+    if m is None:
+        return None
+    if m.server is not None:
+        return m.server
+    return (
+        f"arn:aws:sagemaker:{plan.region}:{stand_in_account(plan)}:mlflow-tracking-server/"
+        f"{plan.names.tracking_server}"
+    )
+
+
+def mlflow_target(plan: EnvironmentPlan) -> MlflowTarget | None:
+    arn = mlflow_server_arn(plan)
+    return MlflowTarget(arn, plan.names.prefix) if arn else None
 
 
 def stand_in_context(

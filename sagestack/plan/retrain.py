@@ -33,6 +33,7 @@ _DYNAMIC_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("HyperParameters", "sagemaker_job_name"), "json-name"),
     (("CheckpointConfig", "S3Uri"), "prefix"),
     (("TensorBoardOutputConfig", "S3OutputPath"), "prefix"),
+    (("MlflowConfig", "MlflowRunName"), "name"),
 )
 
 

@@ -35,6 +35,18 @@ PROFILER_RULE_NAMES = {
 
 
 @dataclass(frozen=True)
+class MlflowTarget:
+    """Where a job logs its experiment: a SageMaker MLflow tracking server, and the prefix of the
+    experiment names (Names.mlflow_experiment)."""
+
+    arn: str
+    experiment_prefix: str
+
+    def experiment(self, job_key: str) -> str:
+        return f"{self.experiment_prefix}-{job_key}"
+
+
+@dataclass(frozen=True)
 class RequestContext:
     """What only the deployment knows. Strings may be CloudFormation tokens."""
 
@@ -46,6 +58,7 @@ class RequestContext:
     image_uri: str  # for this candidate
     rules_image_uri: str | None = None  # Debugger/Profiler rule evaluator for the region
     tags: tuple[tuple[str, str], ...] = ()
+    mlflow: MlflowTarget | None = None  # tracking.mlflow: the job logs to this server
 
 
 def encode_hyperparameter(value: Any) -> str:
@@ -228,6 +241,11 @@ def render_training_request(
         # Nothing in the container says where CheckpointConfig.LocalPath is; training_src reads this
         # (the user's own Environment value wins).
         environment.setdefault(CHECKPOINT_DIR_VARIABLE, job.checkpoint.local_path)
+    if ctx.mlflow is not None:
+        # MlflowConfig makes the run SageMaker's; the variables tell training_src/train.py's MLflow
+        # client where to log (the user's own Environment values win).
+        environment.setdefault("MLFLOW_TRACKING_URI", ctx.mlflow.arn)
+        environment.setdefault("MLFLOW_EXPERIMENT_NAME", ctx.mlflow.experiment(job_key))
     if efa_enabled(job, candidate):
         environment.setdefault("FI_PROVIDER", "efa")
         if it.gpudirect_rdma:
@@ -259,6 +277,12 @@ def render_training_request(
             request["ProfilerRuleConfigurations"] = [
                 _rule(PROFILER_RULE_NAMES[r], ctx) for r in job.profiler.rules
             ]
+    if ctx.mlflow is not None:
+        request["MlflowConfig"] = {
+            "MlflowResourceArn": ctx.mlflow.arn,
+            "MlflowExperimentName": ctx.mlflow.experiment(job_key),
+            "MlflowRunName": name,
+        }
     tags = [*ctx.tags, *sorted(job.tags.items()), ("sagestack:job", job_key), ("sagestack:spec-hash", digest)]
     request["Tags"] = [{"Key": k, "Value": v} for k, v in dict(tags).items()]
     return request
@@ -434,6 +458,7 @@ _RUNTIME_ADAPTED = ("sagemaker_job_name",)
 def _comparable(job: JobSpec, request: dict[str, Any]) -> dict[str, Any]:
     r: dict[str, Any] = json.loads(json.dumps(request))
     r.pop("TrainingJobName", None)
+    r.get("MlflowConfig", {}).pop("MlflowRunName", None)  # the job's name, as TrainingJobName
     r["ResourceConfig"].pop("InstanceType", None)
     r["ResourceConfig"].pop("TrainingPlanArn", None)  # carried per preference (TrainingPlanArns)
     hp = r.get("HyperParameters", {})
@@ -477,6 +502,8 @@ def preferred_job(names: Names, key: str, digest: str, candidates: list[Candidat
     request["TrainingJobName"] = name
     request["HyperParameters"]["sagemaker_job_name"] = encode_hyperparameter(name)
     request["HyperParameters"].pop("sagemaker_instance_type", None)
+    if "MlflowConfig" in request:
+        request["MlflowConfig"]["MlflowRunName"] = name
     request.pop("EnableManagedSpotTraining", None)  # exclusive with InstancePreferences
     resources = request["ResourceConfig"]
     count = resources.pop("InstanceCount")

@@ -31,7 +31,7 @@ def delivered(tmp_path_factory):
     from tests.support.cdk_app import BuiltApp
 
     root = tmp_path_factory.mktemp("proj") / "p"
-    project = Project(root)
+    Project(root)  # training_src/ and config/ folders
     shutil.rmtree(root / "config")
     shutil.copytree(REPO / "config", root / "config")
     shutil.copytree(REPO / "containers", root / "containers")
@@ -65,17 +65,26 @@ def test_stages_deploy_each_environment_in_order_and_prod_waits_for_approval(del
     prod = sorted(stages["prod"], key=lambda a: a["RunOrder"])
     assert prod[0]["ActionTypeId"]["Category"] == "Approval"
     assert all(a["RunOrder"] > prod[0]["RunOrder"] for a in prod[1:])
-    assert {a["Configuration"]["StackName"] for a in prod[1:]} >= {"digits-prod-foundation", "digits-prod-serving"}
+    assert {a["Configuration"]["StackName"] for a in prod[1:]} >= {
+        "digits-prod-foundation",
+        "digits-prod-serving",
+    }
     assert not any(a["ActionTypeId"]["Category"] == "Approval" for a in stages["dev"] + stages["staging"])
     # each stage deploys with its own account's bootstrap role (cross-account)
     for env, account in (("staging", "222222222222"), ("prod", "111111111111")):
-        roles = {json.dumps(a.get("RoleArn")) for a in stages[env] if a["ActionTypeId"]["Category"] == "Deploy"}
-        assert roles and all(f"iam::{account}:role/cdk-hnb659fds-deploy-role-{account}" in r for r in roles), roles
+        roles = {
+            json.dumps(a.get("RoleArn")) for a in stages[env] if a["ActionTypeId"]["Category"] == "Deploy"
+        }
+        assert roles and all(
+            f"iam::{account}:role/cdk-hnb659fds-deploy-role-{account}" in r for r in roles
+        ), roles
 
 
 def test_the_synth_step_runs_the_fast_tests_then_a_locked_synth(delivered):
     template = json.loads((delivered.out / "Delivery.template.json").read_text())
-    projects = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::CodeBuild::Project"]
+    projects = [
+        r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::CodeBuild::Project"
+    ]
     specs = [json.loads(p["Source"]["BuildSpec"]) for p in projects if "BuildSpec" in p.get("Source", {})]
     (synth,) = [s for s in specs if any("cdk synth" in c for c in s["phases"]["build"]["commands"])]
     commands = synth["phases"]["build"]["commands"]
@@ -95,7 +104,9 @@ def test_a_synth_of_some_environments_leaves_the_pipeline_out(delivered, tmp_pat
 
     from stacks.app_builder import build_app
 
-    app_ = App(outdir=str(tmp_path / "o"), context={"sagestack:environments": "dev", "sagestack:quotas": "off"})
+    app_ = App(
+        outdir=str(tmp_path / "o"), context={"sagestack:environments": "dev", "sagestack:quotas": "off"}
+    )
     build_app(app_, delivered.root, nag=False)
     assert app_.node.try_find_child("Delivery") is None
 
@@ -118,15 +129,22 @@ delivery:
     ).env("dev").env("staging").env("prod")
     errors = project.errors()
     text = "\n".join(errors)
-    assert "delivery.environments[1]: no environment 'stagin' (config/envs/stagin.yaml); did you mean 'staging'?" in text
+    assert (
+        "delivery.environments[1]: no environment 'stagin' (config/envs/stagin.yaml); did you mean 'staging'?"
+        in text
+    )
     assert "delivery.environments[3]: 'dev' is deployed twice" in text
     assert "delivery.approval[0]: 'production' is not one of the environments the pipeline deploys" in text
     assert all("config/sagestack.yaml:" in e for e in errors if "delivery" in e)
     spec = project.root / "config/sagestack.yaml"
-    spec.write_text(spec.read_text().replace("[dev, stagin, prod, dev]", "[dev, prod]").replace("[production]", "[]"))
+    spec.write_text(
+        spec.read_text().replace("[dev, stagin, prod, dev]", "[dev, prod]").replace("[production]", "[]")
+    )
     warnings = [w.format() for w in project.load().warnings]
     assert any("'prod' deploys without a manual approval; add it to delivery.approval" in w for w in warnings)
-    bad_source = spec.read_text().replace("{bucket: my-sources, key: digits.zip}", "{connection: arn:aws:s3:::x}")
+    bad_source = spec.read_text().replace(
+        "{bucket: my-sources, key: digits.zip}", "{connection: arn:aws:s3:::x}"
+    )
     spec.write_text(bad_source)
     (source,) = [e for e in project.errors() if "delivery.source" in e]
     assert "is not a CodeConnections ARN" in source
@@ -144,7 +162,12 @@ def test_check_says_whether_the_bootstrap_trusts_the_delivery_account(delivered,
     prod.write_text(prod.read_text().replace('account: "111111111111"', f'account: "{ACCOUNT}"'))
     bootstrap = {
         "Parameters": {"TrustedAccounts": {"Type": "CommaDelimitedList", "Default": ""}},
-        "Resources": {"Version": {"Type": "AWS::SSM::Parameter", "Properties": {"Name": "/cdk-bootstrap/hnb659fds/version", "Type": "String", "Value": "27"}}},
+        "Resources": {
+            "Version": {
+                "Type": "AWS::SSM::Parameter",
+                "Properties": {"Name": "/cdk-bootstrap/hnb659fds/version", "Type": "String", "Value": "27"},
+            }
+        },
     }
     with running_moto() as moto:
         monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)

@@ -186,3 +186,31 @@ def test_stacks_are_named_and_tagged_per_environment(example_app):
     assert (
         tags["sagestack:environment"] == "prod" and tags["team"] == "ml-platform" and tags["stage"] == "prod"
     )
+
+
+def test_mlflow_tracking_server_stores_artifacts_in_the_project_bucket(example_app):
+    """tracking.mlflow: a managed tracking server per environment, its role limited to the bucket's
+    mlflow/ prefix, and the execution role allowed to log to that server only."""
+    import json
+
+    t = example_app.template("prod")
+    ((server_id, server),) = t.find_resources("AWS::SageMaker::MlflowTrackingServer").items()
+    props = server["Properties"]
+    assert props["TrackingServerName"] == "digits-prod-mlflow" and props["TrackingServerSize"] == "Small"
+    assert json.dumps(props["ArtifactStoreUri"]).startswith('{"Fn::Join": ["", ["s3://"')
+    assert json.dumps(props["ArtifactStoreUri"]).endswith('"/mlflow"]]}')
+    policies = t.find_resources("AWS::IAM::Policy")
+    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    logging = [s for s in statements if any(str(a).startswith("sagemaker-mlflow:") for a in s["Action"])]
+    assert logging, "the execution role may log to the tracking server"
+    for s in logging:
+        assert s["Resource"] == {"Fn::GetAtt": [server_id, "TrackingServerArn"]}
+        assert "sagemaker-mlflow:LogBatch" in s["Action"] and "sagemaker-mlflow:*" not in s["Action"]
+    server_role = props["RoleArn"]["Fn::GetAtt"][0]
+    (server_policy,) = [p for p in policies.values() if {"Ref": server_role} in p["Properties"]["Roles"]]
+    objects = [
+        s["Resource"]
+        for s in server_policy["Properties"]["PolicyDocument"]["Statement"]
+        if "s3:PutObject" in s["Action"]
+    ]
+    assert objects and all("/mlflow/*" in json.dumps(r) for r in objects)

@@ -23,7 +23,7 @@ DDP = "classifier-spot"
 def train(project, workdir: Path, *, job="classifier", hosts=1, procs=1, interrupt_at=None, **hps):
     loaded = project.load("dev")
     options = LocalTrainOptions(
-        hosts=hosts, procs=procs, interrupt_at=interrupt_at, workdir=workdir, overrides=hps
+        hosts=hosts, procs=procs, interrupt_at=interrupt_at, workdir=workdir, overrides=hps, tracking=False
     )
     return run_local_training(loaded, job, options)
 
@@ -201,7 +201,54 @@ def test_install_requirements_runs_pip_as_the_container_does(digits_project, tmp
     with pytest.raises(LocalRunError, match="--no-index: not checked"):
         train(digits_project, tmp_path / "w", max_steps=2)
     loaded = digits_project.load("dev")
-    options = LocalTrainOptions(workdir=tmp_path / "w", install_requirements=True, overrides={"max_steps": 2})
+    options = LocalTrainOptions(
+        workdir=tmp_path / "w", install_requirements=True, overrides={"max_steps": 2}, tracking=False
+    )
     result = run_local_training(loaded, "classifier", options)
     assert result.succeeded, result.failure
     assert result.requirements is not None and result.requirements.unchecked == ("--no-index",)
+
+
+def test_mlflow_store_holds_the_run_and_a_resumed_run_continues_it(digits_project, tmp_path):
+    """tracking.mlflow (the example has it): the local store gets a run named after the job, with its
+    parameters, metrics per logged step and the model; an interrupted run resumed continues the same
+    run instead of starting another."""
+    import mlflow
+
+    loaded = digits_project.load("dev")
+
+    def run(interrupt_at=None):
+        options = LocalTrainOptions(
+            workdir=tmp_path / "w",
+            interrupt_at=interrupt_at,
+            overrides={"epochs": 2, "log_every": 5, "checkpoint_every_steps": 10},
+        )
+        return run_local_training(loaded, "classifier", options)
+
+    first = run(interrupt_at=20)
+    assert first.interrupted_at is not None
+    resumed = run()
+    assert resumed.succeeded, resumed.failure
+    client = mlflow.MlflowClient(f"sqlite:///{digits_project.root}/.sagestack/local/dev/mlflow.db")
+    experiment = client.get_experiment_by_name("digits-dev-classifier")
+    assert experiment is not None
+    assert (
+        experiment.artifact_location.startswith("file://")
+        and ".sagestack/local/dev" in experiment.artifact_location
+    )
+    (run_,) = client.search_runs([experiment.experiment_id])  # one run, resumed
+    import json
+
+    request = json.loads((tmp_path / "w" / "request.json").read_text())
+    assert run_.info.run_name == request["TrainingJobName"]
+    assert run_.info.status == "FINISHED"
+    assert run_.data.params["epochs"] == "2" and run_.data.params["checkpoint_every_steps"] == "10"
+    steps = [m.step for m in client.get_metric_history(run_.info.run_id, "train_loss")]
+    assert steps == sorted(steps) and steps[0] == 5 and steps[-1] == resumed.metrics[-1]["step"]
+    assert any(s <= 20 for s in steps) and any(s > 20 for s in steps)  # both halves in one run
+    accuracies = client.get_metric_history(run_.info.run_id, "val_accuracy")
+    assert accuracies[-1].value == pytest.approx(resumed.last("val_accuracy"), abs=1e-6)
+    assert sorted(a.path for a in client.list_artifacts(run_.info.run_id, "model")) == [
+        "model/model.pt",
+        "model/model_info.json",
+    ]

@@ -35,12 +35,17 @@ def test_local_search_beats_the_default_learning_rate(digits_project, tmp_path, 
     _with_search(digits_project, strategy)
     loaded = digits_project.load("dev")
     baseline = run_local_training(
-        loaded, "classifier", LocalTrainOptions(workdir=tmp_path / "baseline", overrides={"epochs": 1})
+        loaded,
+        "classifier",
+        LocalTrainOptions(workdir=tmp_path / "baseline", overrides={"epochs": 1}, tracking=False),
     )
     assert baseline.succeeded, baseline.failure
     default_accuracy = baseline.last("val_accuracy")
 
-    trials = run_local_tuning(loaded, "quick", overrides={"epochs": 1}, workdir=tmp_path / "search")
+    tracked = strategy == "Random"  # the local MLflow store is read back once
+    trials = run_local_tuning(
+        loaded, "quick", overrides={"epochs": 1}, workdir=tmp_path / "search", tracking=tracked
+    )
     assert len(trials) == 3 and all(t.status == "Completed" for t in trials)
     best = trials[0]
     assert best.objective == max(t.objective for t in trials)
@@ -49,6 +54,20 @@ def test_local_search_beats_the_default_learning_rate(digits_project, tmp_path, 
     # the objective is what the job's regex reads from the trial's own log
     log = (best.workdir / "logs" / "algo-1.log").read_text()
     assert objective_from_log(log, r"val_accuracy=([0-9.]+)") == best.objective
+    if not tracked:
+        return
+    # every trial is a run in the job's experiment of the local MLflow store, tagged with its trial
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{digits_project.root}/.sagestack/local/dev/mlflow.db")
+    experiment = client.get_experiment_by_name("digits-dev-classifier")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.`sagestack:tuning` = 'quick'")
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"FINISHED"}
+    by_trial = {int(r.data.tags["sagestack:trial"]): r for r in runs}
+    for t in trials:
+        run = by_trial[t.number]
+        assert float(run.data.params["lr"]) == pytest.approx(t.params["lr"])
+        assert run.data.metrics["val_accuracy"] == pytest.approx(t.objective, abs=1e-6)
     png = plot_objective(trials, loaded.spec.tuning["quick"], tmp_path / "objective.png")
     assert png is not None and png.stat().st_size > 10_000
 
@@ -62,7 +81,12 @@ def test_objective_regex_that_matches_nothing_fails_the_trial(digits_project, tm
         )
     )
     trials = run_local_tuning(
-        digits_project.load("dev"), "quick", budget=1, overrides={"epochs": 1}, workdir=tmp_path / "search"
+        digits_project.load("dev"),
+        "quick",
+        budget=1,
+        overrides={"epochs": 1},
+        workdir=tmp_path / "search",
+        tracking=False,
     )
     assert [t.status for t in trials] == ["Failed"]
     assert trials[0].failure == "no 'val_accuracy' in the log"

@@ -592,3 +592,59 @@ def test_a_training_plan_is_checked_against_what_it_reserves():
         )
         _, problem = training_plan_fit(PLAN_ARN, "ml.p5.48xlarge", 4, "us-east-1", client=client)
         assert problem == "the plan reserves 2x ml.p5.48xlarge; the job needs 4"
+
+
+def test_mlflow_tracking_renders_mlflow_config_and_the_clients_variables():
+    import dataclasses
+
+    from sagestack.plan.retrain import retrainable
+    from sagestack.plan.training import MlflowTarget
+
+    arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:mlflow-tracking-server/digits-dev-mlflow"
+
+    def ctx(itype: str) -> RequestContext:
+        return dataclasses.replace(context(GPU)(itype), mlflow=MlflowTarget(arn, "digits-dev"))
+
+    job = JobSpec.model_validate(
+        {"image": "train", "instance_type": ["ml.g5.2xlarge", "ml.g4dn.2xlarge"], "environment": {"X": "1"}}
+    )
+    plan = resolve_training_job(
+        names=Names("digits", "dev"),
+        key="classifier",
+        job=job,
+        source_sha256="0" * 64,
+        image_uris={},
+        context=ctx,
+    )
+    for c in plan.candidates:
+        validate_request("CreateTrainingJob", c.request)
+        assert c.request["MlflowConfig"] == {
+            "MlflowResourceArn": arn,
+            "MlflowExperimentName": "digits-dev-classifier",
+            "MlflowRunName": c.name,
+        }
+        assert c.request["Environment"] == {
+            "X": "1",
+            "MLFLOW_TRACKING_URI": arn,
+            "MLFLOW_EXPERIMENT_NAME": "digits-dev-classifier",
+        }
+    assert plan.preferred is not None
+    assert plan.preferred.request["MlflowConfig"]["MlflowRunName"] == plan.preferred.name
+    # A retrain names its run after the fresh job name, as it names the job.
+    from sagestack.plan.pipeline import training_pipeline
+    from sagestack.plan.states import PipelineSettings
+
+    definition = retrainable(training_pipeline(plan, PipelineSettings()))
+    create = definition["States"]["Create"]["Parameters"]
+    assert create["MlflowConfig"]["MlflowRunName.$"] == create["TrainingJobName.$"]
+    # without tracking: no MlflowConfig, no variables
+    bare = resolve_training_job(
+        names=Names("digits", "dev"),
+        key="classifier",
+        job=job,
+        source_sha256="0" * 64,
+        image_uris={},
+        context=context(GPU),
+    )
+    assert "MlflowConfig" not in bare.candidates[0].request
+    assert bare.candidates[0].request["Environment"] == {"X": "1"}
