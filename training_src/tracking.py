@@ -13,11 +13,20 @@ import os
 from pathlib import Path
 from typing import Any
 
+_ACTIVE: list[Tracker] = []  # the run a failure must end (train.main ends it with end_active)
+
+
+def end_active(failed: bool) -> None:
+    while _ACTIVE:
+        _ACTIVE.pop().end(failed=failed)
+
 
 class Tracker:
     def __init__(self, mlflow: Any = None, run_id: str | None = None) -> None:
         self._mlflow = mlflow
         self.run_id = run_id
+        if mlflow is not None:
+            _ACTIVE.append(self)
 
     @property
     def active(self) -> bool:
@@ -78,6 +87,8 @@ class Tracker:
         except Exception as e:
             print(f"tracking: could not end the run ({e})", flush=True)
         self._mlflow = None
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
 
 
 def run_name() -> str:

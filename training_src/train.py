@@ -33,7 +33,7 @@ from checkpointing import load_newest, save_atomic
 from data import DataError, load_training_data, split
 from metrics import format_metrics
 from model import build_model
-from tracking import Tracker
+from tracking import Tracker, end_active
 
 
 class HyperparameterError(ValueError):
@@ -327,58 +327,6 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
     )
     writer = _tensorboard(paths, world)
     tracker = Tracker.start(world.leader, vars(args), log=lambda m: log(world, m))
-    try:
-        return _train_steps(
-            args,
-            paths,
-            world,
-            tracker,
-            writer,
-            data,
-            train_set,
-            val_set,
-            sampler,
-            loader,
-            model,
-            optimizer,
-            scheduler,
-            dtype,
-            step=step,
-            start_epoch=start_epoch,
-            skip_micro=skip_micro,
-            total_steps=total_steps,
-            steps_per_epoch=steps_per_epoch,
-        )
-    except BaseException:
-        tracker.end(failed=True)
-        raise
-    finally:
-        tracker.end()
-
-
-def _train_steps(  # type: ignore[no-untyped-def]
-    args,
-    paths,
-    world,
-    tracker,
-    writer,
-    data,
-    train_set,
-    val_set,
-    sampler,
-    loader,
-    model,
-    optimizer,
-    scheduler,
-    dtype,
-    *,
-    step,
-    start_epoch,
-    skip_micro,
-    total_steps,
-    steps_per_epoch,
-) -> dict[str, float]:
-    """The optimizer steps, evaluation and the saved model (MLflow logging alongside TensorBoard)."""
     profiler = _profiler(args, paths, world)
     last: dict[str, float] = {}
     window_start, window_samples = time.perf_counter(), 0
@@ -459,6 +407,7 @@ def _train_steps(  # type: ignore[no-untyped-def]
         writer.close()
     _save_model(model, optimizer, paths, world, train_set.x[:1], data.num_classes, args, last, step)
     tracker.model(paths.model)
+    tracker.end()
     return last
 
 
@@ -585,7 +534,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (HyperparameterError, DataError, ValueError, RuntimeError, OSError) as e:
         write_failure(paths, e)
+        end_active(failed=True)
         return 1
+    except BaseException:
+        end_active(failed=True)  # the MLflow run says so; the error goes on
+        raise
     finally:
         if world is not None and world.size > 1 and dist.is_initialized():
             dist.destroy_process_group()

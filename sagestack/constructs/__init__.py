@@ -22,6 +22,7 @@ from sagestack.constructs.inference_endpoint import (
     VpcPlacement,
 )
 from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
+from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
 from sagestack.constructs.model_monitor import ModelMonitor
 from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
@@ -49,6 +50,7 @@ __all__ = [
     "InferenceEndpointBase",
     "JobPipeline",
     "JobPipelineBase",
+    "MlflowTrackingServer",
     "ModelMonitor",
     "ModelPackageGroup",
     "ModelPackageGroupBase",
@@ -63,6 +65,7 @@ __all__ = [
     "TuningPipeline",
     "VpcPlacement",
     "acknowledge",
+    "grant_mlflow_logging",
     "project_repository",
     "repository_arn_of",
 ]

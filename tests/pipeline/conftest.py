@@ -21,8 +21,8 @@ def moto():
         yield server
 
 
-@pytest.fixture(scope="module")
-def dev_app(tmp_path_factory):
+def example_copy(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A throwaway copy of the example project's config and containers (a stub training_src)."""
     import shutil
 
     from tests.conftest import REPO, Project
@@ -32,6 +32,13 @@ def dev_app(tmp_path_factory):
     shutil.rmtree(root / "config")
     shutil.copytree(REPO / "config", root / "config")
     shutil.copytree(REPO / "containers", root / "containers")
+    return project
+
+
+@pytest.fixture(scope="module")
+def dev_app(tmp_path_factory):
+    project = example_copy(tmp_path_factory)
+    root = project.root
     dev = root / "config/envs/dev.yaml"
     dev.write_text(dev.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
     # A quota snapshot that knows the second candidate's quota code only.

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.pipeline.conftest import definition
+from tests.pipeline.conftest import definition, example_copy
 from tests.support.moto_server import ACCOUNT
 
 pytestmark = pytest.mark.synth
@@ -22,16 +22,10 @@ JOB = "classifier-spot"
 
 @pytest.fixture(scope="module")
 def scheduled_app(tmp_path_factory):
-    import shutil
-
-    from tests.conftest import REPO, Project
     from tests.support.cdk_app import BuiltApp
 
-    root = tmp_path_factory.mktemp("proj") / "p"
-    project = Project(root)
-    shutil.rmtree(root / "config")
-    shutil.copytree(REPO / "config", root / "config")
-    shutil.copytree(REPO / "containers", root / "containers")
+    project = example_copy(tmp_path_factory)
+    root = project.root
     dev = root / "config/envs/dev.yaml"
     # classifier-spot: a checkpointing job whose pipeline ends at training (nothing to register).
     text = dev.read_text().replace(

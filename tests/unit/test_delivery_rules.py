@@ -24,7 +24,9 @@ def _delivery(envs: str, approval: str = "[prod]") -> str:
 def test_delivery_environments(project):
     project.env("dev").env("staging").env("prod")
     assert findings(project, "delivery-environments", _delivery("[dev, staging, prod]")) == []
-    assert findings(project, "delivery-environments", _delivery("[dev, stagin, prod, dev]", "[production]")) == [
+    assert findings(
+        project, "delivery-environments", _delivery("[dev, stagin, prod, dev]", "[production]")
+    ) == [
         "delivery.environments.1: no environment 'stagin' (config/envs/stagin.yaml); did you mean 'staging'?; "
         "environments: dev, prod, staging",
         "delivery.environments.3: 'dev' is deployed twice; list it once",
@@ -49,5 +51,7 @@ def test_tracking_requirements(project):
         "mlflow and sagemaker-mlflow: the training container has no MLflow client, so the job would log "
         "nothing (train.py goes on without it); add them"
     ]
-    project.write("training_src/requirements.txt", "# pinned\nmlflow-skinny==3.18.0\nsagemaker_mlflow==0.5.0\n")
+    project.write(
+        "training_src/requirements.txt", "# pinned\nmlflow-skinny==3.18.0\nsagemaker_mlflow==0.5.0\n"
+    )
     assert findings(project, "tracking-requirements", tracked) == []
