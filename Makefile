@@ -40,7 +40,8 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/sagestack schema --check
-	$(BIN)/python -m pytest -q
+	# one worker per CPU; a module's tests stay on one worker (its synthesized app and moto server are shared)
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --durations=15
 
 unit: setup
 	$(BIN)/python -m pytest -q -m "not synth and not e2e and not train"

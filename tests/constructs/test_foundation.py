@@ -117,7 +117,12 @@ def test_stateful_logical_ids_are_stable(example_app):
 
 
 def _role_statements(t) -> list[dict]:
-    (policy,) = t.find_resources("AWS::IAM::Policy").values()
+    """The execution role's statements (the foundation also holds the MLflow server's role)."""
+    (policy,) = [
+        p
+        for p in t.find_resources("AWS::IAM::Policy").values()
+        if any("ExecutionRole" in r.get("Ref", "") for r in p["Properties"]["Roles"])
+    ]
     return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
