@@ -6,6 +6,9 @@ What this tier cannot cover, and where it is covered instead:
 - There is no Docker engine: the e2e environment replaces the Dockerfile image with the DLC
   (`dockerfile: null`), so no image asset is published. The Dockerfile asset is covered by
   tests/constructs/test_foundation.py::test_dockerfile_image_is_an_asset_not_a_build.
+- moto has no MLflow (no AWS::SageMaker::MlflowTrackingServer, whose ARN a GetAtt would need):
+  the e2e environment names an existing server (`tracking.mlflow.server`); the created server is
+  covered by tests/constructs/test_foundation.py::test_mlflow_tracking_server_stores_artifacts_in_the_project_bucket.
 - moto runs no Lambda: the pipeline is started with `sagestack run`, not `run_on_deploy`
   (covered by tests/constructs/test_training_stack.py::test_run_on_deploy_starts_an_execution_named_after_the_hash).
 - moto's CloudFormation has no AWS::S3::BucketPolicy, AWS::SNS::TopicPolicy, AWS::CloudWatch::Alarm,
@@ -53,11 +56,14 @@ retain_data: false
 images:
   train-efa: {dockerfile: null, dlc: {framework: pytorch, version: "2.5", py_version: py311}}
 pipeline: {poll_interval: 1s, backoff: 1s}
+# moto has no MLflow: the environment names a tracking server instead of creating one.
+tracking: {mlflow: {server: "MLFLOW"}}
 # The promotion pin: a package registered before the deploy (see `deployed`), so the serving stack
 # deploys an endpoint too.
 endpoints: {digits: {model_package: "PINNED", monitor: {dataset_format: csv, alarm_features: [_c36]}}}
 """
 PINNED = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/digits-e2e/1"
+MLFLOW = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-tracking-server/shared"
 # The other ways to serve it, added to the e2e copy of the project: asynchronous (scaling to zero on
 # the backlog), two models as inference components on one fleet, and a pinned batch transform.
 E2E_SERVING = """\
@@ -159,7 +165,9 @@ def project(tmp_path_factory) -> Path:
         shutil.copytree(
             REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__", "*.quotas.json")
         )
-    (root / "config/envs/e2e.yaml").write_text(E2E_OVERLAY.replace("PINNED", PINNED))
+    (root / "config/envs/e2e.yaml").write_text(
+        E2E_OVERLAY.replace("PINNED", PINNED).replace("MLFLOW", MLFLOW)
+    )
     spec = (root / "config/sagestack.yaml").read_text()
     extra = E2E_SERVING.replace("PINNED", PINNED)
     spec = spec.replace("\ntransforms:\n", extra.rstrip("\n") + "\n\ntransforms:\n", 1)

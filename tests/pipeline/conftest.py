@@ -13,6 +13,7 @@ from tests.support.moto_server import ACCOUNT, REGION, running_moto
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/digits-dev-execution"
 BUCKET = "digits-dev-artifacts"
 KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
+MLFLOW = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-tracking-server/digits-dev-mlflow"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +89,12 @@ def definition(
         raise KeyError(name)
 
     def import_value(export: str) -> str:
-        for fragment, value in (("ExecutionRole", ROLE), ("Artifacts", BUCKET), ("Key", KEY)):
+        for fragment, value in (
+            ("ExecutionRole", ROLE),
+            ("Artifacts", BUCKET),
+            ("Key", KEY),
+            ("TrackingServerArn", MLFLOW),
+        ):
             if fragment in export:
                 return value
         raise KeyError(export)
