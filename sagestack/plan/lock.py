@@ -1,7 +1,8 @@
 """`config/envs/<env>.lock.json`: what an environment's spec resolved to, so that a later synth can
-be held to it. Each job's content hash and candidates' request hashes and images, the tuning and endpoint requests' hashes, the source archives and
-the catalog versions that resolved them, and (`--digests`) the digest of every image a request
-names, which a locked synth renders requests with. No timestamps: the same spec writes the same file."""
+be held to it. Each job's content hash and candidates' request hashes and images, the tuning,
+endpoint and transform requests' hashes, the source archives, the catalog versions that resolved
+them, and (`--digests`) the digest of every image a request names, which a locked synth renders
+requests with. No timestamps: the same spec writes the same file."""
 
 from __future__ import annotations
 
