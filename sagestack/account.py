@@ -187,13 +187,16 @@ class Check:
 
 
 def image_digest(uri: str) -> str | None:
-    """The digest ECR reports for an image URI (None when it cannot tell: no access, no tag)."""
-    registry, _, rest = uri.partition("/")
-    repository, _, tag = rest.partition(":")
-    account, region = registry.split(".")[0], registry.split(".")[3]
+    """The digest ECR reports for a tagged ECR image URI (None when it cannot tell: not an ECR URI,
+    no access, no such tag)."""
+    from sagestack.plan.digests import ImageRef
+
+    ref = ImageRef.parse(uri)
+    if ref is None:
+        return None
     try:
-        found = aws_client("ecr", region).describe_images(
-            registryId=account, repositoryName=repository, imageIds=[{"imageTag": tag or "latest"}]
+        found = aws_client("ecr", ref.region).describe_images(
+            registryId=ref.registry, repositoryName=ref.repository, imageIds=[{"imageTag": ref.tag}]
         )
     except Exception:
         return None

@@ -123,11 +123,8 @@ def local_train(
     out.print(f"  model: {result.model_dir}", markup=False)
     if png:
         out.print(f"  curves: {png}", markup=False)
-    from sagestack.local.tracking import local_store
-
-    store = local_store(loaded, job) if track else None
-    if store is not None and (store.folder / "mlflow.db").exists():
-        out.print(f"  runs: {store.ui_hint()}", markup=False)
+    if result.tracking is not None:
+        out.print(f"  runs: {result.tracking.ui_hint()}", markup=False)
 
 
 @local_app.command("tune")

@@ -45,7 +45,7 @@ from sagestack.local.contract import (
 )
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError, plan_launch
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
-from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
+from sagestack.local.tracking import LocalStore, TrackingUnavailable, local_store, prepare
 from sagestack.plan.names import Names
 from sagestack.plan.sourcedir import pack_source_dir
 from sagestack.plan.training import RequestContext, resolve_training_job
@@ -99,6 +99,7 @@ class LocalTrainResult:
     hosts: list[HostLayout] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)  # each host's, in host order
     requirements: RequirementsCheck | None = None
+    tracking: LocalStore | None = None  # the local MLflow store the run logged to
 
     @property
     def succeeded(self) -> bool:
@@ -422,6 +423,7 @@ def run_local_training(
             prepare(store)
         except TrackingUnavailable as e:
             on_line("sagestack", f"warning: {e}")
+            store = None
         else:
             tracking_env = store.environment(options.tracking_tags)
             on_line("sagestack", f"tracking: MLflow experiment '{store.experiment}' in {store.uri}")
@@ -549,6 +551,7 @@ def run_local_training(
         hosts=[p.layout for p in plans],
         launches=[p.launch for p in plans],
         requirements=requirements,
+        tracking=store,
     )
 
 

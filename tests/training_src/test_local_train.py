@@ -229,7 +229,9 @@ def test_mlflow_store_holds_the_run_and_a_resumed_run_continues_it(digits_projec
     assert first.interrupted_at is not None
     resumed = run()
     assert resumed.succeeded, resumed.failure
-    client = mlflow.MlflowClient(f"sqlite:///{digits_project.root}/.sagestack/local/dev/mlflow.db")
+    store = f"sqlite:///{digits_project.root}/.sagestack/local/dev/mlflow.db"
+    assert resumed.tracking is not None and resumed.tracking.uri == store  # what `local train` prints
+    client = mlflow.MlflowClient(store)
     experiment = client.get_experiment_by_name("digits-dev-classifier")
     assert experiment is not None
     assert (
