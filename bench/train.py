@@ -12,6 +12,10 @@
   in checkpoints (its own clock) over its training time, and, as a cross-check, samples/s with and
   without checkpoints (noisier: the machine's other load moves it by several percent).
 
+- the trainer against a minimal hand-written DDP loop (bench/ddp_loop.py: the same model, data,
+  sampler, batch, optimizer and threads, nothing else), run alternately, at 1 and 2 processes
+  (goal: trainer/loop >= 0.97 at both);
+
 Throughput is the median of the per-window samples/s the trainer prints, first window (warm-up) dropped.
 Usage: python bench/train.py [--steps N] [--repeats R]
 """
@@ -65,8 +69,16 @@ def args_for(steps: int, checkpoint_every: int = 0) -> list[str]:
     ]
 
 
+LOOP = ROOT / "bench" / "ddp_loop.py"
+
+
 def launch(
-    procs: int, steps: int, threads: int, port: int, checkpoint_every: int = 0
+    procs: int,
+    steps: int,
+    threads: int,
+    port: int,
+    checkpoint_every: int = 0,
+    script: Path = SRC / "train.py",
 ) -> subprocess.Popen[str]:
     """torchrun on one host, as the SageMaker PyTorch container starts it for torch_distributed."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-train-"))
@@ -84,7 +96,7 @@ def launch(
         str(port),
         "--node_rank",
         "0",
-        str(SRC / "train.py"),
+        str(script),
         *args_for(steps, checkpoint_every),
     ]
     return subprocess.Popen(
@@ -146,6 +158,7 @@ def main() -> None:
     cpus = len(os.sched_getaffinity(0))
     per_proc = max(1, cpus // 2)
     port = 29600
+    versus: dict[int, tuple[list[float], list[float]]] = {1: ([], []), 2: ([], [])}
     one, two, ceiling, ckpt_off, ckpt_on, t_bare, t_emulation, ckpt_share = [], [], [], [], [], [], [], []
     emulation_own_seconds(2)  # imports and the DLC-URI cache once, outside the figure
     for r in range(args.repeats):
@@ -160,6 +173,17 @@ def main() -> None:
         ckpt_off.append(timed(1, args.steps, per_proc, p + 6)[1])
         ckpt_on.append(timed(1, args.steps, per_proc, p + 7, checkpoint_every=50)[1])
         ckpt_share.append(LAST_RUN["checkpoint_seconds"] / LAST_RUN["train_seconds"])
+        for procs in (1, 2):  # the trainer and the hand-written loop back to back, order alternating
+            order = [False, True] if r % 2 == 0 else [True, False]
+            for k, is_loop in enumerate(order):
+                proc = launch(
+                    procs,
+                    args.steps,
+                    per_proc,
+                    p + 8 + procs * 2 + k,
+                    script=LOOP if is_loop else SRC / "train.py",
+                )
+                versus[procs][int(is_loop)].append(finish(proc)[0])
     m = statistics.median
     t1, t2, c = m(one), m(two), m(ceiling)
     print(
@@ -181,6 +205,12 @@ def main() -> None:
         f"local emulation's own work {m(t_emulation) * 1000:.0f} ms against a bare 2-process torchrun run of {m(t_bare):.2f} s "
         f"-> {overhead * 100:.1f}%  (goal <= 3%: {'met' if overhead <= 0.03 else 'NOT met'})"
     )
+    for procs, (trainer, loop) in versus.items():
+        ratio = m(trainer) / m(loop)
+        print(
+            f"{procs} process{'es' if procs > 1 else ''}: trainer {m(trainer):.0f} vs hand-written DDP loop {m(loop):.0f} samples/s "
+            f"-> {ratio:.3f}  (goal >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'})"
+        )
     share_ckpt = m(ckpt_share)
     print(
         f"checkpoint every 50 steps: {share_ckpt * 100:.1f}% of the training time spent checkpointing "

@@ -27,11 +27,27 @@ class Dataset:
 
 
 def load_digits_dataset() -> Dataset:
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
+    x, y = _digits()
     images = torch.tensor(x / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
     return Dataset(images, torch.tensor(y, dtype=torch.int64), "scikit-learn digits (bundled)")
+
+
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits table, read the way load_digits reads it (np.loadtxt of
+    datasets/data/digits.csv.gz) without importing scikit-learn, which costs every training process
+    seconds at start; load_digits itself where the file is not where it has always been."""
+    import importlib.util
+
+    found = importlib.util.find_spec("sklearn")
+    table = (
+        Path(found.origin).parent / "datasets" / "data" / "digits.csv.gz" if found and found.origin else None
+    )
+    if table is not None and table.is_file():
+        data = np.loadtxt(table, delimiter=",")
+        return data[:, :-1], data[:, -1].astype(int)
+    from sklearn.datasets import load_digits
+
+    return load_digits(return_X_y=True)
 
 
 def _load_file(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -73,6 +73,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--profile", type=_bool, default=False)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--val_fraction", type=float, default=0.2)
+    p.add_argument(
+        "--val_every_steps",
+        type=int,
+        default=100,
+        help="validate at the end of each epoch that reaches a multiple of this many optimizer steps "
+        "(0: every epoch); the last epoch always validates",
+    )
     p.add_argument("--log_every", type=int, default=10)
     p.add_argument("--max_steps", type=int, default=0, help="stop after N optimizer steps (0: all epochs)")
     p.add_argument("--checkpoint_every_steps", type=int, default=0)
@@ -80,6 +87,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args, unknown = p.parse_known_args(argv)
     if unknown:
         print(f"warning: ignoring unknown arguments {unknown}", flush=True)
+    if args.val_every_steps < 0:
+        raise HyperparameterError(
+            f"bad hyperparameter: val_every_steps must be >= 0, got {args.val_every_steps}"
+        )
     for name in ("epochs", "batch_size_per_device", "grad_accum_steps", "reference_batch", "log_every"):
         if getattr(args, name) < 1:
             raise HyperparameterError(f"bad hyperparameter: {name} must be >= 1, got {getattr(args, name)}")
@@ -249,13 +260,38 @@ def gather_rng(world: World) -> list[dict[str, Any]]:
 def evaluate(
     model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, world: World, dtype: torch.dtype | None
 ) -> tuple[float, float]:
+    """Loss and accuracy over the whole validation set, each rank scoring its own share of it
+    (rank r takes samples r, r + world, ...) and the sums all-reduced: the same figures as one
+    process scoring all of it, at 1/world of the cost."""
     model.eval()
-    with torch.no_grad(), torch.autocast(world.device.type, dtype=dtype, enabled=dtype is not None):
-        logits = model(x.to(world.device)).float()
-        loss = torch.nn.functional.cross_entropy(logits, y.to(world.device)).item()
-        accuracy = (logits.argmax(1).cpu() == y).float().mean().item()
+    xs, ys = x[world.rank :: world.size].to(world.device), y[world.rank :: world.size].to(world.device)
+    with torch.no_grad(), _autocast(world, dtype):
+        # Under FSDP every rank must run the forward (it all-gathers the parameters), even on an empty share.
+        logits = model(xs).float()
+        totals = torch.stack(
+            [
+                torch.nn.functional.cross_entropy(logits, ys, reduction="sum"),
+                (logits.argmax(1) == ys).sum().to(logits.dtype),
+                torch.tensor(float(len(ys)), device=logits.device),
+            ]
+        )
+    if world.size > 1:
+        dist.all_reduce(totals)
     model.train()
-    return loss, accuracy
+    loss_sum, correct, count = totals.tolist()
+    return loss_sum / count, correct / count
+
+
+def _autocast(world: World, dtype: torch.dtype | None) -> Any:
+    """bf16 autocast, or nothing at all in fp32 (a disabled autocast still costs every step)."""
+    return torch.autocast(world.device.type, dtype=dtype) if dtype is not None else _null()
+
+
+def validates_after(epoch_start_step: int, epoch_end_step: int, every: int, last: bool) -> bool:
+    """Whether the epoch that ran optimizer steps (epoch_start_step, epoch_end_step] ends with a
+    validation: every epoch for `every` 0, else the epochs that reach a multiple of `every`, and
+    always the last one. Steps alone decide it, so a resumed run validates where an uninterrupted one does."""
+    return last or every == 0 or epoch_end_step // every > epoch_start_step // every
 
 
 def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, float]:
@@ -334,9 +370,12 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
     epoch = start_epoch
     checkpoint_seconds = 0.0
     train_started = time.perf_counter()
+    accumulate = args.grad_accum_steps
     for epoch in range(start_epoch, args.epochs):
         if done:
             break
+        # The epoch's first step as if it had run whole (a resumed epoch starts part-way).
+        epoch_start_step = epoch * steps_per_epoch
         sampler.set_epoch(epoch)
         optimizer.zero_grad(set_to_none=True)
         running = torch.zeros((), device=world.device)
@@ -346,10 +385,12 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
             if epoch == start_epoch and micro < skip_micro:
                 continue
             x, y = x.to(world.device), y.to(world.device)
-            boundary = (micro + 1) % args.grad_accum_steps == 0
+            boundary = accumulate == 1 or (micro + 1) % accumulate == 0
             sync = _no_sync(model) if (world.size > 1 and not boundary and not args.fsdp) else _null()
-            with sync, torch.autocast(world.device.type, dtype=dtype, enabled=dtype is not None):
-                loss = torch.nn.functional.cross_entropy(model(x).float(), y) / args.grad_accum_steps
+            with sync, _autocast(world, dtype):
+                loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+                if accumulate > 1:
+                    loss = loss / accumulate
                 loss.backward()
             running += loss.detach()
             window_samples += len(y) * world.size
@@ -385,6 +426,10 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
             if step >= total_steps:
                 done = True
                 break
+        if not validates_after(
+            epoch_start_step, step, args.val_every_steps, done or epoch == args.epochs - 1
+        ):
+            continue
         val_loss, val_accuracy = evaluate(model, val_set.x, val_set.y, world, dtype)
         last.update(val_loss=val_loss, val_accuracy=val_accuracy)
         log(world, format_metrics(epoch=epoch, step=step, val_loss=val_loss, val_accuracy=val_accuracy))
