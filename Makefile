@@ -9,9 +9,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup demo test unit e2e lint synth bench schema clean
+.PHONY: setup java demo test unit e2e lint synth bench schema clean
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed node_modules/.installed java
+
+# TorchServe (the PyTorch inference container's model server, in the conformance tier) runs on Java.
+java:
+	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null; }
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +68,7 @@ bench: setup
 	$(BIN)/python bench/serve.py
 	$(BIN)/python bench/transform.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/gpu.py
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -5,7 +5,13 @@
 - served at batch 1: one client, sequential keep-alive POST /invocations of one sample each, against
   a server in its own process (1 torch thread); overhead = served p50 - bare p50 (goal <= 1 ms);
 - throughput under 32 concurrent clients: the same server with dynamic batching (max batch 32)
-  against batch-1 serving (max batch 1); ratio (goal >= 3x).
+  against batch-1 serving (max batch 1); ratio (goal >= 3x);
+- the cloud's serving stack (AWS's PyTorch inference container: its toolkit, TorchServe on Java,
+  the handler; tests/support/torchserve.py) as sagestack configures it — the example endpoint's
+  `batching:` rendered by constructs.Batching, inference.py's handle() — against the container's
+  default (no batching variables, its own handler), one after the other, alternating, at 32
+  clients: throughput ratio (goal >= 3x) and p99 (goal: no worse), and a run where 10 % of the
+  requests are malformed JSON (goal: 0 good requests failed).
 
 The model is the example's CNN with seeded random weights (serving cost does not depend on what
 the weights learned), traced and packed as `sagestack local compile` does.
@@ -107,6 +113,108 @@ class Server:
         self.proc.wait(timeout=10)
 
 
+def container_stack(
+    model_dir: Path, payloads: list[bytes], clients: int, requests: int, repeats: int
+) -> None:
+    """The container stack as configured against its default (skipped where it cannot run here)."""
+    from tests.support import torchserve
+
+    reason = torchserve.missing()
+    if reason:
+        print(f"container stack: skipped ({reason})")
+        return
+    from aws_cdk import Duration
+
+    from sagestack.constructs import Batching
+    from sagestack.local.loadgen import load
+    from sagestack.spec import load_project
+
+    spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching
+    assert spec is not None, "the example's digits endpoint has batching:"
+    cpus = len(os.sched_getaffinity(0))
+    configured = Batching(
+        max_batch_size=spec.max_batch_size,
+        max_delay=Duration.millis(spec.max_delay_ms),
+        workers=spec.workers,
+        threads_per_worker=spec.threads_per_worker,
+    ).environment(default_workers=cpus)  # as on an instance with this machine's vCPUs
+    probe = torchserve.json_probe((1, 8, 8))
+    bad = [b'{"instances": [[[0.1, 0.2]]', b"{not json"]
+    mixed = [bad[i % 2] if i % 10 == 0 else p for i, p in enumerate(payloads[:250])]
+    good = {i for i, p in enumerate(mixed) if p not in bad}
+    results: dict[str, dict[str, list[float]]] = {}
+    for r in range(repeats):
+        order = [("default", {}), ("sagestack", configured)]
+        for name, env in order if r % 2 == 0 else order[::-1]:
+            with torchserve.ContainerServer(model_dir, env, probe=probe) as url:
+                load(url, payloads, concurrency=clients, total=3000)  # warm-up: TorchServe's JIT
+                before = cpu_seconds()
+                run = load(url, payloads, concurrency=clients, total=requests)
+                spent = {k: v - before.get(k, 0.0) for k, v in cpu_seconds().items()}
+                assert not run.errors, run.errors[:3]
+                faulty = load(url, mixed, concurrency=clients, total=requests)
+            figures = results.setdefault(name, {"rate": [], "p99": [], "p50": [], "good_failed": []})
+            figures["rate"].append(run.throughput)
+            figures["p99"].append(run.percentile(99))
+            figures["p50"].append(run.percentile(50))
+            figures["good_failed"].append(faulty.failed(good))
+            for part, seconds in spent.items():
+                figures.setdefault(f"cpu_{part}", []).append(seconds / requests)
+    m = statistics.median
+    env_text = " ".join(f"{k}={v}" for k, v in configured.items())
+    print(
+        f"container stack (sagemaker-pytorch-inference + TorchServe), {clients} clients, {requests} requests x {repeats}:"
+    )
+    print(f"  as sagestack configures it: {env_text}")
+    for name in ("default", "sagestack"):
+        f = results[name]
+        print(
+            f"  {name:9s}: {m(f['rate']):.0f} req/s (runs {', '.join(f'{x:.0f}' for x in f['rate'])}), "
+            f"p50 {ms(m(f['p50']))}, p99 {ms(m(f['p99']))}; 10 % malformed: "
+            f"{int(max(f['good_failed']))} good requests failed (worst run)"
+        )
+        parts = ", ".join(
+            f"{part.removeprefix('cpu_')} {m(v) * 1e6:.0f} us"
+            for part, v in f.items()
+            if part.startswith("cpu_")
+        )
+        print(f"             CPU per request: {parts}")
+    ratio = m(results["sagestack"]["rate"]) / m(results["default"]["rate"])
+    p99_ok = m(results["sagestack"]["p99"]) <= m(results["default"]["p99"])
+    good_ok = max(results["sagestack"]["good_failed"]) == 0
+    print(
+        f"  throughput sagestack / default: {ratio:.2f}x (goal >= 3x: {'met' if ratio >= 3 else 'NOT met'})"
+    )
+    print(f"  p99 no worse than the default's: {'met' if p99_ok else 'NOT met'}")
+    print(f"  0 good requests failed with 10 % malformed: {'met' if good_ok else 'NOT met'}")
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU time so far of TorchServe's frontend (Java), its Python workers and this process (the
+    clients): where a request's cost goes on a machine whose CPUs they share."""
+    import psutil
+
+    totals = {"frontend (Java)": 0.0, "workers (Python)": 0.0}
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        part = (
+            "frontend (Java)"
+            if "org.pytorch.serve.ModelServer" in cmd
+            else "workers (Python)"
+            if "model_service_worker" in cmd
+            else None
+        )
+        if part:
+            try:
+                t = proc.cpu_times()
+                totals[part] += t.user + t.system
+            except psutil.Error:
+                pass
+    own = os.times()
+    totals["clients"] = own.user + own.system
+    return totals
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f} ms"
 
@@ -163,6 +271,7 @@ def main() -> None:
         )
         print(f"  throughput ratio batched / batch-1 (medians): {batched / one:.2f}x (goal >= 3x)")
         print(f"  (machine: {os.cpu_count()} CPUs; server and clients share them)")
+        container_stack(model_dir, payloads, args.clients, args.requests, args.repeats)
 
 
 if __name__ == "__main__":

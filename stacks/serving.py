@@ -16,6 +16,7 @@ from sagestack.catalog.quotas import quota_codes
 from sagestack.constructs import (
     AsyncInference,
     AutoScaling,
+    Batching,
     DataCapture,
     InferenceComponent,
     InferenceEndpoint,
@@ -71,6 +72,16 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
             scale_out_cooldown=Duration.seconds(a.scale_out_cooldown),
         )
         if a
+        else None,
+        "batching": Batching(
+            max_batch_size=spec.batching.max_batch_size,
+            max_delay=Duration.millis(spec.batching.max_delay_ms),
+            workers=spec.batching.workers,
+            threads_per_worker=spec.batching.threads_per_worker,
+            response_timeout=Duration.seconds(spec.batching.response_timeout),
+            handler="inference:handle" if spec.batching.handler == "batched" else None,
+        )
+        if spec.batching
         else None,
         "vpc": VpcPlacement(
             subnet_ids=tuple(spec.vpc.subnets), security_group_ids=tuple(spec.vpc.security_groups)

@@ -13,6 +13,13 @@ output to its input record) or application/x-npy (the probabilities). A bad payl
 (sagemaker_inference.errors.GenericInferenceToolkitError), the only kind the toolkit's Transformer
 answers with its status — any other exception is a 500 there, which an endpoint counts in
 Invocation5XXErrors, the metric its rollback alarm watches.
+
+`handle(data, context)` is a TorchServe handler over the same four functions, for the PyTorch
+inference container when the endpoint batches (`batching:` sets TS_DEFAULT_SERVICE_HANDLER to
+it): the toolkit's own handler calls input_fn / predict_fn / output_fn once per request even in a
+batch, reads every request's headers from the first, and answers a batch with one malformed
+request by failing all of them. This one decodes each request alone, runs one forward pass for
+the batch, and gives each request its own status, body and Content-Type.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -200,3 +209,121 @@ def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]
         np.save(buf, probs, allow_pickle=False)
         return buf.getvalue(), NPY
     raise PayloadError(f"cannot answer in '{kind}'; accept {JSON}, {JSONL} or {NPY}", status=406)
+
+
+# ---------------------------------------------------------------- TorchServe: one forward per batch
+
+_CONTENT_TYPE = re.compile("^[Cc]ontent-?[Tt]ype")  # the toolkit's spellings (sagemaker_inference.utils)
+_UTF8_TYPES = (JSON, "text/csv")  # what the toolkit decodes to str before input_fn
+_SERVED: dict[str, Model] = {}
+
+
+def handle(data: list[dict[str, Any]] | None, context: Any) -> list[bytes] | None:
+    """TorchServe's entry point (`inference:handle`): `handle(None, context)` loads the model;
+    then each call answers one batch of requests, in order."""
+    if data is None or "model" not in _SERVED:
+        properties = context.system_properties
+        gpu = properties.get("gpu_id")
+        if gpu is not None and torch.cuda.is_available():
+            torch.cuda.set_device(int(gpu))  # the device TorchServe gave this worker
+        _SERVED["model"] = model_fn(properties.get("model_dir"))
+        if data is None:
+            return None
+    return answer_batch(_SERVED["model"], data, context)
+
+
+def answer_batch(model: Model, data: list[dict[str, Any]], context: Any) -> list[bytes]:
+    default_accept = os.environ.get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", JSON)
+    answers: list[tuple[int, bytes, str] | None] = [None] * len(data)
+    decoded: list[tuple[int, torch.Tensor, str]] = []
+    for i, request in enumerate(data):
+        headers = context.request_processor[i].get_request_properties()
+        content_type = next((v for k, v in headers.items() if _CONTENT_TYPE.match(k)), None)
+        accept = headers.get("Accept") or headers.get("accept")
+        if not accept or accept == "*/*":
+            accept = default_accept
+        try:
+            body = request.get("body")
+            if body is None:
+                body = request.get("data", b"")
+            if isinstance(body, bytearray):
+                body = bytes(body)
+            if content_type in _UTF8_TYPES and isinstance(body, bytes):
+                try:
+                    body = body.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise PayloadError(f"the body is not UTF-8 text: {e}") from None
+            decoded.append((i, input_fn(body, content_type), accept))
+        except Exception as e:
+            answers[i] = _failure(e)
+    if os.environ.get("SAGESTACK_SERVE_LOG_BATCHES") == "1":  # to size batching: what each batch held
+        rows = sum(int(t.shape[0]) for _, t, _ in decoded)
+        print(f"sagestack batch: requests={len(data)} decoded={len(decoded)} rows={rows}", flush=True)
+    for i, prediction, accept in _predict_together(model, decoded, answers):
+        try:
+            result = output_fn(prediction, accept)
+            payload, kind = result if isinstance(result, tuple) else (result, accept)
+            answers[i] = (200, payload.encode() if isinstance(payload, str) else payload, kind)
+        except Exception as e:
+            answers[i] = _failure(e)
+    bodies = []
+    for i, answer in enumerate(answers):
+        assert answer is not None
+        status, payload, kind = answer
+        context.set_response_status(code=status, phrase=_phrase(status), idx=i)
+        context.set_response_content_type(i, kind)
+        bodies.append(payload)
+    return bodies
+
+
+def _predict_together(
+    model: Model, decoded: list[tuple[int, torch.Tensor, str]], answers: list[tuple[int, bytes, str] | None]
+) -> list[tuple[int, torch.Tensor, str]]:
+    """One predict_fn over every decoded request of the same sample shape (in slices of at most
+    MAX_BATCH_ROWS rows), split back per request. Should a joint forward fail, each of its requests
+    is predicted alone, so that a fault is answered to the request that caused it."""
+    groups: dict[tuple[Any, ...], list[tuple[int, torch.Tensor, str]]] = {}
+    for item in decoded:
+        tensor = item[1]
+        groups.setdefault((tuple(tensor.shape[1:]), tensor.dtype), []).append(item)
+    out: list[tuple[int, torch.Tensor, str]] = []
+    for members in groups.values():
+        start = 0
+        while start < len(members):
+            chunk, rows = [members[start]], int(members[start][1].shape[0])
+            start += 1
+            while start < len(members) and rows + int(members[start][1].shape[0]) <= MAX_BATCH_ROWS:
+                chunk.append(members[start])
+                rows += int(members[start][1].shape[0])
+                start += 1
+            try:
+                joined = chunk[0][1] if len(chunk) == 1 else torch.cat([t for _, t, _ in chunk])
+                parts = torch.split(predict_fn(joined, model), [int(t.shape[0]) for _, t, _ in chunk])
+                out += [(i, part, accept) for (i, _, accept), part in zip(chunk, parts, strict=True)]
+            except Exception:
+                for i, tensor, accept in chunk:
+                    try:
+                        out.append((i, predict_fn(tensor, model), accept))
+                    except Exception as e:
+                        answers[i] = _failure(e)
+    return out
+
+
+def _failure(error: BaseException) -> tuple[int, bytes, str]:
+    """(status, body, content type) as the toolkit's Transformer answers an exception: a toolkit
+    error's own status and message, anything else a 500 naming it (no traceback to the client)."""
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        message = str(getattr(error, "message", error))
+    else:
+        status, message = 500, f"{type(error).__name__}: {error}"
+    return status, (message + "\n").encode(), "text/plain"
+
+
+def _phrase(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""

@@ -40,8 +40,9 @@ class MLP(nn.Module):
         return self.net(x)
 
 
-def build_model(kind: str, sample: torch.Tensor, num_classes: int) -> nn.Module:
-    """kind: 'cnn' (needs (C, H, W) input), 'mlp', or 'auto' (cnn for images, else mlp)."""
+def build_model(kind: str, sample: torch.Tensor, num_classes: int, width: int = 0) -> nn.Module:
+    """kind: 'cnn' (needs (C, H, W) input), 'mlp', or 'auto' (cnn for images, else mlp);
+    width: the MLP's hidden size (0: 256; bench/gpu.py makes it billions of FLOPs per sample)."""
     is_image = sample.dim() == 3 and sample.shape[1] == sample.shape[2]
     if kind == "auto":
         kind = "cnn" if is_image else "mlp"
@@ -52,5 +53,5 @@ def build_model(kind: str, sample: torch.Tensor, num_classes: int) -> nn.Module:
             )
         return SmallCNN(sample.shape[0], num_classes, sample.shape[1])
     if kind == "mlp":
-        return MLP(int(sample.numel()), num_classes)
+        return MLP(int(sample.numel()), num_classes, hidden=width or 256)
     raise ValueError(f"unknown model '{kind}'; use cnn, mlp or auto")

@@ -67,6 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam")
     p.add_argument("--model", choices=["auto", "cnn", "mlp"], default="auto")
+    p.add_argument("--width", type=int, default=0, help="the MLP's hidden size (0: its default, 256)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="fp32")
     p.add_argument("--compile", type=_bool, default=False)
     p.add_argument("--fsdp", type=_bool, default=False)
@@ -87,6 +88,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args, unknown = p.parse_known_args(argv)
     if unknown:
         print(f"warning: ignoring unknown arguments {unknown}", flush=True)
+    if args.width < 0:
+        raise HyperparameterError(f"bad hyperparameter: width must be >= 0, got {args.width}")
     if args.val_every_steps < 0:
         raise HyperparameterError(
             f"bad hyperparameter: val_every_steps must be >= 0, got {args.val_every_steps}"
@@ -335,7 +338,7 @@ def train(args: argparse.Namespace, paths: Paths, world: World) -> dict[str, flo
     warmup = args.warmup_steps if args.warmup_steps >= 0 else (max(1, total_steps // 20) if scale > 1 else 0)
 
     torch.manual_seed(args.seed)  # identical initial weights on every rank and every restart
-    model = wrap_model(build_model(args.model, train_set.x[0], data.num_classes), args, world)
+    model = wrap_model(build_model(args.model, train_set.x[0], data.num_classes, args.width), args, world)
     optimizer_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[
         args.optimizer
     ]
@@ -511,7 +514,7 @@ def _save_model(
         paths.model.mkdir(parents=True, exist_ok=True)
         # Not *.pt / *.pth: SageMaker Neo takes the one TorchScript file of the archive (model.pt).
         torch.save(model_sd, paths.model / "state_dict.bin")
-        plain = build_model(args.model, example[0], num_classes)
+        plain = build_model(args.model, example[0], num_classes, args.width)
         plain.load_state_dict(model_sd)
         plain.eval()
         scripted = torch.jit.trace(plain, example.float())
@@ -520,6 +523,7 @@ def _save_model(
             "input_shape": list(example.shape),
             "num_classes": num_classes,
             "model": args.model,
+            "width": args.width,
             "step": step,
             "metrics": metrics,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -231,11 +232,23 @@ def local_serve(
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="SageMaker's containers listen on 8080")] = 8080,
     max_batch: Annotated[
-        int, typer.Option("--max-batch", help="rows per dynamic batch (1: no batching)")
-    ] = 32,
+        int | None,
+        typer.Option(
+            "--max-batch",
+            help="requests per forward pass (default: the endpoint's batching.max_batch_size, else 1)",
+        ),
+    ] = None,
     max_delay_ms: Annotated[
-        float, typer.Option("--max-delay-ms", help="wait this long for a batch to fill (0: never wait)")
-    ] = 0.0,
+        float | None,
+        typer.Option(
+            "--max-delay-ms",
+            help="the longest a batch waits to fill (default: batching.max_delay_ms, else 0)",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="model workers (default: batching.workers, else one per CPU here)"),
+    ] = None,
     model: Annotated[
         Path | None,
         typer.Option("--model", help="a model.tar.gz or model folder (default: the local compile result)"),
@@ -261,7 +274,14 @@ def local_serve(
     """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
     InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call."""
     from sagestack.local.compile import LocalCompileError, compile_locally, local_root
-    from sagestack.local.serve import BackgroundServer, ServeError, ServeOptions, build_server, unpack_model
+    from sagestack.local.serve import (
+        BackgroundServer,
+        ServeError,
+        ServeOptions,
+        batching_options,
+        build_server,
+        unpack_model,
+    )
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
@@ -280,11 +300,14 @@ def local_serve(
         model_dir = archive
     else:
         model_dir = unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
+    batching = batching_options(loaded.spec.endpoints[endpoint].batching, len(os.sched_getaffinity(0)))
+    for key, given in (("max_batch", max_batch), ("max_delay_ms", max_delay_ms), ("workers", workers)):
+        if given is not None:
+            batching[key] = given
     options = ServeOptions(
         host=host,
         port=port,
-        max_batch=max_batch,
-        max_delay_ms=max_delay_ms,
+        **batching,
         **serving_extras(loaded, endpoint, asynchronous=asynchronous, capture=capture),
     )
     try:
@@ -298,7 +321,8 @@ def local_serve(
         raise typer.Exit(1) from None
     out.print(
         f"serving [bold]{endpoint}[/] on http://{host}:{port} (GET /ping, POST /invocations; "
-        f"dynamic batches up to {max_batch}); Ctrl-C stops"
+        f"{options.workers} worker(s), batches of up to {options.max_batch} request(s) waiting at most "
+        f"{options.max_delay_ms:g} ms); Ctrl-C stops"
     )
     if options.asynchronous is not None:
         a = options.asynchronous

@@ -13,6 +13,7 @@ from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import (
     AsyncInference,
     AutoScaling,
+    Batching,
     DataCapture,
     InferenceComponent,
     InferenceEndpoint,
@@ -40,6 +41,7 @@ __all__ = [
     "ArtifactBucketBase",
     "AsyncInference",
     "AutoScaling",
+    "Batching",
     "DataCapture",
     "ExecutionRole",
     "ExecutionRoleBase",

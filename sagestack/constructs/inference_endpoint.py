@@ -93,6 +93,57 @@ class InferenceComponent:
 
 
 @dataclass(frozen=True)
+class Batching:
+    """Dynamic batching in the PyTorch inference container (TorchServe): a worker takes up to
+    max_batch_size waiting requests, waiting at most max_delay for the batch to fill. Rendered as the
+    model's container environment: SAGEMAKER_TS_BATCH_SIZE, SAGEMAKER_TS_MAX_BATCH_DELAY,
+    SAGEMAKER_TS_MIN/MAX_WORKERS (default: one worker per GPU, else per vCPU of the instance type,
+    per accelerator or CPU core of a component, one when serverless — setting any SAGEMAKER_TS_
+    variable would otherwise drop the container to one worker), SAGEMAKER_TS_RESPONSE_TIMEOUT and the
+    threads per worker. handler: the TorchServe handler (TS_DEFAULT_SERVICE_HANDLER) —
+    'inference:handle' by default, the model's own inference.py answering a batch with one forward
+    pass; None keeps the container's handler, which runs input/predict/output_fn once per request."""
+
+    max_batch_size: int
+    max_delay: Duration = field(default_factory=lambda: Duration.millis(5))
+    workers: int | None = None
+    threads_per_worker: int = 1
+    response_timeout: Duration = field(default_factory=lambda: Duration.seconds(60))
+    handler: str | None = "inference:handle"
+
+    def environment(self, default_workers: int) -> dict[str, str]:
+        if self.max_batch_size < 1 or self.threads_per_worker < 1 or (self.workers or 1) < 1:
+            raise ValueError("Batching: max_batch_size, workers and threads_per_worker must be >= 1")
+        workers = str(self.workers or max(1, default_workers))
+        env = {
+            "SAGEMAKER_TS_BATCH_SIZE": str(self.max_batch_size),
+            "SAGEMAKER_TS_MAX_BATCH_DELAY": str(int(self.max_delay.to_milliseconds())),
+            "SAGEMAKER_TS_MIN_WORKERS": workers,
+            "SAGEMAKER_TS_MAX_WORKERS": workers,
+            "SAGEMAKER_TS_RESPONSE_TIMEOUT": str(int(self.response_timeout.to_seconds())),
+            "SAGEMAKER_MODEL_SERVER_WORKERS": workers,
+            "OMP_NUM_THREADS": str(self.threads_per_worker),
+            "SAGESTACK_SERVE_THREADS": str(self.threads_per_worker),
+        }
+        if self.handler:
+            env["TS_DEFAULT_SERVICE_HANDLER"] = self.handler
+        return env
+
+
+def default_workers(instance_type: str | None) -> int:
+    """TorchServe's own default: one worker per GPU, else one per vCPU."""
+    if instance_type is None:
+        return 1
+    from sagestack.catalog.instances import instance_type as lookup
+
+    try:
+        it = lookup(instance_type)
+    except (KeyError, ValueError):
+        return 1
+    return it.gpus or it.neuron_cores or it.vcpu or 1
+
+
+@dataclass(frozen=True)
 class Rollout:
     """A guarded update while alarms watch; an alarm rolls it back. traffic: 'canary' | 'linear' |
     'all_at_once' shift traffic to a second (blue/green) fleet; 'rolling' replaces the fleet
@@ -184,6 +235,7 @@ class InferenceEndpoint(InferenceEndpointBase):
     vpc: VpcPlacement (default: none; the execution role needs VPC access).
     components: InferenceComponent entries instead of model_package: several models on the
       fleet, which managed instance scaling sizes between autoscaling's min and max.
+    batching: Batching (default none: the container answers one request per forward pass).
     """
 
     def __init__(
@@ -204,6 +256,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         async_inference: AsyncInference | None = None,
         vpc: VpcPlacement | None = None,
         components: tuple[InferenceComponent, ...] | list[InferenceComponent] = (),
+        batching: Batching | None = None,
     ) -> None:
         super().__init__(scope, id)
         if (instance_type is None) == (serverless is None):
@@ -223,10 +276,13 @@ class InferenceEndpoint(InferenceEndpointBase):
             raise ValueError("execution_role: give an ExecutionRole or an iam.IRole")
         self._role_arn = role_arn
         self._vpc = vpc
+        self._batching = batching
         rollout = rollout or Rollout()
         # No explicit names on the model and config: a new pin replaces them, and the endpoint moves
         # to the new config by a guarded update.
-        self.model = self._model("Model", model_package) if model_package else None
+        self.model = (
+            self._model("Model", model_package, default_workers(instance_type)) if model_package else None
+        )
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT,
             model_name=self.model.attr_model_name if self.model else None,
@@ -322,13 +378,15 @@ class InferenceEndpoint(InferenceEndpointBase):
         for component in components:
             self._component(component, rollout)
 
-    def _model(self, id: str, model_package: str) -> sagemaker.CfnModel:
+    def _model(self, id: str, model_package: str, workers: int) -> sagemaker.CfnModel:
         model = sagemaker.CfnModel(
             self,
             id,
             execution_role_arn=self._role_arn,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                model_package_name=model_package
+                model_package_name=model_package,
+                # added to the package's own container environment (SAGEMAKER_PROGRAM, …)
+                environment=self._batching.environment(workers) if self._batching else None,
             ),
             enable_network_isolation=True,
             vpc_config=self._vpc_config(),
@@ -411,7 +469,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         return topic
 
     def _component(self, c: InferenceComponent, rollout: Rollout) -> None:
-        model = self._model(f"Model-{c.name}", c.model_package)
+        model = self._model(f"Model-{c.name}", c.model_package, c.accelerators or max(1, int(c.cpu_cores)))
         component_name = f"{self.endpoint_name}-{c.name}"
         resource = sagemaker.CfnInferenceComponent(
             self,

@@ -78,7 +78,9 @@ def _eager_model(model_dir: Path, source_dir: Path, info: dict[str, Any]) -> Any
     finally:
         sys.path.remove(str(source_dir))
     sample = torch.zeros(info["input_shape"][1:])
-    model = models.build_model(info.get("model", "auto"), sample, int(info["num_classes"]))
+    model = models.build_model(
+        info.get("model", "auto"), sample, int(info["num_classes"]), int(info.get("width", 0))
+    )
     model.load_state_dict(torch.load(model_dir / "state_dict.bin", map_location="cpu", weights_only=True))
     model.eval()
     return model

@@ -15,6 +15,7 @@ class LoadResult:
     statuses: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # transport errors and non-200 answers
     bodies: list[tuple[int, bytes]] = field(default_factory=list)  # (request index, answer), when asked
+    outcomes: list[tuple[int, int]] = field(default_factory=list)  # (payload index, status), every request
     elapsed: float = 0.0
 
     @property
@@ -24,6 +25,10 @@ class LoadResult:
     @property
     def throughput(self) -> float:
         return self.requests / self.elapsed if self.elapsed else 0.0
+
+    def failed(self, good: set[int] | None = None) -> int:
+        """Requests answered other than 200; with `good` (indices into the payloads), only theirs."""
+        return sum(1 for i, status in self.outcomes if status != 200 and (good is None or i in good))
 
     def percentile(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -67,6 +72,7 @@ async def _client(
             elapsed = time.perf_counter() - start
             status = int(status_line.split()[1]) if status_line else 0
             result.statuses[status] = result.statuses.get(status, 0) + 1
+            result.outcomes.append((i % len(payloads), status))
             if status == 200:
                 result.latencies.append(elapsed)
                 if keep_bodies:

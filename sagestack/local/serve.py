@@ -7,9 +7,10 @@ recorded in SageMaker's data-capture format (sagestack.local.capture).
 
 GET /ping answers 200 once the model is loaded; POST /invocations runs the model's
 code/inference.py (model_fn / input_fn / predict_fn / output_fn; the toolkit's defaults where one
-is missing). Requests are batched dynamically: while the model runs one batch, new requests
-queue, and the next batch takes all of them (up to max_batch rows) — no added wait at low load,
-bigger batches under load. `max_delay_ms` > 0 also waits that long for a batch to fill.
+is missing). Requests are batched as the endpoint's `batching:` says, with TorchServe's meaning: each
+of `workers` takes up to `max_batch` waiting requests (never more than MAX_ROWS samples), waiting at
+most `max_delay_ms` for the batch to fill, and runs one predict_fn for them; without `batching:`
+one request per forward pass, as the container does by default.
 
 Errors are answered as the inference toolkit's Transformer answers them (sagemaker_inference/
 transformer.py): an exception with a `status_code` (the toolkit's BaseInferenceToolkitError, which
@@ -21,6 +22,7 @@ or `*/*` Accept becomes SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT (application/json).
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import io
 import json
@@ -35,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 MAX_BODY = 6 * 1024 * 1024  # SageMaker real-time endpoints accept payloads up to 6 MB
+MAX_ROWS = 16384  # samples per forward pass, as training_src/inference.py's handler slices them
 JSON = "application/json"
 UTF8_TYPES = (JSON, "text/csv")  # sagemaker_inference.content_types: decoded to str for input_fn
 
@@ -161,25 +164,48 @@ class BatchStats:
     sizes: dict[int, int] = field(default_factory=dict)
 
 
-class Batcher:
-    """Queues decoded requests and runs predict_fn on as many as are waiting, in one worker thread."""
+def _set_threads(threads: int) -> None:
+    """torch's threads for the calling (predict) thread: each worker's forward passes use this many."""
+    import torch
 
-    def __init__(self, handlers: Handlers, *, max_batch: int = 32, max_delay_ms: float = 0.0) -> None:
+    torch.set_num_threads(max(1, threads))
+
+
+class Batcher:
+    """Queues decoded requests; each of `workers` takes up to max_batch of them (waiting at most
+    max_delay_ms for a batch to fill) and runs predict_fn once for them, on a thread of its own."""
+
+    def __init__(
+        self,
+        handlers: Handlers,
+        *,
+        max_batch: int = 1,
+        max_delay_ms: float = 0.0,
+        workers: int = 1,
+        threads: int | None = None,
+    ) -> None:
         self.handlers = handlers
         self.max_batch = max(1, max_batch)
         self.max_delay = max(0.0, max_delay_ms) / 1000
+        self.workers = max(1, workers)
         self.stats = BatchStats()
         self._queue: asyncio.Queue[_Pending] | None = None
-        self._worker: asyncio.Task[None] | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="predict")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._carry: list[_Pending] = []  # a request too big for the batch it came to leads the next one
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.workers,
+            thread_name_prefix="predict",
+            initializer=functools.partial(_set_threads, threads) if threads else None,
+        )
 
     def start(self) -> None:
         self._queue = asyncio.Queue()
-        self._worker = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run()) for _ in range(self.workers)]
 
     async def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
+        for task in self._tasks:
+            task.cancel()
         self._pool.shutdown(wait=False)
 
     async def predict(self, data: Any) -> Any:
@@ -190,14 +216,16 @@ class Batcher:
         return await future
 
     async def _run(self) -> None:
+        """One worker: TorchServe's batch aggregation (the first request, then up to max_batch - 1
+        more until the delay since the first has passed), then one predict_fn."""
         assert self._queue is not None
         queue = self._queue
         loop = asyncio.get_running_loop()
         while True:
-            first = await queue.get()
+            first = self._carry.pop() if self._carry else await queue.get()
             batch, rows = [first], first.rows
             deadline = loop.time() + self.max_delay
-            while rows < self.max_batch:
+            while len(batch) < self.max_batch:
                 if queue.empty():
                     remaining = deadline - loop.time()
                     if remaining <= 0:
@@ -208,12 +236,9 @@ class Batcher:
                         break
                 else:
                     item = queue.get_nowait()
-                if rows + item.rows > self.max_batch:
-                    # Too big to join this batch: it leads the next one.
-                    await self._execute(loop, batch)
-                    batch, rows = [item], item.rows
-                    deadline = loop.time() + self.max_delay
-                    continue
+                if rows + item.rows > MAX_ROWS:
+                    self._carry.append(item)  # too many samples to join this batch: it leads the next
+                    break
                 batch.append(item)
                 rows += item.rows
             await self._execute(loop, batch)
@@ -525,8 +550,10 @@ async def _respond(send: Send, status: int, body: bytes, content_type: str = "ap
 class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8080
-    max_batch: int = 32
+    max_batch: int = 1  # requests per forward pass (the endpoint's batching.max_batch_size)
     max_delay_ms: float = 0.0
+    workers: int = 1
+    threads: int = 1  # torch threads per worker
     asynchronous: AsyncOptions | None = None
     capture_dir: Path | None = None  # <destination>/<endpoint>: capture as the endpoint would
     capture_percent: int = 100
@@ -543,7 +570,13 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
         capture = CaptureWriter(options.capture_dir, options.capture_percent)
     app = ServingApp(
         handlers,
-        Batcher(handlers, max_batch=options.max_batch, max_delay_ms=options.max_delay_ms),
+        Batcher(
+            handlers,
+            max_batch=options.max_batch,
+            max_delay_ms=options.max_delay_ms,
+            workers=options.workers,
+            threads=options.threads,
+        ),
         asynchronous=options.asynchronous,
         capture=capture,
     )
@@ -563,6 +596,20 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
         date_header=False,
     )
     return uvicorn.Server(config), app
+
+
+def batching_options(batching: Any, cpus: int) -> dict[str, Any]:
+    """ServeOptions' batching, from an endpoint's `batching:` (a BatchingSpec or None), as the
+    container would run on a machine of `cpus` CPUs: without it one request per forward pass and a
+    worker per CPU (TorchServe's default), with it its size, delay, workers and threads."""
+    if batching is None:
+        return {"max_batch": 1, "max_delay_ms": 0.0, "workers": max(1, cpus), "threads": 1}
+    return {
+        "max_batch": batching.max_batch_size,
+        "max_delay_ms": float(batching.max_delay_ms),
+        "workers": batching.workers or max(1, cpus),
+        "threads": batching.threads_per_worker,
+    }
 
 
 class BackgroundServer:
@@ -598,13 +645,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument("--max-batch", type=int, default=1, help="requests per forward pass")
     parser.add_argument("--max-delay-ms", type=float, default=0.0)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     args = parser.parse_args(argv)
     server, _ = build_server(
         args.model_dir,
         ServeOptions(
-            host=args.host, port=args.port, max_batch=args.max_batch, max_delay_ms=args.max_delay_ms
+            host=args.host,
+            port=args.port,
+            max_batch=args.max_batch,
+            max_delay_ms=args.max_delay_ms,
+            workers=args.workers,
+            threads=args.threads,
         ),
     )
     server.run()

@@ -549,6 +549,44 @@ class RolloutSpec(StrictModel):
     max_latency_ms: int | None = Field(default=None, ge=1, description="alarm on ModelLatency p99 above this")
 
 
+class BatchingSpec(StrictModel):
+    """Dynamic batching in the PyTorch inference container (TorchServe) and in `sagestack local
+    serve`, with the same meaning in both: a worker takes up to max_batch_size waiting requests,
+    waiting at most max_delay_ms for the batch to fill, and answers them with one forward pass."""
+
+    max_batch_size: int = Field(
+        ge=1, le=1024, description="requests joined into one forward pass (SAGEMAKER_TS_BATCH_SIZE)"
+    )
+    max_delay_ms: int = Field(
+        default=5,
+        ge=0,
+        le=10000,
+        description="the longest a batch waits to fill, in ms (SAGEMAKER_TS_MAX_BATCH_DELAY); every "
+        "request of a batch that does not fill waits this long",
+    )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="model workers (processes) per instance (SAGEMAKER_TS_MIN/MAX_WORKERS); default: one "
+        "per GPU, else per vCPU of the instance type (a component: per accelerator, else per CPU core)",
+    )
+    threads_per_worker: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="torch threads per worker (OMP_NUM_THREADS, SAGESTACK_SERVE_THREADS)",
+    )
+    response_timeout: Seconds = Field(
+        default=60, ge=1, le=3600, description="a batch's forward pass longer than this restarts the worker"
+    )
+    handler: Literal["batched", "toolkit"] = Field(
+        default="batched",
+        description="batched: the model's inference.py handle() answers a batch with one forward pass; "
+        "toolkit: the container's own handler (input/predict/output_fn once per request)",
+    )
+
+
 class EndpointSpec(StrictModel):
     model: ModelSource | None = Field(
         default=None, description="which pipeline registers this endpoint's model"
@@ -565,6 +603,10 @@ class EndpointSpec(StrictModel):
     autoscaling: AutoscalingSpec | None = None
     data_capture: DataCaptureSpec | None = None
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    batching: BatchingSpec | None = Field(
+        default=None,
+        description="dynamic batching in the serving container (default: none — one request per forward pass)",
+    )
     vpc: VpcSpec | None = Field(
         default=None, description="the model's VpcConfig: its containers run in these subnets"
     )

@@ -9,119 +9,23 @@ bytes and content type, a refused one the same message (the toolkit adds a trace
 
 from __future__ import annotations
 
-import base64
 import importlib.util
-import io
 import json
-import os
-import subprocess
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from sagestack.local.serve import BackgroundServer, ServeOptions
+from tests.conformance.cases import CASES
 from tests.conftest import REPO
-from tests.support.digits_model import make_model_dir
 from tests.support.moto_server import free_port
 
 pytestmark = [pytest.mark.conformance, pytest.mark.train]
 
 pytest.importorskip("sagemaker_pytorch_serving_container", reason="make setup installs the inference toolkit")
-
-JSON, NPY = "application/json", "application/x-npy"
-
-
-def _npy(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    return buf.getvalue()
-
-
-rng = np.random.default_rng(0)
-ONE = rng.random((1, 8, 8)).astype(np.float32)
-BATCH = rng.random((3, 1, 8, 8)).astype(np.float32)
-# name: (body, headers, expected status)
-CASES: dict[str, tuple[bytes, dict[str, str], int]] = {
-    "json instances": (
-        json.dumps({"instances": BATCH.tolist()}).encode(),
-        {"Content-Type": JSON, "Accept": JSON},
-        200,
-    ),
-    "json one sample": (json.dumps(ONE.tolist()).encode(), {"Content-Type": JSON, "Accept": JSON}, 200),
-    "json, no accept": (json.dumps(ONE.tolist()).encode(), {"Content-Type": JSON}, 200),
-    "json, accept */*": (json.dumps(ONE.tolist()).encode(), {"Content-Type": JSON, "Accept": "*/*"}, 200),
-    "npy in, npy out": (_npy(BATCH), {"Content-Type": NPY, "Accept": NPY}, 200),
-    "npy in, json out": (_npy(BATCH), {"Content-Type": NPY, "Accept": JSON}, 200),
-    "bad json": (b"{not json", {"Content-Type": JSON, "Accept": JSON}, 400),
-    "object without instances": (b'{"data": [1]}', {"Content-Type": JSON, "Accept": JSON}, 400),
-    "ragged json": (b"[[1, 2], [3]]", {"Content-Type": JSON, "Accept": JSON}, 400),
-    "wrong shape": (b"[[1, 2, 3]]", {"Content-Type": JSON, "Accept": JSON}, 400),
-    "nan": (json.dumps([[[float("nan")] * 8] * 8]).encode(), {"Content-Type": JSON, "Accept": JSON}, 400),
-    "npy garbage": (b"\x93NUMPY garbage", {"Content-Type": NPY, "Accept": JSON}, 400),
-    "npy of strings": (_npy(np.array(["a", "b"])), {"Content-Type": NPY, "Accept": JSON}, 400),
-    "unsupported content type": (b"1,2,3", {"Content-Type": "text/csv", "Accept": JSON}, 415),
-    "unsupported accept": (
-        json.dumps(ONE.tolist()).encode(),
-        {"Content-Type": JSON, "Accept": "text/csv"},
-        406,
-    ),
-    # What a batch transform sends with SplitType Line and MultiRecord: records joined by newlines.
-    "json lines batch": (
-        "\n".join(json.dumps(sample.tolist()) for sample in BATCH).encode(),
-        {"Content-Type": "application/jsonlines", "Accept": "application/jsonlines"},
-        200,
-    ),
-    "json lines, a bad line": (
-        b"[[1, 2]]\n{not json",
-        {"Content-Type": "application/jsonlines", "Accept": "application/jsonlines"},
-        400,
-    ),
-    "oversized batch": (
-        _npy(np.zeros((16385, 1, 8, 8), np.float32)),
-        {"Content-Type": NPY, "Accept": NPY},
-        413,
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return make_model_dir(tmp_path_factory.mktemp("served") / "model")
-
-
-@pytest.fixture(scope="module")
-def toolkit_answers(model_dir: Path, tmp_path_factory) -> dict[str, dict]:
-    work = tmp_path_factory.mktemp("handler")
-    cases = [
-        {"body": base64.b64encode(body).decode(), "headers": headers} for body, headers, _ in CASES.values()
-    ]
-    (work / "cases.json").write_text(json.dumps(cases))
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{model_dir / 'code'}{os.pathsep}{REPO}",
-        "SAGEMAKER_PROGRAM": "inference.py",
-        "OMP_NUM_THREADS": "1",
-    }
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("handler_driver.py")),
-            str(model_dir),
-            str(work / "cases.json"),
-            str(work / "results.json"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads((work / "results.json").read_text())
-    return {name: {**r, "body": base64.b64decode(r["body"])} for name, r in zip(CASES, results, strict=True)}
 
 
 @pytest.fixture(scope="module")

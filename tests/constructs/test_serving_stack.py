@@ -254,3 +254,37 @@ def test_linear_rollout_steps_by_the_given_percent(project, tmp_path):
             )
         },
     )
+
+
+def test_batching_renders_the_serving_containers_environment(example_app):
+    """The example's `batching: {max_batch_size: 16, max_delay_ms: 5}` on an ml.c5.xlarge: the
+    PyTorch inference container's variables, a worker per vCPU (any SAGEMAKER_TS_ variable would
+    otherwise leave it one), and inference.py's batched handler."""
+    models = _serving(example_app, "prod").find_resources("AWS::SageMaker::Model")
+    (model,) = models.values()
+    assert model["Properties"]["PrimaryContainer"]["Environment"] == {
+        "SAGEMAKER_TS_BATCH_SIZE": "16",
+        "SAGEMAKER_TS_MAX_BATCH_DELAY": "5",
+        "SAGEMAKER_TS_MIN_WORKERS": "4",
+        "SAGEMAKER_TS_MAX_WORKERS": "4",
+        "SAGEMAKER_TS_RESPONSE_TIMEOUT": "60",
+        "SAGEMAKER_MODEL_SERVER_WORKERS": "4",
+        "OMP_NUM_THREADS": "1",
+        "SAGESTACK_SERVE_THREADS": "1",
+        "TS_DEFAULT_SERVICE_HANDLER": "inference:handle",
+    }
+
+
+def test_batching_workers_follow_the_hardware_and_the_toolkit_handler_can_be_kept():
+    from aws_cdk import Duration
+
+    from sagestack.constructs import Batching
+    from sagestack.constructs.inference_endpoint import default_workers
+
+    assert default_workers("ml.g5.12xlarge") == 4  # one per GPU
+    assert default_workers("ml.inf2.xlarge") == 2  # one per NeuronCore
+    assert default_workers("ml.m5.large") == 2  # one per vCPU
+    assert default_workers(None) == 1  # serverless
+    env = Batching(max_batch_size=4, max_delay=Duration.millis(20), workers=3, handler=None).environment(8)
+    assert env["SAGEMAKER_TS_MIN_WORKERS"] == env["SAGEMAKER_TS_MAX_WORKERS"] == "3"
+    assert env["SAGEMAKER_TS_MAX_BATCH_DELAY"] == "20" and "TS_DEFAULT_SERVICE_HANDLER" not in env

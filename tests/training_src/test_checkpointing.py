@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from tests.training_src.conftest import load
+from tests.training_src.conftest import SRC, load
 
 ckpt = load("checkpointing")
 
@@ -41,3 +42,23 @@ def test_foreign_file_is_not_taken_for_a_checkpoint(tmp_path):
 
 def test_nothing_to_resume(tmp_path):
     assert ckpt.load_newest(tmp_path / "missing", log=print) is None
+
+
+def test_validation_runs_at_epoch_ends_that_reach_a_multiple_of_val_every_steps(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(SRC))  # train.py imports its siblings, as under torchrun
+    train = load("train")
+    per_epoch, epochs = 22, 12
+
+    def validating(every: int, start_epoch: int = 0) -> list[int]:
+        return [
+            e
+            for e in range(start_epoch, epochs)
+            if train.validates_after(e * per_epoch, (e + 1) * per_epoch, every, e == epochs - 1)
+        ]
+
+    assert validating(100) == [4, 9, 11]  # steps 110 and 220 cross 100 and 200; the last always
+    assert validating(0) == list(range(epochs))
+    assert validating(22) == list(range(epochs))
+    assert validating(100, start_epoch=6) == [9, 11]  # a resumed run validates where a whole one does
+    with pytest.raises(train.HyperparameterError, match="val_every_steps must be >= 0"):
+        train.parse_args(["--val_every_steps", "-1"])

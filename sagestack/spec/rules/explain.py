@@ -118,6 +118,14 @@ EXPLANATIONS: dict[str, Explanation] = {
         "approval deploys a change nobody looked at in its final form (the staging result, the lock diff).",
         "Add the environment to delivery.approval (default: [prod]).",
     ),
+    "endpoint-batching-handler": E(
+        "With batching, sagestack points the PyTorch inference container's TorchServe at inference.py's "
+        "handle(data, context) (TS_DEFAULT_SERVICE_HANDLER=inference:handle), because the container's own "
+        "handler runs input_fn / predict_fn / output_fn once per request and fails a whole batch for one "
+        "malformed request. A model whose inference.py has no handle() would not load.",
+        "Use training_src/inference.py's handle() (it wraps the module's own input_fn / predict_fn / "
+        "output_fn), or set batching.handler: toolkit.",
+    ),
     "tracking-requirements": E(
         "SageMaker's MLflow is reached through the MLflow client and the sagemaker-mlflow plugin (it signs "
         "requests and resolves the tracking server ARN). The DLC training images have neither; the "

@@ -280,3 +280,33 @@ def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
                 ("endpoints", name, "model"),
                 f"no {dlc.framework} {dlc.version} inference container for {itype} in {spec.region}: {e}",
             )
+
+
+_HANDLE = re.compile(r"^def handle\(", re.MULTILINE)
+
+
+@rule(
+    "endpoint-batching-handler",
+    "warning",
+    "a batching endpoint's model carries the batched handler (inference.py's handle) it names",
+)
+def endpoint_batching_handler(ctx: RuleContext) -> Iterator[Finding]:
+    spec = ctx.spec
+    for name, ep in _endpoints(ctx):
+        if ep.batching is None or ep.batching.handler != "batched" or ep.model is None:
+            continue
+        source = ep.model.from_
+        job = spec.jobs.get(spec.tuning[source].job if source in spec.tuning else source)
+        if job is None:
+            continue  # endpoint-model-source reports it
+        script = ctx.root / job.source_dir / "inference.py"
+        text = script.read_text(errors="replace") if script.exists() else ""
+        if not _HANDLE.search(text):
+            yield Finding(
+                ("endpoints", name, "batching", "handler"),
+                f"batching.handler is 'batched' but {job.source_dir}/inference.py "
+                f"{'defines no handle(data, context)' if text else 'does not exist'}: TorchServe would fail "
+                "to load the model; add one (the example's training_src/inference.py has a handle() over its "
+                "input_fn / predict_fn / output_fn), or set handler: toolkit to keep the container's handler "
+                "(one forward pass per request)",
+            )

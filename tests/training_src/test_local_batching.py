@@ -1,0 +1,98 @@
+"""`sagestack local serve`'s batching has TorchServe's meaning: a worker takes the first waiting
+request, then up to max_batch - 1 more that arrive within max_delay_ms, and runs predict_fn once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import torch
+
+from sagestack.local.serve import MAX_ROWS, Batcher, Handlers, batching_options
+
+pytestmark = pytest.mark.train
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.threads: set[str] = set()
+        self.lock = threading.Lock()
+
+    def predict(self, data: torch.Tensor, model: object) -> torch.Tensor:
+        with self.lock:
+            self.batches.append(int(data.shape[0]))
+            self.threads.add(threading.current_thread().name)
+        return data * 2
+
+
+def _batcher(recorder: Recorder, **kw: object) -> Batcher:
+    handlers = Handlers(
+        model=None, input_fn=lambda b, c: b, predict_fn=recorder.predict, output_fn=lambda p, a: p
+    )
+    return Batcher(handlers, **kw)  # type: ignore[arg-type]
+
+
+async def _send(batcher: Batcher, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    batcher.start()
+    try:
+        return await asyncio.gather(*(batcher.predict(t) for t in tensors))
+    finally:
+        await batcher.stop()
+
+
+def test_a_batch_holds_at_most_max_batch_requests_each_answered_with_its_own_rows() -> None:
+    recorder = Recorder()
+    tensors = [torch.full((1, 3), float(i)) for i in range(7)]
+    # a delay long enough that the batches fill on any machine; they fill at once, so it is never waited out
+    answers = asyncio.run(_send(_batcher(recorder, max_batch=3, max_delay_ms=5000), tensors))
+    assert recorder.batches == [3, 3, 1]
+    for t, answer in zip(tensors, answers, strict=True):
+        assert torch.equal(answer, t * 2)
+
+
+def test_without_a_delay_a_lone_request_is_not_held_for_company() -> None:
+    recorder = Recorder()
+    batcher = _batcher(recorder, max_batch=8, max_delay_ms=0)
+
+    async def one_by_one() -> None:
+        batcher.start()
+        try:
+            for i in range(3):
+                await batcher.predict(torch.full((1, 2), float(i)))
+        finally:
+            await batcher.stop()
+
+    asyncio.run(one_by_one())
+    assert recorder.batches == [1, 1, 1]
+
+
+def test_requests_too_many_rows_to_share_a_forward_pass_lead_the_next_batch() -> None:
+    recorder = Recorder()
+    tensors = [torch.zeros(MAX_ROWS - 1, 1), torch.zeros(2, 1), torch.zeros(1, 1)]
+    asyncio.run(_send(_batcher(recorder, max_batch=8, max_delay_ms=5000), tensors))
+    assert recorder.batches == [MAX_ROWS - 1, 3]
+
+
+def test_workers_run_batches_on_threads_of_their_own() -> None:
+    recorder = Recorder()
+    tensors = [torch.zeros(1, 1) for _ in range(40)]
+    asyncio.run(_send(_batcher(recorder, max_batch=2, max_delay_ms=0, workers=2, threads=1), tensors))
+    assert sum(recorder.batches) == 40 and max(recorder.batches) <= 2
+    assert all(name.startswith("predict") for name in recorder.threads)
+
+
+def test_options_follow_the_endpoints_batching_setting() -> None:
+    from sagestack.spec.models import BatchingSpec
+
+    assert batching_options(None, cpus=4) == {"max_batch": 1, "max_delay_ms": 0.0, "workers": 4, "threads": 1}
+    spec = BatchingSpec(max_batch_size=16, max_delay_ms=5)
+    assert batching_options(spec, cpus=2) == {
+        "max_batch": 16,
+        "max_delay_ms": 5.0,
+        "workers": 2,
+        "threads": 1,
+    }
+    spec = BatchingSpec(max_batch_size=8, max_delay_ms=0, workers=3, threads_per_worker=2)
+    assert batching_options(spec, cpus=2) == {"max_batch": 8, "max_delay_ms": 0.0, "workers": 3, "threads": 2}
