@@ -11,7 +11,7 @@ from sagestack.catalog.neo import cloud_target, cloud_targets, framework_version
 from sagestack.catalog.service_model import enum_values
 from sagestack.catalog.suggest import did_you_mean
 from sagestack.plan.names import Names
-from sagestack.spec.models import EndpointSpec
+from sagestack.spec.models import EndpointSpec, JobSpec
 from sagestack.spec.rules.registry import Finding, RuleContext, rule
 
 ENDPOINT_NAME_MAX = 63  # EndpointName / EndpointConfigName
@@ -19,6 +19,17 @@ ENDPOINT_NAME_MAX = 63  # EndpointName / EndpointConfigName
 
 def _endpoints(ctx: RuleContext) -> Iterator[tuple[str, EndpointSpec]]:
     yield from ctx.spec.endpoints.items()
+
+
+def _trained_by(ctx: RuleContext, ep: EndpointSpec) -> tuple[str, JobSpec] | None:
+    """The job (key and spec) whose model the endpoint serves, through a tuning entry if need be;
+    None when it serves a pinned package or names no job (endpoint-model-source reports that)."""
+    if ep.model is None:
+        return None
+    source = ep.model.from_
+    key = ctx.spec.tuning[source].job if source in ctx.spec.tuning else source
+    job = ctx.spec.jobs.get(key)
+    return (key, job) if job is not None else None
 
 
 def _family(instance: str) -> str:
@@ -249,13 +260,10 @@ def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
 def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
     for name, ep in _endpoints(ctx):
-        if ep.model is None or ep.compile is not None:
-            continue
-        source = ep.model.from_
-        job_key = spec.tuning[source].job if source in spec.tuning else source
-        job = spec.jobs.get(job_key)
-        if job is None or job.image not in spec.images:
+        trained = _trained_by(ctx, ep) if ep.compile is None else None
+        if trained is None or trained[1].image not in spec.images:
             continue  # endpoint-model-source and the job rules report these
+        job_key, job = trained
         dlc = spec.images[job.image].dlc
         if dlc is None:
             yield Finding(
@@ -291,14 +299,11 @@ _HANDLE = re.compile(r"^def handle\(", re.MULTILINE)
     "a batching endpoint's model carries the batched handler (inference.py's handle) it names",
 )
 def endpoint_batching_handler(ctx: RuleContext) -> Iterator[Finding]:
-    spec = ctx.spec
     for name, ep in _endpoints(ctx):
-        if ep.batching is None or ep.batching.handler != "batched" or ep.model is None:
+        trained = _trained_by(ctx, ep)
+        if ep.batching is None or ep.batching.handler != "batched" or trained is None:
             continue
-        source = ep.model.from_
-        job = spec.jobs.get(spec.tuning[source].job if source in spec.tuning else source)
-        if job is None:
-            continue  # endpoint-model-source reports it
+        job = trained[1]
         script = ctx.root / job.source_dir / "inference.py"
         text = script.read_text(errors="replace") if script.exists() else ""
         if not _HANDLE.search(text):
