@@ -4,7 +4,10 @@ train` set it). Tracking never fails training: without the MLflow client, or whe
 not answer, the job trains on and says why it logs nothing.
 
 Run names follow the training job (MLFLOW_RUN_NAME, else the job's name), so a spot restart or a
-local `--interrupt-at` rerun continues the run it interrupted instead of starting another."""
+local `--interrupt-at` rerun continues the run it interrupted instead of starting another. A restart
+replays the steps between its checkpoint and the interruption (bitwise the same, since resuming is);
+what the run already holds for a step is not logged again, so each metric's history stays one value
+per step, in order."""
 
 from __future__ import annotations
 
@@ -22,9 +25,12 @@ def end_active(failed: bool) -> None:
 
 
 class Tracker:
-    def __init__(self, mlflow: Any = None, run_id: str | None = None) -> None:
+    def __init__(
+        self, mlflow: Any = None, run_id: str | None = None, logged: dict[str, int] | None = None
+    ) -> None:
         self._mlflow = mlflow
         self.run_id = run_id
+        self._logged = dict(logged or {})  # metric -> the last step the run already holds
         if mlflow is not None:
             _ACTIVE.append(self)
 
@@ -55,13 +61,16 @@ class Tracker:
             if run is None:
                 mlflow.log_params({k: _param(v) for k, v in sorted(params.items())})
             log(f"tracking: MLflow run {active.info.run_id} ({name}) in experiment '{experiment}'")
-            return cls(mlflow, active.info.run_id)
+            return cls(mlflow, active.info.run_id, _logged_steps(mlflow, run) if run else None)
         except Exception as e:  # a tracking server that does not answer must not stop training
             log(f"tracking: MLflow at {uri} unavailable ({type(e).__name__}: {e}); not logging")
             return cls()
 
     def metrics(self, values: dict[str, float], step: int) -> None:
         if self._mlflow is None:
+            return
+        values = {k: v for k, v in values.items() if step > self._logged.get(k, -1)}
+        if not values:
             return
         try:
             self._mlflow.log_metrics(values, step=step)
@@ -116,6 +125,16 @@ def _unfinished_run(mlflow: Any, experiment: str, name: str) -> str | None:
     if found and found[0].info.status == "RUNNING":
         return str(found[0].info.run_id)
     return None
+
+
+def _logged_steps(mlflow: Any, run_id: str) -> dict[str, int]:
+    """The last step of each metric the interrupted run already logged."""
+    client = mlflow.MlflowClient()
+    return {
+        key: max(m.step for m in history)
+        for key in client.get_run(run_id).data.metrics
+        if (history := client.get_metric_history(run_id, key))
+    }
 
 
 def _param(value: Any) -> str:
