@@ -39,7 +39,6 @@ def main() -> None:
     size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if size > 1:
         dist.init_process_group("gloo", rank=rank, world_size=size)
-    torch.manual_seed(args.seed)
     data = load_training_data()
     train, _ = split(data, 0.2, args.seed)
     dataset = TensorDataset(train.x, train.y)
@@ -47,6 +46,7 @@ def main() -> None:
         dataset, num_replicas=size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
     )
     loader = DataLoader(dataset, batch_size=args.batch_size_per_device, sampler=sampler, drop_last=True)
+    torch.manual_seed(args.seed)  # the trainer's initial weights
     model = build_model("auto", train.x[0], data.num_classes)
     if size > 1:
         model = DistributedDataParallel(model)
