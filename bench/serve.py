@@ -123,6 +123,7 @@ def container_stack(
     if reason:
         print(f"container stack: skipped ({reason})")
         return
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as make sets it
     from aws_cdk import Duration
 
     from sagestack.constructs import Batching
