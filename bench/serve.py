@@ -124,21 +124,15 @@ def container_stack(
         print(f"container stack: skipped ({reason})")
         return
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as make sets it
-    from aws_cdk import Duration
-
-    from sagestack.constructs import Batching
     from sagestack.local.loadgen import load
     from sagestack.spec import load_project
+    from stacks.serving import batching_of
 
     spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching
     assert spec is not None, "the example's digits endpoint has batching:"
     cpus = len(os.sched_getaffinity(0))
-    configured = Batching(
-        max_batch_size=spec.max_batch_size,
-        max_delay=Duration.millis(spec.max_delay_ms),
-        workers=spec.workers,
-        threads_per_worker=spec.threads_per_worker,
-    ).environment(default_workers=cpus)  # as on an instance with this machine's vCPUs
+    # what the endpoint's Model gets, on an instance with this machine's vCPUs
+    configured = batching_of(spec).environment(default_workers=cpus)
     probe = torchserve.json_probe((1, 8, 8))
     bad = [b'{"instances": [[[0.1, 0.2]]', b"{not json"]
     mixed = [bad[i % 2] if i % 10 == 0 else p for i, p in enumerate(payloads[:250])]

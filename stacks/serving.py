@@ -29,7 +29,7 @@ from sagestack.constructs import (
 )
 from sagestack.plan import EnvironmentPlan
 from sagestack.plan.serving import EndpointPlan, resolve_endpoint
-from sagestack.spec.models import EndpointSpec, TransformSpec
+from sagestack.spec.models import BatchingSpec, EndpointSpec, TransformSpec
 from stacks.foundation import FoundationStack
 
 
@@ -46,6 +46,18 @@ def serving_needed(plan: EnvironmentPlan) -> bool:
     spec = plan.spec
     return any(ep.model_package or ep.components for ep in spec.endpoints.values()) or any(
         t.model_package for t in spec.transforms.values()
+    )
+
+
+def batching_of(b: BatchingSpec) -> Batching:
+    """An endpoint's `batching:` as the construct's Batching prop."""
+    return Batching(
+        max_batch_size=b.max_batch_size,
+        max_delay=Duration.millis(b.max_delay_ms),
+        workers=b.workers,
+        threads_per_worker=b.threads_per_worker,
+        response_timeout=Duration.seconds(b.response_timeout),
+        handler="inference:handle" if b.handler == "batched" else None,
     )
 
 
@@ -73,16 +85,7 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
         )
         if a
         else None,
-        "batching": Batching(
-            max_batch_size=spec.batching.max_batch_size,
-            max_delay=Duration.millis(spec.batching.max_delay_ms),
-            workers=spec.batching.workers,
-            threads_per_worker=spec.batching.threads_per_worker,
-            response_timeout=Duration.seconds(spec.batching.response_timeout),
-            handler="inference:handle" if spec.batching.handler == "batched" else None,
-        )
-        if spec.batching
-        else None,
+        "batching": batching_of(spec.batching) if spec.batching else None,
         "vpc": VpcPlacement(
             subnet_ids=tuple(spec.vpc.subnets), security_group_ids=tuple(spec.vpc.security_groups)
         )
