@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """CDK entry point: `cdk synth` builds one stage per environment in config/envs/ (see
-stacks.app_builder.main for the exit codes; `sagestack synth` keeps them, `cdk synth` says 1)."""
+sagestack.app.builder.main for the exit codes; `sagestack synth` keeps them, `cdk synth` says 1)."""
 
 from pathlib import Path
 
-from stacks.app_builder import main
+from sagestack.app.builder import main
 
 if __name__ == "__main__":
     main(Path(__file__).resolve().parent)

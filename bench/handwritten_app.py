@@ -26,7 +26,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.app_builder import cdk_json_context
+from sagestack.app.builder import cdk_json_context
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIXES = (

@@ -124,9 +124,9 @@ def container_stack(
         print(f"container stack: skipped ({reason})")
         return
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as make sets it
+    from sagestack.app.serving import batching_of
     from sagestack.local.loadgen import load
-    from sagestack.spec import load_project
-    from stacks.serving import batching_of
+    from sagestack.project import load_project
 
     spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching
     assert spec is not None, "the example's digits endpoint has batching:"

@@ -132,7 +132,7 @@ def timed(procs: int, steps: int, threads: int, port: int, checkpoint_every: int
 def emulation_own_seconds(procs: int) -> float:
     """What `sagestack local train` does before the script starts, for one host of `procs`."""
     from sagestack.local.runner import LocalTrainOptions, prepare_hosts, prepare_request
-    from sagestack.spec import load_project
+    from sagestack.project import load_project
 
     loaded = load_project(ROOT, "dev")
     workdir = Path(tempfile.mkdtemp(prefix="bench-emulation-"))

@@ -24,7 +24,7 @@ from serve import build_model_dir
 
 from sagestack.local.serve import load_handlers
 from sagestack.local.transform import run_transform
-from sagestack.spec.models import TransformSpec
+from sagestack.transforms.models import TransformSpec
 
 EXAMPLE = {
     "model_package": "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1",

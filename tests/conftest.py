@@ -49,13 +49,13 @@ class Project:
         return self
 
     def load(self, env: str | None = None, **kw):  # type: ignore[no-untyped-def]
-        from sagestack.spec import load_project
+        from sagestack.project import load_project
 
         return load_project(self.root, env, **kw)
 
     def errors(self, env: str | None = None) -> list[str]:
         """The formatted issues of a spec that must fail."""
-        from sagestack.spec import SpecError
+        from sagestack.core.errors import SpecError
 
         with pytest.raises(SpecError) as info:
             self.load(env)

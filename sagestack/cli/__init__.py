@@ -38,8 +38,8 @@ def main() -> None:
         sys.exit(e.code)
     except Exception as e:
         # A spec problem found by any command: the report, exit 2. (A SpecError can only come from
-        # a loaded sagestack.spec, so it is looked up there: importing it here would slow --help.)
-        spec_errors = sys.modules.get("sagestack.spec.errors")
+        # a loaded sagestack.project, so it is looked up there: importing it here would slow --help.)
+        spec_errors = sys.modules.get("sagestack.core.errors")
         if spec_errors is not None and isinstance(e, spec_errors.SpecError):
             for issue in e.issues:
                 print(issue.format(), file=sys.stderr)

@@ -7,14 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sagestack.cli.common import (
-    EnvOption,
-    RootOption,
-    UserError,
-    console,
-    load_entry,
-    plan_for,
-)
+from sagestack.cli.common import EnvOption, RootOption, UserError, console, load_entry, plan_for
 
 app = typer.Typer()
 quota_app = typer.Typer(help="SageMaker service quotas of an environment's account.", no_args_is_help=True)
@@ -31,8 +24,8 @@ def quota_snapshot(
     """Save the account's SageMaker quotas and current usage to config/envs/<env>.quotas.json."""
     from rich.table import Table
 
-    from sagestack.account import take_snapshot
-    from sagestack.catalog.quotas import quota_name, training_usage
+    from sagestack.core.catalog.quotas import quota_name, training_usage
+    from sagestack.ops.account import take_snapshot
 
     out, err = console(), console(stderr=True)
     resolved = plan_for(root, env)
@@ -81,7 +74,7 @@ def check(
     root: RootOption = Path("."),
 ) -> None:
     """Credentials, region, CDK bootstrap, quotas for the plan, ECR access: one line each."""
-    from sagestack.checks import run_checks
+    from sagestack.ops.checks import run_checks
 
     out = console()
     resolved = plan_for(root, env)
@@ -111,8 +104,8 @@ def capacity_offerings(
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
     from rich.table import Table
 
-    from sagestack.account import training_plan_offerings
-    from sagestack.spec.types import parse_duration
+    from sagestack.core.types import parse_duration
+    from sagestack.ops.account import training_plan_offerings
 
     resolved = plan_for(root, env)
     if job not in resolved.spec.jobs:

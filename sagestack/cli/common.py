@@ -45,8 +45,9 @@ def load_entry(
     root: Path, env: str | None, name: str, entries: Callable[[Any], Iterable[str]], what: str
 ) -> Any:
     """The spec as `env` sees it, with `name` among `entries(spec)`; else every problem, and exit 2."""
-    from sagestack.catalog.suggest import did_you_mean
-    from sagestack.spec import SpecError, load_project
+    from sagestack.core.catalog.suggest import did_you_mean
+    from sagestack.core.errors import SpecError
+    from sagestack.project import load_project
 
     err = console(stderr=True)
     try:
@@ -79,7 +80,7 @@ def parse_overrides(values: list[str]) -> dict[str, object]:
 
 
 def default_env(root: Path, env: str | None) -> str | None:
-    from sagestack.spec import list_environments
+    from sagestack.project import list_environments
 
     if env is not None:
         return env
@@ -89,8 +90,8 @@ def default_env(root: Path, env: str | None) -> str | None:
 
 def plan_for(root: Path, env: str | None) -> Any:
     """The resolved plan of one environment, or every spec error and exit 2."""
-    from sagestack.plan import resolve_environment
-    from sagestack.spec import SpecError, load_project
+    from sagestack.core.errors import SpecError
+    from sagestack.project import load_project, resolve_environment
 
     err = console(stderr=True)
     name = default_env(root, env)

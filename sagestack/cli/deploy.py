@@ -9,14 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sagestack.cli.common import (
-    EXIT_INVALID_SPEC,
-    RootOption,
-    UserError,
-    console,
-    load_entry,
-    spec_errors,
-)
+from sagestack.cli.common import EXIT_INVALID_SPEC, RootOption, UserError, console, load_entry, spec_errors
 
 app = typer.Typer()
 
@@ -99,9 +92,9 @@ def run(
 
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    from sagestack import remote
-    from sagestack.account import aws_client
-    from sagestack.plan.names import Names
+    from sagestack.core.names import Names
+    from sagestack.ops import remote
+    from sagestack.ops.account import aws_client
 
     names = Names(spec.project, env)
     if job in spec.transforms:
@@ -112,7 +105,7 @@ def run(
     try:
         arn = remote.state_machine_arn(sfn, name)
         if retrain:
-            from sagestack.plan.retrain import retrain_input
+            from sagestack.training.retrain import retrain_input
 
             execution = remote.start_execution(
                 sfn, arn, prefix="retrain", input=retrain_input(scheduled=False)
@@ -172,9 +165,9 @@ def promote(
     root: RootOption = Path("."),
 ) -> None:
     """Pin a model package in another environment's config (reviewed in git, deployed by cdk deploy)."""
-    from sagestack.promote import PromotionError
-    from sagestack.promote import promote as do_promote
-    from sagestack.spec import SpecError
+    from sagestack.core.errors import SpecError
+    from sagestack.ops.promote import PromotionError
+    from sagestack.ops.promote import promote as do_promote
 
     out, err = console(), console(stderr=True)
     try:
@@ -211,13 +204,13 @@ def cluster_submit(
     """Render the sbatch script that runs a job's training_src on a cluster (torchrun on every node,
     the job's hyperparameters as the container's arguments) and say how to submit it."""
     from sagestack.cli.common import plan_for
-    from sagestack.plan.clusters import sbatch_script
+    from sagestack.clusters.request import sbatch_script
 
     resolved = plan_for(root, env)
     spec = resolved.spec
     for what, name, known in (("job", job, spec.jobs), ("cluster", cluster, spec.clusters)):
         if name not in known:
-            from sagestack.catalog.suggest import did_you_mean
+            from sagestack.core.catalog.suggest import did_you_mean
 
             raise UserError(
                 f"no {what} '{name}'{did_you_mean(name, list(known))} (defined: {', '.join(known) or 'none'})",
@@ -266,9 +259,9 @@ def lineage(
     AWS_ENDPOINT_URL is honoured)."""
     import json
 
-    from sagestack.account import aws_client
-    from sagestack.lineage import LineageError, walk, walk_package
-    from sagestack.plan.names import Names
+    from sagestack.core.names import Names
+    from sagestack.ops.account import aws_client
+    from sagestack.ops.lineage import LineageError, walk, walk_package
 
     endpoint_key, _, component = name.partition("/")
     loaded = load_entry(

@@ -343,9 +343,9 @@ def serving_extras(
     loaded: Any, endpoint: str, *, asynchronous: bool | None, capture: bool | None
 ) -> dict[str, Any]:
     """ServeOptions' async and capture settings, from the flags or else the spec (in the cloud's layout)."""
+    from sagestack.core.names import Names
     from sagestack.local.compile import local_root
     from sagestack.local.serve import AsyncOptions
-    from sagestack.plan.names import Names
 
     spec = loaded.spec.endpoints[endpoint]
     s3 = local_root(loaded) / "s3"

@@ -7,14 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sagestack.cli.common import (
-    EXIT_INVALID_SPEC,
-    EnvOption,
-    RootOption,
-    UserError,
-    console,
-    plan_for,
-)
+from sagestack.cli.common import EXIT_INVALID_SPEC, EnvOption, RootOption, UserError, console, plan_for
 
 app = typer.Typer()
 
@@ -28,7 +21,7 @@ def init(
     region: Annotated[str, typer.Option("--region", help="the AWS region it deploys to")] = "us-east-1",
 ) -> None:
     """Start a new project: spec, dev overlay, schemas, training_src/ skeleton, app.py, cdk.json."""
-    from sagestack.init import InitError, init_project
+    from sagestack.ops.init import InitError, init_project
 
     target = directory or Path(name)
     try:
@@ -51,7 +44,8 @@ def validate(
     root: RootOption = Path("."),
 ) -> None:
     """Check the spec (and its environment overlays): every error with file:line:column."""
-    from sagestack.spec import SpecError, list_environments, load_project
+    from sagestack.core.errors import SpecError
+    from sagestack.project import list_environments, load_project
 
     out, err = console(), console(stderr=True)
     names: list[str | None] = list(env or list_environments(root)) or [None]
@@ -87,7 +81,7 @@ def schema(
     check: Annotated[bool, typer.Option("--check", help="exit 1 if the files are out of date")] = False,
 ) -> None:
     """Write the spec's JSON Schemas (project file and environment overlays) for editors."""
-    from sagestack.spec.schema import schema_texts
+    from sagestack.project.schema import schema_texts
 
     stale = []
     for name, text in schema_texts().items():
@@ -111,11 +105,11 @@ def rules(
     ] = None,
 ) -> None:
     """List the spec rules sagestack checks (--explain ID: why one exists and what to do)."""
-    from sagestack.spec.rules import RULES
-    from sagestack.spec.rules.explain import EXPLANATIONS
+    from sagestack.project.explain import EXPLANATIONS
+    from sagestack.project.rules import RULES
 
     if explain is not None:
-        from sagestack.catalog.suggest import did_you_mean
+        from sagestack.core.catalog.suggest import did_you_mean
 
         if explain not in RULES:
             raise UserError(
@@ -149,9 +143,9 @@ def plan(
     """Candidates, quotas, cost, sizing and lock state of an environment (exit 3 if a quota is short)."""
     import json
 
-    from sagestack.account import QuotaSourceError, quota_book
-    from sagestack.report import as_json as plan_json
-    from sagestack.report import plan_report, render
+    from sagestack.ops.account import QuotaSourceError, quota_book
+    from sagestack.ops.report import as_json as plan_json
+    from sagestack.ops.report import plan_report, render
 
     err = console(stderr=True)
     if quotas not in ("auto", "live", "snapshot", "off"):
@@ -177,7 +171,7 @@ def _training_plans(resolved: Any) -> None:
     """With credentials: what each named training plan reserves and costs, and whether it fits."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from sagestack.account import training_plan_fit
+    from sagestack.ops.account import training_plan_fit
 
     out = console()
     for key, job in resolved.spec.jobs.items():
@@ -210,8 +204,8 @@ def render_requests(
     values only a deployment knows are stand-ins, named as such."""
     import json
 
-    from sagestack.catalog.suggest import did_you_mean
-    from sagestack.plan.requests import render_environment, requests_named
+    from sagestack.core.catalog.suggest import did_you_mean
+    from sagestack.project.requests import render_environment, requests_named
 
     resolved = plan_for(root, env)
     out = render_environment(resolved, root)
@@ -230,9 +224,9 @@ def render_requests(
     if locked:
         import dataclasses
 
-        from sagestack.catalog.service_model import validate_request
-        from sagestack.plan.digests import pin_images
-        from sagestack.plan.lock import locked_digests, read_lock
+        from sagestack.core.catalog.service_model import validate_request
+        from sagestack.core.digests import pin_images
+        from sagestack.ops.lock import locked_digests, read_lock
 
         pins = locked_digests(read_lock(root, resolved.env))
         if not pins:
@@ -275,8 +269,8 @@ def lock(
     root: RootOption = Path("."),
 ) -> None:
     """Write config/envs/<env>.lock.json: job hashes, images, request hashes, catalog versions."""
-    from sagestack.plan.lock import diff, lock_document, locked_digests, read_lock, request_images, write_lock
-    from sagestack.plan.requests import render_environment
+    from sagestack.ops.lock import diff, lock_document, locked_digests, read_lock, request_images, write_lock
+    from sagestack.project.requests import render_environment
 
     out = console()
     resolved = plan_for(root, env)
@@ -285,8 +279,8 @@ def lock(
     named = request_images(resolved, requests)
     found: dict[str, str] = {}
     if digests:
-        from sagestack.account import image_digest
-        from sagestack.plan.digests import resolve_digests
+        from sagestack.core.digests import resolve_digests
+        from sagestack.ops.account import image_digest
 
         found, missing = resolve_digests(named, image_digest)
         if missing:
@@ -306,7 +300,7 @@ def lock(
                 highlight=False,
             )
     document = lock_document(resolved, requests, found)
-    from sagestack.plan.lock import autoscaled_type_changes
+    from sagestack.ops.lock import autoscaled_type_changes
 
     refused = autoscaled_type_changes(previous, resolved) if previous else []
     if refused:

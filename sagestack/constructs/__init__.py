@@ -33,7 +33,7 @@ from sagestack.constructs.training_image import TrainingImage, repository_arn_of
 from sagestack.constructs.training_pipeline import ModelRegistration, TrainingPipeline
 from sagestack.constructs.transform_pipeline import TransformPipeline
 from sagestack.constructs.tuning_pipeline import TuningPipeline
-from sagestack.plan.names import Names
+from sagestack.core.names import Names
 
 __all__ = [
     "PREFIXES",

@@ -21,7 +21,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
-from sagestack.plan.names import Names
+from sagestack.core.names import Names
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
@@ -55,10 +55,14 @@ class HyperPodCluster(Construct):
         tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        from sagestack.catalog.service_model import validate_request
-        from sagestack.plan.clusters import ClusterContext, create_cluster_request, stand_in_cluster_context
-        from sagestack.plan.requests import SAMPLE_ACCOUNT
-        from sagestack.spec.models import ClusterSpec
+        from sagestack.clusters.models import ClusterSpec
+        from sagestack.clusters.request import (
+            ClusterContext,
+            create_cluster_request,
+            stand_in_cluster_context,
+        )
+        from sagestack.core.catalog.service_model import validate_request
+        from sagestack.core.standins import SAMPLE_ACCOUNT
 
         cluster = spec if isinstance(spec, ClusterSpec) else ClusterSpec.model_validate(dict(spec))
         self.spec = cluster

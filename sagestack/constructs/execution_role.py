@@ -13,7 +13,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge, nag_text
-from sagestack.plan.names import Names
+from sagestack.core.names import Names
 
 # SageMaker's own log groups; a job can write only its own kind's streams.
 LOG_GROUPS = (

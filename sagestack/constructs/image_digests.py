@@ -8,7 +8,7 @@ from typing import Any
 
 from constructs import Construct
 
-from sagestack.plan.digests import pin_images
+from sagestack.core.digests import pin_images
 
 CONTEXT_KEY = "sagestack:image-digests"
 

@@ -134,7 +134,7 @@ def default_workers(instance_type: str | None) -> int:
     """TorchServe's own default: one worker per GPU, else one per vCPU."""
     if instance_type is None:
         return 1
-    from sagestack.catalog.instances import instance_type as lookup
+    from sagestack.core.catalog.instances import instance_type as lookup
 
     try:
         it = lookup(instance_type)

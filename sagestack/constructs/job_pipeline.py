@@ -19,8 +19,8 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.nag import acknowledge, nag_text
-from sagestack.plan.names import Names
-from sagestack.plan.states import PipelineSettings
+from sagestack.core.names import Names
+from sagestack.core.states import PipelineSettings
 
 
 class JobPipelineBase(Construct):
@@ -155,7 +155,7 @@ class JobPipeline(JobPipelineBase):
         stack = Stack.of(self)
         if policy is None or cfn is None or Stack.of(policy) is not stack:
             return  # a role in another stack: CloudFormation orders the stacks instead
-        cfn.add_override("DependsOn", [stack.get_logical_id(policy.node.default_child)])  # type: ignore[union-attr,attr-defined,arg-type]
+        cfn.add_override("DependsOn", [stack.get_logical_id(policy.node.default_child)])  # type: ignore[attr-defined,arg-type]
 
     def _acknowledge_role(self) -> None:
         """What CDK itself grants a state machine's role for logging, tracing and the topic."""

@@ -23,8 +23,8 @@ from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.validation import validate_as_request
-from sagestack.plan.monitoring import analyzer_image
-from sagestack.plan.names import Names
+from sagestack.core.names import Names
+from sagestack.monitoring.states import analyzer_image
 
 METRICS_NAMESPACE = "/aws/sagemaker/Endpoints/data-metrics"
 
@@ -66,7 +66,15 @@ class ModelMonitor(Construct):
         poll_interval: Duration | None = None,
         region: str | None = None,
     ) -> None:
-        from sagestack.plan.monitoring import (
+        from sagestack.core.standins import (
+            SAMPLE_ACCOUNT,
+            STAND_IN_BUCKET,
+            stand_in_key_arn,
+            stand_in_role_arn,
+        )
+        from sagestack.core.states import PipelineSettings
+        from sagestack.monitoring.models import MonitorSpec
+        from sagestack.monitoring.states import (
             ENDPOINT_INPUT,
             OUTPUT,
             VOLUME_GB,
@@ -74,14 +82,6 @@ class ModelMonitor(Construct):
             baseline_definition,
             validate_baseline,
         )
-        from sagestack.plan.requests import (
-            SAMPLE_ACCOUNT,
-            STAND_IN_BUCKET,
-            stand_in_key_arn,
-            stand_in_role_arn,
-        )
-        from sagestack.plan.states import PipelineSettings
-        from sagestack.spec.models import MonitorSpec
 
         super().__init__(scope, id)
         if isinstance(endpoint, InferenceEndpoint) and endpoint.config.data_capture_config is None:

@@ -35,7 +35,7 @@ def _render(node: Any) -> str:
             return arg
         if fn == "Fn::Join":
             sep, parts = arg
-            return sep.join(_render(p) for p in parts)
+            return str(sep).join(_render(p) for p in parts)
     return json.dumps(node)
 
 

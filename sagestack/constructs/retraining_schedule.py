@@ -43,7 +43,7 @@ class RetrainingSchedule(Construct):
         description: str | None = None,
         retry_attempts: int = 3,
     ) -> None:
-        from sagestack.plan.retrain import retrain_input
+        from sagestack.training.retrain import retrain_input
 
         super().__init__(scope, id)
         # Only Scheduler, and only on behalf of this account (the confused-deputy guard AWS documents).

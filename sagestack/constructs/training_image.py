@@ -64,7 +64,7 @@ class TrainingImage:
         """An AWS Deep Learning Container, resolved now per instance type from sagemaker-core's image
         configs (CPU, GPU and Neuron builds differ). smp=True: the SageMaker model parallel (v2)
         container of the same PyTorch version. ValueError names what is not available."""
-        from sagestack.catalog.images import dlc_image_uri, smp_image_uri
+        from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 
         uris = {
             t: (
@@ -101,7 +101,7 @@ class TrainingImage:
     ) -> TrainingImage:
         """Built from a Dockerfile and published by `cdk deploy` (Docker is needed only to publish,
         never to synthesize). The job's content hash covers every file of the folder."""
-        from sagestack.plan.requests import dockerfile_fingerprint
+        from sagestack.core.sourcedir import dockerfile_fingerprint
 
         asset = ecr_assets.DockerImageAsset(
             scope,

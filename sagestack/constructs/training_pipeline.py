@@ -28,10 +28,10 @@ from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
-from sagestack.plan.names import Names
-from sagestack.plan.serving import EndpointPlan, ModelStepContext
-from sagestack.plan.states import PipelineSettings
-from sagestack.plan.training import MlflowTarget, RequestContext, TrainingJobPlan
+from sagestack.core.names import Names
+from sagestack.core.states import PipelineSettings
+from sagestack.endpoints.model_steps import EndpointPlan, ModelStepContext
+from sagestack.training.request import MlflowTarget, RequestContext, TrainingJobPlan
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class ModelRegistration:
     _plan: EndpointPlan | None = field(default=None, compare=False)
 
     def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
-        from sagestack.plan.serving import endpoint_plan
-        from sagestack.spec.models import EndpointSpec
+        from sagestack.endpoints.model_steps import endpoint_plan
+        from sagestack.endpoints.models import EndpointSpec
 
         if self._plan is not None:
             return self._plan
@@ -75,7 +75,7 @@ class ModelRegistration:
 
     @staticmethod
     def from_endpoint_plan(plan: EndpointPlan) -> ModelRegistration:
-        """The spec path's resolved endpoint (sagestack.plan.serving.resolve_endpoint)."""
+        """The spec path's resolved endpoint (sagestack.endpoints.model_steps.resolve_endpoint)."""
         return ModelRegistration(endpoint=plan.key, _plan=plan)
 
 
@@ -155,12 +155,12 @@ class TrainingPipeline(JobPipeline):
         lineage: Mapping[str, str] | None = None,
         mlflow_server_arn: str | None = None,
     ) -> None:
-        from sagestack.plan.pipeline import training_pipeline
-        from sagestack.plan.requests import SAMPLE_ACCOUNT, rules_image_for, stand_in_context
-        from sagestack.plan.serving import lineage_of
-        from sagestack.plan.sourcedir import pack_source_dir
-        from sagestack.plan.training import resolve_training_job
-        from sagestack.spec.models import JobSpec
+        from sagestack.core.sourcedir import pack_source_dir
+        from sagestack.core.standins import SAMPLE_ACCOUNT
+        from sagestack.endpoints.model_steps import lineage_of
+        from sagestack.training.models import JobSpec
+        from sagestack.training.request import resolve_training_job, rules_image_for, stand_in_context
+        from sagestack.training.states import training_pipeline
 
         key = job or id
         stack = Stack.of(scope)
@@ -279,7 +279,7 @@ class TrainingPipeline(JobPipeline):
             **deployment_values,
         )
         if job_spec.schedule is not None:
-            from sagestack.plan.retrain import retrainable
+            from sagestack.training.retrain import retrainable
 
             # Started by its schedule (or `sagestack run --retrain`), the pipeline trains under fresh names.
             definition = retrainable(definition)
@@ -401,8 +401,8 @@ def append_registrations(
     """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
     (a job or search) trains; their requests validated with stand-ins, emitted with the
     deployment's values. Returns the definition and the endpoints it registers for."""
-    from sagestack.plan.requests import STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
-    from sagestack.plan.serving import append_model_steps, validate_model_requests
+    from sagestack.core.standins import STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
+    from sagestack.endpoints.model_steps import append_model_steps, validate_model_requests
 
     endpoints = [r.plan(names, region, source) for r in registrations]
     if not endpoints:

@@ -19,7 +19,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
-from sagestack.plan.names import Names
+from sagestack.core.names import Names
 
 
 class TransformPipeline(JobPipeline):
@@ -60,19 +60,19 @@ class TransformPipeline(JobPipeline):
         quota_codes: Mapping[str, str] | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-        from sagestack.plan.requests import (
+        from sagestack.core.standins import (
             SAMPLE_ACCOUNT,
             STAND_IN_BUCKET,
             stand_in_key_arn,
             stand_in_role_arn,
         )
-        from sagestack.plan.transform import (
+        from sagestack.transforms.models import TransformSpec
+        from sagestack.transforms.states import (
             TransformContext,
             TransformPlan,
             standalone_definition,
             validate_transform,
         )
-        from sagestack.spec.models import TransformSpec
 
         key = transform or id
         spec = TransformSpec.model_validate(

@@ -66,11 +66,11 @@ class TuningPipeline(JobPipeline):
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
     ) -> None:
-        from sagestack.catalog.quotas import quota_name, training_usage
-        from sagestack.catalog.service_model import validate_request
-        from sagestack.plan.tuning import render_tuning_request
-        from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline
-        from sagestack.spec.models import TuningSpec
+        from sagestack.core.catalog.quotas import quota_name, training_usage
+        from sagestack.core.catalog.service_model import validate_request
+        from sagestack.tuning.models import TuningSpec
+        from sagestack.tuning.request import render_tuning_request
+        from sagestack.tuning.states import TuningPipelineInputs, tuning_pipeline
 
         key = search or id
         names = training.names

@@ -82,7 +82,7 @@ class _AsRequest:
         self._add = add
 
     def validate(self) -> list[str]:
-        from sagestack.catalog.service_model import RequestValidationError, validate_request
+        from sagestack.core.catalog.service_model import RequestValidationError, validate_request
 
         request = {k: v for k, v in request_of(self._resource).items() if k not in self._drop}
         request.update({k: v for k, v in self._add.items() if k not in request})

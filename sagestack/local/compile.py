@@ -18,8 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sagestack.plan.sourcedir import pack_source_dir
-from sagestack.spec.loader import LoadedSpec
+from sagestack.core.sourcedir import pack_source_dir
+from sagestack.project.loader import LoadedSpec
 
 ATOL, RTOL = 1e-5, 1e-4
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sagestack.local.contract import MASTER_PORT, to_cmd_args
+from sagestack.core.contract import MASTER_PORT, to_cmd_args
 
 Runner = Literal["process", "torchrun", "mpi", "smddp", "xla"]
 

@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.contract import (
+from sagestack.core.contract import (
     Devices,
     HostLayout,
     container_path,
@@ -43,13 +43,13 @@ from sagestack.local.contract import (
     training_environment,
     write_host_config,
 )
+from sagestack.core.names import Names
+from sagestack.core.sourcedir import pack_source_dir
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError, plan_launch
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
 from sagestack.local.tracking import LocalStore, TrackingUnavailable, local_store, prepare
-from sagestack.plan.names import Names
-from sagestack.plan.sourcedir import pack_source_dir
-from sagestack.plan.training import RequestContext, resolve_training_job
-from sagestack.spec.loader import LoadedSpec
+from sagestack.project.loader import LoadedSpec
+from sagestack.training.request import RequestContext, resolve_training_job
 
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_INTERFACE = "lo"  # resourceconfig.json's network_interface_name here (eth0 on SageMaker)
@@ -199,7 +199,7 @@ def prepare_request(
 def _simulated_devices(instance_type: str, procs: int) -> Devices:
     """A simulated host has `procs` accelerators of the instance's kind (what nvidia-smi or neuron-ls
     would count); a CPU instance has none, so the container starts one process there."""
-    from sagestack.catalog.instances import instance_type as catalog_instance
+    from sagestack.core.catalog.instances import instance_type as catalog_instance
 
     it = catalog_instance(instance_type)
     cpus = os.cpu_count() or 1  # the toolkit's SM_NUM_CPUS is multiprocessing.cpu_count()
@@ -351,7 +351,7 @@ def prepare_hosts(
 def _scale_notes(request: dict[str, Any], options: LocalTrainOptions) -> list[str]:
     """Where the simulated cluster is smaller than the cloud's, say so (the world size, the global
     batch and the scaled learning rate follow it)."""
-    from sagestack.catalog.instances import instance_type as catalog_instance
+    from sagestack.core.catalog.instances import instance_type as catalog_instance
 
     itype = request["ResourceConfig"]["InstanceType"]
     count = request["ResourceConfig"]["InstanceCount"]

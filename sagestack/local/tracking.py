@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagestack.plan.names import Names
-from sagestack.spec.loader import LoadedSpec
+from sagestack.core.names import Names
+from sagestack.project.loader import LoadedSpec
 
 
 @dataclass(frozen=True)

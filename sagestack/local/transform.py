@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.local.serve import Handlers, error_response
-from sagestack.spec.models import TransformSpec
+from sagestack.transforms.models import TransformSpec
 
 TEXT_TYPES = ("application/json", "application/jsonlines", "text/csv")
 CSV = "text/csv"

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.contract import cpu_count
+from sagestack.core.contract import cpu_count
 from sagestack.local.runner import LocalTrainOptions, run_local_training
-from sagestack.plan.tuning import grid_points, max_jobs
-from sagestack.spec.loader import LoadedSpec
-from sagestack.spec.models import RangeSpec, TuningSpec
+from sagestack.project.loader import LoadedSpec
+from sagestack.tuning.models import RangeSpec, TuningSpec
+from sagestack.tuning.request import grid_points, max_jobs
 
 
 @dataclass

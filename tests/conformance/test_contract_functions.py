@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagestack.local.contract import env_value, split_hyperparameters, to_cmd_args
+from sagestack.core.contract import env_value, split_hyperparameters, to_cmd_args
 
 pytestmark = pytest.mark.conformance
 mapping = pytest.importorskip("sagemaker_training.mapping", reason="make setup installs sagemaker-training")
@@ -60,6 +60,6 @@ def test_framework_and_user_hyperparameters_split_as_the_toolkit_splits(hps: dic
 
 
 def test_the_toolkits_own_keys_are_the_same() -> None:
-    from sagestack.local.contract import SAGEMAKER_HYPERPARAMETERS
+    from sagestack.core.contract import SAGEMAKER_HYPERPARAMETERS
 
     assert SAGEMAKER_HYPERPARAMETERS == params.SAGEMAKER_HYPERPARAMETERS

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from sagestack.catalog.debugger import action_json, debugger_rules
-from sagestack.plan.training import RequestContext, _debugger
-from sagestack.spec.models import DebuggerSpec
+from sagestack.core.catalog.debugger import action_json, debugger_rules
+from sagestack.training.models import DebuggerSpec
+from sagestack.training.request import RequestContext, _debugger
 
 pytestmark = pytest.mark.conformance
 rc = pytest.importorskip("smdebug_rulesconfig", reason="make setup installs smdebug-rulesconfig")

@@ -54,7 +54,7 @@ EXPORTED = (
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK",
 )
-# Documented differences (sagestack.local.contract.LOCAL_SUBSTITUTIONS): loopback and free ports.
+# Documented differences (sagestack.core.contract.LOCAL_SUBSTITUTIONS): loopback and free ports.
 SUBSTITUTED = ("MASTER_ADDR", "MASTER_PORT")
 TRAINING_LINE = re.compile(r"training: world_size=(\d+) .*global_batch=(\d+) .*total_steps=(\d+)")
 VAL_LINE = re.compile(r"val_accuracy=([0-9.]+)")

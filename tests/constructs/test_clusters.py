@@ -122,10 +122,10 @@ def test_cluster_templates_pass_cfn_lint(cluster_app):
 
 
 def test_the_create_cluster_request_is_valid_for_botocore():
-    from sagestack.catalog.service_model import validate_request
-    from sagestack.plan.clusters import create_cluster_request, stand_in_cluster_context
-    from sagestack.plan.names import Names
-    from sagestack.spec.models import ClusterSpec
+    from sagestack.clusters.models import ClusterSpec
+    from sagestack.clusters.request import create_cluster_request, stand_in_cluster_context
+    from sagestack.core.catalog.service_model import validate_request
+    from sagestack.core.names import Names
 
     spec = ClusterSpec.model_validate(
         {
@@ -148,8 +148,8 @@ def test_the_create_cluster_request_is_valid_for_botocore():
 
 
 def test_plan_counts_cluster_nodes_against_their_quota_and_prices_them(project):
-    from sagestack.plan import resolve_environment
-    from sagestack.plan.capacity import QuotaBook, evaluate
+    from sagestack.ops.capacity import QuotaBook, evaluate
+    from sagestack.project import resolve_environment
 
     project.spec(SPEC).env("dev", "retain_data: false\n")
     _lifecycle(project.root)
@@ -165,14 +165,14 @@ def test_plan_counts_cluster_nodes_against_their_quota_and_prices_them(project):
 def test_the_sbatch_script_runs_the_training_code_over_simulated_nodes(project, tmp_path):
     """The program a cluster runs, run here: the rendered sbatch script with srun and scontrol as
     two simulated nodes on this machine, torchrun rendezvous over loopback."""
-    from sagestack.plan.clusters import sbatch_script
+    from sagestack.clusters.request import sbatch_script
     from tests.conftest import REPO
     from tests.support.moto_server import free_port
 
     project.spec(SPEC).env("dev", "retain_data: false\n")
     _lifecycle(project.root)
     loaded = project.load("dev")
-    from sagestack.plan import resolve_environment
+    from sagestack.project import resolve_environment
 
     plan = resolve_environment(loaded)
     script = tmp_path / "job.sbatch"

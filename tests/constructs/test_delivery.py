@@ -102,7 +102,7 @@ def test_the_delivery_template_passes_cfn_lint(delivered):
 def test_a_synth_of_some_environments_leaves_the_pipeline_out(delivered, tmp_path):
     from aws_cdk import App
 
-    from stacks.app_builder import build_app
+    from sagestack.app.builder import build_app
 
     app_ = App(
         outdir=str(tmp_path / "o"), context={"sagestack:environments": "dev", "sagestack:quotas": "off"}

@@ -23,7 +23,7 @@ CANDIDATES = ["ml.g5.2xlarge", "ml.g4dn.2xlarge"]
 def _stack():  # type: ignore[no-untyped-def]
     from aws_cdk import App, Environment, Stack
 
-    from stacks.app_builder import cdk_json_context
+    from sagestack.app.builder import cdk_json_context
 
     app = App(context=cdk_json_context(REPO))
     return Stack(app, "Bare", env=Environment(region=REGION))

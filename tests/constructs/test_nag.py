@@ -20,7 +20,7 @@ def test_an_unacknowledged_finding_fails_the_synth(tmp_path):
     from aws_cdk import aws_s3 as s3
     from cdk_nag import AwsSolutionsChecks
 
-    from stacks.app_builder import UnacknowledgedFindings, synth_checked
+    from sagestack.app.builder import UnacknowledgedFindings, synth_checked
 
     app = App(outdir=str(tmp_path))
     s3.Bucket(Stack(app, "Plain"), "Bucket")

@@ -294,7 +294,7 @@ def test_a_transform_of_a_jobs_model_runs_after_the_pipeline_registers_it(projec
 def test_an_autoscaled_endpoints_type_change_is_refused_with_the_two_deploys(project, tmp_path):
     """SageMaker refuses changing the instance type of an autoscaled variant in one update; the
     lock records what was deployed, and lock, plan and synth all say how to make the change."""
-    from sagestack.plan.lock import ServingUpdateError
+    from sagestack.ops.lock import ServingUpdateError
     from tests.unit.test_schema_and_cli import run_cli
 
     body = f'  digits:\n    model_package: "{PIN}"\n    instance_type: ml.m5.large\n    autoscaling: {{min: 1, max: 4}}\n'

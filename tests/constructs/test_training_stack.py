@@ -167,7 +167,7 @@ def test_beyond_a_hundred_jobs_pipelines_spread_over_stable_shard_stacks(project
     from aws_cdk import Stack
     from aws_cdk.assertions import Template
 
-    from stacks.training import PIPELINES_IN_ONE_STACK, pipeline_shard
+    from sagestack.app.training import PIPELINES_IN_ONE_STACK, pipeline_shard
 
     count = PIPELINES_IN_ONE_STACK + 30
     built = _many_jobs(project, tmp_path, count, "a")

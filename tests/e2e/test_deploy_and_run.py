@@ -333,7 +333,7 @@ def test_pipeline_runs_to_success_and_the_job_is_the_synthesized_request(emulato
     source = json.loads(job["HyperParameters"]["sagemaker_submit_directory"])
     bucket, key = source[len("s3://") :].split("/", 1)
     body = emulator.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
-    from sagestack.plan.sourcedir import pack_source_dir
+    from sagestack.core.sourcedir import pack_source_dir
 
     assert body == pack_source_dir(deployed / "training_src").data
 

@@ -12,7 +12,7 @@ class BuiltApp:
     def __init__(self, root: Path, outdir: Path, envs: list[str] | None = None) -> None:
         from aws_cdk import App
 
-        from stacks.app_builder import build_app, cdk_json_context, synth_checked
+        from sagestack.app.builder import build_app, cdk_json_context, synth_checked
 
         self.app = App(outdir=str(outdir), context=cdk_json_context(REPO))
         self.stages = {s.plan.env: s for s in build_app(self.app, root, envs)}

@@ -102,7 +102,7 @@ def test_init_then_validate_and_synthesize_from_the_installed_package(installed,
         [
             str(installed / "bin" / "python"),
             "-c",
-            "import sagestack, stacks; print(sagestack.__file__, stacks.__file__)",
+            "import sagestack, stacks; print(sagestack.__file__, sagestack.app.__file__)",
         ],
         cwd=tmp_path,
         env=env,

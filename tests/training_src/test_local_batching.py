@@ -84,7 +84,7 @@ def test_workers_run_batches_on_threads_of_their_own() -> None:
 
 
 def test_options_follow_the_endpoints_batching_setting() -> None:
-    from sagestack.spec.models import BatchingSpec
+    from sagestack.endpoints.models import BatchingSpec
 
     assert batching_options(None, cpus=4) == {"max_batch": 1, "max_delay_ms": 0.0, "workers": 4, "threads": 1}
     spec = BatchingSpec(max_batch_size=16, max_delay_ms=5)

@@ -26,7 +26,7 @@ def trained(tmp_path_factory):
     import shutil
 
     from sagestack.local.runner import LocalTrainOptions, run_local_training
-    from sagestack.spec import load_project
+    from sagestack.project import load_project
     from tests.conftest import REPO, Project
 
     project = Project(tmp_path_factory.mktemp("serve") / "digits")

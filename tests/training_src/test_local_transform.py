@@ -10,7 +10,7 @@ import pytest
 
 from sagestack.local.serve import load_handlers
 from sagestack.local.transform import TransformError, json_path, run_transform
-from sagestack.spec.models import TransformSpec
+from sagestack.transforms.models import TransformSpec
 from tests.support.digits_model import make_model_dir
 
 PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from sagestack.local.runner import parse_metrics as runner_parse
-from sagestack.spec import load_project
+from sagestack.project import load_project
 from tests.conftest import REPO
 from tests.training_src.conftest import load
 

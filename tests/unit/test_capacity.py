@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sagestack.catalog.instances import instance_type
-from sagestack.catalog.quotas import TRAINING_INSTANCES_TOTAL
-from sagestack.plan import resolve_environment
-from sagestack.plan.capacity import SPOT_SAVINGS, QuotaBook, QuotaValue, evaluate
+from sagestack.core.catalog.instances import instance_type
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
+from sagestack.ops.capacity import SPOT_SAVINGS, QuotaBook, QuotaValue, evaluate
+from sagestack.project import resolve_environment
 from tests.conftest import MINIMAL
 
 SPEC = """\

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from sagestack.catalog import (
+from sagestack.core.catalog import (
     RequestValidationError,
     check_instance_type,
     dlc_image_uri,
@@ -16,8 +16,8 @@ from sagestack.catalog import (
     quota_name,
     validate_request,
 )
-from sagestack.catalog.images import ImageLookupError
-from sagestack.catalog.instances import catalog_data
+from sagestack.core.catalog.images import ImageLookupError
+from sagestack.core.catalog.instances import catalog_data
 
 
 def _gpu_info() -> dict:
@@ -113,7 +113,7 @@ def test_quota_names_follow_sagemaker():
 
 def test_dlc_uris_by_processor_and_region(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    from sagestack.catalog import images
+    from sagestack.core.catalog import images
 
     images._disk_cache.cache_clear()
     gpu = dlc_image_uri("pytorch", "2.5", "py311", region="us-east-1", instance_type="ml.p4d.24xlarge")

@@ -11,16 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from sagestack.cli import app
-from sagestack.plan.digests import ImageRef, images_in, pin_images
+from sagestack.core.digests import ImageRef, images_in, pin_images
 from tests.support.moto_server import running_moto
 
 DIGEST_A = "sha256:" + "a" * 64
 
 
 def _requests(project):
-    from sagestack.plan import resolve_environment
-    from sagestack.plan.lock import request_images
-    from sagestack.plan.requests import render_environment
+    from sagestack.ops.lock import request_images
+    from sagestack.project import resolve_environment
+    from sagestack.project.requests import render_environment
 
     plan = resolve_environment(project.load("dev"))
     requests = render_environment(plan, project.root)
@@ -28,7 +28,7 @@ def _requests(project):
 
 
 def test_every_image_is_found_and_pinned_requests_stay_valid(example_project):
-    from sagestack.catalog.service_model import validate_request
+    from sagestack.core.catalog.service_model import validate_request
 
     _plan, requests, images = _requests(example_project)
     repositories = {ImageRef.parse(u).repository for u in images}  # type: ignore[union-attr]
@@ -83,9 +83,9 @@ def _push(ecr, uri: str, layer: str) -> str:
 def test_locked_synth_renders_digests_and_refuses_a_moved_tag(example_project, ecr, tmp_path):
     from aws_cdk import App
 
-    from sagestack.plan.digests import MovedTagError
-    from sagestack.plan.lock import read_lock
-    from stacks.app_builder import build_app
+    from sagestack.app.builder import build_app
+    from sagestack.core.digests import MovedTagError
+    from sagestack.ops.lock import read_lock
 
     root = example_project.root
     *_, images = _requests(example_project)
@@ -155,6 +155,6 @@ def test_lock_without_a_registry_says_which_digests_it_could_not_get(project, mo
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert "ECR did not tell the digest of 1 image(s)" in text and "pytorch-training:" in text
-    from sagestack.plan.lock import read_lock
+    from sagestack.ops.lock import read_lock
 
     assert "images" not in read_lock(project.root, "dev")

@@ -8,13 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.contract import (
-    Devices,
-    HostLayout,
-    container_path,
-    resource_config,
-    training_environment,
-)
+from sagestack.core.contract import Devices, HostLayout, container_path, resource_config, training_environment
 from sagestack.local.launch import LaunchError, plan_launch
 from sagestack.local.requirements import check_requirements
 from sagestack.local.runner import lay_out_channel

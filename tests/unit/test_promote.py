@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagestack.promote import PromotionError, promote
+from sagestack.ops.promote import PromotionError, promote
 from tests.conftest import MINIMAL
 from tests.support.moto_server import running_moto
 

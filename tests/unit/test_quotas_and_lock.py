@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from sagestack.account import count_usage, list_quotas, snapshot_document
-from sagestack.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.cli import app
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
+from sagestack.ops.account import count_usage, list_quotas, snapshot_document
 from tests.conftest import MINIMAL
 from tests.support.moto_server import ACCOUNT, REGION, running_moto
 
@@ -170,8 +170,8 @@ def test_plan_without_credentials_or_snapshot_says_it_could_not_check(project, m
 def test_synth_fails_on_a_short_quota_with_the_same_message(project, tmp_path):
     from aws_cdk import App
 
-    from sagestack.plan.capacity import QuotaShortfallError
-    from stacks.app_builder import build_app
+    from sagestack.app.builder import build_app
+    from sagestack.ops.capacity import QuotaShortfallError
 
     project.spec(SPEC).env("dev")
     _snapshot(project, "dev", {G5: 0, M5: 1})
@@ -186,8 +186,8 @@ def test_synth_fails_on_a_short_quota_with_the_same_message(project, tmp_path):
 def test_lock_round_trip_and_locked_synth(project, tmp_path):
     from aws_cdk import App
 
-    from sagestack.plan.lock import LockMismatchError, read_lock
-    from stacks.app_builder import build_app
+    from sagestack.app.builder import build_app
+    from sagestack.ops.lock import LockMismatchError, read_lock
 
     project.spec(SPEC).env("dev")
     locked = {"sagestack:locked": "true", "sagestack:quotas": "off"}
@@ -262,10 +262,9 @@ def test_check_says_what_is_ready_and_what_to_do(project, moto, monkeypatch):
 def test_the_example_locks_are_current(env):
     """config/envs/<env>.lock.json is committed: a change to the spec or training_src that is not
     re-locked (`sagestack lock --env <env>`) shows up here, as `cdk synth -c sagestack:locked=true` would."""
-    from sagestack.plan import resolve_environment
-    from sagestack.plan.capacity import QuotaBook
-    from sagestack.report import plan_report
-    from sagestack.spec import load_project
+    from sagestack.ops.capacity import QuotaBook
+    from sagestack.ops.report import plan_report
+    from sagestack.project import load_project, resolve_environment
     from tests.conftest import REPO
 
     result = plan_report(REPO, resolve_environment(load_project(REPO, env)), QuotaBook.none("off"))
@@ -292,10 +291,9 @@ def test_plan_tables_stay_readable_at_80_columns_and_in_wide_terminals(width):
     instance type appears whole, each entry's name appears (possibly folded), and every status."""
     from rich.console import Console
 
-    from sagestack.plan import resolve_environment
-    from sagestack.plan.capacity import QuotaBook
-    from sagestack.report import plan_report, render
-    from sagestack.spec import load_project
+    from sagestack.ops.capacity import QuotaBook
+    from sagestack.ops.report import plan_report, render
+    from sagestack.project import load_project, resolve_environment
     from tests.conftest import REPO
 
     plan = resolve_environment(load_project(REPO, "prod"))

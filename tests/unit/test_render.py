@@ -6,8 +6,8 @@ import json
 
 from typer.testing import CliRunner
 
-from sagestack.catalog.service_model import validate_request
 from sagestack.cli import app
+from sagestack.core.catalog.service_model import validate_request
 from tests.conftest import REPO
 
 runner = CliRunner()

@@ -22,10 +22,9 @@ PROJECTS = {"example": REPO, "broad": REPO / "tests" / "constructs" / "baseline"
 
 def rendered(root: Path) -> dict[str, Any]:
     """Each environment's rendered requests, as `sagestack render` / `plan` / `lock` see them."""
-    from sagestack.plan import resolve_environment
-    from sagestack.plan.requests import render_environment
-    from sagestack.spec import load_project
-    from sagestack.spec.loader import list_environments
+    from sagestack.project import load_project, resolve_environment
+    from sagestack.project.loader import list_environments
+    from sagestack.project.requests import render_environment
 
     out: dict[str, Any] = {}
     for env in list_environments(root):

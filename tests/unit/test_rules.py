@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sagestack.spec.rules import RULES, RuleContext, run_rule
+from sagestack.project.rules import RULES, RuleContext, run_rule
 from tests.conftest import MINIMAL
 
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from sagestack.spec.schema import schema_texts
+from sagestack.project.schema import schema_texts
 from tests.conftest import MINIMAL, REPO
 
 
@@ -117,8 +117,8 @@ def test_plan_imports_neither_cdk_nor_torch_nor_boto3_offline(tmp_path):
 
 
 def test_every_rule_explains_itself():
-    from sagestack.spec.rules import RULES
-    from sagestack.spec.rules.explain import EXPLANATIONS
+    from sagestack.project.explain import EXPLANATIONS
+    from sagestack.project.rules import RULES
 
     assert set(EXPLANATIONS) == set(RULES)
     for rule_id, e in EXPLANATIONS.items():
@@ -142,6 +142,6 @@ def test_rules_explain_prints_why_and_what_to_do_and_suggests_on_a_typo():
 def test_the_repository_cdk_json_sets_the_flags_init_writes():
     import json
 
-    from sagestack.init import RECOMMENDED_CONTEXT
+    from sagestack.ops.init import RECOMMENDED_CONTEXT
 
     assert json.loads((REPO / "cdk.json").read_text())["context"] == RECOMMENDED_CONTEXT

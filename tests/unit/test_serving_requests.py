@@ -8,9 +8,9 @@ import json
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from sagestack.catalog import validate_request
-from sagestack.plan import resolve_environment
-from sagestack.plan.serving import (
+from sagestack.core.catalog import validate_request
+from sagestack.core.states import PipelineSettings
+from sagestack.endpoints.model_steps import (
     ModelStepContext,
     append_model_steps,
     compilation_request,
@@ -19,7 +19,7 @@ from sagestack.plan.serving import (
     validate_model_requests,
     validation_stand_ins,
 )
-from sagestack.plan.states import PipelineSettings
+from sagestack.project import resolve_environment
 from tests.conftest import MINIMAL
 
 CTX = ModelStepContext(
@@ -128,7 +128,7 @@ def test_compile_and_register_states_follow_the_pipeline(project):
 
 
 def test_compile_name_changes_with_the_compile_settings(project):
-    from sagestack.plan.serving import compile_digest
+    from sagestack.endpoints.model_steps import compile_digest
 
     a = compile_digest(_endpoint(project, CASES["neo-c5"]))
     b = compile_digest(_endpoint(project, CASES["neo-c5"].replace("float32", "float16")))
@@ -155,7 +155,7 @@ def test_without_a_catalog_image_the_pipeline_relies_on_the_reported_one(project
 
 
 def test_two_endpoints_from_one_search_chain_after_its_best_model(project):
-    from sagestack.plan.tuning_pipeline import TuningPipelineInputs, tuning_pipeline
+    from sagestack.tuning.states import TuningPipelineInputs, tuning_pipeline
 
     spec = (
         MINIMAL.replace(
@@ -172,7 +172,7 @@ def test_two_endpoints_from_one_search_chain_after_its_best_model(project):
     )
     project.spec(spec).env("dev")
     plan = resolve_environment(project.load("dev"))
-    from sagestack.plan.serving import endpoints_fed_by
+    from sagestack.endpoints.model_steps import endpoints_fed_by
 
     endpoints = endpoints_fed_by(plan, "search")
     assert [e.key for e in endpoints] == ["cpu", "gpu"]

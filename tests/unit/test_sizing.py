@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sagestack.plan.sizing import GIB, MIB, size_job
-from sagestack.spec.models import JobSpec
+from sagestack.training.models import JobSpec
+from sagestack.training.sizing import GIB, MIB, size_job
 
 
 def job(params: float, precision: str, types: list[str], count: int = 1, optimizer: str = "adamw") -> JobSpec:
@@ -69,8 +69,8 @@ def test_no_model_no_sizing():
 
 
 def test_the_old_key_model_still_reads_as_sizing_and_keeps_the_job_hash():
-    from sagestack.plan.training import job_hash
-    from sagestack.spec.models import JobSpec
+    from sagestack.training.models import JobSpec
+    from sagestack.training.request import job_hash
 
     base = {"image": "train", "instance_type": "ml.g5.2xlarge"}
     old = JobSpec.model_validate({**base, "model": {"parameters": 1e6}})

@@ -17,8 +17,9 @@ from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
 from sagestack.cli import app
-from sagestack.spec import SpecError, load_project
-from sagestack.spec.yamldoc import MAX_DEPTH, MAX_NODES, MAX_SPEC_BYTES
+from sagestack.core.errors import SpecError
+from sagestack.core.yamldoc import MAX_DEPTH, MAX_NODES, MAX_SPEC_BYTES
+from sagestack.project import load_project
 from tests.conftest import REPO
 
 EXAMPLE = (REPO / "config" / "sagestack.yaml").read_text()

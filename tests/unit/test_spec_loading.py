@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagestack.spec import SpecError
-from sagestack.spec.types import parse_duration
+from sagestack.core.errors import SpecError
+from sagestack.core.types import parse_duration
 from tests.conftest import MINIMAL
 
 

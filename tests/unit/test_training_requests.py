@@ -6,15 +6,11 @@ from __future__ import annotations
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from sagestack.catalog import RequestValidationError, validate_request
-from sagestack.plan.names import Names
-from sagestack.plan.sourcedir import pack_source_dir
-from sagestack.plan.training import (
-    RequestContext,
-    distribution_hyperparameters,
-    resolve_training_job,
-)
-from sagestack.spec.models import JobSpec
+from sagestack.core.catalog import RequestValidationError, validate_request
+from sagestack.core.names import Names
+from sagestack.core.sourcedir import pack_source_dir
+from sagestack.training.models import JobSpec
+from sagestack.training.request import RequestContext, distribution_hyperparameters, resolve_training_job
 
 ACCOUNT = "123456789012"
 
@@ -396,8 +392,8 @@ def test_source_archive_is_byte_identical_regardless_of_mtimes_and_caches(tmp_pa
 
 
 def test_pipeline_skips_a_candidate_whose_quota_is_short():
-    from sagestack.plan.pipeline import training_pipeline
-    from sagestack.plan.states import PipelineSettings
+    from sagestack.core.states import PipelineSettings
+    from sagestack.training.states import training_pipeline
 
     plan = _plan(
         {
@@ -422,7 +418,7 @@ def test_pipeline_skips_a_candidate_whose_quota_is_short():
 
 
 def test_a_file_system_channel_renders_a_valid_FileSystemDataSource():
-    from sagestack.catalog.service_model import validate_request
+    from sagestack.core.catalog.service_model import validate_request
 
     request = _request(
         {
@@ -458,7 +454,7 @@ PLAN_ARN = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/p5-week"
 
 
 def test_a_training_plan_goes_to_its_candidate_and_to_its_preference():
-    from sagestack.catalog.service_model import validate_request
+    from sagestack.core.catalog.service_model import validate_request
 
     body = {
         "instance_type": ["ml.p5.48xlarge", "ml.p4d.24xlarge"],
@@ -478,8 +474,8 @@ def test_a_training_plan_goes_to_its_candidate_and_to_its_preference():
 
 def test_adding_training_plans_to_the_language_renamed_no_job():
     """A key added after job names were published enters the hash only when it is set."""
-    from sagestack.plan.training import job_hash
-    from sagestack.spec.models import JobSpec
+    from sagestack.training.models import JobSpec
+    from sagestack.training.request import job_hash
 
     base = {"image": "train", "instance_type": ["ml.p5.48xlarge"]}
     plain = JobSpec.model_validate(base)
@@ -498,7 +494,7 @@ def test_training_plan_offerings_are_searched_per_offered_type():
     import boto3
     from botocore.stub import Stubber
 
-    from sagestack.account import training_plan_offerings
+    from sagestack.ops.account import training_plan_offerings
 
     client = boto3.client(
         "sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
@@ -561,7 +557,7 @@ def test_a_training_plan_is_checked_against_what_it_reserves():
     import boto3
     from botocore.stub import Stubber
 
-    from sagestack.account import training_plan_fit
+    from sagestack.ops.account import training_plan_fit
 
     client = boto3.client(
         "sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
@@ -597,8 +593,8 @@ def test_a_training_plan_is_checked_against_what_it_reserves():
 def test_mlflow_tracking_renders_mlflow_config_and_the_clients_variables():
     import dataclasses
 
-    from sagestack.plan.retrain import retrainable
-    from sagestack.plan.training import MlflowTarget
+    from sagestack.training.request import MlflowTarget
+    from sagestack.training.retrain import retrainable
 
     arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:mlflow-tracking-server/digits-dev-mlflow"
 
@@ -631,8 +627,8 @@ def test_mlflow_tracking_renders_mlflow_config_and_the_clients_variables():
     assert plan.preferred is not None
     assert plan.preferred.request["MlflowConfig"]["MlflowRunName"] == plan.preferred.name
     # A retrain names its run after the fresh job name, as it names the job.
-    from sagestack.plan.pipeline import training_pipeline
-    from sagestack.plan.states import PipelineSettings
+    from sagestack.core.states import PipelineSettings
+    from sagestack.training.states import training_pipeline
 
     definition = retrainable(training_pipeline(plan, PipelineSettings()))
     create = definition["States"]["Create"]["Parameters"]

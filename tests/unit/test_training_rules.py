@@ -442,8 +442,8 @@ def test_schedule_expressions_and_time_zones(project):
 
 
 def test_a_schedule_renames_no_job(project):
-    from sagestack.plan import resolve_environment
-    from sagestack.plan.requests import render_environment
+    from sagestack.project import resolve_environment
+    from sagestack.project.requests import render_environment
 
     project.spec(job("instance_type: ml.m5.xlarge")).env("dev")
     before = render_environment(resolve_environment(project.load("dev")), project.root).jobs["big"]

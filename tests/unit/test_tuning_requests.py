@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from sagestack.catalog import validate_request
-from sagestack.plan.names import Names
-from sagestack.plan.training import resolve_training_job
-from sagestack.plan.tuning import grid_points, render_tuning_request
-from sagestack.spec.models import JobSpec, TuningSpec
+from sagestack.core.catalog import validate_request
+from sagestack.core.names import Names
+from sagestack.training.models import JobSpec
+from sagestack.training.request import resolve_training_job
+from sagestack.tuning.models import TuningSpec
+from sagestack.tuning.request import grid_points, render_tuning_request
 from tests.unit.test_training_requests import GPU, context
 
 JOB = {

@@ -1,0 +1,256 @@
+"""Build the whole CDK app from the project's config: one stage per environment, cdk-nag on all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import App, Validations, cx_api
+
+from sagestack.app.stage import EnvironmentStage
+from sagestack.constructs.nag import unacknowledged_findings
+from sagestack.core.errors import SpecError, SpecIssue
+from sagestack.project import EnvironmentPlan, list_environments, load_project, resolve_environment
+
+ENVS_CONTEXT = "sagestack:environments"
+QUOTAS_CONTEXT = "sagestack:quotas"  # live | snapshot | off (default: snapshot where one exists)
+LOCKED_CONTEXT = "sagestack:locked"  # true: refuse requests that differ from config/envs/<env>.lock.json
+# With a locked synth: "registry" (default) asks ECR whether a locked tag moved; "offline" does not.
+DIGESTS_CONTEXT = "sagestack:digests"
+
+
+def cdk_json_context(root: Path) -> dict[str, object]:
+    """The feature flags and context of cdk.json, for apps built outside the CDK CLI (tests,
+    benchmarks, `python app.py`); the CLI's own context still takes precedence."""
+    import json
+
+    path = root / "cdk.json"
+    if not path.exists():
+        return {}
+    context: dict[str, object] = json.loads(path.read_text()).get("context", {})
+    return context
+
+
+def selected_environments(app: App, root: Path) -> list[str]:
+    """`-c sagestack:environments=dev,prod`, else every config/envs/*.yaml."""
+    value = app.node.try_get_context(ENVS_CONTEXT)
+    if value:
+        names = [v.strip() for v in str(value).split(",") if v.strip()]
+        return names
+    return list_environments(root)
+
+
+def environment_accounts(root: Path, known: dict[str, str | None] | None = None) -> dict[str, str]:
+    """env -> account for every environment that names one (promotion targets read its models).
+    `known`: accounts of the environments already loaded, which are not read again. One whose
+    config does not load is left out here; its own synth reports why."""
+    known = known or {}
+    out: dict[str, str] = {}
+    for env in list_environments(root):
+        if env in known:
+            account = known[env]
+        else:
+            try:
+                account = load_project(root, env).spec.account
+            except SpecError:
+                continue
+        if account:
+            out[env] = account
+    return out
+
+
+def build_app(
+    app: App, root: Path, envs: Sequence[str] | None = None, *, nag: bool = True
+) -> list[EnvironmentStage]:
+    """Add one EnvironmentStage per environment. Raises SpecError with every error of every env."""
+    names = list(envs) if envs is not None else selected_environments(app, root)
+    issues = []
+    plans = []
+    for env in names:
+        try:
+            plans.append(resolve_environment(load_project(root, env)))
+        except SpecError as e:
+            issues += e.issues
+    if issues:
+        # One report for all environments; an issue shared by several is shown once.
+        unique = list(dict.fromkeys(issues))
+        raise SpecError(unique)
+    check_quotas(app, root, plans)
+    digests = check_lock(app, root, plans)
+    check_serving_updates(root, plans)
+    accounts = environment_accounts(root, {plan.env: plan.account for plan in plans})
+    stages = [
+        EnvironmentStage(
+            app,
+            plan.env,
+            plan=plan,
+            project_root=root,
+            model_readers=tuple(
+                sorted({a for e, a in accounts.items() if e != plan.env and a != plan.account})
+            ),
+            image_digests=digests.get(plan.env),
+        )
+        for plan in plans
+    ]
+    delivery_stack(app, root, stages)
+    if nag:
+        from cdk_nag import AwsSolutionsChecks
+
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return stages
+
+
+def delivery_stack(app: App, root: Path, stages: Sequence[EnvironmentStage]) -> object | None:
+    """The project's `delivery:` pipeline (stacks/delivery.py), when the synth holds every
+    environment it deploys (a synth of some environments leaves the pipeline out: deploying it so
+    would drop the others' stages)."""
+    from sagestack.project.loader import delivery_of
+
+    delivery = delivery_of(root)
+    if delivery is None:
+        return None
+    by_env = {s.plan.env: s for s in stages}
+    if not all(env in by_env for env in delivery.environments):
+        return None
+    from sagestack.app.delivery import DeliveryStack, pipeline_name
+
+    project = stages[0].plan.project
+    return DeliveryStack(
+        app,
+        "Delivery",
+        project=project,
+        delivery=delivery,
+        stages=[by_env[env] for env in delivery.environments],
+        region=stages[0].plan.region,
+        stack_name=pipeline_name(project, delivery),
+        description=f"sagestack {project}: the delivery pipeline (CDK Pipelines) that deploys "
+        + ", ".join(delivery.environments),
+    )
+
+
+def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+    """`-c sagestack:quotas=live|snapshot|off`: the check `sagestack plan` makes, failing the synth
+    with the same message when a quota is short (default: the snapshot, where one exists)."""
+    from sagestack.ops.account import quota_book
+    from sagestack.ops.capacity import QuotaShortfallError, evaluate, load_snapshot
+
+    mode = str(app.node.try_get_context(QUOTAS_CONTEXT) or "default")
+    if mode not in ("live", "snapshot", "off", "default"):
+        raise SpecError([SpecIssue(f"-c {QUOTAS_CONTEXT}={mode}: use live, snapshot or off")])
+    if mode == "off":
+        return
+    short = []
+    for plan in plans:
+        if mode == "default":
+            book = load_snapshot(root, plan.env)
+            if book is None:
+                continue
+        else:
+            book = quota_book(root, plan, mode)  # type: ignore[arg-type]
+        report = evaluate(plan, book)
+        if report.short:
+            short.append(report)
+    if short:
+        raise QuotaShortfallError(short)
+
+
+def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[str, dict[str, str]]:
+    """`-c sagestack:locked=true`: every request must be the one config/envs/<env>.lock.json hashed,
+    and every image the lock pinned must still be what its tag names (unless `-c
+    sagestack:digests=offline`). Returns env -> the lock's image digests, which the stage renders
+    requests with (nothing when the synth is not locked)."""
+    from sagestack.core.digests import MovedTagError, moved_tags
+    from sagestack.ops.lock import LockMismatchError, lock_changes, lock_document, locked_digests, read_lock
+    from sagestack.project.requests import render_environment
+
+    if str(app.node.try_get_context(LOCKED_CONTEXT) or "false").lower() not in ("true", "1", "yes"):
+        return {}
+    mode = str(app.node.try_get_context(DIGESTS_CONTEXT) or "registry")
+    if mode not in ("registry", "offline"):
+        raise SpecError([SpecIssue(f"-c {DIGESTS_CONTEXT}={mode}: use registry or offline")])
+    pins: dict[str, dict[str, str]] = {}
+    for plan in plans:
+        locked = read_lock(root, plan.env)
+        if locked is None:
+            raise LockMismatchError(plan.env, [], missing=True)
+        current = lock_document(plan, render_environment(plan, root, validate=False))
+        changes = lock_changes(locked, current)
+        if changes:
+            raise LockMismatchError(plan.env, changes)
+        pins[plan.env] = locked_digests(locked)
+        if pins[plan.env] and mode == "registry":
+            from sagestack.ops.account import image_digest
+
+            moved = moved_tags(pins[plan.env], image_digest)
+            if moved:
+                raise MovedTagError(plan.env, moved)
+    return pins
+
+
+def check_serving_updates(root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+    """Refuse a change the deploy would fail on halfway: an autoscaled endpoint's instance type
+    changing in one update (compared with the environment's lock, when there is one)."""
+    from sagestack.ops.lock import ServingUpdateError, autoscaled_type_changes, read_lock
+
+    for plan in plans:
+        locked = read_lock(root, plan.env)
+        problems = autoscaled_type_changes(locked, plan) if locked else []
+        if problems:
+            raise ServingUpdateError(plan.env, problems)
+
+
+class UnacknowledgedFindings(Exception):
+    """cdk-nag found something that is neither fixed nor acknowledged with a reason."""
+
+    def __init__(self, findings: list[str]) -> None:
+        self.findings = findings
+        super().__init__(
+            "cdk-nag findings without an acknowledgement (fix them, or acknowledge each with a reason):\n"
+            + "\n".join(f"  {f}" for f in findings)
+        )
+
+
+def synth_checked(app: App) -> cx_api.CloudAssembly:
+    """app.synth(), failing on any unacknowledged cdk-nag finding. In-process, CDK raises
+    'ValidationFailed'; under the CDK CLI it only writes the report: both end here."""
+    try:
+        assembly = app.synth()
+    except RuntimeError as e:
+        if "ValidationFailed" not in str(e):
+            raise
+        raise UnacknowledgedFindings(unacknowledged_findings(app.outdir) or [str(e)]) from None
+    findings = unacknowledged_findings(assembly.directory)
+    if findings:
+        raise UnacknowledgedFindings(findings)
+    return assembly
+
+
+def main(root: Path) -> None:
+    """A project's app.py: build every selected environment of the project at `root`, synthesize,
+    and exit 2 on an invalid spec (every error with file:line), 1 on an unacknowledged cdk-nag
+    finding, 3 when a quota is short (`-c sagestack:quotas=live|snapshot|off`), 4 when a request
+    differs from the environment's lock (`-c sagestack:locked=true`), a locked image tag moved, or an endpoint update would be
+    refused halfway (an autoscaled variant changing instance type)."""
+    import sys
+
+    from sagestack.core.digests import MovedTagError
+    from sagestack.ops.account import QuotaSourceError
+    from sagestack.ops.capacity import QuotaShortfallError
+    from sagestack.ops.lock import LockMismatchError, ServingUpdateError
+
+    exit_codes: tuple[tuple[type[Exception], int], ...] = (
+        (SpecError, 2),
+        (UnacknowledgedFindings, 1),
+        (QuotaShortfallError, 3),
+        (QuotaSourceError, 1),
+        (LockMismatchError, 4),
+        (MovedTagError, 4),
+        (ServingUpdateError, 4),
+    )
+    app = App(context=cdk_json_context(root))
+    try:
+        build_app(app, root)
+        synth_checked(app)
+    except tuple(cls for cls, _ in exit_codes) as e:
+        print(e.report() if isinstance(e, SpecError) else e, file=sys.stderr)
+        sys.exit(next(code for cls, code in exit_codes if isinstance(e, cls)))

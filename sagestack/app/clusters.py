@@ -1,0 +1,43 @@
+"""ClusterStack: the HyperPod clusters of one environment (clusters: in the spec)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from constructs import Construct
+
+from sagestack.app.foundation import FoundationStack
+from sagestack.constructs.cluster import HyperPodCluster
+from sagestack.project import EnvironmentPlan
+
+
+class ClusterStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        foundation: FoundationStack,
+        project_root: Path,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.clusters: dict[str, HyperPodCluster] = {}
+        for key, spec in plan.spec.clusters.items():
+            cluster = HyperPodCluster(
+                self,
+                f"Cluster-{key}",
+                names=plan.names,
+                key=key,
+                spec=spec,
+                lifecycle_dir=str(project_root / spec.lifecycle.source_dir),
+                artifacts=foundation.artifacts,
+                encryption_key=foundation.key,
+                removal_policy=RemovalPolicy.RETAIN if plan.retain_data else RemovalPolicy.DESTROY,
+                tags=plan.tags,
+            )
+            self.clusters[key] = cluster
+            CfnOutput(self, f"ClusterName{key.replace('-', '')}", value=cluster.cluster_name)

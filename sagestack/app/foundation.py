@@ -1,0 +1,152 @@
+"""FoundationStack: the stateful base of one environment (key, buckets, registry, images, role)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from sagestack.constructs import (
+    ArtifactBucket,
+    ExecutionRole,
+    ModelPackageGroup,
+    TrainingImage,
+    project_repository,
+)
+from sagestack.constructs.job_pipeline import allow_log_group_encryption
+from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
+from sagestack.project import EnvironmentPlan
+from sagestack.training.models import JobSpec
+
+
+class FoundationStack(Stack):
+    """Logical IDs of the stateful resources here (Key, Artifacts, Repository, ModelRegistry) are
+    API: renaming them would replace the resource and lose its data."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        project_root: Path,
+        model_readers: tuple[str, ...] = (),
+        **kwargs: Any,
+    ) -> None:
+        """model_readers: accounts of the environments this one promotes models to; they may read
+        the registry's packages and the models under the bucket's models/ prefix."""
+        super().__init__(scope, id, **kwargs)
+        spec = plan.spec
+        retain = plan.retain_data
+        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+
+        self.key = kms.Key(
+            self,
+            "Key",
+            alias=plan.names.key_alias,
+            description=f"sagestack {plan.names.prefix}: checkpoints, models, images, volumes",
+            enable_key_rotation=True,
+            removal_policy=removal,
+            pending_window=Duration.days(30 if retain else 7),
+        )
+        self.artifacts = ArtifactBucket(
+            self,
+            "Artifacts",
+            encryption_key=self.key,
+            removal_policy=removal,
+            noncurrent_checkpoint_versions=Duration.days(spec.bucket.noncurrent_checkpoint_days),
+            abort_incomplete_uploads=Duration.days(spec.bucket.abort_incomplete_upload_days),
+        )
+        self.repository = project_repository(
+            self, "Repository", repository_name=plan.names.repository, retain=retain, encryption_key=self.key
+        )
+        self.execution_role = ExecutionRole(
+            self,
+            "ExecutionRole",
+            artifacts=self.artifacts,
+            encryption_key=self.key,
+            vpc_access=any(job.vpc is not None for job in spec.jobs.values())
+            or any(ep.vpc is not None for ep in spec.endpoints.values()),
+        )
+        self.repository.grant_pull(self.execution_role)
+        debuggers = [job.debugger for job in spec.jobs.values() if job.debugger]
+        self.execution_role.grant_debugger_actions(
+            plan.names,
+            stop_training=any(d.stops_training(r) for d in debuggers for r in d.rules),
+            notify=any(r.email or r.sms for d in debuggers for r in d.rules),
+        )
+
+        # One TrainingImage per spec image (and its SMP v2 variant), each pulled by the role.
+        self.images: dict[str, TrainingImage] = {}
+        self.smp_images: dict[str, TrainingImage] = {}
+        for name, resolved in plan.images.items():
+            image = resolved.spec
+            build = image.dockerfile_spec
+            if build is not None:
+                self.images[name] = TrainingImage.from_asset(
+                    self,
+                    f"Image-{name}",
+                    directory=str(project_root / build.directory),
+                    build_args=build.build_args,
+                    target=build.target,
+                )
+            elif image.uri is not None:
+                self.images[name] = TrainingImage.from_registry(image.uri)
+            else:
+                self.images[name] = TrainingImage.from_uris(resolved.dlc_uris)
+                if resolved.smp_uris:
+                    self.smp_images[name] = TrainingImage.from_uris(resolved.smp_uris)
+        for img in [*self.images.values(), *self.smp_images.values()]:
+            if img.all_uris or img.fingerprint:
+                img.grant_pull(self.execution_role)
+
+        self.model_registry = ModelPackageGroup(
+            self,
+            "ModelRegistry",
+            group_name=plan.names.model_package_group,
+            description=f"Models trained by sagestack for {plan.names.prefix}",
+            removal_policy=removal,
+            reader_accounts=model_readers,
+        )
+        # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
+        allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
+        # The environments models are promoted to read them: models/ objects and the key, via S3.
+        self.artifacts.grant_read_to_accounts(model_readers, ("models",))
+
+        # tracking.mlflow: the environment's MLflow tracking server (or the one it names).
+        self.mlflow_server_arn: str | None = None
+        self.mlflow_server: MlflowTrackingServer | None = None
+        mlflow = spec.tracking.mlflow
+        if mlflow is not None and mlflow.server is None:
+            self.mlflow_server = MlflowTrackingServer(
+                self,
+                "Mlflow",
+                name=plan.names.tracking_server,
+                artifacts=self.artifacts,
+                encryption_key=self.key,
+                size=mlflow.size,
+                mlflow_version=mlflow.version,
+                automatic_model_registration=mlflow.automatic_model_registration,
+                maintenance_window=mlflow.maintenance_window,
+            )
+            self.mlflow_server_arn = self.mlflow_server.tracking_server_arn
+            CfnOutput(self, "MlflowTrackingServerArn", value=self.mlflow_server_arn)
+        elif mlflow is not None:
+            self.mlflow_server_arn = mlflow.server
+        if self.mlflow_server_arn is not None:
+            grant_mlflow_logging(self.execution_role, self.mlflow_server_arn)
+
+        CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
+        CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)
+        CfnOutput(self, "KeyArn", value=self.key.key_arn)
+        CfnOutput(self, "RepositoryUri", value=self.repository.repository_uri)
+        CfnOutput(self, "ModelPackageGroupName", value=self.model_registry.group_name)
+
+    def image_for(self, job: JobSpec) -> TrainingImage:
+        """The image a job runs: its spec image, or that image's SMP v2 container."""
+        if job.uses_smp_v2 and job.image in self.smp_images:
+            return self.smp_images[job.image]
+        return self.images[job.image]

@@ -1,0 +1,241 @@
+"""ServingStack: the endpoints of one environment, each serving the model package its config pins.
+
+Promotion changes the pin (`sagestack promote`), reviewed in git; `cdk deploy` then replaces the
+model and endpoint config and moves the endpoint to them by a blue/green update."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration, Size, Stack
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from sagestack.app.foundation import FoundationStack
+from sagestack.constructs import (
+    AsyncInference,
+    AutoScaling,
+    Batching,
+    DataCapture,
+    InferenceComponent,
+    InferenceEndpoint,
+    ModelMonitor,
+    Rollout,
+    ServerlessConfig,
+    TrainingImage,
+    TransformPipeline,
+    VpcPlacement,
+)
+from sagestack.core.catalog.quotas import quota_codes
+from sagestack.endpoints.model_steps import EndpointPlan, resolve_endpoint
+from sagestack.endpoints.models import BatchingSpec, EndpointSpec
+from sagestack.project import EnvironmentPlan
+from sagestack.transforms.models import TransformSpec
+
+
+def served_endpoints(plan: EnvironmentPlan) -> list[EndpointPlan]:
+    """Endpoints this environment deploys: those with a pinned model package, or components."""
+    return [
+        resolve_endpoint(plan, k)
+        for k, ep in plan.spec.endpoints.items()
+        if ep.model_package or ep.components
+    ]
+
+
+def serving_needed(plan: EnvironmentPlan) -> bool:
+    spec = plan.spec
+    return any(ep.model_package or ep.components for ep in spec.endpoints.values()) or any(
+        t.model_package for t in spec.transforms.values()
+    )
+
+
+def batching_of(b: BatchingSpec) -> Batching:
+    """An endpoint's `batching:` as the construct's Batching prop."""
+    return Batching(
+        max_batch_size=b.max_batch_size,
+        max_delay=Duration.millis(b.max_delay_ms),
+        workers=b.workers,
+        threads_per_worker=b.threads_per_worker,
+        response_timeout=Duration.seconds(b.response_timeout),
+        handler="inference:handle" if b.handler == "batched" else None,
+    )
+
+
+def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
+    """An `endpoints:` entry as InferenceEndpoint props (the capture target and role come from the
+    foundation)."""
+    r = spec.rollout
+    a = spec.autoscaling
+    return {
+        "instance_type": spec.instance_type,
+        "initial_instance_count": spec.initial_instance_count,
+        "serverless": ServerlessConfig(
+            memory_size=Size.mebibytes(spec.serverless.memory_mb),
+            max_concurrency=spec.serverless.max_concurrency,
+        )
+        if spec.serverless
+        else None,
+        "autoscaling": AutoScaling(
+            min_capacity=a.min,
+            max_capacity=a.max,
+            invocations_per_instance=a.invocations_per_instance,
+            backlog_per_instance=a.backlog_per_instance,
+            scale_in_cooldown=Duration.seconds(a.scale_in_cooldown),
+            scale_out_cooldown=Duration.seconds(a.scale_out_cooldown),
+        )
+        if a
+        else None,
+        "batching": batching_of(spec.batching) if spec.batching else None,
+        "vpc": VpcPlacement(
+            subnet_ids=tuple(spec.vpc.subnets), security_group_ids=tuple(spec.vpc.security_groups)
+        )
+        if spec.vpc
+        else None,
+        "components": [
+            InferenceComponent(
+                name=name,
+                model_package=c.model_package,
+                memory=Size.mebibytes(c.memory_mb),
+                cpu_cores=c.cpu_cores,
+                accelerators=c.accelerators,
+                copies=c.copies,
+                max_copies=c.max_copies,
+                invocations_per_copy=c.invocations_per_copy,
+            )
+            for name, c in spec.components.items()
+        ],
+        "rollout": Rollout(
+            traffic=r.traffic,
+            step_percent=r.batch_percent if r.traffic == "rolling" else r.canary_percent,
+            wait=Duration.seconds(r.wait),
+            termination_wait=Duration.seconds(r.termination_wait),
+            max_5xx_errors=r.max_5xx_errors,
+            max_latency=Duration.millis(r.max_latency_ms) if r.max_latency_ms is not None else None,
+        ),
+    }
+
+
+class ServingStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        foundation: FoundationStack,
+        project_root: Path | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        role = foundation.execution_role
+        self.endpoints: dict[str, InferenceEndpoint] = {}
+        self.monitors: dict[str, ModelMonitor] = {}
+        self.topic: sns.Topic | None = None
+        for ep in served_endpoints(plan):
+            package = ep.spec.model_package
+            capture = ep.spec.data_capture
+            asynchronous = ep.spec.async_
+            self.endpoints[ep.key] = InferenceEndpoint(
+                self,
+                f"Endpoint-{ep.key}",
+                endpoint_name=ep.endpoint_name,
+                model_package=package,
+                execution_role=role,
+                encryption_key=foundation.key,
+                data_capture=DataCapture(
+                    artifacts=foundation.artifacts,
+                    sampling_percentage=capture.sampling_percent,
+                    folder=ep.key,
+                )
+                if capture
+                else None,
+                async_inference=AsyncInference(
+                    artifacts=foundation.artifacts,
+                    max_concurrent_invocations_per_instance=asynchronous.max_concurrent_invocations_per_instance,
+                    notify=asynchronous.notify,
+                    include_response_in_notification=asynchronous.include_response_in_notification,
+                    folder=ep.key,
+                )
+                if asynchronous
+                else None,
+                **endpoint_props(ep.spec),
+            )
+            CfnOutput(self, f"EndpointName{ep.key.replace('-', '').replace('_', '')}", value=ep.endpoint_name)
+            monitor = ep.spec.monitor
+            if monitor is not None:
+                self.monitors[ep.key] = ModelMonitor(
+                    self,
+                    f"Monitor-{ep.key}",
+                    endpoint=self.endpoints[ep.key],
+                    endpoint_key=ep.key,
+                    names=plan.names,
+                    execution_role=role,
+                    artifacts=foundation.artifacts,
+                    encryption_key=foundation.key,
+                    baseline_data=monitor.baseline_data,
+                    dataset_format=monitor.dataset_format,
+                    csv_header=monitor.csv_header,
+                    schedule=monitor.schedule,
+                    instance_type=monitor.instance_type,
+                    max_runtime=Duration.seconds(monitor.max_runtime),
+                    alarm_features=monitor.alarm_features,
+                    drift_threshold=monitor.drift_threshold,
+                    topic=self._topic(plan, foundation),
+                    poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
+                    region=plan.region,
+                )
+            # The role pulls the package's image and reads its model; a package promoted from
+            # another account keeps its model in that account's bucket and key.
+            if ep.image_uri:
+                TrainingImage.from_registry(ep.image_uri).grant_pull(role)
+            packages = [package] if package else [c.model_package for c in ep.spec.components.values()]
+            for source_account in sorted({p.split(":")[4] for p in packages}):
+                if source_account != plan.account:
+                    role.grant_read_promoted_models(source_account, plan.region)
+
+        # Pinned transforms: each its own pipeline, started by `sagestack run TRANSFORM`.
+        self.transforms: dict[str, TransformPipeline] = {}
+        for key, t in plan.spec.transforms.items():
+            if t.model_package is None:
+                continue  # the training pipeline of its model runs it
+            self.transforms[key] = TransformPipeline(
+                self,
+                f"Transform-{key}",
+                names=plan.names,
+                transform=key,
+                model_package=t.model_package,
+                instance_types=t.instance_type,
+                instance_count=t.instance_count,
+                execution_role=role,
+                artifacts=foundation.artifacts,
+                encryption_key=foundation.key,
+                options=transform_options(t),
+                poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
+                quota_codes=quota_codes(project_root, plan.env) if project_root else None,
+                tags=plan.tags,
+            )
+            source_account = t.model_package.split(":")[4]
+            if source_account != plan.account:
+                role.grant_read_promoted_models(source_account, plan.region)
+
+    def _topic(self, plan: EnvironmentPlan, foundation: FoundationStack) -> sns.Topic:
+        """Monitoring alarms and baseline notifications (made when first needed)."""
+        if self.topic is None:
+            self.topic = sns.Topic(
+                self,
+                "Notifications",
+                display_name=f"sagestack {plan.names.prefix} serving",
+                master_key=foundation.key,
+                enforce_ssl=True,
+            )
+        return self.topic
+
+
+def transform_options(t: TransformSpec) -> dict[str, Any]:
+    """A `transforms:` entry's keys that TransformPipeline takes as options."""
+    return t.model_dump(
+        mode="json",
+        exclude={"model", "model_package", "instance_type", "instance_count"},
+        exclude_defaults=True,
+    )

@@ -1,0 +1,86 @@
+"""EnvironmentStage: every stack of one environment (dev, staging, prod …)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Environment, Stage, Tags
+from constructs import Construct
+
+from sagestack.app.clusters import ClusterStack
+from sagestack.app.foundation import FoundationStack
+from sagestack.app.serving import ServingStack, serving_needed
+from sagestack.app.training import TrainingStack
+from sagestack.constructs.image_digests import ImageDigests
+from sagestack.project import EnvironmentPlan
+
+
+class EnvironmentStage(Stage):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        project_root: Path,
+        model_readers: tuple[str, ...] = (),
+        image_digests: dict[str, str] | None = None,
+    ) -> None:
+        # No account in the overlay: account-agnostic templates, so synth needs no credentials.
+        super().__init__(scope, id, env=Environment(account=plan.account, region=plan.region))
+        self.plan = plan
+        if image_digests:
+            # A locked synth: every request names its images by digest (before any stack exists).
+            ImageDigests.pin(self, image_digests)
+        self.foundation = FoundationStack(
+            self,
+            "Foundation",
+            plan=plan,
+            project_root=project_root,
+            model_readers=model_readers,
+            stack_name=plan.names.stack("foundation"),
+            description=f"sagestack {plan.names.prefix}: key, artifact bucket, registry, images, role",
+            termination_protection=plan.retain_data and plan.account is not None,
+        )
+        # No jobs, no pipelines: an empty TrainingStack would still hold a role, a topic and a log group.
+        self.training: TrainingStack | None = None
+        if plan.spec.jobs:
+            self.training = TrainingStack(
+                self,
+                "Training",
+                plan=plan,
+                foundation=self.foundation,
+                project_root=project_root,
+                stack_name=plan.names.stack("training"),
+                description=f"sagestack {plan.names.prefix}: training pipelines (Step Functions)",
+                termination_protection=plan.retain_data and plan.account is not None,
+            )
+        # Only what has pinned model packages is deployed (endpoints, components, transforms run by
+        # `sagestack run`); the rest waits for a promotion.
+        self.serving: ServingStack | None = None
+        if serving_needed(plan):
+            self.serving = ServingStack(
+                self,
+                "Serving",
+                plan=plan,
+                foundation=self.foundation,
+                project_root=project_root,
+                stack_name=plan.names.stack("serving"),
+                description=f"sagestack {plan.names.prefix}: endpoints and batch transforms with the pinned "
+                "model packages",
+            )
+        # HyperPod clusters, each in its own VPC with its file system.
+        self.clusters: ClusterStack | None = None
+        if plan.spec.clusters:
+            self.clusters = ClusterStack(
+                self,
+                "Clusters",
+                plan=plan,
+                foundation=self.foundation,
+                project_root=project_root,
+                stack_name=plan.names.stack("clusters"),
+                description=f"sagestack {plan.names.prefix}: SageMaker HyperPod clusters (Slurm)",
+                termination_protection=plan.retain_data and plan.account is not None,
+            )
+        for key, value in plan.tags.items():
+            Tags.of(self).add(key, value)

@@ -1,0 +1,259 @@
+"""TrainingStack: one Step Functions pipeline per training job of an environment, with the shared
+role, log group and notification topic they use."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Size, Stack, Stage
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from sagestack.app.foundation import FoundationStack
+from sagestack.constructs import ModelRegistration, TrainingPipeline, TuningPipeline
+from sagestack.core.catalog.quotas import quota_codes
+from sagestack.core.errors import SpecError, SpecIssue
+from sagestack.endpoints.model_steps import EndpointPlan, endpoints_fed_by
+from sagestack.project import EnvironmentPlan
+from sagestack.training.models import JobSpec
+from sagestack.tuning.models import TuningSpec
+
+# CloudFormation allows 500 resources in a stack; a pipeline is 2 or 3 (state machine, alarm, the
+# deploy trigger). Up to PIPELINES_IN_ONE_STACK jobs every pipeline lives in the training stack; beyond
+# it, each job's pipeline lives in shard stack hash(job) % SHARDS ('<prefix>-training-07'), so adding a
+# job never moves another (crossing the threshold moves them once, in one deploy).
+PIPELINES_IN_ONE_STACK = 100
+SHARDS = 16
+SHARD_RESOURCE_BUDGET = 480  # leaves room for the custom-resource provider and CDK metadata
+
+
+def pipeline_shard(job: str) -> int:
+    """The shard stack a job's pipeline lives in once an environment has more than
+    PIPELINES_IN_ONE_STACK jobs: a stable function of the job's key alone."""
+    return int(hashlib.sha256(job.encode()).hexdigest(), 16) % SHARDS
+
+
+def lock_lineage(root: Path, env: str) -> dict[str, str]:
+    """What each registered package records of the lock the synth saw: the sha256 of
+    config/envs/<env>.lock.json (`sagestack lineage` compares it with the lock of the day)."""
+    from sagestack.ops.lock import lock_path
+
+    path = lock_path(root, env)
+    return {"sagestack:lock-sha256": hashlib.sha256(path.read_bytes()).hexdigest()} if path.exists() else {}
+
+
+def check_shards(plan: EnvironmentPlan) -> None:
+    """Refuse an environment whose pipelines would not fit its stacks, before CloudFormation does."""
+    jobs = plan.spec.jobs
+    if len(jobs) <= PIPELINES_IN_ONE_STACK:
+        return
+    per_shard: dict[int, int] = {}
+    for key, job in jobs.items():
+        per_shard[pipeline_shard(key)] = per_shard.get(pipeline_shard(key), 0) + (
+            2 + job.run_on_deploy + (3 if job.schedule else 0)
+        )
+    full = {s: n for s, n in per_shard.items() if n > SHARD_RESOURCE_BUDGET}
+    if full:
+        raise SpecError(
+            [
+                SpecIssue(
+                    f"{len(jobs)} jobs in '{plan.env}': pipeline stack(s) "
+                    + ", ".join(plan.names.stack(f"training-{s:02d}") for s in sorted(full))
+                    + f" would hold more than {SHARD_RESOURCE_BUDGET} resources (CloudFormation allows 500); "
+                    "split the jobs over two projects or environments",
+                    path=("jobs",),
+                )
+            ]
+        )
+
+
+class TrainingStack(Stack):
+    """The spec's jobs and searches as TrainingPipeline / TuningPipeline constructs: the one place a
+    spec entry becomes construct props. The pipelines share one role, log group and topic, which
+    live here with the searches; with many jobs the job pipelines spread over shard stacks."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: EnvironmentPlan,
+        foundation: FoundationStack,
+        project_root: Path,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        spec = plan.spec
+        names = plan.names
+        self.topic = sns.Topic(
+            self,
+            "Notifications",
+            display_name=f"sagestack {names.prefix} training",
+            master_key=foundation.key,
+            enforce_ssl=True,
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "PipelineLogs",
+            log_group_name=names.pipeline_log_group,
+            retention=_retention(spec.pipeline.log_retention_days),
+            # execution data at level ALL holds hyperparameters and artifacts: the project key, like
+            # everything else (its policy lets CloudWatch Logs use it for this group)
+            encryption_key=foundation.key,
+            removal_policy=RemovalPolicy.RETAIN if plan.retain_data else RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "PipelineRole",
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description=f"Step Functions pipelines of sagestack {names.prefix}",
+        )
+        shared: dict[str, Any] = dict(
+            role=self.role,
+            log_group=self.log_group,
+            topic=self.topic,
+            poll_interval=Duration.seconds(spec.pipeline.poll_interval),
+            backoff=Duration.seconds(spec.pipeline.backoff),
+            quota_codes=quota_codes(project_root, plan.env),
+            registry=foundation.model_registry,
+        )
+        lineage = lock_lineage(project_root, plan.env)
+        self.endpoints: dict[str, EndpointPlan] = {}
+        self.pipelines: dict[str, TrainingPipeline] = {}
+        self.shards: dict[int, Stack] = {}
+        check_shards(plan)
+        sharded = len(spec.jobs) > PIPELINES_IN_ONE_STACK
+        for key, job in spec.jobs.items():
+            self.pipelines[key] = TrainingPipeline(
+                self._shard(plan, pipeline_shard(key)) if sharded else self,
+                f"Pipeline-{key}",
+                names=names,
+                job=key,
+                image=foundation.image_for(job),
+                code=str(project_root / job.source_dir),
+                execution_role=foundation.execution_role,
+                artifacts=foundation.artifacts,
+                encryption_key=foundation.key,
+                region=plan.region,
+                tags=plan.tags,
+                run_on_deploy=job.run_on_deploy,
+                registrations=self._registrations(plan, key),
+                lineage=lineage,
+                mlflow_server_arn=foundation.mlflow_server_arn,
+                **job_props(job),
+                **shared,
+            )
+        self.tuning_pipelines: dict[str, TuningPipeline] = {}
+        for key, tuning in spec.tuning.items():
+            self.tuning_pipelines[key] = TuningPipeline(
+                self,
+                f"Tuning-{key}",
+                training=self.pipelines[tuning.job],
+                search=key,
+                registrations=self._registrations(plan, key),
+                **tuning_props(tuning),
+                **shared,
+            )
+
+    def _shard(self, plan: EnvironmentPlan, index: int) -> Stack:
+        if index not in self.shards:
+            stage = Stage.of(self)
+            assert stage is not None
+            self.shards[index] = Stack(
+                stage,
+                f"Training-{index:02d}",
+                stack_name=plan.names.stack(f"training-{index:02d}"),
+                description=f"sagestack {plan.names.prefix}: training pipelines, shard {index} of {SHARDS}",
+                termination_protection=self.termination_protection,
+            )
+        return self.shards[index]
+
+    @property
+    def job_plans(self) -> dict[str, Any]:
+        return {k: p.job_plan for k, p in self.pipelines.items()}
+
+    @property
+    def tuning_requests(self) -> dict[str, dict[str, Any]]:
+        return {k: p.request for k, p in self.tuning_pipelines.items()}
+
+    def _registrations(self, plan: EnvironmentPlan, source: str) -> list[ModelRegistration]:
+        """Compile and register steps for the endpoints that serve this job's (or search's) model."""
+        endpoints = endpoints_fed_by(plan, source)
+        self.endpoints.update({ep.key: ep for ep in endpoints if ep.transform is None})
+        return [ModelRegistration.from_endpoint_plan(ep) for ep in endpoints]
+
+
+# The spec keys that are TrainingPipeline / TuningPipeline keyword props; the rest travel as options.
+_JOB_PROPS = {
+    "instance_type": ("instance_types", list),
+    "instance_count": ("instance_count", None),
+    "entry_point": ("entry_point", None),
+    "hyperparameters": ("hyperparameters", None),
+    "max_run": ("max_runtime", Duration.seconds),
+    "volume_size_gb": ("volume_size", Size.gibibytes),
+    "use_spot_instances": ("spot", None),
+    "max_wait": ("max_wait", Duration.seconds),
+    "metric_definitions": ("metric_definitions", None),
+    "distribution": ("distribution", None),
+}
+_STACK_ONLY = ("run_on_deploy",)
+
+
+def job_props(job: JobSpec) -> dict[str, Any]:
+    """A `jobs:` entry as TrainingPipeline props: CDK types where the construct takes them, the
+    rest as `options` (the construct validates them with the same model, so nothing is lost: the
+    job it rebuilds equals this one, and so does its content hash)."""
+    data = job.model_dump(mode="json")
+    props: dict[str, Any] = {}
+    for key, (prop, convert) in _JOB_PROPS.items():
+        value = data.pop(key)
+        props[prop] = convert(value) if (convert is not None and value is not None) else value
+    for key in _STACK_ONLY:
+        data.pop(key)
+    props["options"] = data
+    return props
+
+
+def tuning_props(tuning: TuningSpec) -> dict[str, Any]:
+    data = tuning.model_dump(mode="json")
+    data.pop("job")
+    objective = data.pop("objective")
+    return {
+        "objective_metric": objective["metric"],
+        "objective_type": objective["type"],
+        "ranges": data.pop("ranges"),
+        "strategy": data.pop("strategy"),
+        "max_jobs": data.pop("max_jobs"),
+        "max_parallel_jobs": data.pop("max_parallel_jobs"),
+        "early_stopping": data.pop("early_stopping"),
+        "options": data,
+    }
+
+
+_RETENTION_NAMES = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1827: "FIVE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    return getattr(logs.RetentionDays, _RETENTION_NAMES[days])  # type: ignore[no-any-return]

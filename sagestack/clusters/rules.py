@@ -1,0 +1,80 @@
+"""HyperPod cluster rules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+from sagestack.core.rules import Finding, RuleContext, rule
+
+
+@rule(
+    "cluster-controller",
+    "error",
+    "a Slurm cluster has exactly one controller node and at least one compute group",
+)
+def cluster_controller(ctx: RuleContext) -> Iterator[Finding]:
+    for name, cluster in ctx.spec.clusters.items():
+        groups = cluster.instance_groups
+        controllers = [g for g, spec in groups.items() if spec.node_type == "Controller"]
+        if len(controllers) != 1:
+            yield Finding(
+                ("clusters", name, "instance_groups"),
+                f"{len(controllers)} Controller groups ({', '.join(controllers) or 'none'}); Slurm needs exactly one: "
+                "add e.g. controller: {instance_type: ml.m5.xlarge, node_type: Controller}",
+            )
+        for g in controllers:
+            if groups[g].count != 1:
+                yield Finding(
+                    ("clusters", name, "instance_groups", g, "count"),
+                    f"a Slurm controller group has one node, not {groups[g].count}",
+                )
+        if not any(spec.node_type == "Compute" for spec in groups.values()):
+            yield Finding(
+                ("clusters", name, "instance_groups"), "no Compute group: jobs would have nowhere to run"
+            )
+
+
+@rule(
+    "cluster-lifecycle-script",
+    "error",
+    "a cluster's lifecycle folder holds its on_create script, executable, valid bash",
+)
+def cluster_lifecycle_script(ctx: RuleContext) -> Iterator[Finding]:
+    import subprocess
+
+    for name, cluster in ctx.spec.clusters.items():
+        folder = ctx.root / cluster.lifecycle.source_dir
+        script = folder / cluster.lifecycle.on_create
+        where = ("clusters", name, "lifecycle")
+        if not folder.is_dir():
+            yield Finding(
+                (*where, "source_dir"),
+                f"{cluster.lifecycle.source_dir}/ does not exist (`sagestack init` writes a default one there)",
+            )
+            continue
+        if not script.is_file():
+            yield Finding(
+                (*where, "on_create"),
+                f"{cluster.lifecycle.source_dir}/{cluster.lifecycle.on_create} does not exist",
+            )
+            continue
+        if not os.access(script, os.X_OK):
+            yield Finding(
+                (*where, "on_create"), f"{script.relative_to(ctx.root)} is not executable: chmod +x it"
+            )
+        check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+        if check.returncode != 0:
+            yield Finding(
+                (*where, "on_create"), f"bash -n {script.name}: {check.stderr.strip().splitlines()[-1]}"
+            )
+        elif shutil.which("shellcheck"):
+            lint = subprocess.run(
+                ["shellcheck", "-S", "error", "-f", "gcc", str(script)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            for line in lint.stdout.splitlines()[:5]:
+                yield Finding((*where, "on_create"), f"shellcheck: {line.split(':', 1)[-1].strip()}")

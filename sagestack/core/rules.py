@@ -1,0 +1,70 @@
+"""A registry of semantic spec rules, in the manner of cdk-nag: one small pure function per rule,
+each returning the findings for one project spec, each tested with a passing and a failing spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sagestack.core.errors import Path_, Severity, SpecIssue
+from sagestack.core.yamldoc import Document
+
+if TYPE_CHECKING:  # the rules read the whole project; features define its sections
+    from sagestack.project.models import ProjectSpec
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    spec: ProjectSpec
+    env: str | None
+    root: Path
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: Path_
+    message: str
+
+
+Check = Callable[[RuleContext], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: Severity
+    summary: str
+    check: Check
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, severity: Severity, summary: str) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
+        if rule_id in RULES:
+            raise ValueError(f"duplicate rule id {rule_id}")
+        RULES[rule_id] = Rule(rule_id, severity, summary, fn)
+        return fn
+
+    return register
+
+
+def run_rule(rule_id: str, ctx: RuleContext) -> list[Finding]:
+    return list(RULES[rule_id].check(ctx))
+
+
+def check_spec(ctx: RuleContext, doc: Document | None = None) -> Iterator[SpecIssue]:
+    """Every rule's findings, each once (a rule that looks at every candidate of a job may find the
+    same job-level problem more than once)."""
+    for r in RULES.values():
+        for f in dict.fromkeys(r.check(ctx)):
+            yield SpecIssue(
+                f.message,
+                path=f.path,
+                location=doc.locate(f.path) if doc else None,
+                severity=r.severity,
+                rule=r.id,
+            )

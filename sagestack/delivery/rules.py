@@ -1,0 +1,79 @@
+"""Rules about delivery (the CDK Pipelines stack) and experiment tracking."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from sagestack.core.catalog.suggest import did_you_mean
+from sagestack.core.config import list_environments
+from sagestack.core.rules import Finding, RuleContext, rule
+
+
+@rule("delivery-environments", "error", "the delivery pipeline deploys environments that exist, each once")
+def delivery_environments(ctx: RuleContext) -> Iterator[Finding]:
+    d = ctx.spec.delivery
+    if d is None:
+        return
+    known = list_environments(ctx.root)
+    seen: set[str] = set()
+    for i, env in enumerate(d.environments):
+        if env not in known:
+            yield Finding(
+                ("delivery", "environments", i),
+                f"no environment '{env}' (config/envs/{env}.yaml){did_you_mean(env, known)}; "
+                f"environments: {', '.join(known) or 'none'}",
+            )
+        if env in seen:
+            yield Finding(("delivery", "environments", i), f"'{env}' is deployed twice; list it once")
+        seen.add(env)
+    for i, env in enumerate(d.approval):
+        if env not in d.environments:
+            yield Finding(
+                ("delivery", "approval", i),
+                f"'{env}' is not one of the environments the pipeline deploys "
+                f"({', '.join(d.environments)}){did_you_mean(env, d.environments)}",
+            )
+
+
+@rule("delivery-approval", "warning", "a production environment is deployed only after a manual approval")
+def delivery_approval(ctx: RuleContext) -> Iterator[Finding]:
+    d = ctx.spec.delivery
+    if d is None:
+        return
+    for i, env in enumerate(d.environments):
+        if env.startswith("prod") and env not in d.approval:
+            yield Finding(
+                ("delivery", "environments", i),
+                f"'{env}' deploys without a manual approval; add it to delivery.approval",
+            )
+
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.-]+)")
+
+
+@rule(
+    "tracking-requirements", "warning", "a job that logs to SageMaker's MLflow installs mlflow and its plugin"
+)
+def tracking_requirements(ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.spec.tracking.mlflow is None:
+        return
+    for name, job in ctx.spec.jobs.items():
+        path = ctx.root / job.source_dir / "requirements.txt"
+        listed = set()
+        if path.exists():
+            listed = {
+                m.group(1).lower().replace("_", "-")
+                for line in path.read_text().splitlines()
+                if (m := _REQUIREMENT.match(line)) and not line.lstrip().startswith("#")
+            }
+        missing = [
+            p for p in ("mlflow", "sagemaker-mlflow") if p not in listed and f"{p}-skinny" not in listed
+        ]
+        if missing:
+            yield Finding(
+                ("jobs", name, "source_dir"),
+                f"tracking.mlflow is on but {job.source_dir}/requirements.txt does not list "
+                f"{' and '.join(missing)}: the training container has no MLflow client, so the job would "
+                "log nothing (train.py goes on without it); add them",
+            )

@@ -1,0 +1,196 @@
+"""Rules about the ways an endpoint serves — asynchronous, rolling updates, inference components,
+Model Monitor — and about batch transforms: each combination AWS refuses (or silently ignores) is
+found before a deploy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri
+from sagestack.core.catalog.service_model import enum_values
+from sagestack.core.catalog.suggest import did_you_mean
+from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.endpoints.components import copy_needs, instance_capacity, pack
+
+MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
+JOINABLE = ("application/json", "application/jsonlines", "text/csv")  # DataProcessing.JoinSource
+
+
+@rule("endpoint-async", "error", "async endpoints run on an instance fleet serving one model")
+def endpoint_async(ctx: RuleContext) -> Iterator[Finding]:
+    for name, ep in ctx.spec.endpoints.items():
+        if ep.async_ is None:
+            continue
+        path = ("endpoints", name, "async")
+        if ep.serverless is not None:
+            yield Finding(
+                path, "serverless endpoints are real-time only; use instance_type for async inference"
+            )
+        if ep.components:
+            yield Finding(
+                path, "inference components serve real-time requests only; remove async or components"
+            )
+
+
+@rule("endpoint-rollout", "error", "a rolling update needs an instance fleet")
+def endpoint_rollout(ctx: RuleContext) -> Iterator[Finding]:
+    for name, ep in ctx.spec.endpoints.items():
+        if ep.rollout.traffic != "rolling":
+            continue
+        path = ("endpoints", name, "rollout", "traffic")
+        if ep.serverless is not None:
+            yield Finding(
+                path,
+                "SageMaker does not roll serverless endpoints (a deployment-guardrails exclusion); use all_at_once",
+            )
+        if ep.instance_type and ep.instance_type.startswith("ml.inf1."):
+            yield Finding(
+                path,
+                "Inf1 endpoints fall back to blue/green all at once (a deployment-guardrails exclusion); "
+                "use all_at_once so the spec says what happens",
+            )
+
+
+@rule(
+    "endpoint-components", "error", "inference components fit the instance type and own the endpoint's models"
+)
+def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
+    for name, ep in ctx.spec.endpoints.items():
+        if not ep.components:
+            continue
+        path = ("endpoints", name)
+        for key in ("model", "model_package", "compile", "serverless"):
+            if getattr(ep, key) is not None:
+                yield Finding(
+                    (*path, key),
+                    f"an endpoint with components serves each component's model_package; remove {key}",
+                )
+        if ep.instance_type is None:
+            yield Finding(path, "inference components run on an instance fleet: give instance_type")
+            continue
+        per = instance_capacity(ep.instance_type)
+        for cname, c in ep.components.items():
+            cpath = (*path, "components", cname)
+            region = c.model_package.split(":")[3]
+            if region != ctx.spec.region:
+                yield Finding(
+                    (*cpath, "model_package"),
+                    f"the package is in {region} but the endpoint is in {ctx.spec.region}",
+                )
+            if c.max_copies is not None and c.max_copies < c.copies:
+                yield Finding((*cpath, "max_copies"), f"max_copies {c.max_copies} is below copies {c.copies}")
+            if per is None:
+                continue
+            need = copy_needs(c)
+            if not per.fits(need):
+                yield Finding(
+                    cpath,
+                    f"one copy needs {need.cpu:g} CPU cores, {need.memory_mb:g} MB and {need.accelerators} "
+                    f"accelerator(s); {ep.instance_type} has {per.cpu:g}, {per.memory_mb:g} MB and "
+                    f"{per.accelerators}: ask for less or choose a larger instance type",
+                )
+        if per is None:
+            continue
+        packing = pack(ep)
+        high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
+        if not packing.unplaceable and packing.instances_needed > high:
+            yield Finding(
+                (*path, "components"),
+                f"the initial copies need {packing.instances_needed} {ep.instance_type} instances; managed "
+                f"scaling allows at most {high}: raise autoscaling.max or lower copies",
+            )
+
+
+@rule("endpoint-monitor", "error", "Model Monitor watches a captured, single-model instance endpoint")
+def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
+    processing = enum_values("ProcessingInstanceType")
+    for name, ep in ctx.spec.endpoints.items():
+        m = ep.monitor
+        if m is None:
+            continue
+        path = ("endpoints", name, "monitor")
+        if ep.data_capture is None:
+            yield Finding(path, "Model Monitor reads the endpoint's captured requests: add data_capture: {}")
+        if ep.components or ep.serverless is not None:
+            yield Finding(path, "Model Monitor watches endpoints that host one model on instances")
+        if m.instance_type not in processing:
+            yield Finding(
+                (*path, "instance_type"),
+                f"'{m.instance_type}' is not a processing instance type{did_you_mean(m.instance_type, list(processing))}",
+            )
+
+
+@rule("transform-model-source", "error", "a transform scores with a registered and/or a pinned model package")
+def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
+    known = [*ctx.spec.jobs, *ctx.spec.tuning]
+    for name, t in ctx.spec.transforms.items():
+        path = ("transforms", name)
+        if t.model is None and t.model_package is None:
+            yield Finding(
+                path,
+                "nothing to score with: give model: {from: <job or tuning entry>} (its pipeline registers the "
+                "model and runs the transform) and/or model_package: <ARN> (the pin; `sagestack run`)",
+            )
+            continue
+        if t.model is not None and t.model.from_ not in known:
+            yield Finding(
+                (*path, "model", "from"),
+                f"'{t.model.from_}' is neither a job nor a tuning entry{did_you_mean(t.model.from_, known)}",
+            )
+        if t.model_package is not None and t.model_package.split(":")[3] != ctx.spec.region:
+            yield Finding(
+                (*path, "model_package"),
+                f"the package is in {t.model_package.split(':')[3]}; transforms run in {ctx.spec.region}",
+            )
+        if t.model is not None and t.model.from_ in known:
+            job_key = (
+                ctx.spec.tuning[t.model.from_].job if t.model.from_ in ctx.spec.tuning else t.model.from_
+            )
+            job = ctx.spec.jobs.get(job_key)
+            image = ctx.spec.images.get(job.image) if job else None
+            if image is None:
+                continue
+            if image.dlc is None:
+                yield Finding(
+                    (*path, "model"),
+                    f"job '{job_key}' trains in a non-DLC image, so sagestack cannot name an inference image; "
+                    "register the model yourself and pin model_package",
+                )
+                continue
+            for itype in t.instance_type:
+                try:
+                    dlc_image_uri(
+                        image.dlc.framework,
+                        image.dlc.version,
+                        image.dlc.py_version,
+                        region=ctx.spec.region,
+                        instance_type=itype,
+                        scope="inference",
+                    )
+                except ImageLookupError as e:
+                    yield Finding((*path, "instance_type"), f"no inference container for {itype}: {e}")
+
+
+@rule("transform-payload", "error", "a transform's batches are what its container and SageMaker accept")
+def transform_payload(ctx: RuleContext) -> Iterator[Finding]:
+    for name, t in ctx.spec.transforms.items():
+        path = ("transforms", name)
+        if (
+            t.max_concurrent_transforms
+            and t.max_payload_mb * t.max_concurrent_transforms > MAX_TOTAL_PAYLOAD_MB
+        ):
+            yield Finding(
+                (*path, "max_payload_mb"),
+                f"max_payload_mb {t.max_payload_mb} x max_concurrent_transforms {t.max_concurrent_transforms} "
+                f"exceeds SageMaker's {MAX_TOTAL_PAYLOAD_MB} MB per instance",
+            )
+        if t.join_source == "Input" and t.content_type not in JOINABLE:
+            yield Finding(
+                (*path, "join_source"),
+                f"SageMaker joins input and output for JSON, JSON Lines and CSV records, not {t.content_type}",
+            )
+        if t.join_source == "Input" and t.accept not in JOINABLE:
+            yield Finding(
+                (*path, "accept"),
+                "joining each record to its output needs a JSON, JSON Lines or CSV response (accept)",
+            )

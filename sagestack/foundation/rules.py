@@ -1,0 +1,141 @@
+"""Rules about the foundation: references between entries, files that must exist, data retention,
+images that exist in the project's region."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sagestack.core.catalog.suggest import did_you_mean
+from sagestack.core.rules import Finding, RuleContext, rule
+
+PROTECTED_ENV_PREFIXES = ("prod",)
+
+
+@rule("image-reference", "error", "a job's image names an entry of images:")
+def image_reference(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        if job.image not in ctx.spec.images:
+            yield Finding(
+                ("jobs", name, "image"),
+                f"image '{job.image}' is not defined under images:{did_you_mean(job.image, ctx.spec.images)} "
+                f"(defined: {', '.join(ctx.spec.images) or 'none'})",
+            )
+
+
+@rule("tuning-job-reference", "error", "a tuning entry names a job of jobs:")
+def tuning_job_reference(ctx: RuleContext) -> Iterator[Finding]:
+    for name, t in ctx.spec.tuning.items():
+        if t.job not in ctx.spec.jobs:
+            yield Finding(
+                ("tuning", name, "job"),
+                f"job '{t.job}' is not defined under jobs:{did_you_mean(t.job, ctx.spec.jobs)}",
+            )
+
+
+@rule("endpoint-model-reference", "error", "an endpoint's model comes from a job or tuning entry")
+def endpoint_model_reference(ctx: RuleContext) -> Iterator[Finding]:
+    sources = [*ctx.spec.jobs, *ctx.spec.tuning]
+    for name, ep in ctx.spec.endpoints.items():
+        if ep.model is not None and ep.model.from_ not in sources:
+            yield Finding(
+                ("endpoints", name, "model", "from"),
+                f"'{ep.model.from_}' is neither a job nor a tuning entry{did_you_mean(ep.model.from_, sources)}",
+            )
+        if ep.model is None and ep.model_package is None and not ep.components:
+            yield Finding(
+                ("endpoints", name),
+                "an endpoint needs model: {from: <job or tuning entry>} or a pinned model_package ARN",
+            )
+
+
+@rule("dockerfile-exists", "error", "an image built from a Dockerfile points at a folder holding one")
+def dockerfile_exists(ctx: RuleContext) -> Iterator[Finding]:
+    for name, image in ctx.spec.images.items():
+        build = image.dockerfile_spec
+        if build is None:
+            continue
+        folder = ctx.root / build.directory
+        if not (folder / "Dockerfile").is_file():
+            yield Finding(
+                ("images", name, "dockerfile"),
+                f"{build.directory}/Dockerfile does not exist (paths are relative to the project root)",
+            )
+
+
+@rule("source-dir-exists", "error", "a job's source_dir exists and holds its entry_point")
+def source_dir_exists(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        src = ctx.root / job.source_dir
+        if not src.is_dir():
+            yield Finding(("jobs", name, "source_dir"), f"folder '{job.source_dir}' does not exist")
+        elif not (src / job.entry_point).is_file():
+            present = sorted(p.name for p in src.glob("*.py"))
+            yield Finding(
+                ("jobs", name, "entry_point"),
+                f"'{job.entry_point}' is not in {job.source_dir}/{did_you_mean(job.entry_point, present)}",
+            )
+
+
+@rule("prod-retains-data", "error", "a production environment keeps its buckets, keys and repositories")
+def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.env and ctx.env.startswith(PROTECTED_ENV_PREFIXES) and not ctx.spec.retain_data:
+        yield Finding(
+            ("retain_data",),
+            f"environment '{ctx.env}' must retain its data (checkpoints, models, keys); "
+            "remove retain_data: false from its overlay",
+        )
+
+
+@rule(
+    "dlc-in-region", "error", "every DLC image exists in the project's region for the instances that use it"
+)
+def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
+    from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
+    from sagestack.core.catalog.instances import is_retired
+
+    used: dict[str, list[str]] = {}
+    smp_used: dict[str, list[str]] = {}
+    for job in ctx.spec.jobs.values():
+        # a retired type is the retired-instance-type rule's finding, on the instance_type key
+        current = [t for t in job.instance_type if not is_retired(t)]
+        (smp_used if job.uses_smp_v2 else used).setdefault(job.image, []).extend(current)
+    for name, image in ctx.spec.images.items():
+        if image.dlc is None:
+            continue
+        dlc = image.dlc
+        seen: set[str] = set()
+        plain = used.get(name) or ([] if smp_used.get(name) else ["ml.m5.xlarge"])
+        for itype, smp in [(t, False) for t in plain] + [(t, True) for t in smp_used.get(name, [])]:
+            try:
+                if smp:
+                    smp_image_uri(dlc.version, dlc.py_version, region=ctx.spec.region, instance_type=itype)
+                else:
+                    dlc_image_uri(
+                        dlc.framework,
+                        dlc.version,
+                        dlc.py_version,
+                        region=ctx.spec.region,
+                        instance_type=itype,
+                    )
+            except ImageLookupError as e:
+                if str(e) not in seen:
+                    seen.add(str(e))
+                    kind = "SMP v2 " if smp else ""
+                    yield Finding(
+                        ("images", name, "dlc"),
+                        f"no {kind}{dlc.framework} container for {itype} in {ctx.spec.region}: {e}",
+                    )
+
+
+@rule("tag-limits", "error", "tags fit AWS's limits (≤ 50, key ≤ 128, value ≤ 256, no aws: prefix)")
+def tag_limits(ctx: RuleContext) -> Iterator[Finding]:
+    tags = ctx.spec.tags
+    if len(tags) > 50:
+        yield Finding(("tags",), f"{len(tags)} tags given; AWS allows at most 50 per resource")
+    for key, value in tags.items():
+        if key.lower().startswith("aws:"):
+            yield Finding(("tags", key), "tag keys starting with 'aws:' are reserved by AWS")
+        if not 1 <= len(key) <= 128:
+            yield Finding(("tags", key), f"tag key is {len(key)} characters; allowed 1-128")
+        if len(value) > 256:
+            yield Finding(("tags", key), f"tag value is {len(value)} characters; allowed at most 256")

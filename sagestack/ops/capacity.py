@@ -1,0 +1,454 @@
+"""Quotas and cost of an environment's plan: which instance candidate each job gets, what each
+job, search and endpoint needs at once against what the account allows, and what it may cost.
+
+Needs are summed over what runs at once: every job started on deploy (run_on_deploy) shares the
+account with the others started then and with the endpoints, which always run; a search needs
+max_parallel_jobs x instance_count; an endpoint its autoscaling maximum. On-demand and spot
+quotas are separate names; the aggregate "Number of instances across all training jobs" is
+checked too. Pure: the quota values come in a QuotaBook (live, or a snapshot file).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sagestack.core.catalog.instances import instance_type
+from sagestack.core.catalog.quotas import (
+    TRAINING_INSTANCES_TOTAL,
+    QuotaUsage,
+    quota_name,
+    snapshot_path,
+    training_usage,
+)
+from sagestack.project.environment import EnvironmentPlan
+
+SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
+HOURS_PER_MONTH = 730
+Status = Literal["ok", "short", "unchecked"]
+
+
+@dataclass(frozen=True)
+class QuotaValue:
+    name: str
+    code: str
+    value: float
+
+
+@dataclass
+class QuotaBook:
+    """Quota values and current usage of one account and region."""
+
+    source: Literal["live", "snapshot", "none"]
+    detail: str  # where the values come from, for the report
+    values: dict[str, QuotaValue] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+
+    def available(self, name: str) -> float | None:
+        q = self.values.get(name)
+        return None if q is None else q.value - self.usage.get(name, 0.0)
+
+    def code(self, name: str) -> str | None:
+        q = self.values.get(name)
+        return q.code if q else None
+
+    @classmethod
+    def none(cls, why: str) -> QuotaBook:
+        return cls("none", why)
+
+
+def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"], detail: str) -> QuotaBook:
+    values = {
+        q["QuotaName"]: QuotaValue(q["QuotaName"], q["QuotaCode"], float(q["Value"]))
+        for q in data.get("quotas", [])
+    }
+    usage = {k: float(v) for k, v in data.get("usage", {}).items()}
+    return QuotaBook(source, detail, values, usage)
+
+
+def load_snapshot(root: Path, env: str) -> QuotaBook | None:
+    path = snapshot_path(root, env)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    taken = data.get("taken_at")
+    detail = f"snapshot {path.relative_to(root)}" + (f" (taken {taken})" if taken else "")
+    return book_from_document(data, "snapshot", detail)
+
+
+@dataclass
+class Row:
+    kind: Literal["job", "tuning", "endpoint", "transform", "cluster", "aggregate"]
+    key: str
+    instance_type: str
+    count: int
+    quota: str
+    needed: float
+    available: float | None
+    status: Status
+    chosen: bool
+    price_per_hour: float | None = None  # per instance, on-demand
+    cost_on_demand: float | None = None  # USD, bound (max_run) or per month for endpoints
+    cost_spot: float | None = None
+    cost_basis: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    kind: str
+    key: str
+    quota: str
+    code: str
+    needed: float
+    available: float
+    value: float
+    alternatives: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        free = max(0.0, self.available)
+        what = {
+            "job": "job",
+            "tuning": "tuning entry",
+            "endpoint": "endpoint",
+            "transform": "batch transform",
+            "cluster": "cluster group",
+            "aggregate": "the environment",
+        }[self.kind]
+        subject = f"{what} '{self.key}'" if self.kind != "aggregate" else what
+        fixes = []
+        if free >= 1 and self.kind in ("job", "endpoint", "transform", "cluster"):
+            fixes.append(f"lower the count to {int(free)}")
+        if self.kind == "tuning" and free >= 1:
+            fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
+        if self.alternatives:
+            verb = "add a candidate" if self.kind == "job" else "use a candidate"
+            fixes.append(f"{verb} with quota ({', '.join(self.alternatives)})")
+        desired = self.value - self.available + self.needed
+        fixes.append(
+            "ask for more: aws service-quotas request-service-quota-increase --service-code sagemaker "
+            f"--quota-code {self.code} --desired-value {desired:g}"
+        )
+        return (
+            f"{subject} needs {self.needed:g} of '{self.quota}' ({self.code}); the account allows "
+            f"{self.value:g} with {self.value - self.available:g} in use, so {free:g} are free. To fix: "
+            + "; or ".join(fixes)
+        )
+
+
+@dataclass
+class CapacityReport:
+    env: str
+    book: QuotaBook
+    rows: list[Row]
+    shortfalls: list[Shortfall]
+
+    @property
+    def short(self) -> bool:
+        return bool(self.shortfalls)
+
+    def chosen(self, kind: str, key: str) -> Row | None:
+        return next((r for r in self.rows if r.kind == kind and r.key == key and r.chosen), None)
+
+
+def _shortfall(
+    book: QuotaBook, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
+) -> Shortfall:
+    """A short quota was checked, so the book has its value and code."""
+    q = book.values[quota]
+    available = book.available(quota)
+    assert available is not None
+    return Shortfall(kind, key, quota, q.code, needed, available, q.value, alternatives)
+
+
+def _types_with_quota(
+    book: QuotaBook, usage: QuotaUsage, needed: float, *, like: str, exclude: list[str], most: int = 3
+) -> tuple[str, ...]:
+    """Instance types whose quota (same usage) has `needed` free, the ones with the same kind of
+    accelerator as `like` first, cheapest first: candidates to add to the job."""
+    suffix = quota_name("", usage).strip()
+    wanted = instance_type(like).accelerator
+    found = []
+    for name, q in book.values.items():
+        itype = name.removesuffix(" " + suffix)
+        if itype == name or itype in exclude or q.value - book.usage.get(name, 0.0) < needed:
+            continue
+        try:
+            it = instance_type(itype)
+        except KeyError:
+            continue
+        same = (it.accelerator.kind if it.accelerator else None) == (wanted.kind if wanted else None)
+        found.append((not same, it.price_per_hour if it.price_per_hour is not None else float("inf"), itype))
+    return tuple(t for _, _, t in sorted(found)[:most])
+
+
+def _training_cost(itype: str, instance_hours: float) -> tuple[float | None, float | None, float | None]:
+    """($/h, on-demand cost, spot estimate) of `instance_hours` on `itype`; None where the catalog
+    has no price."""
+    price = instance_type(itype).price_per_hour
+    if price is None:
+        return None, None, None
+    on_demand = price * instance_hours
+    return price, on_demand, on_demand * (1 - SPOT_SAVINGS)
+
+
+def _price(itype: str) -> float | None:
+    """On-demand $/h of a type, None where the catalog does not know it."""
+    try:
+        return instance_type(itype).price_per_hour
+    except (KeyError, ValueError):
+        return None
+
+
+def _choose_first_with_room(candidates: list[Row]) -> int | None:
+    """Mark the first candidate whose quota is not short as chosen; its index (None: all short)."""
+    for i, row in enumerate(candidates):
+        if row.status != "short":
+            row.chosen = True
+            return i
+    return None
+
+
+def _status(available: float | None, needed: float) -> Status:
+    if available is None:
+        return "unchecked"
+    return "ok" if available >= needed else "short"
+
+
+def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
+    spec = plan.spec
+    rows: list[Row] = []
+    shortfalls: list[Shortfall] = []
+    at_once: dict[str, float] = {}  # quota -> instances taken by what runs together after deploy
+    training_at_once = 0.0
+    largest_training = 0.0
+
+    for key, job in spec.jobs.items():
+        usage = training_usage(job.use_spot_instances)
+        need = float(job.instance_count)
+        hours = job.max_run / 3600
+        job_rows = []
+        for itype in job.instance_type:
+            qn = quota_name(itype, usage)
+            together = at_once.get(qn, 0.0) if job.run_on_deploy else 0.0
+            avail = book.available(qn)
+            status = _status(None if avail is None else avail - together, need)
+            price, on_demand, spot = _training_cost(itype, need * hours)
+            row = Row(
+                kind="job",
+                key=key,
+                instance_type=itype,
+                count=job.instance_count,
+                quota=qn,
+                needed=need + together,
+                available=avail,
+                status=status,
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=on_demand,
+                cost_spot=spot,
+                cost_basis=f"≤ {hours:g} h (max_run)",
+                note="run on deploy" if job.run_on_deploy else "",
+            )
+            job_rows.append(row)
+        chosen_index = _choose_first_with_room(job_rows)
+        rows += job_rows
+        if chosen_index is None:
+            first = job_rows[0]
+            others = _types_with_quota(
+                book, usage, need, like=job.instance_type[0], exclude=job.instance_type
+            )
+            shortfalls.append(_shortfall(book, "job", key, first.quota, first.needed, others))
+        elif job.run_on_deploy:
+            qn = job_rows[chosen_index].quota
+            at_once[qn] = at_once.get(qn, 0.0) + need
+        if job.run_on_deploy:
+            training_at_once += need
+        largest_training = max(largest_training, need)
+
+    for key, tuning in spec.tuning.items():
+        job = spec.jobs[tuning.job]
+        itype = job.instance_type[0]
+        kind = training_usage(job.use_spot_instances)
+        qn = quota_name(itype, kind)
+        need = float(tuning.max_parallel_jobs * job.instance_count)
+        avail = book.available(qn)
+        status = _status(avail, need)
+        trials = tuning.max_jobs or 1
+        price, on_demand, spot = _training_cost(itype, trials * job.instance_count * job.max_run / 3600)
+        rows.append(
+            Row(
+                kind="tuning",
+                key=key,
+                instance_type=itype,
+                count=job.instance_count,
+                quota=qn,
+                needed=need,
+                available=avail,
+                status=status,
+                chosen=True,
+                price_per_hour=price,
+                cost_on_demand=on_demand,
+                cost_spot=spot,
+                cost_basis=f"≤ {trials} trials x {job.max_run / 3600:g} h",
+                note=f"{tuning.max_parallel_jobs} trials at once",
+            )
+        )
+        if status == "short":
+            alternatives = tuple(
+                c for c in job.instance_type[1:] if _status(book.available(quota_name(c, kind)), need) == "ok"
+            )
+            shortfalls.append(_shortfall(book, "tuning", key, qn, need, alternatives))
+        largest_training = max(largest_training, need)
+
+    for key, ep in spec.endpoints.items():
+        if ep.model_package is None and ep.model is None and not ep.components:
+            continue
+        if ep.serverless is not None:
+            rows.append(
+                Row(
+                    kind="endpoint",
+                    key=key,
+                    instance_type="serverless",
+                    count=0,
+                    quota="(serverless concurrency)",
+                    needed=float(ep.serverless.max_concurrency),
+                    available=None,
+                    status="unchecked",
+                    chosen=True,
+                    cost_basis="per request",
+                    note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
+                )
+            )
+            continue
+        assert ep.instance_type is not None
+        high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
+        low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
+        note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
+        if ep.components:
+            from sagestack.endpoints.components import pack
+
+            packing = pack(ep)
+            low = max(low, packing.instances_needed)
+            note = (
+                f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"
+            )
+        elif ep.async_ is not None:
+            note += ", async" + (" (scales to zero)" if low == 0 else "")
+        qn = quota_name(ep.instance_type, "endpoint")
+        avail = book.available(qn)
+        status = _status(avail, float(high))
+        price = instance_type(ep.instance_type).price_per_hour
+        rows.append(
+            Row(
+                kind="endpoint",
+                key=key,
+                instance_type=ep.instance_type,
+                count=high,
+                quota=qn,
+                needed=float(high),
+                available=avail,
+                status=status,
+                chosen=True,
+                price_per_hour=price,
+                cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
+                cost_basis=f"per month at {low} instance(s) ({high} at most)",
+                note=note,
+            )
+        )
+        if status == "short":
+            shortfalls.append(_shortfall(book, "endpoint", key, qn, float(high)))
+
+    for key, t in spec.transforms.items():
+        need = float(t.instance_count)
+        transform_rows = []
+        for itype in t.instance_type:
+            qn = quota_name(itype, "transform")
+            avail = book.available(qn)
+            status = _status(avail, need)
+            price = _price(itype)
+            row = Row(
+                kind="transform",
+                key=key,
+                instance_type=itype,
+                count=t.instance_count,
+                quota=qn,
+                needed=need,
+                available=avail,
+                status=status,
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=price * need if price is not None else None,
+                cost_basis="per hour of a run",
+                note="pinned package"
+                if t.model_package
+                else f"after {t.model.from_ if t.model else '?'} registers",
+            )
+            transform_rows.append(row)
+        rows += transform_rows
+        if _choose_first_with_room(transform_rows) is None:
+            first = transform_rows[0]
+            shortfalls.append(_shortfall(book, "transform", key, first.quota, need))
+
+    for key, cluster in spec.clusters.items():
+        for group_name, group in cluster.instance_groups.items():
+            qn = quota_name(group.instance_type, "cluster")
+            avail = book.available(qn)
+            status = _status(avail, float(group.count))
+            price = _price(group.instance_type)
+            rows.append(
+                Row(
+                    kind="cluster",
+                    key=f"{key}/{group_name}",
+                    instance_type=group.instance_type,
+                    count=group.count,
+                    quota=qn,
+                    needed=float(group.count),
+                    available=avail,
+                    status=status,
+                    chosen=True,
+                    price_per_hour=price,
+                    cost_on_demand=price * group.count if price is not None else None,
+                    cost_basis="per hour while the cluster exists"
+                    + (" (training plan)" if group.training_plan else ""),
+                    note=f"{group.node_type.lower()} nodes",
+                )
+            )
+            if status == "short":
+                shortfalls.append(_shortfall(book, "cluster", f"{key}/{group_name}", qn, float(group.count)))
+
+    total_need = max(training_at_once, largest_training)
+    if total_need:
+        avail = book.available(TRAINING_INSTANCES_TOTAL)
+        status = _status(avail, total_need)
+        rows.append(
+            Row(
+                kind="aggregate",
+                key="training",
+                instance_type="(all types)",
+                count=int(total_need),
+                quota=TRAINING_INSTANCES_TOTAL,
+                needed=total_need,
+                available=avail,
+                status=status,
+                chosen=True,
+                note="jobs started on deploy together, or the largest job or search",
+            )
+        )
+        if status == "short":
+            shortfalls.append(_shortfall(book, "aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need))
+    return CapacityReport(plan.env, book, rows, shortfalls)
+
+
+class QuotaShortfallError(Exception):
+    """A quota is short for an environment's plan (the same message `sagestack plan` prints)."""
+
+    def __init__(self, reports: list[CapacityReport]) -> None:
+        self.reports = reports
+        lines = []
+        for r in reports:
+            lines.append(f"{r.env}: quotas short ({r.book.detail}):")
+            lines += [f"  ✗ {s.message()}" for s in r.shortfalls]
+        super().__init__("\n".join(lines))

@@ -1,0 +1,108 @@
+"""`sagestack init NAME`: a new project folder that works with the installed package alone — the
+spec, a dev overlay, the JSON Schemas for editors, a training_src/ skeleton, app.py and cdk.json."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+SPEC = """\
+# yaml-language-server: $schema=../schema/sagestack.schema.json
+# The project spec; `sagestack validate` checks it, `sagestack rules --explain ID` explains a finding.
+# Environments (config/envs/<env>.yaml) overlay it: mappings merge, lists replace.
+project: {name}
+region: {region}
+
+images:
+  # An AWS Deep Learning Container, resolved per instance type (cpu / gpu) and region.
+  train: {{dlc: {{framework: pytorch, version: "2.5", py_version: py311}}}}
+
+jobs:
+  train:
+    image: train
+    source_dir: training_src
+    entry_point: train.py
+    instance_type: [ml.m5.xlarge]       # candidates, in order of preference
+    max_run: 1h
+    hyperparameters: {{epochs: 5, lr: 0.01}}
+    metric_definitions:
+      val_accuracy: 'val_accuracy=([0-9.]+)'
+      train_loss: 'train_loss=([0-9.]+)'
+"""
+
+DEV = """\
+# yaml-language-server: $schema=../../schema/sagestack.env.schema.json
+# dev: no account (account-agnostic templates: `cdk synth` needs no credentials); data is deleted
+# with the stacks. Add staging.yaml / prod.yaml beside it (prod must set retain_data: true).
+retain_data: false
+"""
+
+APP = '''\
+#!/usr/bin/env python3
+"""CDK entry point: one stage per environment in config/envs/ (exit codes: sagestack.app.builder.main)."""
+
+from pathlib import Path
+
+from sagestack.app.builder import main
+
+if __name__ == "__main__":
+    main(Path(__file__).resolve().parent)
+'''
+
+# The feature flags a sagestack project's cdk.json sets (the repository's own cdk.json holds the
+# same; a test checks it). ArtifactBucket warns without the S3 one.
+RECOMMENDED_CONTEXT: dict[str, object] = {
+    "@aws-cdk/core:checkSecretUsage": True,
+    "@aws-cdk/core:target-partitions": ["aws"],
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-kms:aliasNameRef": True,
+    "@aws-cdk/core:enablePartitionLiterals": True,
+    "@aws-cdk/aws-iam:standardizedServicePrincipals": True,
+    "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
+}
+
+GITIGNORE = "cdk.out/\n.sagestack/\n__pycache__/\n"
+
+
+class InitError(ValueError):
+    pass
+
+
+def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Path]:
+    """Write a new project into `target` (which must not exist, or be empty). Returns the files."""
+    from pydantic import ValidationError
+
+    from sagestack.project.models import ProjectSpec
+    from sagestack.project.schema import schema_texts
+
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InitError(f"{target} exists and is not empty: choose a new folder")
+    try:
+        ProjectSpec.model_validate({"project": name, "region": region})
+    except ValidationError as e:  # the model's own words: which rule the name or region breaks
+        raise InitError("; ".join(err["msg"] for err in e.errors())) from None
+    files = {
+        "config/sagestack.yaml": SPEC.format(name=name, region=region),
+        "config/envs/dev.yaml": DEV,
+        "app.py": APP,
+        "cdk.json": json.dumps({"app": "python3 app.py", "context": RECOMMENDED_CONTEXT}, indent=2) + "\n",
+        "training_src/train.py": resources.files("sagestack.templates").joinpath("train.py").read_text(),
+        # The default lifecycle script of a HyperPod cluster (clusters: in the spec).
+        "cluster_src/on_create.sh": resources.files("sagestack.templates")
+        .joinpath("on_create.sh")
+        .read_text(),
+        ".gitignore": GITIGNORE,
+    }
+    for filename, text in schema_texts().items():
+        files[f"schema/{filename}"] = text
+    written = []
+    for rel, text in files.items():
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if path.suffix == ".sh":
+            path.chmod(0o755)
+        written.append(path)
+    return written

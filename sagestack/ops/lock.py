@@ -1,0 +1,221 @@
+"""`config/envs/<env>.lock.json`: what an environment's spec resolved to, so that a later synth can
+be held to it. Each job's content hash and candidates' request hashes and images, the tuning,
+endpoint and transform requests' hashes, the source archives, the catalog versions that resolved
+them, and (`--digests`) the digest of every image a request names, which a locked synth renders
+requests with. No timestamps: the same spec writes the same file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sagestack.core.catalog.instances import catalog_version
+from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.requests import EnvironmentRequests, request_sha256
+
+LOCK_VERSION = 1
+# Parts of the lock that say what runs; the catalog versions only say how it was resolved.
+REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sources")
+
+
+def lock_path(root: Path, env: str) -> Path:
+    return root / "config" / "envs" / f"{env}.lock.json"
+
+
+def lock_document(
+    plan: EnvironmentPlan, requests: EnvironmentRequests, digests: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The lock of an environment. `digests` ({image URI: sha256 digest}, `sagestack lock
+    --digests`) become the `images` section a locked synth renders requests with; the request
+    hashes are always of the requests by tag, so pinning never reads as a request change."""
+    jobs: dict[str, Any] = {}
+    for key, job_plan in requests.jobs.items():
+        candidates = {}
+        for c in job_plan.candidates:
+            candidates[c.instance_type] = {
+                "name": c.name,
+                "request_sha256": request_sha256(c.request),
+                "image": requests.images[key][c.instance_type],
+            }
+        jobs[key] = {"hash": job_plan.digest, "candidates": candidates}
+    named = set(request_images(plan, requests))
+    pinned = {uri: d for uri, d in sorted((digests or {}).items()) if uri in named}
+    return {
+        "$comment": "Written by `sagestack lock`; `cdk synth -c sagestack:locked=true` refuses requests that differ.",
+        "version": LOCK_VERSION,
+        "project": plan.project,
+        "environment": plan.env,
+        "region": plan.region,
+        "catalog": {
+            "instances": catalog_version(),
+            "sagemaker-core": metadata.version("sagemaker-core"),
+            "botocore": metadata.version("botocore"),
+        },
+        "sources": dict(sorted(requests.sources.items())),
+        "jobs": jobs,
+        "tuning": {k: {"request_sha256": request_sha256(r)} for k, r in requests.tuning.items()},
+        "endpoints": {
+            k: {op: request_sha256(r) for op, r in ops.items()} for k, ops in requests.endpoints.items()
+        },
+        **(
+            {
+                "transforms": {
+                    k: {op: request_sha256(r) for op, r in ops.items()}
+                    for k, ops in requests.transforms.items()
+                }
+            }
+            if requests.transforms
+            else {}
+        ),
+        **({"serving": serving} if (serving := deployed_serving(plan)) else {}),
+        **({"images": pinned} if pinned else {}),
+    }
+
+
+def request_images(plan: EnvironmentPlan, requests: EnvironmentRequests) -> list[str]:
+    """Every tagged ECR image the environment's requests name: training (each candidate, the
+    preference job), rule evaluators, tuning, model packages, transforms' models, and the Model
+    Monitor analyzer of a monitored endpoint."""
+    from sagestack.core.digests import images_in
+    from sagestack.monitoring.states import analyzer_image
+
+    found: list[Any] = []
+    for job_plan in requests.jobs.values():
+        found += [c.request for c in job_plan.candidates]
+        if job_plan.preferred is not None:
+            found.append(job_plan.preferred.request)
+    found += [requests.tuning, requests.endpoints, requests.transforms]
+    if any(ep.monitor is not None for ep in plan.spec.endpoints.values()):
+        found.append(analyzer_image(plan.region))
+    return images_in(found)
+
+
+def locked_digests(locked: dict[str, Any] | None) -> dict[str, str]:
+    """The `images` section of a lock ({image URI: digest}); empty when it has none."""
+    return dict((locked or {}).get("images") or {})
+
+
+def deployed_serving(plan: EnvironmentPlan) -> dict[str, Any]:
+    """What the endpoints this environment deploys run on: a later synth compares it (an autoscaled
+    variant's instance type cannot change in one update)."""
+    out: dict[str, Any] = {}
+    for key, ep in plan.spec.endpoints.items():
+        if not (ep.model_package or ep.components) or ep.instance_type is None:
+            continue
+        out[key] = {"instance_type": ep.instance_type, "autoscaled": ep.autoscaling is not None}
+    return out
+
+
+def autoscaled_type_changes(locked: dict[str, Any], plan: EnvironmentPlan) -> list[str]:
+    """Endpoints whose autoscaled variant would change instance type in one update — which
+    SageMaker refuses — each with the steps that make the change."""
+    problems = []
+    current = deployed_serving(plan)
+    for key, before in (locked.get("serving") or {}).items():
+        now = current.get(key)
+        if now is None or not before.get("autoscaled") or now["instance_type"] == before["instance_type"]:
+            continue
+        problems.append(
+            f"endpoint '{key}' would move from {before['instance_type']} to {now['instance_type']} while "
+            "autoscaling is registered on it; SageMaker refuses that update (Application Auto Scaling "
+            "blocks instance type changes of a scalable target). Make it two deploys: (1) remove "
+            f"autoscaling: from endpoints.{key}, keep the old instance_type, `sagestack lock` and deploy "
+            "(the scalable target is deregistered); (2) set the new instance_type with autoscaling: back, "
+            "`sagestack lock` and deploy (the endpoint updates, then scaling is registered again)"
+        )
+    return problems
+
+
+def write_lock(root: Path, env: str, document: dict[str, Any]) -> Path:
+    path = lock_path(root, env)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_lock(root: Path, env: str) -> dict[str, Any] | None:
+    path = lock_path(root, env)
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def diff(old: dict[str, Any], new: dict[str, Any], sections: tuple[str, ...] | None = None) -> list[str]:
+    """'path: old → new' for each leaf that differs ('+' added, '-' removed), in `sections`
+    (default: everything but the comment)."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                p = f"{path}.{k}" if path else str(k)
+                if k not in b:
+                    out.append(f"- {p} (was {_short(a[k])})")
+                elif k not in a:
+                    out.append(f"+ {p} ({_short(b[k])})")
+                else:
+                    walk(a[k], b[k], p)
+        elif a != b:
+            out.append(f"~ {path}: {_short(a)} → {_short(b)}")
+
+    keys = sections or tuple(k for k in sorted(set(old) | set(new)) if k != "$comment")
+    for k in keys:
+        walk(old.get(k, {}), new.get(k, {}), k)
+    return out
+
+
+def lock_changes(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What `current` requests differently from `locked`; image digests (which only
+    `sagestack lock --digests` records; a locked synth checks them itself) and catalog versions do
+    not count."""
+    import copy
+
+    old = copy.deepcopy(locked)
+    for job in old.get("jobs", {}).values():
+        for c in job.get("candidates", {}).values():
+            c.pop("image_digest", None)
+    return diff(old, current, REQUEST_SECTIONS)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12]
+    if isinstance(value, dict):
+        return "{…}"
+    return str(value)
+
+
+class LockMismatchError(Exception):
+    """`-c sagestack:locked=true` and a request differs from config/envs/<env>.lock.json."""
+
+    def __init__(self, env: str, changes: list[str], missing: bool = False) -> None:
+        self.env, self.changes = env, changes
+        if missing:
+            text = (
+                f"{env}: -c sagestack:locked=true but config/envs/{env}.lock.json does not exist; write it with "
+                f"`sagestack lock --env {env}`"
+            )
+        else:
+            text = (
+                f"{env}: the spec resolves to requests that differ from config/envs/{env}.lock.json "
+                "(-c sagestack:locked=true):\n"
+                + "\n".join(f"  {c}" for c in changes)
+                + f"\nReview the change, then `sagestack lock --env {env}` to accept it."
+            )
+        super().__init__(text)
+
+
+class ServingUpdateError(Exception):
+    """An update SageMaker would refuse halfway through a deploy (see autoscaled_type_changes)."""
+
+    def __init__(self, env: str, problems: list[str]) -> None:
+        self.env, self.problems = env, problems
+        super().__init__(
+            f"{env}: against config/envs/{env}.lock.json (what was last locked for deployment):\n"
+            + "\n".join(f"  ✗ {p}" for p in problems)
+        )

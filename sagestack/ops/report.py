@@ -1,0 +1,330 @@
+"""`sagestack plan`: one environment's candidates, quotas, cost, sizing and lock state, as rich
+tables (or JSON). Builds on plan/ only: no aws_cdk, no torch, no boto3 unless quotas are live."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
+from sagestack.ops.capacity import CapacityReport, QuotaBook, Row, evaluate
+from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document, read_lock
+from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.requests import EnvironmentRequests, render_environment
+from sagestack.training.sizing import GIB, MIB, Sizing, size_job
+
+
+@dataclass
+class PlanResult:
+    plan: EnvironmentPlan
+    requests: EnvironmentRequests
+    capacity: CapacityReport
+    sizing: dict[str, list[Sizing]] = field(default_factory=dict)
+    lock_state: str = "none"  # none | matches | differs
+    lock_changes: list[str] = field(default_factory=list)
+    refused_updates: list[str] = field(default_factory=list)  # updates SageMaker would refuse
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.capacity.short else 4 if self.refused_updates else 0
+
+
+def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
+    """What `sagestack plan` shows for one environment: requests, capacity, sizing, lock state."""
+    requests = render_environment(plan, root)
+    capacity = evaluate(plan, book)
+    sizing = {}
+    for key, job in plan.spec.jobs.items():
+        rows = [s for c in job.instance_type if (s := size_job(job, c)) is not None]
+        if rows:
+            sizing[key] = rows
+    result = PlanResult(plan, requests, capacity, sizing)
+    locked = read_lock(root, plan.env)
+    if locked is not None:
+        changes = lock_changes(locked, lock_document(plan, requests))
+        result.lock_state = "differs" if changes else "matches"
+        result.lock_changes = changes
+        result.refused_updates = autoscaled_type_changes(locked, plan)
+    return result
+
+
+MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]unchecked[/]"}
+# In a narrow table: the same, shorter ("?" is unchecked: no quota source said).
+SHORT_MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]?[/]"}
+
+
+def _quota_cells(r: Row) -> list[str]:
+    """quota, needs, free, status, $/h, cost: the cells every row shares."""
+    return [
+        _usage(r.quota),
+        _num(r.needed),
+        _num(r.available),
+        MARKS[r.status],
+        _money(r.price_per_hour),
+        _money(r.cost_on_demand),
+    ]
+
+
+def _basis(r: Row) -> str:
+    return "; ".join(x for x in (r.cost_basis, r.note) if x)
+
+
+def _short_usage(quota: str) -> str:
+    if quota == TRAINING_INSTANCES_TOTAL:
+        return "all training"
+    return _usage(quota).replace("spot training", "spot")
+
+
+def _usage(quota: str) -> str:
+    """'ml.g5.2xlarge for spot training job usage' -> 'spot training' (the type is in its own column)."""
+    for suffix, short in (
+        ("for spot training job usage", "spot training"),
+        ("for training job usage", "training"),
+        ("for endpoint usage", "endpoint"),
+        ("for transform job usage", "transform"),
+        ("for cluster usage", "cluster"),
+    ):
+        if quota.endswith(suffix):
+            return short
+    return quota
+
+
+def _money(v: float | None, *, cents: bool = True) -> str:
+    if v is None:
+        return "n/a"
+    return f"${v:,.2f}" if cents or v < 100 else f"${v:,.0f}"
+
+
+def _num(v: float | None) -> str:
+    return "?" if v is None else f"{v:g}"
+
+
+def _bytes(v: float) -> str:
+    return f"{v / GIB:.2f} GiB" if v >= GIB else f"{v / MIB:.1f} MiB"
+
+
+def _seconds(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
+
+
+WIDE = 120  # narrower consoles (80 columns, a pipe) get tables of the essentials, details below
+
+
+def _table(console: Any, title: str) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    if console.width < WIDE:  # no vertical rules: the columns keep their room
+        return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    return Table(title=title, title_justify="left")
+
+
+def render(result: PlanResult, console: Any) -> None:
+    plan, cap = result.plan, result.capacity
+    account = plan.account or "account-agnostic"
+    console.print(f"[bold]{plan.project}[/] · {plan.env} · {plan.region} · {account}")
+    console.print(f"quotas: {cap.book.detail}")
+
+    narrow = console.width < WIDE
+    table = _table(console, "Training jobs and searches (→ the candidate the quotas allow)")
+    columns: tuple[str, ...]
+    if narrow:
+        columns = ("entry", "candidate", "quota", "need/free", "", "cost", "spot")
+    else:
+        columns = (
+            "entry",
+            "candidate",
+            "x",
+            "quota",
+            "needs",
+            "free",
+            "",
+            "$/h",
+            "on-demand",
+            "spot est.",
+            "bound",
+        )
+    right = {"x", "needs", "free", "need/free", "$/h", "on-demand", "spot est.", "cost", "spot"}
+    for col in columns:
+        table.add_column(
+            col,
+            justify="right" if col in right else "left",
+            no_wrap=col == "candidate",
+            overflow="fold" if col == "entry" else "ellipsis",
+        )
+    shown: set[str] = set()
+    bounds: list[str] = []
+    for r in cap.rows:
+        if r.kind not in ("job", "tuning"):
+            continue
+        entry = r.key if r.kind == "job" else f"{r.key} (search)"
+        label = entry if entry not in shown else ""
+        shown.add(entry)
+        pick = "→ " if r.chosen and r.kind == "job" else "  "
+        if narrow:
+            table.add_row(
+                label,
+                f"{pick}{r.instance_type} x{r.count}",
+                _short_usage(r.quota),
+                f"{_num(r.needed)}/{_num(r.available)}",
+                SHORT_MARKS[r.status],
+                _money(r.cost_on_demand, cents=False),
+                _money(r.cost_spot, cents=False),
+            )
+            if label:
+                bounds.append(f"  {entry}: cost on demand (spot: estimate) for {_basis(r)}")
+            continue
+        table.add_row(
+            label,
+            pick + r.instance_type,
+            str(r.count),
+            *_quota_cells(r),
+            _money(r.cost_spot),
+            _basis(r),
+        )
+    console.print(table)
+    for line in bounds:
+        console.print(line, markup=False, highlight=False)
+    for key, job_plan in result.requests.jobs.items():
+        console.print(f"  {key}: {job_plan.capacity_kind}", markup=False, highlight=False)
+        console.print(f"    {job_plan.capacity_detail}", markup=False, highlight=False)
+        for itype, arn in job_plan.job.training_plans.items():
+            console.print(
+                f"    reserved: {itype} on training plan {arn.rsplit('/', 1)[-1]} (paid up front, not per hour)",
+                markup=False,
+                highlight=False,
+            )
+
+    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "transform", "cluster", "aggregate")]
+    if endpoints:
+        t = _table(
+            console, "Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)"
+        )
+        if narrow:
+            for col in ("entry", "instance", "quota", "need/free", "", "cost"):
+                t.add_column(col, justify="right" if col in ("need/free", "cost") else "left")
+        else:
+            for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
+                t.add_column(col)
+        notes = []
+        for r in endpoints:
+            pick = ("→ " if r.chosen else "  ") if r.kind == "transform" else ""
+            entry = f"{r.key} (transform)" if r.kind == "transform" else r.key
+            if narrow:
+                t.add_row(
+                    entry,
+                    f"{pick}{r.instance_type} x{r.count}",
+                    _short_usage(r.quota),
+                    f"{_num(r.needed)}/{_num(r.available)}",
+                    SHORT_MARKS[r.status],
+                    _money(r.cost_on_demand, cents=False),
+                )
+                if r.chosen or r.kind != "transform":
+                    notes.append(f"  {entry}: {_basis(r)}")
+                continue
+            t.add_row(
+                entry,
+                pick + r.instance_type,
+                str(r.count),
+                *_quota_cells(r),
+                _basis(r),
+            )
+        console.print(t)
+        for line in notes:
+            console.print(line, markup=False, highlight=False)
+    for key, ep in plan.spec.endpoints.items():
+        if not ep.components or ep.instance_type is None:
+            continue
+        from sagestack.endpoints.components import describe, pack
+
+        packing = pack(ep)
+        console.print(
+            f"  {key}: inference components on {ep.instance_type} (initial copies, first fit):",
+            markup=False,
+            highlight=False,
+        )
+        for line in describe(packing):
+            console.print(f"    {line}", markup=False, highlight=False)
+
+    if result.sizing:
+        t = _table(console, "Sizing (weights + gradients + optimizer state; activations come on top)")
+        sizing_columns = ["job", "candidate", "devices", "per device", "fits", "sharded"]
+        if not narrow:
+            sizing_columns += ["all-reduce/step", "in host", "across hosts"]
+        for col in sizing_columns:
+            t.add_column(col)
+        notes = []
+        for key, rows in result.sizing.items():
+            for s in rows:
+                fits = {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[s.fits]
+                cells = [
+                    key,
+                    s.instance_type,
+                    f"{s.hosts}x{s.devices_per_host}",
+                    _bytes(s.per_device),
+                    fits,
+                    _bytes(s.sharded_per_device),
+                    _bytes(s.allreduce_bytes),
+                    _seconds(s.intra_seconds),
+                    _seconds(s.network_seconds),
+                ]
+                t.add_row(*cells[: len(sizing_columns)])
+                notes += [f"{key} on {s.instance_type}: {n}" for n in s.notes]
+        console.print(t)
+        for n in notes:
+            console.print(f"  [yellow]![/] {n}", markup=True, highlight=False)
+
+    if result.lock_state == "none":
+        console.print(
+            f"lock: none (write config/envs/{plan.env}.lock.json with `sagestack lock --env {plan.env}`)"
+        )
+    elif result.lock_state == "matches":
+        console.print("lock: [green]matches[/] config/envs/" + f"{plan.env}.lock.json")
+    else:
+        console.print(
+            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against config/envs/{plan.env}.lock.json"
+        )
+        for c in result.lock_changes:
+            console.print(f"  {c}", markup=False)
+
+    for shortfall in cap.shortfalls:
+        console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
+    for refused in result.refused_updates:
+        console.print(f"[red]✗[/] {refused}", highlight=False)
+
+
+def as_json(result: PlanResult) -> dict[str, Any]:
+    cap = result.capacity
+    return {
+        "project": result.plan.project,
+        "environment": result.plan.env,
+        "region": result.plan.region,
+        "quotas": {"source": cap.book.source, "detail": cap.book.detail},
+        "rows": [asdict(r) for r in cap.rows],
+        "shortfalls": [{**asdict(s), "message": s.message()} for s in cap.shortfalls],
+        "sizing": {
+            k: [
+                {
+                    "instance_type": s.instance_type,
+                    "per_device_bytes": s.per_device,
+                    "fits": s.fits,
+                    "sharded_per_device_bytes": s.sharded_per_device,
+                    "allreduce_bytes": s.allreduce_bytes,
+                    "intra_seconds": s.intra_seconds,
+                    "network_seconds": s.network_seconds,
+                    "notes": s.notes,
+                }
+                for s in rows
+            ]
+            for k, rows in result.sizing.items()
+        },
+        "jobs": {
+            k: {"hash": p.digest, "names": [c.name for c in p.candidates]}
+            for k, p in result.requests.jobs.items()
+        },
+        "lock": {"state": result.lock_state, "changes": result.lock_changes},
+        "refused_updates": result.refused_updates,
+    }

@@ -1,0 +1,47 @@
+"""The whole project spec: every feature's section, as one environment sees it."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sagestack.clusters.models import ClusterSpec
+from sagestack.core.model import StrictModel
+from sagestack.core.types import (
+    AccountId,
+    EntryName,
+    ProjectName,
+    Region,
+)
+from sagestack.delivery.models import DeliverySpec
+from sagestack.endpoints.models import EndpointSpec
+from sagestack.foundation.models import BucketSpec, ImageSpec, PipelineSpec
+from sagestack.tracking.models import TrackingSpec
+from sagestack.training.models import JobSpec
+from sagestack.transforms.models import TransformSpec
+from sagestack.tuning.models import TuningSpec
+
+
+class ProjectSpec(StrictModel):
+    """A whole sagestack project, as one environment sees it (project file + overlay)."""
+
+    project: ProjectName
+    region: Region
+    account: AccountId | None = Field(default=None, description="omit for environment-agnostic templates")
+    retain_data: bool = Field(default=True, description="keep buckets, keys, repositories on stack deletion")
+    tags: dict[str, str] = Field(default_factory=dict)
+    bucket: BucketSpec = Field(default_factory=BucketSpec)
+    pipeline: PipelineSpec = Field(default_factory=PipelineSpec)
+    images: dict[EntryName, ImageSpec] = Field(default_factory=dict)
+    jobs: dict[EntryName, JobSpec] = Field(default_factory=dict)
+    tuning: dict[EntryName, TuningSpec] = Field(default_factory=dict)
+    endpoints: dict[EntryName, EndpointSpec] = Field(default_factory=dict)
+    transforms: dict[EntryName, TransformSpec] = Field(default_factory=dict)
+    clusters: dict[EntryName, ClusterSpec] = Field(default_factory=dict)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    delivery: DeliverySpec | None = Field(
+        default=None, description="a CDK Pipelines stack that deploys the environments from the repository"
+    )
+    require_approved_models: bool = Field(
+        default=False,
+        description="`sagestack promote` into this environment accepts only Approved model packages",
+    )

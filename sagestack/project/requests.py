@@ -1,0 +1,281 @@
+"""Every request of one environment, rendered with concrete stand-ins for what only a deployment
+knows (role, bucket, key, code location) and validated against the service model.
+
+One function, three consumers: the TrainingStack validates exactly these requests at synth,
+`sagestack plan` sizes and prices them, and `sagestack lock` / `-c sagestack:locked=true` hash
+them. Nothing here imports aws_cdk or torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
+from sagestack.core.standins import (
+    SAMPLE_ACCOUNT,
+    STAND_IN_BUCKET,
+    stand_in_key_arn,
+    stand_in_role_arn,
+)
+from sagestack.project.environment import EnvironmentPlan
+from sagestack.training.request import (
+    MlflowTarget,
+    RequestContext,
+    TrainingJobPlan,
+    resolve_training_job,
+    rules_image_for,
+    stand_in_context,
+)
+
+if TYPE_CHECKING:
+    from sagestack.endpoints.model_steps import ModelStepContext
+
+
+def stand_in_account(plan: EnvironmentPlan) -> str:
+    return plan.account or SAMPLE_ACCOUNT
+
+
+def stand_in_role(plan: EnvironmentPlan) -> str:
+    return stand_in_role_arn(stand_in_account(plan))
+
+
+def stand_in_key(plan: EnvironmentPlan) -> str:
+    return stand_in_key_arn(stand_in_account(plan), plan.region)
+
+
+@dataclass(frozen=True)
+class JobImages:
+    concrete: dict[str, str]  # instance type -> an image URI the service model accepts
+    identity: dict[str, str]  # instance type -> what the image is (URI, or dockerfile:<fingerprint>)
+
+
+def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
+    job = plan.spec.jobs[key]
+    resolved = plan.images[job.image]
+    concrete: dict[str, str] = {}
+    identity: dict[str, str] = {}
+    build = resolved.spec.dockerfile_spec
+    fingerprint = (
+        dockerfile_fingerprint(root / build.directory, build.build_args, build.target)
+        if build is not None
+        else None
+    )
+    for itype in job.instance_type:
+        if resolved.kind == "dlc":
+            uris = resolved.smp_uris if job.uses_smp_v2 else resolved.dlc_uris
+            concrete[itype] = identity[itype] = uris[itype]
+        elif resolved.kind == "uri":
+            assert resolved.spec.uri is not None
+            concrete[itype] = identity[itype] = resolved.spec.uri
+        else:
+            assert fingerprint is not None
+            concrete[itype] = (
+                f"{stand_in_account(plan)}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{fingerprint[:64]}"
+            )
+            identity[itype] = f"dockerfile:{fingerprint}"
+    return JobImages(concrete, identity)
+
+
+def validation_context(
+    plan: EnvironmentPlan, instance_type: str, *, images: dict[str, str], rules_image: str | None
+) -> RequestContext:
+    return replace(
+        stand_in_context(
+            region=plan.region,
+            account=stand_in_account(plan),
+            image_uri=images[instance_type],
+            rules_image=rules_image,
+            tags=tuple(sorted(plan.tags.items())),
+        ),
+        mlflow=mlflow_target(plan),
+    )
+
+
+def mlflow_server_arn(plan: EnvironmentPlan) -> str | None:
+    """The tracking server the environment's jobs log to: the one `tracking.mlflow.server` names,
+    else the one the foundation creates (its ARN with the account, or the stand-in account)."""
+    m = plan.spec.tracking.mlflow
+    if m is None:
+        return None
+    if m.server is not None:
+        return m.server
+    return (
+        f"arn:aws:sagemaker:{plan.region}:{stand_in_account(plan)}:mlflow-tracking-server/"
+        f"{plan.names.tracking_server}"
+    )
+
+
+def mlflow_target(plan: EnvironmentPlan) -> MlflowTarget | None:
+    arn = mlflow_server_arn(plan)
+    return MlflowTarget(arn, plan.names.prefix) if arn else None
+
+
+def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
+    return rules_image_for(plan.spec.jobs[key], plan.region)
+
+
+def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
+    """The compile/register steps' deploy-time values, as concrete stand-ins (for validation)."""
+    from sagestack.endpoints.model_steps import ModelStepContext
+
+    return ModelStepContext(
+        region=plan.region,
+        env=plan.env,
+        role_arn=stand_in_role(plan),
+        bucket=STAND_IN_BUCKET,
+        kms_key_id=stand_in_key(plan),
+        group_name=plan.names.model_package_group,
+        tags=tuple(sorted(plan.tags.items())),
+    )
+
+
+@dataclass
+class EnvironmentRequests:
+    jobs: dict[str, TrainingJobPlan] = field(default_factory=dict)
+    tuning: dict[str, dict[str, Any]] = field(default_factory=dict)
+    endpoints: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # key -> operation -> request
+    transforms: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # key -> operation -> request
+    images: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> instance type -> identity
+    sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
+
+
+def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
+    """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
+    CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
+    from sagestack.core.catalog.service_model import validate_request
+    from sagestack.endpoints.model_steps import resolve_endpoint, stand_in_model_requests
+    from sagestack.tuning.request import render_tuning_request
+
+    out = EnvironmentRequests()
+    for key, job in plan.spec.jobs.items():
+        if job.source_dir not in out.sources:
+            out.sources[job.source_dir] = pack_source_dir(root / job.source_dir).sha256
+        images = job_images(plan, root, key)
+        out.images[key] = images.identity
+        out.jobs[key] = resolve_training_job(
+            names=plan.names,
+            key=key,
+            job=job,
+            source_sha256=out.sources[job.source_dir],
+            image_uris=images.identity,
+            context=partial(
+                validation_context, plan, images=images.concrete, rules_image=job_rules_image(plan, key)
+            ),
+            validate=validate,
+        )
+    for key, tuning in plan.spec.tuning.items():
+        request = render_tuning_request(tuning, key=key, names=plan.names, job_plan=out.jobs[tuning.job])
+        if validate:
+            validate_request("CreateHyperParameterTuningJob", request)
+        out.tuning[key] = request
+    ctx = stand_in_model_context(plan)
+    for key, spec in plan.spec.endpoints.items():
+        if spec.model is None:
+            continue
+        requests = stand_in_model_requests(
+            resolve_endpoint(plan, key), replace(ctx, lineage=source_lineage(plan, out, spec.model.from_))
+        )
+        if validate:
+            for operation, request in requests.items():
+                validate_request(operation, request)
+        out.endpoints[key] = requests
+    from sagestack.endpoints.model_steps import resolve_transform_registration
+    from sagestack.transforms.states import TransformContext, TransformPlan, stand_in_requests
+
+    tctx = TransformContext(
+        role_arn=ctx.role_arn, bucket=ctx.bucket, kms_key_id=ctx.kms_key_id, tags=ctx.tags
+    )
+    for key, transform in plan.spec.transforms.items():
+        requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), tctx)
+        if transform.model is not None:
+            registration = resolve_transform_registration(plan, key)
+            lineage = source_lineage(plan, out, transform.model.from_)
+            requests = {**stand_in_model_requests(registration, replace(ctx, lineage=lineage)), **requests}
+        if validate:
+            for operation, request in requests.items():
+                validate_request(operation.split(" ")[0], request)
+        out.transforms[key] = requests
+    return out
+
+
+def source_lineage(
+    plan: EnvironmentPlan, out: EnvironmentRequests, source: str
+) -> tuple[tuple[str, str], ...]:
+    """The lineage a package registered from `source` (a job, or a search over one) carries."""
+    from sagestack.endpoints.model_steps import lineage_of
+
+    job = plan.spec.tuning[source].job if source in plan.spec.tuning else source
+    lineage = lineage_of(job, out.jobs[job].digest, out.sources[plan.spec.jobs[job].source_dir])
+    return (*lineage, ("sagestack:tuning", source)) if source in plan.spec.tuning else lineage
+
+
+def request_sha256(request: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# What a rendered request holds in place of a value only the deployment (or the run) knows.
+STAND_INS = {
+    STAND_IN_BUCKET: "the environment's artifact bucket (FoundationStack; named by CloudFormation)",
+    "role/sagestack-validation": "the execution role (FoundationStack)",
+    "key/00000000-0000-0000-0000-000000000000": "the project KMS key (FoundationStack)",
+    "code/sourcedir.tar.gz": "the source archive's asset location (its sha256 is in the lock)",
+    "cdk-assets:": "the Dockerfile image's asset URI (built and pushed by cdk deploy)",
+    "sagestack-validation-job": "the training job the pipeline ran",
+    "reported-by-the-training-job": "the training job's image (DescribeTrainingJob)",
+    "reported-by-neo": "the inference image the compilation job reports",
+    "0" * 32: "the content hash the pipeline computes at run time (States.Hash of the artifact)",
+}
+
+
+@dataclass(frozen=True)
+class ShownRequest:
+    operation: str
+    label: str
+    request: dict[str, Any]
+    stand_ins: dict[str, str]  # marker -> what it stands for
+
+
+def _stand_ins(plan: EnvironmentPlan, request: dict[str, Any]) -> dict[str, str]:
+    text = json.dumps(request)
+    found = {marker: what for marker, what in STAND_INS.items() if marker in text}
+    if plan.account is None and SAMPLE_ACCOUNT in text:
+        found[SAMPLE_ACCOUNT] = "the deploying account (the environment names none)"
+    return found
+
+
+def requests_named(
+    plan: EnvironmentPlan, out: EnvironmentRequests, name: str, candidate: int | None = None
+) -> list[ShownRequest]:
+    """The request(s) a job (each candidate, or one), a search or an endpoint's model steps send.
+    KeyError: no such entry; IndexError: no such candidate."""
+    shown: list[tuple[str, str, dict[str, Any]]] = []
+    if name in out.jobs and out.jobs[name].preferred is not None and candidate is None:
+        preferred = out.jobs[name].preferred
+        assert preferred is not None
+        shown.append(("CreateTrainingJob", out.jobs[name].capacity_path, preferred.request))
+    elif name in out.jobs:
+        candidates = out.jobs[name].candidates
+        if candidate is not None:
+            if not 0 <= candidate < len(candidates):
+                raise IndexError(f"job '{name}' has candidates 0..{len(candidates) - 1}; got {candidate}")
+            candidates = (candidates[candidate],)
+        for c in candidates:
+            shown.append(("CreateTrainingJob", f"candidate {c.index}: {c.instance_type}", c.request))
+    elif name in out.tuning:
+        shown.append(("CreateHyperParameterTuningJob", name, out.tuning[name]))
+    elif name in out.endpoints:
+        shown += [(op, name, request) for op, request in out.endpoints[name].items()]
+    elif name in out.transforms:
+        shown += [(op.split(" ")[0], op, request) for op, request in out.transforms[name].items()]
+    else:
+        raise KeyError(name)
+    return [ShownRequest(op, label, req, _stand_ins(plan, req)) for op, label, req in shown]

@@ -1,0 +1,40 @@
+"""JSON Schema of the spec for editors (yaml-language-server) and review."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sagestack.project.models import ProjectSpec
+
+
+def project_schema() -> dict[str, Any]:
+    schema = ProjectSpec.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "sagestack project spec (config/sagestack.yaml; config/envs/<env>.yaml overlays it)"
+    return schema
+
+
+def overlay_schema() -> dict[str, Any]:
+    """The same shapes with nothing required: an environment overlay sets only what differs."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "required"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    schema: dict[str, Any] = strip(project_schema())
+    schema["title"] = "sagestack environment overlay (config/envs/<env>.yaml)"
+    return schema
+
+
+SCHEMA_FILES = {
+    "sagestack.schema.json": project_schema,
+    "sagestack.env.schema.json": overlay_schema,
+}
+
+
+def schema_texts() -> dict[str, str]:
+    return {name: json.dumps(fn(), indent=2, sort_keys=True) + "\n" for name, fn in SCHEMA_FILES.items()}

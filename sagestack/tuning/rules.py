@@ -1,0 +1,143 @@
+"""Rules about tuning jobs: the objective, the ranges and the budget must make sense before
+200 trials are paid for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sagestack.core.catalog.suggest import did_you_mean
+from sagestack.core.rules import Finding, RuleContext, rule
+
+
+@rule("tuning-objective-metric", "error", "the objective is one of the tuned job's metric_definitions")
+def tuning_objective_metric(ctx: RuleContext) -> Iterator[Finding]:
+    for name, t in ctx.spec.tuning.items():
+        job = ctx.spec.jobs.get(t.job)
+        if job is None:
+            continue  # tuning-job-reference reports it
+        if t.objective.metric not in job.metric_definitions:
+            defined = list(job.metric_definitions)
+            yield Finding(
+                ("tuning", name, "objective", "metric"),
+                f"metric '{t.objective.metric}' is not in job '{t.job}' metric_definitions"
+                f"{did_you_mean(t.objective.metric, defined)} (defined: {', '.join(defined) or 'none'}); "
+                "SageMaker reads the objective from the job's log with that regex",
+            )
+
+
+@rule(
+    "tuning-range-bounds",
+    "error",
+    "each range's minimum is below its maximum; logarithmic scales stay positive",
+)
+def tuning_range_bounds(ctx: RuleContext) -> Iterator[Finding]:
+    for name, t in ctx.spec.tuning.items():
+        for param, r in t.ranges.items():
+            path = ("tuning", name, "ranges", param)
+            bounds = r.continuous or r.integer
+            if bounds is None:
+                if r.scaling != "Auto":
+                    yield Finding(
+                        path, f"scaling {r.scaling} applies to continuous and integer ranges, not categorical"
+                    )
+                continue
+            low, high = bounds
+            if not low < high:
+                yield Finding(path, f"minimum {low} is not below maximum {high}")
+            if r.scaling == "Logarithmic" and low <= 0:
+                yield Finding(path, f"logarithmic scaling needs a minimum above 0, got {low}")
+            if r.scaling == "ReverseLogarithmic" and (r.integer is not None or not 0 <= low < high < 1):
+                yield Finding(path, "reverse-logarithmic scaling needs a continuous range within [0, 1)")
+
+
+@rule("tuning-static-overlap", "error", "a tuned hyperparameter is not also static, nor a sagemaker_ key")
+def tuning_static_overlap(ctx: RuleContext) -> Iterator[Finding]:
+    for name, t in ctx.spec.tuning.items():
+        for param in t.ranges:
+            if param in t.static_hyperparameters:
+                yield Finding(
+                    ("tuning", name, "static_hyperparameters", param),
+                    f"'{param}' is tuned (ranges:) and static at once; keep one",
+                )
+            if param.startswith("sagemaker_"):
+                yield Finding(
+                    ("tuning", name, "ranges", param),
+                    "sagemaker_ keys belong to the container, not the search",
+                )
+
+
+@rule(
+    "tuning-grid-categorical",
+    "error",
+    "Grid search takes categorical ranges only; its job count follows from them",
+)
+def tuning_grid_categorical(ctx: RuleContext) -> Iterator[Finding]:
+    from sagestack.tuning.request import grid_size
+
+    for name, t in ctx.spec.tuning.items():
+        if t.strategy != "Grid":
+            continue
+        for param, r in t.ranges.items():
+            if r.categorical is None:
+                yield Finding(
+                    ("tuning", name, "ranges", param),
+                    "Grid search needs categorical ranges; list the values to try (categorical: [...])",
+                )
+        if t.max_jobs is not None and t.max_jobs != grid_size(t):
+            yield Finding(
+                ("tuning", name, "max_jobs"),
+                f"Grid search runs every combination, {grid_size(t)} jobs; drop max_jobs or set it to that",
+            )
+
+
+@rule(
+    "tuning-hyperband",
+    "error",
+    "Hyperband has its resource bounds, reported per epoch, and no other early stopping",
+)
+def tuning_hyperband(ctx: RuleContext) -> Iterator[Finding]:
+    for name, t in ctx.spec.tuning.items():
+        if t.strategy != "Hyperband":
+            if t.hyperband is not None:
+                yield Finding(
+                    ("tuning", name, "hyperband"),
+                    f"hyperband settings apply only to strategy Hyperband, not {t.strategy}",
+                )
+            continue
+        if t.hyperband is None:
+            yield Finding(
+                ("tuning", name), "Hyperband needs hyperband: {min_resource: N, max_resource: M} (in epochs)"
+            )
+            continue
+        if t.hyperband.min_resource >= t.hyperband.max_resource:
+            yield Finding(("tuning", name, "hyperband"), "min_resource must be below max_resource")
+        if t.early_stopping == "Auto":
+            yield Finding(
+                ("tuning", name, "early_stopping"), "Hyperband stops trials itself; set early_stopping: Off"
+            )
+        job = ctx.spec.jobs.get(t.job)
+        epochs = job.hyperparameters.get("epochs") if job else None
+        if isinstance(epochs, int) and epochs < t.hyperband.max_resource:
+            yield Finding(
+                ("tuning", name, "hyperband", "max_resource"),
+                f"max_resource {t.hyperband.max_resource} exceeds the job's epochs ({epochs}): Hyperband needs the "
+                "objective metric once per epoch, up to max_resource epochs",
+            )
+
+
+@rule("tuning-budget", "error", "max_jobs is set (unless Grid) and max_parallel_jobs does not exceed it")
+def tuning_budget(ctx: RuleContext) -> Iterator[Finding]:
+    from sagestack.tuning.request import grid_size
+
+    for name, t in ctx.spec.tuning.items():
+        if t.strategy != "Grid" and t.max_jobs is None:
+            yield Finding(
+                ("tuning", name), f"strategy {t.strategy} needs max_jobs (the number of trials to pay for)"
+            )
+            continue
+        total = t.max_jobs or grid_size(t)
+        if t.max_parallel_jobs > total:
+            yield Finding(
+                ("tuning", name, "max_parallel_jobs"),
+                f"max_parallel_jobs ({t.max_parallel_jobs}) exceeds the {total} jobs of the search",
+            )
