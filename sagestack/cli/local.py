@@ -343,6 +343,7 @@ def serving_extras(
     loaded: Any, endpoint: str, *, asynchronous: bool | None, capture: bool | None
 ) -> dict[str, Any]:
     """ServeOptions' async and capture settings, from the flags or else the spec (in the cloud's layout)."""
+    from sagestack.core.layout import S3Layout
     from sagestack.core.names import Names
     from sagestack.local.compile import local_root
     from sagestack.local.serve import AsyncOptions
@@ -352,7 +353,7 @@ def serving_extras(
     name = Names(loaded.spec.project, loaded.env or "local").endpoint(endpoint)
     extras: dict[str, Any] = {}
     if asynchronous if asynchronous is not None else spec.async_ is not None:
-        prefix = f"s3://{LOCAL_BUCKET}/async/{endpoint}"
+        prefix = S3Layout(LOCAL_BUCKET).async_prefix(endpoint)
         extras["asynchronous"] = AsyncOptions(
             endpoint=name,
             s3_root=s3,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.clusters.models import ClusterSpec
+from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
 
@@ -92,7 +93,7 @@ def stand_in_cluster_context(account: str, region: str, key: str, fsx: bool) -> 
 
     return ClusterContext(
         role_arn=stand_in_role_arn(account),
-        lifecycle_uri=f"s3://{STAND_IN_BUCKET}/code/clusters/{key}/",
+        lifecycle_uri=S3Layout(STAND_IN_BUCKET).cluster_lifecycle(key),
         subnets=["subnet-0123456789abcdef0"],
         security_groups=["sg-0123456789abcdef0"],
         fsx_dns_name=f"fs-0123456789abcdef0.fsx.{region}.amazonaws.com" if fsx else None,

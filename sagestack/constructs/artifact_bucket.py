@@ -13,24 +13,11 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.nag import acknowledge
+from sagestack.core import layout
 
 ACCESS_LOGS_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
-# Fixed prefixes: IAM grants and lifecycle rules are scoped to them.
-PREFIXES = (
-    "code",
-    "data",
-    "checkpoints",
-    "models",
-    "output",
-    "profiler",
-    "debugger",
-    "tensorboard",
-    "capture",
-    "async",
-    "transform",
-    "monitoring",
-    "mlflow",
-)
+# Fixed prefixes (core.layout): IAM grants and lifecycle rules are scoped to them.
+PREFIXES = tuple(layout.PREFIXES)
 
 
 def _check(prefixes: Sequence[str]) -> tuple[str, ...]:

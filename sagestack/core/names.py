@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sagestack.core.layout import S3Layout
+
 TRAINING_JOB_NAME_MAX = 63
 TUNING_JOB_NAME_MAX = 32  # CreateHyperParameterTuningJob's limit
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of an MD5 = 63, SageMaker's limit
@@ -146,7 +148,7 @@ class Names:
 
     def cluster_lifecycle_prefix(self, key: str) -> str:
         """Where a cluster's lifecycle scripts lie in the artifact bucket (under code/)."""
-        return f"code/clusters/{key}/"
+        return S3Layout.cluster_lifecycle_key(key)
 
     @property
     def parameters_path(self) -> str:

@@ -4,9 +4,11 @@ names each one (project.requests.STAND_INS)."""
 
 from __future__ import annotations
 
+from sagestack.core.layout import S3Layout
+
 SAMPLE_ACCOUNT = "123456789012"
 STAND_IN_BUCKET = "sagestack-validation-bucket"
-STAND_IN_SOURCE = f"s3://{STAND_IN_BUCKET}/code/sourcedir.tar.gz"
+STAND_IN_SOURCE = S3Layout(STAND_IN_BUCKET).source_archive()
 
 
 def stand_in_role_arn(account: str) -> str:

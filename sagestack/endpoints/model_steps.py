@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sagestack.core import states as asl
 from sagestack.core.catalog.instances import instance_types_for
 from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
+from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
 from sagestack.core.states import IN_USE_PATTERNS, PipelineSettings
 from sagestack.endpoints.models import EndpointSpec
@@ -225,7 +226,7 @@ def compilation_request(
     if c.framework_version:
         input_config["FrameworkVersion"] = c.framework_version
     output: dict[str, Any] = {
-        "S3OutputLocation": f"s3://{ctx.bucket}/models/compiled/{ep.key}/",
+        "S3OutputLocation": S3Layout(ctx.bucket).compiled_models(ep.key),
         "KmsKeyId": ctx.kms_key_id,
     }
     if c.target_device:

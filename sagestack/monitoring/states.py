@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
+from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
 from sagestack.monitoring.models import MonitorSpec
@@ -45,13 +46,13 @@ class MonitorPlan:
         return MonitorPlan(endpoint, names.endpoint(endpoint), spec, prefix)
 
     def baseline_data(self, bucket: str) -> str:
-        return self.spec.baseline_data or f"s3://{bucket}/monitoring/{self.endpoint}/baseline-data/"
+        return self.spec.baseline_data or S3Layout(bucket).baseline_data(self.endpoint)
 
     def baseline_uri(self, bucket: str) -> str:
-        return f"s3://{bucket}/monitoring/{self.endpoint}/baseline"
+        return S3Layout(bucket).baseline(self.endpoint)
 
     def reports_uri(self, bucket: str) -> str:
-        return f"s3://{bucket}/monitoring/{self.endpoint}/reports"
+        return S3Layout(bucket).reports(self.endpoint)
 
     @property
     def dataset_format(self) -> str:

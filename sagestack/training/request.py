@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as catalog_instance
+from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
 from sagestack.core.standins import STAND_IN_BUCKET, STAND_IN_SOURCE, stand_in_key_arn, stand_in_role_arn
 from sagestack.training.models import DebuggerSpec, JobSpec, ProfilerSpec
@@ -177,7 +178,7 @@ def render_training_request(
 ) -> dict[str, Any]:
     """A complete CreateTrainingJob request for one candidate. Unset options are omitted."""
     it = catalog_instance(candidate)
-    s3 = f"s3://{ctx.bucket}"
+    s3 = S3Layout(ctx.bucket)
     hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_arguments(job).items())}
     hyperparameters.update(
         {
@@ -217,7 +218,7 @@ def render_training_request(
         "AlgorithmSpecification": algorithm,
         "RoleArn": ctx.role_arn,
         "HyperParameters": hyperparameters,
-        "OutputDataConfig": {"S3OutputPath": f"{s3}/output/{job_key}/", "KmsKeyId": ctx.kms_key_id},
+        "OutputDataConfig": {"S3OutputPath": s3.output(job_key), "KmsKeyId": ctx.kms_key_id},
         "ResourceConfig": resources,
         "StoppingCondition": stopping,
         "EnableNetworkIsolation": job.network_isolation,
@@ -234,7 +235,7 @@ def render_training_request(
         request["InputDataConfig"] = channels
     if job.checkpoint is not None:
         request["CheckpointConfig"] = {
-            "S3Uri": f"{s3}/checkpoints/{job_key}/{digest}/",
+            "S3Uri": s3.checkpoints(job_key, digest),
             "LocalPath": job.checkpoint.local_path,
         }
     environment = dict(job.environment)
@@ -257,16 +258,16 @@ def render_training_request(
         request["VpcConfig"] = {"SecurityGroupIds": job.vpc.security_groups, "Subnets": job.vpc.subnets}
     if job.tensorboard:
         request["TensorBoardOutputConfig"] = {
-            "S3OutputPath": f"{s3}/tensorboard/{job_key}/{digest}/",
+            "S3OutputPath": s3.tensorboard(job_key, digest),
             "LocalPath": TENSORBOARD_LOCAL_PATH,
         }
     if job.debugger is not None:
         request["DebugHookConfig"], request["DebugRuleConfigurations"] = _debugger(
-            job.debugger, ctx, job_name=name, s3_output=f"{s3}/debugger/{job_key}/"
+            job.debugger, ctx, job_name=name, s3_output=s3.debugger(job_key)
         )
     if job.profiler is not None:
         profiler: dict[str, Any] = {
-            "S3OutputPath": f"{s3}/profiler/{job_key}/",
+            "S3OutputPath": s3.profiler(job_key),
             "ProfilingIntervalInMilliseconds": job.profiler.system_interval_ms,
             "DisableProfiler": False,
         }
@@ -289,7 +290,7 @@ def render_training_request(
     return request
 
 
-def _channel(name: str, ch: Any, s3: str) -> dict[str, Any]:
+def _channel(name: str, ch: Any, s3: S3Layout) -> dict[str, Any]:
     if ch.file_system is not None:
         fs = ch.file_system
         source: dict[str, Any] = {
@@ -304,7 +305,7 @@ def _channel(name: str, ch: Any, s3: str) -> dict[str, Any]:
         source = {
             "S3DataSource": {
                 "S3DataType": "S3Prefix",
-                "S3Uri": ch.s3_uri or f"{s3}/data/{(ch.key_prefix or name).strip('/')}/",
+                "S3Uri": ch.s3_uri or s3.channel(ch.key_prefix or name),
                 "S3DataDistributionType": ch.distribution,
             }
         }

@@ -15,6 +15,7 @@ from typing import Any
 
 from sagestack.core import states as asl
 from sagestack.core.catalog.quotas import quota_name
+from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
 from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
 from sagestack.transforms.models import TransformSpec
@@ -41,10 +42,10 @@ class TransformPlan:
         return TransformPlan(key=key, spec=spec, prefix=names.transform_prefix(key))
 
     def input_uri(self, bucket: str) -> str:
-        return self.spec.input or f"s3://{bucket}/transform/{self.key}/input/"
+        return self.spec.input or S3Layout(bucket).transform_input(self.key)
 
     def output_uri(self, bucket: str, job_name: str) -> str:
-        return f"s3://{bucket}/transform/{self.key}/output/{job_name}/"
+        return S3Layout(bucket).transform_output(self.key, job_name)
 
 
 def model_request(t: TransformPlan, ctx: TransformContext, *, name: str, package: str) -> dict[str, Any]:
@@ -253,7 +254,7 @@ def transform_states(
         )
         asl.dynamic(request, ("TransformJobName",), f"{state}.job")
         asl.dynamic(request, ("ModelName",), f"{state}.model")
-        output = f"s3://{ctx.bucket}/transform/{t.key}/output/{{}}/"
+        output = S3Layout(ctx.bucket).transform_output(t.key, "{}")
         asl.dynamic(request, ("TransformOutput", "S3OutputPath"), f"States.Format('{output}', {state}.job)")
         if input_path is not None:
             asl.dynamic(request, ("TransformInput", "DataSource", "S3DataSource", "S3Uri"), input_path)

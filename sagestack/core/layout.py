@@ -1,0 +1,96 @@
+"""The artifact bucket's layout: every key sagestack reads or writes, spelled once.
+
+As `Names` spells every physical name, `S3Layout` spells every S3 location: the requests, the
+pipelines' states, the IAM grants and lifecycle rules (scoped to PREFIXES) and the local emulation
+(`.sagestack/local/<env>/s3/<bucket>/<key>`) all take their keys from here. `bucket` may be a
+CloudFormation token, a stand-in or the local bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The top-level prefixes, each with what lies under it. IAM grants and lifecycle rules are scoped to
+# them (ArtifactBucket refuses any other).
+PREFIXES: dict[str, str] = {
+    "code": "source archives and cluster lifecycle scripts",
+    "data": "training channels (data/<channel>/)",
+    "checkpoints": "spot checkpoints (checkpoints/<job>/<hash>/)",
+    "models": "compiled models (models/compiled/<endpoint>/)",
+    "output": "training outputs (output/<job>/<training job>/output/model.tar.gz)",
+    "profiler": "SageMaker Profiler data",
+    "debugger": "SageMaker Debugger tensors",
+    "tensorboard": "TensorBoard event files",
+    "capture": "endpoint data capture",
+    "async": "asynchronous inference inputs, outputs and failures",
+    "transform": "batch transform inputs and outputs",
+    "monitoring": "Model Monitor baselines and reports",
+    "mlflow": "the MLflow tracking server's artifacts",
+}
+SOURCE_ARCHIVE = "code/sourcedir.tar.gz"
+
+
+@dataclass(frozen=True)
+class S3Layout:
+    bucket: str
+
+    def uri(self, key: str = "") -> str:
+        """s3://<bucket>/<key>."""
+        return f"s3://{self.bucket}/{key}"
+
+    # training
+    def output(self, job: str) -> str:
+        return self.uri(f"output/{job}/")
+
+    def checkpoints(self, job: str, digest: str) -> str:
+        return self.uri(f"checkpoints/{job}/{digest}/")
+
+    def tensorboard(self, job: str, digest: str) -> str:
+        return self.uri(f"tensorboard/{job}/{digest}/")
+
+    def debugger(self, job: str) -> str:
+        return self.uri(f"debugger/{job}/")
+
+    def profiler(self, job: str) -> str:
+        return self.uri(f"profiler/{job}/")
+
+    def channel(self, prefix: str) -> str:
+        """A training channel's data: data/<prefix>/."""
+        return self.uri(f"data/{prefix.strip('/')}/")
+
+    def source_archive(self) -> str:
+        return self.uri(SOURCE_ARCHIVE)
+
+    # serving
+    def compiled_models(self, endpoint: str) -> str:
+        return self.uri(f"models/compiled/{endpoint}/")
+
+    def async_prefix(self, endpoint: str) -> str:
+        return self.uri(f"async/{endpoint}")
+
+    # batch transform
+    def transform_input(self, key: str) -> str:
+        return self.uri(f"transform/{key}/input/")
+
+    def transform_output(self, key: str, job_name: str) -> str:
+        """The output of one transform job ('{}' for a name the state machine formats in)."""
+        return self.uri(f"transform/{key}/output/{job_name}/")
+
+    # monitoring
+    def baseline_data(self, endpoint: str) -> str:
+        return self.uri(f"monitoring/{endpoint}/baseline-data/")
+
+    def baseline(self, endpoint: str) -> str:
+        return self.uri(f"monitoring/{endpoint}/baseline")
+
+    def reports(self, endpoint: str) -> str:
+        return self.uri(f"monitoring/{endpoint}/reports")
+
+    # clusters
+    @staticmethod
+    def cluster_lifecycle_key(cluster: str) -> str:
+        """Where a cluster's lifecycle scripts lie (under code/)."""
+        return f"code/clusters/{cluster}/"
+
+    def cluster_lifecycle(self, cluster: str) -> str:
+        return self.uri(self.cluster_lifecycle_key(cluster))
