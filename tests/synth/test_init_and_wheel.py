@@ -29,8 +29,7 @@ def wheel(tmp_path_factory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for package in ("sagestack", "stacks"):
-        shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "sagestack", src / "sagestack", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
     built = _run(
         [
@@ -53,17 +52,19 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_the_wheel_carries_stacks_catalog_data_templates_and_no_tests(wheel):
+    """Everything installed lives under sagestack/: no top-level `stacks` beside a CDK app's own."""
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in (
-        "stacks/app_builder.py",
-        "sagestack/catalog/data/instances.json",
-        "sagestack/catalog/data/debugger_rules.json",
+        "sagestack/app/builder.py",
+        "sagestack/core/catalog/data/instances.json",
+        "sagestack/core/catalog/data/debugger_rules.json",
         "sagestack/templates/train.py",
         "sagestack/constructs/training_pipeline.py",
         "sagestack/cli/__main__.py",
     ):
         assert needed in names, needed
-    assert not any(n.startswith(("tests/", "examples/", "training_src/")) for n in names)
+    assert not any(n.startswith(("tests/", "examples/", "training_src/", "stacks/")) for n in names)
+    assert {n.split("/")[0] for n in names if not n.startswith("sagestack-")} == {"sagestack"}
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +103,7 @@ def test_init_then_validate_and_synthesize_from_the_installed_package(installed,
         [
             str(installed / "bin" / "python"),
             "-c",
-            "import sagestack, stacks; print(sagestack.__file__, sagestack.app.__file__)",
+            "import sagestack.app; print(sagestack.__file__, sagestack.app.__file__)",
         ],
         cwd=tmp_path,
         env=env,
