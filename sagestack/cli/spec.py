@@ -105,7 +105,6 @@ def rules(
     ] = None,
 ) -> None:
     """List the spec rules sagestack checks (--explain ID: why one exists and what to do)."""
-    from sagestack.project.explain import EXPLANATIONS
     from sagestack.project.rules import RULES
 
     if explain is not None:
@@ -116,11 +115,11 @@ def rules(
                 f"no rule '{explain}'{did_you_mean(explain, list(RULES))} (`sagestack rules` lists them)",
                 EXIT_INVALID_SPEC,
             )
-        r, e = RULES[explain], EXPLANATIONS[explain]
+        r = RULES[explain]
         out = console()
         out.print(f"{r.id} ({r.severity}): {r.summary}", markup=False)
-        out.print(f"\nWhy: {e.why}", markup=False)
-        out.print(f"\nWhat to do: {e.fix}", markup=False)
+        out.print(f"\nWhy: {r.why}", markup=False)
+        out.print(f"\nWhat to do: {r.fix}", markup=False)
         return
     from rich.table import Table
 

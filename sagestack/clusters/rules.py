@@ -13,6 +13,15 @@ from sagestack.core.rules import Finding, RuleContext, rule
     "cluster-controller",
     "error",
     "a Slurm cluster has exactly one controller node and at least one compute group",
+    why=(
+        "A HyperPod cluster with the Slurm orchestrator runs slurmctld on its "
+        "one Controller node; none, two, or a controller group of several nodes "
+        "fails cluster creation, and without a Compute group no job can run."
+    ),
+    fix=(
+        "Give exactly one group node_type: Controller with count 1 (a "
+        "CPU type is enough) and at least one node_type: Compute group."
+    ),
 )
 def cluster_controller(ctx: RuleContext) -> Iterator[Finding]:
     for name, cluster in ctx.spec.clusters.items():
@@ -40,6 +49,14 @@ def cluster_controller(ctx: RuleContext) -> Iterator[Finding]:
     "cluster-lifecycle-script",
     "error",
     "a cluster's lifecycle folder holds its on_create script, executable, valid bash",
+    why=(
+        "Every node runs the OnCreate lifecycle script when it is created; a missing, "
+        "non-executable or broken script fails node creation after the instances are paid for."
+    ),
+    fix=(
+        "Keep the script in the lifecycle folder (cluster_src/ "
+        "by default), chmod +x it, and fix what bash -n reports."
+    ),
 )
 def cluster_lifecycle_script(ctx: RuleContext) -> Iterator[Finding]:
     import subprocess

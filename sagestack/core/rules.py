@@ -1,5 +1,7 @@
 """A registry of semantic spec rules, in the manner of cdk-nag: one small pure function per rule,
-each returning the findings for one project spec, each tested with a passing and a failing spec."""
+each returning the findings for one project spec, each tested with a passing and a failing spec.
+Like cdk-nag's NagRules (info, explanation and level together), a rule is declared with its
+explanation: why it exists and what to do about a finding (`sagestack rules --explain ID`)."""
 
 from __future__ import annotations
 
@@ -35,18 +37,24 @@ Check = Callable[[RuleContext], Iterable[Finding]]
 class Rule:
     id: str
     severity: Severity
-    summary: str
+    summary: str  # what the rule checks, one line (`sagestack rules`)
+    why: str  # what goes wrong without the rule, and where (AWS's own limit or behaviour)
+    fix: str  # what to change in the spec
     check: Check
 
 
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, severity: Severity, summary: str) -> Callable[[Check], Check]:
+def rule(rule_id: str, severity: Severity, summary: str, *, why: str, fix: str) -> Callable[[Check], Check]:
+    """Register `fn` as rule `rule_id`; `why` and `fix` are its explanation, required and non-empty."""
+    if not why.strip() or not fix.strip():
+        raise ValueError(f"rule {rule_id} needs an explanation: why it exists and what to do (why=, fix=)")
+
     def register(fn: Check) -> Check:
         if rule_id in RULES:
             raise ValueError(f"duplicate rule id {rule_id}")
-        RULES[rule_id] = Rule(rule_id, severity, summary, fn)
+        RULES[rule_id] = Rule(rule_id, severity, summary, why, fix, fn)
         return fn
 
     return register

@@ -10,7 +10,20 @@ from sagestack.core.config import list_environments
 from sagestack.core.rules import Finding, RuleContext, rule
 
 
-@rule("delivery-environments", "error", "the delivery pipeline deploys environments that exist, each once")
+@rule(
+    "delivery-environments",
+    "error",
+    "the delivery pipeline deploys environments that exist, each once",
+    why=(
+        "The delivery pipeline deploys one stage per environment, in the order listed; an environment "
+        "without config/envs/<env>.yaml has nothing to deploy, one listed twice would be deployed "
+        "twice, and an approval for an environment the pipeline does not deploy guards nothing."
+    ),
+    fix=(
+        "List each environment once, in promotion order (e.g. "
+        "[dev, staging, prod]); name approvals among them."
+    ),
+)
 def delivery_environments(ctx: RuleContext) -> Iterator[Finding]:
     d = ctx.spec.delivery
     if d is None:
@@ -36,7 +49,16 @@ def delivery_environments(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("delivery-approval", "warning", "a production environment is deployed only after a manual approval")
+@rule(
+    "delivery-approval",
+    "warning",
+    "a production environment is deployed only after a manual approval",
+    why=(
+        "Everything merged to the branch flows through the pipeline; a production stage without a manual "
+        "approval deploys a change nobody looked at in its final form (the staging result, the lock diff)."
+    ),
+    fix="Add the environment to delivery.approval (default: [prod]).",
+)
 def delivery_approval(ctx: RuleContext) -> Iterator[Finding]:
     d = ctx.spec.delivery
     if d is None:
@@ -53,7 +75,15 @@ _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.-]+)")
 
 
 @rule(
-    "tracking-requirements", "warning", "a job that logs to SageMaker's MLflow installs mlflow and its plugin"
+    "tracking-requirements",
+    "warning",
+    "a job that logs to SageMaker's MLflow installs mlflow and its plugin",
+    why=(
+        "SageMaker's MLflow is reached through the MLflow client and the sagemaker-mlflow plugin "
+        "(it signs requests and resolves the tracking server ARN). The DLC training images have "
+        "neither; the container installs the source folder's requirements.txt before train.py runs."
+    ),
+    fix="Add mlflow (or mlflow-skinny) and sagemaker-mlflow, pinned, to <source_dir>/requirements.txt.",
 )
 def tracking_requirements(ctx: RuleContext) -> Iterator[Finding]:
     if ctx.spec.tracking.mlflow is None:

@@ -37,7 +37,16 @@ def _family(instance: str) -> str:
     return instance.split(".")[1]
 
 
-@rule("endpoint-model-source", "error", "an endpoint's model comes from a job or tuning entry of the project")
+@rule(
+    "endpoint-model-source",
+    "error",
+    "an endpoint's model comes from a job or tuning entry of the project",
+    why=(
+        "The pipeline that trains model.from registers the endpoint's "
+        "model; a source outside the project would never produce a package."
+    ),
+    fix="Name a job or tuning entry of this project in model.from.",
+)
 def endpoint_model_source(ctx: RuleContext) -> Iterator[Finding]:
     known = [*ctx.spec.jobs, *ctx.spec.tuning]
     for name, ep in _endpoints(ctx):
@@ -57,7 +66,16 @@ def endpoint_model_source(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-capacity", "error", "exactly one of instance_type or serverless; serverless takes no extras")
+@rule(
+    "endpoint-capacity",
+    "error",
+    "exactly one of instance_type or serverless; serverless takes no extras",
+    why=(
+        "A production variant is either an instance fleet (instance_type) or serverless; SageMaker "
+        "refuses both or neither, and serverless takes no autoscaling, data capture or volume key."
+    ),
+    fix="Keep exactly one of instance_type and serverless:, and drop the extras serverless does not take.",
+)
 def endpoint_capacity(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         path = ("endpoints", name)
@@ -89,7 +107,16 @@ def endpoint_capacity(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-compile-target", "error", "a compile target is one known TargetDevice or TargetPlatform")
+@rule(
+    "endpoint-compile-target",
+    "error",
+    "a compile target is one known TargetDevice or TargetPlatform",
+    why=(
+        "CreateCompilationJob needs a TargetDevice Neo knows or a TargetPlatform (Os, "
+        "Arch, Accelerator); an unknown one fails the compile step after training."
+    ),
+    fix="Use one of the suggested target_device values, or target_platform: {os, arch, accelerator}.",
+)
 def endpoint_compile_target(ctx: RuleContext) -> Iterator[Finding]:
     devices = enum_values("TargetDevice")
     platform_enums = {
@@ -140,7 +167,14 @@ def endpoint_compile_target(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "endpoint-compile-family", "error", "the endpoint's instance family is the one the model is compiled for"
+    "endpoint-compile-family",
+    "error",
+    "the endpoint's instance family is the one the model is compiled for",
+    why=(
+        "A model compiled for one device runs only there: an ml_c5 "
+        "artifact on an ml.g4dn endpoint fails to load at deploy time."
+    ),
+    fix="Make instance_type the family of target_device (ml_c5 -> ml.c5.*, ml_inf2 -> ml.inf2.*).",
 )
 def endpoint_compile_family(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
@@ -163,7 +197,13 @@ def endpoint_compile_family(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("endpoint-compile-framework", "error", "Neo supports the framework version for the compile target")
+@rule(
+    "endpoint-compile-framework",
+    "error",
+    "Neo supports the framework version for the compile target",
+    why="Neo supports a fixed set of framework versions per target; others fail the compilation job.",
+    fix="Set compile.framework_version to one the finding lists for the target.",
+)
 def endpoint_compile_framework(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         c = ep.compile
@@ -188,7 +228,16 @@ def endpoint_compile_framework(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-input-shapes", "error", "input shapes are positive, with a batch dimension first")
+@rule(
+    "endpoint-input-shapes",
+    "error",
+    "input shapes are positive, with a batch dimension first",
+    why=(
+        "Neo traces the model with DataInputConfig; zero or negative dimensions, or a missing "
+        "batch dimension, fail compilation or give a model that rejects real requests."
+    ),
+    fix="Give each input its full shape, batch first, e.g. {input0: [1, 1, 8, 8]}.",
+)
 def endpoint_input_shapes(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         if ep.compile is None:
@@ -205,7 +254,17 @@ def endpoint_input_shapes(ctx: RuleContext) -> Iterator[Finding]:
                 )
 
 
-@rule("endpoint-autoscaling", "error", "autoscaling bounds hold the initial count; instance fleets keep ≥ 1")
+@rule(
+    "endpoint-autoscaling",
+    "error",
+    "autoscaling bounds hold the initial count; instance fleets keep ≥ 1",
+    why=(
+        "Application Auto Scaling refuses a min above max, and a real-time fleet scaled "
+        "to 0 cannot serve (async endpoints queue requests and wake on the backlog); an "
+        "initial count outside the bounds is corrected at once, hiding the spec's intent."
+    ),
+    fix="Keep 1 <= min <= initial_instance_count <= max (min may be 0 for async endpoints).",
+)
 def endpoint_autoscaling(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         a = ep.autoscaling
@@ -227,7 +286,13 @@ def endpoint_autoscaling(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-package-region", "error", "a pinned model package lives in the project's region")
+@rule(
+    "endpoint-package-region",
+    "error",
+    "a pinned model package lives in the project's region",
+    why="A model package is regional; an endpoint can serve only a package in its own region.",
+    fix="Promote (copy) the package to the project's region, or pin one from it.",
+)
 def endpoint_package_region(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         if ep.model_package is None:
@@ -241,7 +306,13 @@ def endpoint_package_region(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-name-length", "error", "'<project>-<env>-<endpoint>' fits SageMaker's 63 characters")
+@rule(
+    "endpoint-name-length",
+    "error",
+    "'<project>-<env>-<endpoint>' fits SageMaker's 63 characters",
+    why="SageMaker endpoint names have at most 63 characters; the name is '<project>-<env>-<endpoint>'.",
+    fix="Shorten the project, environment or endpoint key.",
+)
 def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
     for name in ctx.spec.endpoints:
         full = Names(ctx.spec.project, ctx.env or "env").endpoint(name)
@@ -257,6 +328,11 @@ def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
     "endpoint-inference-image",
     "error",
     "an uncompiled model is served from a Deep Learning Container sagestack can name",
+    why=(
+        "An uncompiled model is registered with the inference DLC matching its training DLC; with "
+        "a uri: or dockerfile: training image sagestack cannot know which serving image fits."
+    ),
+    fix="Add compile: (Neo reports the image), or serve a registered model_package you built yourself.",
 )
 def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
@@ -298,6 +374,16 @@ _HANDLE = re.compile(r"^def handle\(", re.MULTILINE)
     "endpoint-batching-handler",
     "warning",
     "a batching endpoint's model carries the batched handler (inference.py's handle) it names",
+    why=(
+        "With batching, sagestack points the PyTorch inference container's TorchServe at inference.py's "
+        "handle(data, context) (TS_DEFAULT_SERVICE_HANDLER=inference:handle), because the container's "
+        "own handler runs input_fn / predict_fn / output_fn once per request and fails a whole batch "
+        "for one malformed request. A model whose inference.py has no handle() would not load."
+    ),
+    fix=(
+        "Use training_src/inference.py's handle() (it wraps the module's own "
+        "input_fn / predict_fn / output_fn), or set batching.handler: toolkit."
+    ),
 )
 def endpoint_batching_handler(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):

@@ -16,7 +16,16 @@ MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
 JOINABLE = ("application/json", "application/jsonlines", "text/csv")  # DataProcessing.JoinSource
 
 
-@rule("endpoint-async", "error", "async endpoints run on an instance fleet serving one model")
+@rule(
+    "endpoint-async",
+    "error",
+    "async endpoints run on an instance fleet serving one model",
+    why=(
+        "Asynchronous inference (AsyncInferenceConfig) queues requests for an instance fleet serving one "
+        "model; serverless endpoints and inference components do not take it and CreateEndpointConfig fails."
+    ),
+    fix="Serve async from instance_type with model_package, or drop async:.",
+)
 def endpoint_async(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in ctx.spec.endpoints.items():
         if ep.async_ is None:
@@ -32,7 +41,16 @@ def endpoint_async(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-rollout", "error", "a rolling update needs an instance fleet")
+@rule(
+    "endpoint-rollout",
+    "error",
+    "a rolling update needs an instance fleet",
+    why=(
+        "SageMaker's deployment guardrails exclude serverless endpoints from rolling updates (the "
+        "update is refused), and Inf1 endpoints fall back to blue/green all at once with no bake time."
+    ),
+    fix="Use traffic: all_at_once there; roll instance fleets only.",
+)
 def endpoint_rollout(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in ctx.spec.endpoints.items():
         if ep.rollout.traffic != "rolling":
@@ -52,7 +70,18 @@ def endpoint_rollout(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "endpoint-components", "error", "inference components fit the instance type and own the endpoint's models"
+    "endpoint-components",
+    "error",
+    "inference components fit the instance type and own the endpoint's models",
+    why=(
+        "Inference components name their own models and the resources each copy needs; a copy "
+        "larger than one instance is never placed (CreateInferenceComponent waits, then fails), "
+        "and initial copies that need more instances than managed scaling's max stay pending."
+    ),
+    fix=(
+        "Serve models only through components (no model/model_package/compile on the endpoint), ask "
+        "for what one instance has, and let autoscaling.max hold the packing `sagestack plan` shows."
+    ),
 )
 def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in ctx.spec.endpoints.items():
@@ -101,7 +130,17 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-monitor", "error", "Model Monitor watches a captured, single-model instance endpoint")
+@rule(
+    "endpoint-monitor",
+    "error",
+    "Model Monitor watches a captured, single-model instance endpoint",
+    why=(
+        "Model Monitor analyses the requests an endpoint captured; without "
+        "data_capture it has nothing to read, and it monitors endpoints hosting "
+        "one model on instances only. Its jobs run on processing instance types."
+    ),
+    fix="Add data_capture: {} and use a ProcessingInstanceType (e.g. ml.m5.xlarge).",
+)
 def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
     processing = enum_values("ProcessingInstanceType")
     for name, ep in ctx.spec.endpoints.items():
@@ -120,7 +159,21 @@ def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("transform-model-source", "error", "a transform scores with a registered and/or a pinned model package")
+@rule(
+    "transform-model-source",
+    "error",
+    "a transform scores with a registered and/or a pinned model package",
+    why=(
+        "A batch transform runs a SageMaker model: the one a pipeline trains and registers (model.from), or "
+        "a registered package pinned for the environment (model_package), or both (dev trains, prod pins). "
+        "Its inference image comes from the job's Deep Learning Container for each candidate instance type."
+    ),
+    fix=(
+        "Give model: {from: <job>} (registered and run by the job's pipeline) "
+        "and/or model_package: <ARN> in the project's region (the environment's "
+        "pin, run by `sagestack run`; `sagestack promote` writes it)."
+    ),
+)
 def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
     known = [*ctx.spec.jobs, *ctx.spec.tuning]
     for name, t in ctx.spec.transforms.items():
@@ -171,7 +224,17 @@ def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
                     yield Finding((*path, "instance_type"), f"no inference container for {itype}: {e}")
 
 
-@rule("transform-payload", "error", "a transform's batches are what its container and SageMaker accept")
+@rule(
+    "transform-payload",
+    "error",
+    "a transform's batches are what its container and SageMaker accept",
+    why=(
+        "SageMaker limits a transform instance to 100 MB in flight "
+        "(MaxPayloadInMB x MaxConcurrentTransforms) and joins input to "
+        "output (JoinSource) only for JSON, JSON Lines and CSV records."
+    ),
+    fix="Lower max_payload_mb or max_concurrent_transforms; join only JSON, JSON Lines or CSV records.",
+)
 def transform_payload(ctx: RuleContext) -> Iterator[Finding]:
     for name, t in ctx.spec.transforms.items():
         path = ("transforms", name)

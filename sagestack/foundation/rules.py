@@ -11,7 +11,16 @@ from sagestack.core.rules import Finding, RuleContext, rule
 PROTECTED_ENV_PREFIXES = ("prod",)
 
 
-@rule("image-reference", "error", "a job's image names an entry of images:")
+@rule(
+    "image-reference",
+    "error",
+    "a job's image names an entry of images:",
+    why=(
+        "A job runs the container named by its image: key; a name that is not "
+        "under images: has no URI, so nothing could be rendered or deployed."
+    ),
+    fix="Define the image under images: (dlc:, uri: or dockerfile:) or correct the job's image: key.",
+)
 def image_reference(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         if job.image not in ctx.spec.images:
@@ -22,7 +31,16 @@ def image_reference(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("tuning-job-reference", "error", "a tuning entry names a job of jobs:")
+@rule(
+    "tuning-job-reference",
+    "error",
+    "a tuning entry names a job of jobs:",
+    why=(
+        "A tuning job runs trials of one training job's definition; without "
+        "it there is no image, code, instance type or metric to search with."
+    ),
+    fix="Point tuning.<name>.job at a key of jobs:.",
+)
 def tuning_job_reference(ctx: RuleContext) -> Iterator[Finding]:
     for name, t in ctx.spec.tuning.items():
         if t.job not in ctx.spec.jobs:
@@ -32,7 +50,16 @@ def tuning_job_reference(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("endpoint-model-reference", "error", "an endpoint's model comes from a job or tuning entry")
+@rule(
+    "endpoint-model-reference",
+    "error",
+    "an endpoint's model comes from a job or tuning entry",
+    why=(
+        "An endpoint serves a model: either the one a pipeline trains (model.from) "
+        "or a registered package (model_package). Neither means nothing to serve."
+    ),
+    fix="Add model: {from: <job or tuning entry>} or pin model_package: <ARN> (sagestack promote writes it).",
+)
 def endpoint_model_reference(ctx: RuleContext) -> Iterator[Finding]:
     sources = [*ctx.spec.jobs, *ctx.spec.tuning]
     for name, ep in ctx.spec.endpoints.items():
@@ -48,7 +75,16 @@ def endpoint_model_reference(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("dockerfile-exists", "error", "an image built from a Dockerfile points at a folder holding one")
+@rule(
+    "dockerfile-exists",
+    "error",
+    "an image built from a Dockerfile points at a folder holding one",
+    why=(
+        "cdk deploy builds a dockerfile: image from its folder; a missing folder "
+        "or Dockerfile fails the deploy after the other stacks have changed."
+    ),
+    fix="Create <folder>/Dockerfile, or fix the path (relative to the project root).",
+)
 def dockerfile_exists(ctx: RuleContext) -> Iterator[Finding]:
     for name, image in ctx.spec.images.items():
         build = image.dockerfile_spec
@@ -62,7 +98,16 @@ def dockerfile_exists(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("source-dir-exists", "error", "a job's source_dir exists and holds its entry_point")
+@rule(
+    "source-dir-exists",
+    "error",
+    "a job's source_dir exists and holds its entry_point",
+    why=(
+        "The source folder is packed as sourcedir.tar.gz and the container runs entry_point from it; the "
+        "toolkit fails the job at start-up (after paying for the instances) when the file is missing."
+    ),
+    fix="Create the folder and entry point, or fix source_dir / entry_point.",
+)
 def source_dir_exists(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         src = ctx.root / job.source_dir
@@ -76,7 +121,16 @@ def source_dir_exists(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("prod-retains-data", "error", "a production environment keeps its buckets, keys and repositories")
+@rule(
+    "prod-retains-data",
+    "error",
+    "a production environment keeps its buckets, keys and repositories",
+    why=(
+        "An environment whose name starts with 'prod' holds data you cannot rebuild: deleting "
+        "its stack with retain_data: false would delete its buckets, keys and repositories."
+    ),
+    fix="Set retain_data: true in config/envs/<env>.yaml (or rename a throwaway environment).",
+)
 def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
     if ctx.env and ctx.env.startswith(PROTECTED_ENV_PREFIXES) and not ctx.spec.retain_data:
         yield Finding(
@@ -87,7 +141,17 @@ def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "dlc-in-region", "error", "every DLC image exists in the project's region for the instances that use it"
+    "dlc-in-region",
+    "error",
+    "every DLC image exists in the project's region for the instances that use it",
+    why=(
+        "AWS Deep Learning Containers are published per region, framework version and processor; a "
+        "combination that does not exist makes CreateTrainingJob fail with 'image does not exist'."
+    ),
+    fix=(
+        "Choose a framework version published for the region "
+        "and instance type (see `sagestack plan`), or use uri:."
+    ),
 )
 def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
@@ -127,7 +191,19 @@ def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
                     )
 
 
-@rule("tag-limits", "error", "tags fit AWS's limits (≤ 50, key ≤ 128, value ≤ 256, no aws: prefix)")
+@rule(
+    "tag-limits",
+    "error",
+    "tags fit AWS's limits (≤ 50, key ≤ 128, value ≤ 256, no aws: prefix)",
+    why=(
+        "AWS rejects a resource with more than 50 tags, keys over 128 or values over 256 "
+        "characters, or keys starting with aws: — and CloudFormation rolls the whole stack back."
+    ),
+    fix=(
+        "Shorten or drop tags; sagestack adds sagestack:project, "
+        "sagestack:environment and, on jobs, two more."
+    ),
+)
 def tag_limits(ctx: RuleContext) -> Iterator[Finding]:
     tags = ctx.spec.tags
     if len(tags) > 50:

@@ -24,7 +24,14 @@ def _candidates(ctx: RuleContext) -> Iterator[tuple[str, JobSpec, int, InstanceT
 
 
 @rule(
-    "smddp-instance-types", "error", "SMDDP runs only on ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge"
+    "smddp-instance-types",
+    "error",
+    "SMDDP runs only on ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge",
+    why=(
+        "The SageMaker distributed data parallel library runs only on "
+        "the listed GPU types; elsewhere the job fails at start-up."
+    ),
+    fix="Use torch_distributed (NCCL) on other types, or move to ml.p4d/p4de/p3dn.",
 )
 def smddp_instance_types(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, i, it in _candidates(ctx):
@@ -38,7 +45,16 @@ def smddp_instance_types(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("trainium-torch-distributed", "error", "Trainium (ml.trn*) accepts only torch_distributed")
+@rule(
+    "trainium-torch-distributed",
+    "error",
+    "Trainium (ml.trn*) accepts only torch_distributed",
+    why=(
+        "Trainium jobs are launched by torchrun with the Neuron runtime "
+        "(torch_distributed); MPI, SMDDP and SMP are not supported there."
+    ),
+    fix="Use distribution: {torch_distributed: {}} on ml.trn*.",
+)
 def trainium_torch_distributed(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in _candidates(ctx):
         acc = it.accelerator
@@ -52,7 +68,13 @@ def trainium_torch_distributed(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("p5-smddp-needs-torch-distributed", "error", "SMDDP on p5 is launched by torch_distributed")
+@rule(
+    "p5-smddp-needs-torch-distributed",
+    "error",
+    "SMDDP on p5 is launched by torch_distributed",
+    why="On p5, SMDDP is launched by torchrun, not mpirun; the SDK refuses the smddp launcher there.",
+    fix="Use torch_distributed with the smddp backend in the script, or another instance type.",
+)
 def p5_smddp(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in _candidates(ctx):
         if it.family.startswith("p5") and job.distribution is not None and job.distribution.smddp is not None:
@@ -63,7 +85,16 @@ def p5_smddp(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("mpi-processes-per-host", "error", "MPI processes per host do not exceed the accelerators per host")
+@rule(
+    "mpi-processes-per-host",
+    "error",
+    "MPI processes per host do not exceed the accelerators per host",
+    why=(
+        "More MPI processes than accelerators makes processes share a GPU (or "
+        "a Neuron core): out of memory or a collective that never completes."
+    ),
+    fix="Lower processes_per_host to the accelerators per host (see `sagestack plan`), or omit it.",
+)
 def mpi_processes_per_host(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in _candidates(ctx):
         mpi = job.distribution.mpi if job.distribution else None
@@ -77,7 +108,19 @@ def mpi_processes_per_host(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("efa-multi-node", "warning", "multi-node jobs on EFA-capable types use EFA")
+@rule(
+    "efa-multi-node",
+    "warning",
+    "multi-node jobs on EFA-capable types use EFA",
+    why=(
+        "Multi-node training over TCP on EFA-capable types wastes "
+        "most of the network: collectives are several times slower."
+    ),
+    fix=(
+        "Leave efa unset (on by default for multi-node) or "
+        "set efa: true; use the train-efa image (book ch. 5)."
+    ),
+)
 def efa_multi_node(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in _candidates(ctx):
         if job.instance_count > 1 and it.efa and job.efa is False:
@@ -88,7 +131,13 @@ def efa_multi_node(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("distribution-on-single-cpu", "warning", "a distribution on one CPU instance has nothing to distribute")
+@rule(
+    "distribution-on-single-cpu",
+    "warning",
+    "a distribution on one CPU instance has nothing to distribute",
+    why="A distribution on one CPU instance starts one process: the launcher's overhead, no parallelism.",
+    fix="Drop distribution:, or use a multi-accelerator type or more instances.",
+)
 def distribution_on_single_cpu(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in _candidates(ctx):
         if job.distribution is not None and job.instance_count == 1 and not it.is_accelerated:
@@ -99,7 +148,16 @@ def distribution_on_single_cpu(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("spot-max-wait", "error", "spot jobs wait at least as long as they run; max_wait only with spot")
+@rule(
+    "spot-max-wait",
+    "error",
+    "spot jobs wait at least as long as they run; max_wait only with spot",
+    why=(
+        "SageMaker requires MaxWaitTimeInSeconds >= "
+        "MaxRuntimeInSeconds for spot, and refuses it without spot."
+    ),
+    fix="Set max_wait >= max_run with use_spot_instances: true, or remove max_wait.",
+)
 def spot_max_wait(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         if job.max_wait is not None and not job.use_spot_instances:
@@ -115,7 +173,16 @@ def spot_max_wait(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("spot-checkpoint", "error", "spot jobs checkpoint, at a stated interval")
+@rule(
+    "spot-checkpoint",
+    "error",
+    "spot jobs checkpoint, at a stated interval",
+    why=(
+        "A spot job can be interrupted at any time; without checkpoints "
+        "every interruption restarts from step 0 and may never finish."
+    ),
+    fix="Add checkpoint: {every_steps: N}; the script saves there and resumes (training_src/train.py does).",
+)
 def spot_checkpoint(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         if not job.use_spot_instances:
@@ -133,7 +200,13 @@ def spot_checkpoint(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("warm-pool-not-with-spot", "error", "warm pools (keep_alive) are not available to spot jobs")
+@rule(
+    "warm-pool-not-with-spot",
+    "error",
+    "warm pools (keep_alive) are not available to spot jobs",
+    why="Warm pools (KeepAlivePeriodInSeconds) are not available to managed spot training.",
+    fix="Remove keep_alive, or train on demand.",
+)
 def warm_pool_not_with_spot(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         if job.use_spot_instances and job.keep_alive:
@@ -143,7 +216,14 @@ def warm_pool_not_with_spot(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "hyperparameter-limits", "error", "at most 100 hyperparameters; keys <= 256 and values <= 2500 characters"
+    "hyperparameter-limits",
+    "error",
+    "at most 100 hyperparameters; keys <= 256 and values <= 2500 characters",
+    why=(
+        "CreateTrainingJob accepts at most 100 hyperparameters, keys up to 256 and "
+        "values up to 2500 characters (sagestack adds the sagemaker_* keys to yours)."
+    ),
+    fix="Move large values into a config file in source_dir or a channel.",
 )
 def hyperparameter_limits(ctx: RuleContext) -> Iterator[Finding]:
     import json
@@ -171,7 +251,16 @@ def hyperparameter_limits(ctx: RuleContext) -> Iterator[Finding]:
                 )
 
 
-@rule("metric-regex", "error", "metric regexes compile and capture the value in a group")
+@rule(
+    "metric-regex",
+    "error",
+    "metric regexes compile and capture the value in a group",
+    why=(
+        "SageMaker reads metrics from the log with each regex's first group; a regex that does not "
+        "compile or has no group records nothing, and a tuning objective on it never improves."
+    ),
+    fix="Write e.g. 'val_accuracy=([0-9.]+)' — one capturing group around the number.",
+)
 def metric_regex(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         if len(job.metric_definitions) > 40:
@@ -196,7 +285,14 @@ def metric_regex(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "prefer-one-multi-accelerator-instance", "warning", "one multi-accelerator instance beats N single ones"
+    "prefer-one-multi-accelerator-instance",
+    "warning",
+    "one multi-accelerator instance beats N single ones",
+    why=(
+        "N single-GPU instances talk over the network; one N-GPU instance "
+        "uses NVLink or PCIe and starts faster, usually at the same price."
+    ),
+    fix="Use the suggested multi-accelerator type with instance_count: 1.",
 )
 def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.core.catalog.instances import instance_types_for
@@ -234,6 +330,11 @@ def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]
     "multi-host-without-distribution",
     "warning",
     "several hosts with no distribution run the script independently on each",
+    why=(
+        "Without a distribution the toolkit runs the script on every host "
+        "independently: N copies of the same training, paid N times."
+    ),
+    fix="Add distribution: {torch_distributed: {}} (or mpi/smddp/smp), or instance_count: 1.",
 )
 def multi_host_without_distribution(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
@@ -272,6 +373,8 @@ def _processes_per_host(job: JobSpec, it: InstanceType) -> int:
     "dataloader-workers-per-cpu",
     "warning",
     "data-loader workers per process stay within the instance's vCPUs per process",
+    why="More data-loader workers than vCPUs per process oversubscribes the CPU and slows training.",
+    fix="Lower num_workers, or choose a type with more vCPUs per accelerator.",
 )
 def dataloader_workers_per_cpu(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in _candidates(ctx):
@@ -296,6 +399,11 @@ def dataloader_workers_per_cpu(ctx: RuleContext) -> Iterator[Finding]:
     "requirements-need-network",
     "error",
     "a source dir's requirements.txt is installed by the container over the network",
+    why=(
+        "The training toolkit runs pip install -r requirements.txt at start-up; with network "
+        "isolation or a VPC without egress it fails after the instances are paid for."
+    ),
+    fix="Vendor wheels (--no-index --find-links wheels), or bake the packages into a dockerfile: image.",
 )
 def requirements_need_network(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
@@ -346,7 +454,11 @@ SMP_V1_ONLY = (
 
 
 @rule(
-    "smp-v2-instance-types", "error", "SMP v2 runs on ml.p4d, ml.p4de, ml.p5 and ml.p5e (48xlarge/24xlarge)"
+    "smp-v2-instance-types",
+    "error",
+    "SMP v2 runs on ml.p4d, ml.p4de, ml.p5 and ml.p5e (48xlarge/24xlarge)",
+    why="The SageMaker model parallel library v2 containers run only on ml.p4d, p4de, p5 and p5e.",
+    fix="Move to one of those types, or use torch_distributed with FSDP yourself.",
 )
 def smp_v2_instance_types(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, i, it in _candidates(ctx):
@@ -360,7 +472,14 @@ def smp_v2_instance_types(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "smp-version-parameters", "error", "SMP v1 and v2 parameters are not mixed, and v1 needs PyTorch <= 2.0"
+    "smp-version-parameters",
+    "error",
+    "SMP v1 and v2 parameters are not mixed, and v1 needs PyTorch <= 2.0",
+    why=(
+        "SMP v1 (MPI-launched, PyTorch <= 2.0) and v2 (torchrun, FSDP-based) "
+        "take different parameters; mixing them fails in the container."
+    ),
+    fix="Set smp.version and only that version's parameters; v1 needs a DLC version <= 2.0.",
 )
 def smp_version_parameters(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
@@ -403,6 +522,8 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     "training-compiler",
     "error",
     "SageMaker Training Compiler gets no new releases; torch.compile replaces it",
+    why="SageMaker Training Compiler receives no new releases; current DLCs do not include it.",
+    fix="Use torch.compile in the script instead.",
 )
 def training_compiler(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
@@ -420,6 +541,11 @@ def training_compiler(ctx: RuleContext) -> Iterator[Finding]:
     "framework-profiling-pytorch2",
     "error",
     "Profiler's framework metrics (detailed, dataloader, python) are not available for PyTorch >= 2.0",
+    why=(
+        "Debugger/Profiler's framework metrics (detailed, dataloader, python) "
+        "are not supported for PyTorch >= 2.0; the job fails or records nothing."
+    ),
+    fix="Keep system profiling (system_interval_ms) and drop framework:, dataloader: and python:.",
 )
 def framework_profiling_pytorch2(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
@@ -440,7 +566,14 @@ def framework_profiling_pytorch2(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "retired-instance-type", "error", "no retired instance type (no current framework container runs there)"
+    "retired-instance-type",
+    "error",
+    "no retired instance type (no current framework container runs there)",
+    why=(
+        "Retired types (ml.p2: K80 GPUs) are not supported by the current PyTorch "
+        "(>= 1.13) and TensorFlow (>= 2.12) containers: the job cannot start."
+    ),
+    fix="Use the suggested current replacement.",
 )
 def retired_instance_type(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.core.catalog.instances import RETIRED_FAMILIES, current_replacement
@@ -464,6 +597,15 @@ def retired_instance_type(ctx: RuleContext) -> Iterator[Finding]:
     "file-system-channel",
     "error",
     "an FSx for Lustre or EFS channel runs in a VPC, in File mode, with no S3 settings",
+    why=(
+        "SageMaker mounts an FSx for Lustre or EFS channel over the job's network interfaces: "
+        "without a VPC that reaches the file system the job fails at start-up, the mount "
+        "supports File mode only, and S3 settings on such a channel would be ignored or refused."
+    ),
+    fix=(
+        "Give the job vpc: (subnets that reach the file system; for FSx, in its Availability "
+        "Zone), use input_mode File, and drop s3_uri / key_prefix / distribution from the channel."
+    ),
 )
 def file_system_channel(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
@@ -503,6 +645,15 @@ _TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:tr
     "training-plan",
     "error",
     "a training plan names one of the job's candidates, by ARN, in the project's region, not for spot",
+    why=(
+        "A SageMaker training plan reserves one instance type and count for a time window, "
+        "in one region, as on-demand capacity; a plan named for a type the job does not "
+        "list, in another region, or for a spot job is refused by CreateTrainingJob."
+    ),
+    fix=(
+        "Key training_plans by one of the job's instance_type candidates, use a plan ARN of the "
+        "project's region (`sagestack capacity offerings JOB` lists offerings), and train on demand."
+    ),
 )
 def training_plan(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.core.catalog.suggest import did_you_mean

@@ -9,7 +9,16 @@ from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 
 
-@rule("tuning-objective-metric", "error", "the objective is one of the tuned job's metric_definitions")
+@rule(
+    "tuning-objective-metric",
+    "error",
+    "the objective is one of the tuned job's metric_definitions",
+    why=(
+        "The tuner optimizes a metric the trials log; one not in "
+        "metric_definitions is never recorded and every trial fails to report."
+    ),
+    fix="Name a metric of the job's metric_definitions as objective.metric.",
+)
 def tuning_objective_metric(ctx: RuleContext) -> Iterator[Finding]:
     for name, t in ctx.spec.tuning.items():
         job = ctx.spec.jobs.get(t.job)
@@ -29,6 +38,11 @@ def tuning_objective_metric(ctx: RuleContext) -> Iterator[Finding]:
     "tuning-range-bounds",
     "error",
     "each range's minimum is below its maximum; logarithmic scales stay positive",
+    why=(
+        "SageMaker refuses a range whose minimum is not below its "
+        "maximum, and a logarithmic scale needs positive values."
+    ),
+    fix="Order the bounds; use Linear scaling for ranges that reach 0 or below.",
 )
 def tuning_range_bounds(ctx: RuleContext) -> Iterator[Finding]:
     for name, t in ctx.spec.tuning.items():
@@ -50,7 +64,16 @@ def tuning_range_bounds(ctx: RuleContext) -> Iterator[Finding]:
                 yield Finding(path, "reverse-logarithmic scaling needs a continuous range within [0, 1)")
 
 
-@rule("tuning-static-overlap", "error", "a tuned hyperparameter is not also static, nor a sagemaker_ key")
+@rule(
+    "tuning-static-overlap",
+    "error",
+    "a tuned hyperparameter is not also static, nor a sagemaker_ key",
+    why=(
+        "A tuned hyperparameter that is also static (or a sagemaker_* "
+        "key) is rejected by CreateHyperParameterTuningJob."
+    ),
+    fix="Remove it from static_hyperparameters (or from the job's hyperparameters when tuned).",
+)
 def tuning_static_overlap(ctx: RuleContext) -> Iterator[Finding]:
     for name, t in ctx.spec.tuning.items():
         for param in t.ranges:
@@ -70,6 +93,11 @@ def tuning_static_overlap(ctx: RuleContext) -> Iterator[Finding]:
     "tuning-grid-categorical",
     "error",
     "Grid search takes categorical ranges only; its job count follows from them",
+    why=(
+        "Grid search enumerates categorical values only; it refuses "
+        "continuous and integer ranges and computes its own job count."
+    ),
+    fix="Make every range categorical, or choose Bayesian/Random.",
 )
 def tuning_grid_categorical(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.tuning.request import grid_size
@@ -94,6 +122,11 @@ def tuning_grid_categorical(ctx: RuleContext) -> Iterator[Finding]:
     "tuning-hyperband",
     "error",
     "Hyperband has its resource bounds, reported per epoch, and no other early stopping",
+    why=(
+        "Hyperband stops trials by resource (epochs) itself; it needs min/max resource, "
+        "the script must report the metric per epoch, and other early stopping is refused."
+    ),
+    fix="Set hyperband: {min_resource, max_resource}, early_stopping: Off, and log the metric every epoch.",
 )
 def tuning_hyperband(ctx: RuleContext) -> Iterator[Finding]:
     for name, t in ctx.spec.tuning.items():
@@ -125,7 +158,16 @@ def tuning_hyperband(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("tuning-budget", "error", "max_jobs is set (unless Grid) and max_parallel_jobs does not exceed it")
+@rule(
+    "tuning-budget",
+    "error",
+    "max_jobs is set (unless Grid) and max_parallel_jobs does not exceed it",
+    why=(
+        "MaxNumberOfTrainingJobs is required except for Grid, "
+        "and MaxParallelTrainingJobs above it is refused."
+    ),
+    fix="Set max_jobs, and keep max_parallel_jobs <= max_jobs (and within your quota).",
+)
 def tuning_budget(ctx: RuleContext) -> Iterator[Finding]:
     from sagestack.tuning.request import grid_size
 

@@ -117,12 +117,22 @@ def test_plan_imports_neither_cdk_nor_torch_nor_boto3_offline(tmp_path):
 
 
 def test_every_rule_explains_itself():
-    from sagestack.project.explain import EXPLANATIONS
+    """Each rule is declared with its explanation (cdk-nag's NagRules): why it exists, what to do."""
     from sagestack.project.rules import RULES
 
-    assert set(EXPLANATIONS) == set(RULES)
-    for rule_id, e in EXPLANATIONS.items():
-        assert len(e.why) > 40 and len(e.fix) > 20, rule_id
+    for rule_id, r in RULES.items():
+        assert len(r.why) > 40 and len(r.fix) > 20, rule_id
+
+
+def test_a_rule_without_an_explanation_is_not_registered():
+    from sagestack.core.rules import RULES, rule
+
+    with pytest.raises(TypeError):
+        rule("unexplained", "error", "checks nothing")  # type: ignore[call-arg]
+    for why, fix in (("", "Do this."), ("It matters.", " ")):
+        with pytest.raises(ValueError, match="needs an explanation"):
+            rule("unexplained", "error", "checks nothing", why=why, fix=fix)
+    assert "unexplained" not in RULES
 
 
 def test_rules_explain_prints_why_and_what_to_do_and_suggests_on_a_typo():
