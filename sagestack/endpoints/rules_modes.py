@@ -1,19 +1,14 @@
 """Rules about the ways an endpoint serves — asynchronous, rolling updates, inference components,
-Model Monitor — and about batch transforms: each combination AWS refuses (or silently ignores) is
-found before a deploy."""
+Model Monitor: each combination AWS refuses (or silently ignores) is found before a deploy."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri
 from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.endpoints.components import copy_needs, instance_capacity, pack
-
-MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
-JOINABLE = ("application/json", "application/jsonlines", "text/csv")  # DataProcessing.JoinSource
 
 
 @rule(
@@ -156,104 +151,4 @@ def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
             yield Finding(
                 (*path, "instance_type"),
                 f"'{m.instance_type}' is not a processing instance type{did_you_mean(m.instance_type, list(processing))}",
-            )
-
-
-@rule(
-    "transform-model-source",
-    "error",
-    "a transform scores with a registered and/or a pinned model package",
-    why=(
-        "A batch transform runs a SageMaker model: the one a pipeline trains and registers (model.from), or "
-        "a registered package pinned for the environment (model_package), or both (dev trains, prod pins). "
-        "Its inference image comes from the job's Deep Learning Container for each candidate instance type."
-    ),
-    fix=(
-        "Give model: {from: <job>} (registered and run by the job's pipeline) "
-        "and/or model_package: <ARN> in the project's region (the environment's "
-        "pin, run by `sagestack run`; `sagestack promote` writes it)."
-    ),
-)
-def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
-    known = [*ctx.spec.jobs, *ctx.spec.tuning]
-    for name, t in ctx.spec.transforms.items():
-        path = ("transforms", name)
-        if t.model is None and t.model_package is None:
-            yield Finding(
-                path,
-                "nothing to score with: give model: {from: <job or tuning entry>} (its pipeline registers the "
-                "model and runs the transform) and/or model_package: <ARN> (the pin; `sagestack run`)",
-            )
-            continue
-        if t.model is not None and t.model.from_ not in known:
-            yield Finding(
-                (*path, "model", "from"),
-                f"'{t.model.from_}' is neither a job nor a tuning entry{did_you_mean(t.model.from_, known)}",
-            )
-        if t.model_package is not None and t.model_package.split(":")[3] != ctx.spec.region:
-            yield Finding(
-                (*path, "model_package"),
-                f"the package is in {t.model_package.split(':')[3]}; transforms run in {ctx.spec.region}",
-            )
-        if t.model is not None and t.model.from_ in known:
-            job_key = (
-                ctx.spec.tuning[t.model.from_].job if t.model.from_ in ctx.spec.tuning else t.model.from_
-            )
-            job = ctx.spec.jobs.get(job_key)
-            image = ctx.spec.images.get(job.image) if job else None
-            if image is None:
-                continue
-            if image.dlc is None:
-                yield Finding(
-                    (*path, "model"),
-                    f"job '{job_key}' trains in a non-DLC image, so sagestack cannot name an inference image; "
-                    "register the model yourself and pin model_package",
-                )
-                continue
-            for itype in t.instance_type:
-                try:
-                    dlc_image_uri(
-                        image.dlc.framework,
-                        image.dlc.version,
-                        image.dlc.py_version,
-                        region=ctx.spec.region,
-                        instance_type=itype,
-                        scope="inference",
-                    )
-                except ImageLookupError as e:
-                    yield Finding((*path, "instance_type"), f"no inference container for {itype}: {e}")
-
-
-@rule(
-    "transform-payload",
-    "error",
-    "a transform's batches are what its container and SageMaker accept",
-    why=(
-        "SageMaker limits a transform instance to 100 MB in flight "
-        "(MaxPayloadInMB x MaxConcurrentTransforms) and joins input to "
-        "output (JoinSource) only for JSON, JSON Lines and CSV records."
-    ),
-    fix="Lower max_payload_mb or max_concurrent_transforms; join only JSON, JSON Lines or CSV records.",
-)
-def transform_payload(ctx: RuleContext) -> Iterator[Finding]:
-    for name, t in ctx.spec.transforms.items():
-        path = ("transforms", name)
-        if (
-            t.max_concurrent_transforms
-            and t.max_payload_mb * t.max_concurrent_transforms > MAX_TOTAL_PAYLOAD_MB
-        ):
-            yield Finding(
-                (*path, "max_payload_mb"),
-                f"max_payload_mb {t.max_payload_mb} x max_concurrent_transforms {t.max_concurrent_transforms} "
-                f"exceeds SageMaker's {MAX_TOTAL_PAYLOAD_MB} MB per instance",
-            )
-        if t.join_source == "Input" and t.content_type not in JOINABLE:
-            yield Finding(
-                (*path, "join_source"),
-                f"SageMaker joins input and output for JSON, JSON Lines and CSV records, not {t.content_type}",
-            )
-        if t.join_source == "Input" and t.accept not in JOINABLE:
-            yield Finding(
-                (*path, "accept"),
-                "joining each record to its output needs a JSON, JSON Lines or CSV response (accept)",
             )

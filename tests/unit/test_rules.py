@@ -21,6 +21,31 @@ def test_every_rule_has_a_test():
     assert untested == []
 
 
+# The foundation checks the references between sections (a job's image, a tuning entry's job, an
+# endpoint's model source); every other rule lives with the feature its id names.
+OWNERS = {
+    "cluster-": "clusters",
+    "delivery-": "delivery",
+    "tracking-": "tracking",
+    "transform-": "transforms",
+    "tuning-": "tuning",
+    "endpoint-": "endpoints",
+}
+REFERENCES = ("image-reference", "tuning-job-reference", "endpoint-model-reference")
+
+
+def test_every_feature_owns_its_rules():
+    from tests.unit.test_layers import FEATURES
+
+    for rule_id, r in RULES.items():
+        _, feature, module = r.check.__module__.split(".")
+        assert feature in FEATURES and module.startswith("rules"), (rule_id, r.check.__module__)
+        owner = next((f for prefix, f in OWNERS.items() if rule_id.startswith(prefix)), None)
+        if owner is not None and rule_id not in REFERENCES:
+            assert feature == owner, (rule_id, r.check.__module__)
+    assert {RULES[r].check.__module__ for r in REFERENCES} == {"sagestack.foundation.rules"}
+
+
 def test_image_reference(project):
     assert findings(project, "image-reference", MINIMAL) == []
     assert findings(project, "image-reference", MINIMAL.replace("image: train", "image: trian")) == [
