@@ -8,20 +8,15 @@ aws-cdk-lib imports (aws/aws-cdk#19301). Import the classes from here:
 
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, ArtifactBucketBase
 from sagestack.constructs.cluster import HyperPodCluster
+from sagestack.constructs.endpoint_async import AsyncInference
+from sagestack.constructs.endpoint_autoscaling import AutoScaling
+from sagestack.constructs.endpoint_components import InferenceComponent
+from sagestack.constructs.endpoint_config import DataCapture, ServerlessConfig
+from sagestack.constructs.endpoint_model import Batching, VpcPlacement
+from sagestack.constructs.endpoint_rollout import Rollout
 from sagestack.constructs.execution_role import ExecutionRole, ExecutionRoleBase
 from sagestack.constructs.image_digests import ImageDigests
-from sagestack.constructs.inference_endpoint import (
-    AsyncInference,
-    AutoScaling,
-    Batching,
-    DataCapture,
-    InferenceComponent,
-    InferenceEndpoint,
-    InferenceEndpointBase,
-    Rollout,
-    ServerlessConfig,
-    VpcPlacement,
-)
+from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
 from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
 from sagestack.constructs.model_monitor import ModelMonitor

@@ -279,7 +279,7 @@ def test_batching_workers_follow_the_hardware_and_the_toolkit_handler_can_be_kep
     from aws_cdk import Duration
 
     from sagestack.constructs import Batching
-    from sagestack.constructs.inference_endpoint import default_workers
+    from sagestack.constructs.endpoint_model import default_workers
 
     assert default_workers("ml.g5.12xlarge") == 4  # one per GPU
     assert default_workers("ml.inf2.xlarge") == 2  # one per NeuronCore

@@ -1,0 +1,167 @@
+"""Autoscaling (aws-sagemaker-alpha's scalable-instance-count.ts): of an endpoint's instance fleet —
+target tracking on invocations per instance for a real-time endpoint, on the queue per instance for
+an asynchronous one, which a step policy wakes from zero instances — and of an inference
+component's copies, on invocations per copy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct, IConstruct
+
+from sagestack.constructs.endpoint_config import VARIANT
+
+Policy = appscaling.CfnScalingPolicy
+
+
+@dataclass(frozen=True)
+class AutoScaling:
+    """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
+
+    min_capacity: int = 1
+    max_capacity: int = 1
+    invocations_per_instance: int = 1000
+    # Async endpoints track the queue instead: ApproximateBacklogSizePerInstance. With
+    # min_capacity 0 a step policy wakes the fleet when requests wait with no instance.
+    backlog_per_instance: float = 5
+    scale_in_cooldown: Duration = field(default_factory=lambda: Duration.minutes(5))
+    scale_out_cooldown: Duration = field(default_factory=lambda: Duration.minutes(1))
+
+
+def scale_variant(
+    scope: Construct, a: AutoScaling, *, endpoint_name: str, endpoint: IConstruct, asynchronous: bool
+) -> appscaling.CfnScalableTarget:
+    """The variant's instance count between min and max, after `endpoint` exists."""
+    target = appscaling.CfnScalableTarget(
+        scope,
+        "ScalableTarget",
+        service_namespace="sagemaker",
+        resource_id=f"endpoint/{endpoint_name}/variant/{VARIANT}",
+        scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+        min_capacity=a.min_capacity,
+        max_capacity=a.max_capacity,
+    )
+    target.node.add_dependency(endpoint)
+    if asynchronous:
+        _backlog_scaling(scope, a, endpoint_name, target)
+        return target
+    Policy(
+        scope,
+        "InvocationsPerInstance",
+        policy_name=f"{endpoint_name}-invocations",
+        policy_type="TargetTrackingScaling",
+        scaling_target_id=target.ref,
+        target_tracking_scaling_policy_configuration=Policy.TargetTrackingScalingPolicyConfigurationProperty(
+            target_value=float(a.invocations_per_instance),
+            predefined_metric_specification=Policy.PredefinedMetricSpecificationProperty(
+                predefined_metric_type="SageMakerVariantInvocationsPerInstance"
+            ),
+            scale_in_cooldown=int(a.scale_in_cooldown.to_seconds()),
+            scale_out_cooldown=int(a.scale_out_cooldown.to_seconds()),
+        ),
+    )
+    return target
+
+
+def scale_copies(
+    scope: Construct,
+    name: str,
+    *,
+    component_name: str,
+    component: IConstruct,
+    copies: int,
+    max_copies: int,
+    invocations_per_copy: int,
+) -> appscaling.CfnScalableTarget:
+    """An inference component's copy count between `copies` and `max_copies`, on invocations per copy."""
+    target = appscaling.CfnScalableTarget(
+        scope,
+        f"ScalableTarget-{name}",
+        service_namespace="sagemaker",
+        resource_id=f"inference-component/{component_name}",
+        scalable_dimension="sagemaker:inference-component:DesiredCopyCount",
+        min_capacity=copies,
+        max_capacity=max_copies,
+    )
+    target.node.add_dependency(component)
+    Policy(
+        scope,
+        f"InvocationsPerCopy-{name}",
+        policy_name=f"{component_name}-invocations",
+        policy_type="TargetTrackingScaling",
+        scaling_target_id=target.ref,
+        target_tracking_scaling_policy_configuration=Policy.TargetTrackingScalingPolicyConfigurationProperty(
+            target_value=float(invocations_per_copy),
+            predefined_metric_specification=Policy.PredefinedMetricSpecificationProperty(
+                predefined_metric_type="SageMakerInferenceComponentInvocationsPerCopy"
+            ),
+        ),
+    )
+    return target
+
+
+def _backlog_scaling(
+    scope: Construct, a: AutoScaling, endpoint_name: str, target: appscaling.CfnScalableTarget
+) -> None:
+    """Async: track the queue per instance; from zero instances, a step policy on
+    HasBacklogWithoutCapacity adds the first one (target tracking cannot scale out from zero)."""
+    Policy(
+        scope,
+        "BacklogPerInstance",
+        policy_name=f"{endpoint_name}-backlog",
+        policy_type="TargetTrackingScaling",
+        scaling_target_id=target.ref,
+        target_tracking_scaling_policy_configuration=Policy.TargetTrackingScalingPolicyConfigurationProperty(
+            target_value=float(a.backlog_per_instance),
+            customized_metric_specification=Policy.CustomizedMetricSpecificationProperty(
+                namespace="AWS/SageMaker",
+                metric_name="ApproximateBacklogSizePerInstance",
+                dimensions=[Policy.MetricDimensionProperty(name="EndpointName", value=endpoint_name)],
+                statistic="Average",
+            ),
+            scale_in_cooldown=int(a.scale_in_cooldown.to_seconds()),
+            scale_out_cooldown=int(a.scale_out_cooldown.to_seconds()),
+        ),
+    )
+    if a.min_capacity <= 0:
+        _wake_on_backlog(scope, a, endpoint_name, target)
+
+
+def _wake_on_backlog(
+    scope: Construct, a: AutoScaling, endpoint_name: str, target: appscaling.CfnScalableTarget
+) -> None:
+    wake = Policy(
+        scope,
+        "WakeOnBacklog",
+        policy_name=f"{endpoint_name}-wake",
+        policy_type="StepScaling",
+        scaling_target_id=target.ref,
+        step_scaling_policy_configuration=Policy.StepScalingPolicyConfigurationProperty(
+            adjustment_type="ChangeInCapacity",
+            metric_aggregation_type="Average",
+            cooldown=int(a.scale_out_cooldown.to_seconds()),
+            step_adjustments=[
+                Policy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
+            ],
+        ),
+    )
+    cloudwatch.CfnAlarm(
+        scope,
+        "BacklogWithoutCapacity",
+        alarm_name=f"{endpoint_name}-wake",
+        alarm_description=f"{endpoint_name}: requests wait and no instance runs; start one",
+        namespace="AWS/SageMaker",
+        metric_name="HasBacklogWithoutCapacity",
+        dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="EndpointName", value=endpoint_name)],
+        statistic="Average",
+        period=60,
+        evaluation_periods=2,
+        datapoints_to_alarm=2,
+        threshold=1,
+        comparison_operator="GreaterThanOrEqualToThreshold",
+        treat_missing_data="missing",
+        alarm_actions=[wake.ref],
+    )

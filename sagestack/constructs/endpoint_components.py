@@ -1,0 +1,92 @@
+"""Inference components: several models on one endpoint's shared fleet (AWS::SageMaker::
+InferenceComponent), each with its copies, what a copy needs, its own rolling update that the
+endpoint's alarms roll back, and autoscaling of its copies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Size
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from sagestack.constructs.endpoint_autoscaling import scale_copies
+from sagestack.constructs.endpoint_config import VARIANT
+from sagestack.constructs.endpoint_rollout import Rollout
+from sagestack.constructs.validation import validate_as_request
+
+Component = sagemaker.CfnInferenceComponent
+
+
+@dataclass(frozen=True)
+class InferenceComponent:
+    """One model on a shared endpoint: its model package, copies, and what each copy needs."""
+
+    name: str
+    model_package: str
+    memory: Size
+    cpu_cores: float = 1
+    accelerators: int | None = None
+    copies: int = 1
+    max_copies: int | None = None  # autoscale copies on invocations per copy up to this
+    invocations_per_copy: int = 100
+
+    @property
+    def workers(self) -> int:
+        """The model server's default workers for one copy: one per accelerator, else per core."""
+        return self.accelerators or max(1, int(self.cpu_cores))
+
+
+def inference_component(
+    scope: Construct,
+    c: InferenceComponent,
+    *,
+    endpoint_name: str,
+    endpoint: sagemaker.CfnEndpoint,
+    model: sagemaker.CfnModel,
+    rollout: Rollout,
+    alarms: Sequence[cloudwatch.Alarm],
+) -> Component:
+    """`c` on the endpoint's variant, serving `model`; named '<endpoint>-<component>'."""
+    component_name = f"{endpoint_name}-{c.name}"
+    resource = Component(
+        scope,
+        f"Component-{c.name}",
+        inference_component_name=component_name,
+        endpoint_name=endpoint.attr_endpoint_name,
+        variant_name=VARIANT,
+        specification=Component.InferenceComponentSpecificationProperty(
+            model_name=model.attr_model_name,
+            compute_resource_requirements=Component.InferenceComponentComputeResourceRequirementsProperty(
+                number_of_cpu_cores_required=c.cpu_cores,
+                min_memory_required_in_mb=int(c.memory.to_mebibytes()),
+                number_of_accelerator_devices_required=c.accelerators,
+            ),
+        ),
+        runtime_config=Component.InferenceComponentRuntimeConfigProperty(copy_count=c.copies),
+        deployment_config=Component.InferenceComponentDeploymentConfigProperty(
+            rolling_update_policy=Component.InferenceComponentRollingUpdatePolicyProperty(
+                maximum_batch_size=Component.InferenceComponentCapacitySizeProperty(
+                    type="COPY_COUNT", value=max(1, c.copies * rollout.step_percent // 100)
+                ),
+                wait_interval_in_seconds=int(rollout.wait.to_seconds()),
+            ),
+            auto_rollback_configuration=Component.AutoRollbackConfigurationProperty(
+                alarms=[Component.AlarmProperty(alarm_name=a.alarm_name) for a in alarms]
+            ),
+        ),
+    )
+    validate_as_request(resource, "CreateInferenceComponent", drop=("DeploymentConfig",))
+    if c.max_copies is not None:
+        scale_copies(
+            scope,
+            c.name,
+            component_name=component_name,
+            component=resource,
+            copies=c.copies,
+            max_copies=c.max_copies,
+            invocations_per_copy=c.invocations_per_copy,
+        )
+    return resource

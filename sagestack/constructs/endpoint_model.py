@@ -1,0 +1,104 @@
+"""The model an endpoint serves (AWS::SageMaker::Model): a model package, as registered, in the
+package's own container — with dynamic batching in the container's environment, and the VPC it
+runs in (aws-sagemaker-alpha's model.ts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from sagestack.constructs.validation import validate_as_request
+
+
+@dataclass(frozen=True)
+class VpcPlacement:
+    """The model's containers run in these subnets, behind these security groups (Model VpcConfig)."""
+
+    subnet_ids: tuple[str, ...]
+    security_group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Dynamic batching in the PyTorch inference container (TorchServe): a worker takes up to
+    max_batch_size waiting requests, waiting at most max_delay for the batch to fill. Rendered as the
+    model's container environment: SAGEMAKER_TS_BATCH_SIZE, SAGEMAKER_TS_MAX_BATCH_DELAY,
+    SAGEMAKER_TS_MIN/MAX_WORKERS (default: one worker per GPU, else per vCPU of the instance type,
+    per accelerator or CPU core of a component, one when serverless — setting any SAGEMAKER_TS_
+    variable would otherwise drop the container to one worker), SAGEMAKER_TS_RESPONSE_TIMEOUT and the
+    threads per worker. handler: the TorchServe handler (TS_DEFAULT_SERVICE_HANDLER) —
+    'inference:handle' by default, the model's own inference.py answering a batch with one forward
+    pass; None keeps the container's handler, which runs input/predict/output_fn once per request."""
+
+    max_batch_size: int
+    max_delay: Duration = field(default_factory=lambda: Duration.millis(5))
+    workers: int | None = None
+    threads_per_worker: int = 1
+    response_timeout: Duration = field(default_factory=lambda: Duration.seconds(60))
+    handler: str | None = "inference:handle"
+
+    def environment(self, default_workers: int) -> dict[str, str]:
+        if self.max_batch_size < 1 or self.threads_per_worker < 1 or (self.workers or 1) < 1:
+            raise ValueError("Batching: max_batch_size, workers and threads_per_worker must be >= 1")
+        workers = str(self.workers or max(1, default_workers))
+        env = {
+            "SAGEMAKER_TS_BATCH_SIZE": str(self.max_batch_size),
+            "SAGEMAKER_TS_MAX_BATCH_DELAY": str(int(self.max_delay.to_milliseconds())),
+            "SAGEMAKER_TS_MIN_WORKERS": workers,
+            "SAGEMAKER_TS_MAX_WORKERS": workers,
+            "SAGEMAKER_TS_RESPONSE_TIMEOUT": str(int(self.response_timeout.to_seconds())),
+            "SAGEMAKER_MODEL_SERVER_WORKERS": workers,
+            "OMP_NUM_THREADS": str(self.threads_per_worker),
+            "SAGESTACK_SERVE_THREADS": str(self.threads_per_worker),
+        }
+        if self.handler:
+            env["TS_DEFAULT_SERVICE_HANDLER"] = self.handler
+        return env
+
+
+def default_workers(instance_type: str | None) -> int:
+    """TorchServe's own default: one worker per GPU, else one per vCPU."""
+    if instance_type is None:
+        return 1
+    from sagestack.core.catalog.instances import instance_type as lookup
+
+    try:
+        it = lookup(instance_type)
+    except (KeyError, ValueError):
+        return 1
+    return it.gpus or it.neuron_cores or it.vcpu or 1
+
+
+def serving_model(
+    scope: Construct,
+    id: str,
+    *,
+    role_arn: str,
+    model_package: str,
+    workers: int,
+    batching: Batching | None = None,
+    vpc: VpcPlacement | None = None,
+) -> sagemaker.CfnModel:
+    """A model of `model_package`, network-isolated, with no explicit name: a new pin replaces it,
+    and the endpoint moves to the new config by a guarded update. workers: the batching default."""
+    model = sagemaker.CfnModel(
+        scope,
+        id,
+        execution_role_arn=role_arn,
+        primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+            model_package_name=model_package,
+            # added to the package's own container environment (SAGEMAKER_PROGRAM, …)
+            environment=batching.environment(workers) if batching else None,
+        ),
+        enable_network_isolation=True,
+        vpc_config=sagemaker.CfnModel.VpcConfigProperty(
+            subnets=list(vpc.subnet_ids), security_group_ids=list(vpc.security_group_ids)
+        )
+        if vpc
+        else None,
+    )
+    validate_as_request(model, "CreateModel", add={"ModelName": "generated-by-cloudformation"})
+    return model
