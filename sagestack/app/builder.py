@@ -10,7 +10,9 @@ from aws_cdk import App, Validations, cx_api
 from sagestack.app.stage import EnvironmentStage
 from sagestack.constructs.nag import unacknowledged_findings
 from sagestack.core.errors import SpecError, SpecIssue
-from sagestack.project import EnvironmentPlan, list_environments, load_project, resolve_environment
+from sagestack.delivery.models import DeliverySpec
+from sagestack.project import EnvironmentPlan, resolve_environment
+from sagestack.project.loader import ProjectFiles
 
 ENVS_CONTEXT = "sagestack:environments"
 QUOTAS_CONTEXT = "sagestack:quotas"  # live | snapshot | off (default: snapshot where one exists)
@@ -31,29 +33,25 @@ def cdk_json_context(root: Path) -> dict[str, object]:
     return context
 
 
-def selected_environments(app: App, root: Path) -> list[str]:
+def selected_environments(app: App, files: ProjectFiles) -> list[str]:
     """`-c sagestack:environments=dev,prod`, else every config/envs/*.yaml."""
     value = app.node.try_get_context(ENVS_CONTEXT)
     if value:
         names = [v.strip() for v in str(value).split(",") if v.strip()]
         return names
-    return list_environments(root)
+    return files.environments()
 
 
-def environment_accounts(root: Path, known: dict[str, str | None] | None = None) -> dict[str, str]:
+def environment_accounts(files: ProjectFiles) -> dict[str, str]:
     """env -> account for every environment that names one (promotion targets read its models).
-    `known`: accounts of the environments already loaded, which are not read again. One whose
-    config does not load is left out here; its own synth reports why."""
-    known = known or {}
+    An environment the synth already loaded is not loaded again. One whose config does not load is
+    left out here; its own synth reports why."""
     out: dict[str, str] = {}
-    for env in list_environments(root):
-        if env in known:
-            account = known[env]
-        else:
-            try:
-                account = load_project(root, env).spec.account
-            except SpecError:
-                continue
+    for env in files.environments():
+        try:
+            account = files.load(env).spec.account
+        except SpecError:
+            continue
         if account:
             out[env] = account
     return out
@@ -62,13 +60,15 @@ def environment_accounts(root: Path, known: dict[str, str | None] | None = None)
 def build_app(
     app: App, root: Path, envs: Sequence[str] | None = None, *, nag: bool = True
 ) -> list[EnvironmentStage]:
-    """Add one EnvironmentStage per environment. Raises SpecError with every error of every env."""
-    names = list(envs) if envs is not None else selected_environments(app, root)
+    """Add one EnvironmentStage per environment. Raises SpecError with every error of every env.
+    Each config file is read once (ProjectFiles): the plans carry their lock and quota snapshot."""
+    files = ProjectFiles(root)
+    names = list(envs) if envs is not None else selected_environments(app, files)
     issues = []
     plans = []
     for env in names:
         try:
-            plans.append(resolve_environment(load_project(root, env)))
+            plans.append(resolve_environment(files.load(env)))
         except SpecError as e:
             issues += e.issues
     if issues:
@@ -77,14 +77,14 @@ def build_app(
         raise SpecError(unique)
     check_quotas(app, root, plans)
     digests = check_lock(app, root, plans)
-    check_serving_updates(root, plans)
-    accounts = environment_accounts(root, {plan.env: plan.account for plan in plans})
+    check_serving_updates(plans)
+    accounts = environment_accounts(files)
     stages = [
         EnvironmentStage(
             app,
             plan.env,
             plan=plan,
-            project_root=root,
+            project_root=files.root,
             model_readers=tuple(
                 sorted({a for e, a in accounts.items() if e != plan.env and a != plan.account})
             ),
@@ -92,7 +92,7 @@ def build_app(
         )
         for plan in plans
     ]
-    delivery_stack(app, root, stages)
+    delivery_stack(app, files.delivery(), stages)
     if nag:
         from cdk_nag import AwsSolutionsChecks
 
@@ -100,13 +100,12 @@ def build_app(
     return stages
 
 
-def delivery_stack(app: App, root: Path, stages: Sequence[EnvironmentStage]) -> object | None:
-    """The project's `delivery:` pipeline (stacks/delivery.py), when the synth holds every
+def delivery_stack(
+    app: App, delivery: DeliverySpec | None, stages: Sequence[EnvironmentStage]
+) -> object | None:
+    """The project's `delivery:` pipeline (app/delivery.py), when the synth holds every
     environment it deploys (a synth of some environments leaves the pipeline out: deploying it so
     would drop the others' stages)."""
-    from sagestack.project.loader import delivery_of
-
-    delivery = delivery_of(root)
     if delivery is None:
         return None
     by_env = {s.plan.env: s for s in stages}
@@ -132,7 +131,7 @@ def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None
     """`-c sagestack:quotas=live|snapshot|off`: the check `sagestack plan` makes, failing the synth
     with the same message when a quota is short (default: the snapshot, where one exists)."""
     from sagestack.ops.account import quota_book
-    from sagestack.ops.capacity import QuotaShortfallError, evaluate, load_snapshot
+    from sagestack.ops.capacity import QuotaShortfallError, evaluate, snapshot_book
 
     mode = str(app.node.try_get_context(QUOTAS_CONTEXT) or "default")
     if mode not in ("live", "snapshot", "off", "default"):
@@ -142,7 +141,7 @@ def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None
     short = []
     for plan in plans:
         if mode == "default":
-            book = load_snapshot(root, plan.env)
+            book = snapshot_book(plan)
             if book is None:
                 continue
         else:
@@ -160,7 +159,7 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[s
     sagestack:digests=offline`). Returns env -> the lock's image digests, which the stage renders
     requests with (nothing when the synth is not locked)."""
     from sagestack.core.digests import MovedTagError, moved_tags
-    from sagestack.ops.lock import LockMismatchError, lock_changes, lock_document, locked_digests, read_lock
+    from sagestack.ops.lock import LockMismatchError, lock_changes, lock_document, locked_digests
     from sagestack.project.requests import render_environment
 
     if str(app.node.try_get_context(LOCKED_CONTEXT) or "false").lower() not in ("true", "1", "yes"):
@@ -170,7 +169,7 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[s
         raise SpecError([SpecIssue(f"-c {DIGESTS_CONTEXT}={mode}: use registry or offline")])
     pins: dict[str, dict[str, str]] = {}
     for plan in plans:
-        locked = read_lock(root, plan.env)
+        locked = plan.files.lock
         if locked is None:
             raise LockMismatchError(plan.env, [], missing=True)
         current = lock_document(plan, render_environment(plan, root, validate=False))
@@ -187,13 +186,13 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[s
     return pins
 
 
-def check_serving_updates(root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+def check_serving_updates(plans: Sequence[EnvironmentPlan]) -> None:
     """Refuse a change the deploy would fail on halfway: an autoscaled endpoint's instance type
     changing in one update (compared with the environment's lock, when there is one)."""
-    from sagestack.ops.lock import ServingUpdateError, autoscaled_type_changes, read_lock
+    from sagestack.ops.lock import ServingUpdateError, autoscaled_type_changes
 
     for plan in plans:
-        locked = read_lock(root, plan.env)
+        locked = plan.files.lock
         problems = autoscaled_type_changes(locked, plan) if locked else []
         if problems:
             raise ServingUpdateError(plan.env, problems)

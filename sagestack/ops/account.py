@@ -19,7 +19,7 @@ from sagestack.core.catalog.quotas import (
     snapshot_path,
     training_usage,
 )
-from sagestack.ops.capacity import QuotaBook, book_from_document, load_snapshot
+from sagestack.ops.capacity import QuotaBook, book_from_document, snapshot_book
 from sagestack.project.environment import EnvironmentPlan
 
 CREDENTIAL_VARIABLES = (
@@ -160,7 +160,7 @@ def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
             if mode == "live":
                 raise QuotaSourceError(f"cannot read the account's quotas: {type(e).__name__}: {e}") from None
             live_error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-    snapshot = load_snapshot(root, plan.env)
+    snapshot = snapshot_book(plan)
     if snapshot is not None:
         if live_error:
             snapshot.detail += f"; live quotas unavailable ({live_error})"

@@ -10,20 +10,18 @@ checked too. Pure: the quota values come in a QuotaBook (live, or a snapshot fil
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from sagestack.clusters.models import ClusterSpec
 from sagestack.core.catalog.instances import instance_type
-from sagestack.core.catalog.quotas import (
-    TRAINING_INSTANCES_TOTAL,
-    QuotaUsage,
-    quota_name,
-    snapshot_path,
-    training_usage,
-)
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, training_usage
+from sagestack.core.config import ENV_DIR
+from sagestack.endpoints.models import EndpointSpec
 from sagestack.project.environment import EnvironmentPlan
+from sagestack.training.models import JobSpec
+from sagestack.transforms.models import TransformSpec
+from sagestack.tuning.models import TuningSpec
 
 SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
 HOURS_PER_MONTH = 730
@@ -68,13 +66,13 @@ def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"]
     return QuotaBook(source, detail, values, usage)
 
 
-def load_snapshot(root: Path, env: str) -> QuotaBook | None:
-    path = snapshot_path(root, env)
-    if not path.exists():
+def snapshot_book(plan: EnvironmentPlan) -> QuotaBook | None:
+    """The environment's quota snapshot (config/envs/<env>.quotas.json, read with its spec), or None."""
+    data = plan.files.quotas
+    if data is None:
         return None
-    data = json.loads(path.read_text())
     taken = data.get("taken_at")
-    detail = f"snapshot {path.relative_to(root)}" + (f" (taken {taken})" if taken else "")
+    detail = f"snapshot {ENV_DIR}/{plan.env}.quotas.json" + (f" (taken {taken})" if taken else "")
     return book_from_document(data, "snapshot", detail)
 
 
@@ -218,25 +216,57 @@ def _status(available: float | None, needed: float) -> Status:
 
 
 def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
+    """Every job's, search's, endpoint's, transform's and cluster group's quota against `book`,
+    with what runs at once after a deploy summed, and the environment's training total."""
     spec = plan.spec
-    rows: list[Row] = []
-    shortfalls: list[Shortfall] = []
-    at_once: dict[str, float] = {}  # quota -> instances taken by what runs together after deploy
-    training_at_once = 0.0
-    largest_training = 0.0
-
+    tally = _Tally(book)
     for key, job in spec.jobs.items():
-        usage = training_usage(job.use_spot_instances)
-        need = float(job.instance_count)
-        hours = job.max_run / 3600
-        job_rows = []
-        for itype in job.instance_type:
-            qn = quota_name(itype, usage)
-            together = at_once.get(qn, 0.0) if job.run_on_deploy else 0.0
-            avail = book.available(qn)
-            status = _status(None if avail is None else avail - together, need)
-            price, on_demand, spot = _training_cost(itype, need * hours)
-            row = Row(
+        _add_job(tally, key, job)
+    for key, tuning in spec.tuning.items():
+        _add_tuning(tally, key, tuning, spec.jobs[tuning.job])
+    for key, ep in spec.endpoints.items():
+        if ep.model_package is not None or ep.model is not None or ep.components:
+            _add_endpoint(tally, key, ep)
+    for key, transform in spec.transforms.items():
+        _add_transform(tally, key, transform)
+    for key, cluster in spec.clusters.items():
+        _add_cluster(tally, key, cluster)
+    _add_training_total(tally)
+    return CapacityReport(plan.env, book, tally.rows, tally.shortfalls)
+
+
+@dataclass
+class _Tally:
+    """What evaluate() has found so far: rows, shortfalls, and the training that runs at once."""
+
+    book: QuotaBook
+    rows: list[Row] = field(default_factory=list)
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    at_once: dict[str, float] = field(default_factory=dict)  # quota -> instances of jobs run on deploy
+    training_at_once: float = 0.0
+    largest_training: float = 0.0  # the largest job or search: the total must fit it alone
+
+    def short(
+        self, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
+    ) -> None:
+        self.shortfalls.append(_shortfall(self.book, kind, key, quota, needed, alternatives))
+
+
+def _add_job(tally: _Tally, key: str, job: JobSpec) -> None:
+    """One row per candidate; the first with room is chosen. A job run on deploy shares its quota
+    with the others run then."""
+    book = tally.book
+    usage = training_usage(job.use_spot_instances)
+    need = float(job.instance_count)
+    hours = job.max_run / 3600
+    job_rows = []
+    for itype in job.instance_type:
+        qn = quota_name(itype, usage)
+        together = tally.at_once.get(qn, 0.0) if job.run_on_deploy else 0.0
+        avail = book.available(qn)
+        price, on_demand, spot = _training_cost(itype, need * hours)
+        job_rows.append(
+            Row(
                 kind="job",
                 key=key,
                 instance_type=itype,
@@ -244,7 +274,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 quota=qn,
                 needed=need + together,
                 available=avail,
-                status=status,
+                status=_status(None if avail is None else avail - together, need),
                 chosen=False,
                 price_per_hour=price,
                 cost_on_demand=on_demand,
@@ -252,124 +282,125 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 cost_basis=f"≤ {hours:g} h (max_run)",
                 note="run on deploy" if job.run_on_deploy else "",
             )
-            job_rows.append(row)
-        chosen_index = _choose_first_with_room(job_rows)
-        rows += job_rows
-        if chosen_index is None:
-            first = job_rows[0]
-            others = _types_with_quota(
-                book, usage, need, like=job.instance_type[0], exclude=job.instance_type
-            )
-            shortfalls.append(_shortfall(book, "job", key, first.quota, first.needed, others))
-        elif job.run_on_deploy:
-            qn = job_rows[chosen_index].quota
-            at_once[qn] = at_once.get(qn, 0.0) + need
-        if job.run_on_deploy:
-            training_at_once += need
-        largest_training = max(largest_training, need)
-
-    for key, tuning in spec.tuning.items():
-        job = spec.jobs[tuning.job]
-        itype = job.instance_type[0]
-        kind = training_usage(job.use_spot_instances)
-        qn = quota_name(itype, kind)
-        need = float(tuning.max_parallel_jobs * job.instance_count)
-        avail = book.available(qn)
-        status = _status(avail, need)
-        trials = tuning.max_jobs or 1
-        price, on_demand, spot = _training_cost(itype, trials * job.instance_count * job.max_run / 3600)
-        rows.append(
-            Row(
-                kind="tuning",
-                key=key,
-                instance_type=itype,
-                count=job.instance_count,
-                quota=qn,
-                needed=need,
-                available=avail,
-                status=status,
-                chosen=True,
-                price_per_hour=price,
-                cost_on_demand=on_demand,
-                cost_spot=spot,
-                cost_basis=f"≤ {trials} trials x {job.max_run / 3600:g} h",
-                note=f"{tuning.max_parallel_jobs} trials at once",
-            )
         )
-        if status == "short":
-            alternatives = tuple(
-                c for c in job.instance_type[1:] if _status(book.available(quota_name(c, kind)), need) == "ok"
-            )
-            shortfalls.append(_shortfall(book, "tuning", key, qn, need, alternatives))
-        largest_training = max(largest_training, need)
+    chosen_index = _choose_first_with_room(job_rows)
+    tally.rows += job_rows
+    if chosen_index is None:
+        first = job_rows[0]
+        others = _types_with_quota(book, usage, need, like=job.instance_type[0], exclude=job.instance_type)
+        tally.short("job", key, first.quota, first.needed, others)
+    elif job.run_on_deploy:
+        qn = job_rows[chosen_index].quota
+        tally.at_once[qn] = tally.at_once.get(qn, 0.0) + need
+    if job.run_on_deploy:
+        tally.training_at_once += need
+    tally.largest_training = max(tally.largest_training, need)
 
-    for key, ep in spec.endpoints.items():
-        if ep.model_package is None and ep.model is None and not ep.components:
-            continue
-        if ep.serverless is not None:
-            rows.append(
-                Row(
-                    kind="endpoint",
-                    key=key,
-                    instance_type="serverless",
-                    count=0,
-                    quota="(serverless concurrency)",
-                    needed=float(ep.serverless.max_concurrency),
-                    available=None,
-                    status="unchecked",
-                    chosen=True,
-                    cost_basis="per request",
-                    note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
-                )
-            )
-            continue
-        assert ep.instance_type is not None
-        high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
-        low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
-        note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
-        if ep.components:
-            from sagestack.endpoints.components import pack
 
-            packing = pack(ep)
-            low = max(low, packing.instances_needed)
-            note = (
-                f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"
-            )
-        elif ep.async_ is not None:
-            note += ", async" + (" (scales to zero)" if low == 0 else "")
-        qn = quota_name(ep.instance_type, "endpoint")
-        avail = book.available(qn)
-        status = _status(avail, float(high))
-        price = instance_type(ep.instance_type).price_per_hour
-        rows.append(
+def _add_tuning(tally: _Tally, key: str, tuning: TuningSpec, job: JobSpec) -> None:
+    """A search needs max_parallel_jobs x instance_count of its job's first candidate."""
+    book = tally.book
+    itype = job.instance_type[0]
+    kind = training_usage(job.use_spot_instances)
+    qn = quota_name(itype, kind)
+    need = float(tuning.max_parallel_jobs * job.instance_count)
+    avail = book.available(qn)
+    status = _status(avail, need)
+    trials = tuning.max_jobs or 1
+    price, on_demand, spot = _training_cost(itype, trials * job.instance_count * job.max_run / 3600)
+    tally.rows.append(
+        Row(
+            kind="tuning",
+            key=key,
+            instance_type=itype,
+            count=job.instance_count,
+            quota=qn,
+            needed=need,
+            available=avail,
+            status=status,
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=on_demand,
+            cost_spot=spot,
+            cost_basis=f"≤ {trials} trials x {job.max_run / 3600:g} h",
+            note=f"{tuning.max_parallel_jobs} trials at once",
+        )
+    )
+    if status == "short":
+        alternatives = tuple(
+            c for c in job.instance_type[1:] if _status(book.available(quota_name(c, kind)), need) == "ok"
+        )
+        tally.short("tuning", key, qn, need, alternatives)
+    tally.largest_training = max(tally.largest_training, need)
+
+
+def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
+    """An endpoint needs its autoscaling maximum; it costs its minimum per month. Serverless
+    concurrency has no instance quota to check."""
+    if ep.serverless is not None:
+        tally.rows.append(
             Row(
                 kind="endpoint",
                 key=key,
-                instance_type=ep.instance_type,
-                count=high,
-                quota=qn,
-                needed=float(high),
-                available=avail,
-                status=status,
+                instance_type="serverless",
+                count=0,
+                quota="(serverless concurrency)",
+                needed=float(ep.serverless.max_concurrency),
+                available=None,
+                status="unchecked",
                 chosen=True,
-                price_per_hour=price,
-                cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
-                cost_basis=f"per month at {low} instance(s) ({high} at most)",
-                note=note,
+                cost_basis="per request",
+                note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
             )
         )
-        if status == "short":
-            shortfalls.append(_shortfall(book, "endpoint", key, qn, float(high)))
+        return
+    assert ep.instance_type is not None
+    high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
+    low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
+    note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
+    if ep.components:
+        from sagestack.endpoints.components import pack
 
-    for key, t in spec.transforms.items():
-        need = float(t.instance_count)
-        transform_rows = []
-        for itype in t.instance_type:
-            qn = quota_name(itype, "transform")
-            avail = book.available(qn)
-            status = _status(avail, need)
-            price = _price(itype)
-            row = Row(
+        packing = pack(ep)
+        low = max(low, packing.instances_needed)
+        note = f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"
+    elif ep.async_ is not None:
+        note += ", async" + (" (scales to zero)" if low == 0 else "")
+    qn = quota_name(ep.instance_type, "endpoint")
+    avail = tally.book.available(qn)
+    status = _status(avail, float(high))
+    price = instance_type(ep.instance_type).price_per_hour
+    tally.rows.append(
+        Row(
+            kind="endpoint",
+            key=key,
+            instance_type=ep.instance_type,
+            count=high,
+            quota=qn,
+            needed=float(high),
+            available=avail,
+            status=status,
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
+            cost_basis=f"per month at {low} instance(s) ({high} at most)",
+            note=note,
+        )
+    )
+    if status == "short":
+        tally.short("endpoint", key, qn, float(high))
+
+
+def _add_transform(tally: _Tally, key: str, t: TransformSpec) -> None:
+    """One row per candidate; the first with room is chosen."""
+    need = float(t.instance_count)
+    transform_rows = []
+    for itype in t.instance_type:
+        qn = quota_name(itype, "transform")
+        avail = tally.book.available(qn)
+        price = _price(itype)
+        transform_rows.append(
+            Row(
                 kind="transform",
                 key=key,
                 instance_type=itype,
@@ -377,7 +408,7 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 quota=qn,
                 needed=need,
                 available=avail,
-                status=status,
+                status=_status(avail, need),
                 chosen=False,
                 price_per_hour=price,
                 cost_on_demand=price * need if price is not None else None,
@@ -386,60 +417,65 @@ def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
                 if t.model_package
                 else f"after {t.model.from_ if t.model else '?'} registers",
             )
-            transform_rows.append(row)
-        rows += transform_rows
-        if _choose_first_with_room(transform_rows) is None:
-            first = transform_rows[0]
-            shortfalls.append(_shortfall(book, "transform", key, first.quota, need))
+        )
+    tally.rows += transform_rows
+    if _choose_first_with_room(transform_rows) is None:
+        tally.short("transform", key, transform_rows[0].quota, need)
 
-    for key, cluster in spec.clusters.items():
-        for group_name, group in cluster.instance_groups.items():
-            qn = quota_name(group.instance_type, "cluster")
-            avail = book.available(qn)
-            status = _status(avail, float(group.count))
-            price = _price(group.instance_type)
-            rows.append(
-                Row(
-                    kind="cluster",
-                    key=f"{key}/{group_name}",
-                    instance_type=group.instance_type,
-                    count=group.count,
-                    quota=qn,
-                    needed=float(group.count),
-                    available=avail,
-                    status=status,
-                    chosen=True,
-                    price_per_hour=price,
-                    cost_on_demand=price * group.count if price is not None else None,
-                    cost_basis="per hour while the cluster exists"
-                    + (" (training plan)" if group.training_plan else ""),
-                    note=f"{group.node_type.lower()} nodes",
-                )
-            )
-            if status == "short":
-                shortfalls.append(_shortfall(book, "cluster", f"{key}/{group_name}", qn, float(group.count)))
 
-    total_need = max(training_at_once, largest_training)
-    if total_need:
-        avail = book.available(TRAINING_INSTANCES_TOTAL)
-        status = _status(avail, total_need)
-        rows.append(
+def _add_cluster(tally: _Tally, key: str, cluster: ClusterSpec) -> None:
+    """Each instance group of a cluster needs its count for as long as the cluster exists."""
+    for group_name, group in cluster.instance_groups.items():
+        qn = quota_name(group.instance_type, "cluster")
+        avail = tally.book.available(qn)
+        status = _status(avail, float(group.count))
+        price = _price(group.instance_type)
+        tally.rows.append(
             Row(
-                kind="aggregate",
-                key="training",
-                instance_type="(all types)",
-                count=int(total_need),
-                quota=TRAINING_INSTANCES_TOTAL,
-                needed=total_need,
+                kind="cluster",
+                key=f"{key}/{group_name}",
+                instance_type=group.instance_type,
+                count=group.count,
+                quota=qn,
+                needed=float(group.count),
                 available=avail,
                 status=status,
                 chosen=True,
-                note="jobs started on deploy together, or the largest job or search",
+                price_per_hour=price,
+                cost_on_demand=price * group.count if price is not None else None,
+                cost_basis="per hour while the cluster exists"
+                + (" (training plan)" if group.training_plan else ""),
+                note=f"{group.node_type.lower()} nodes",
             )
         )
         if status == "short":
-            shortfalls.append(_shortfall(book, "aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need))
-    return CapacityReport(plan.env, book, rows, shortfalls)
+            tally.short("cluster", f"{key}/{group_name}", qn, float(group.count))
+
+
+def _add_training_total(tally: _Tally) -> None:
+    """The account's "Number of instances across all training jobs" must hold the jobs started on
+    deploy together, and the largest job or search alone."""
+    total_need = max(tally.training_at_once, tally.largest_training)
+    if not total_need:
+        return
+    avail = tally.book.available(TRAINING_INSTANCES_TOTAL)
+    status = _status(avail, total_need)
+    tally.rows.append(
+        Row(
+            kind="aggregate",
+            key="training",
+            instance_type="(all types)",
+            count=int(total_need),
+            quota=TRAINING_INSTANCES_TOTAL,
+            needed=total_need,
+            available=avail,
+            status=status,
+            chosen=True,
+            note="jobs started on deploy together, or the largest job or search",
+        )
+    )
+    if status == "short":
+        tally.short("aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need)
 
 
 class QuotaShortfallError(Exception):

@@ -107,12 +107,12 @@ def check_delivery_trust(root: Path, plan: EnvironmentPlan, account: str) -> Che
 
 def check_quotas(root: Path, plan: EnvironmentPlan) -> Check:
     from sagestack.ops.account import live_book
-    from sagestack.ops.capacity import evaluate, load_snapshot
+    from sagestack.ops.capacity import evaluate, snapshot_book
 
     try:
         book = live_book(plan.region)
     except Exception as e:
-        snapshot = load_snapshot(root, plan.env)
+        snapshot = snapshot_book(plan)
         if snapshot is None:
             return Check("quotas", None, f"could not read them ({_error(e)}) and there is no snapshot")
         book = snapshot

@@ -9,7 +9,6 @@ its training image and the lock file's hash (written by the training pipeline th
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,7 +198,7 @@ def verdict(meta: dict[str, str], training_image: str, root: Path) -> Verdict:
     hash (spec, source archive and images by name) and the same source archive say yes; a training
     image named by digest is compared with the lock's digest."""
     from sagestack.core.digests import ImageRef
-    from sagestack.ops.lock import lock_path, read_lock
+    from sagestack.project.loader import ProjectFiles
 
     env = meta.get("sagestack:environment")
     job = meta.get("sagestack:job")
@@ -214,7 +213,8 @@ def verdict(meta: dict[str, str], training_image: str, root: Path) -> Verdict:
             [(None, "the package records no job content hash (registered before lineage was recorded)")],
             notes,
         )
-    lock = read_lock(root, env)
+    files = ProjectFiles(root).environment_files(env)
+    lock = files.lock
     if lock is None:
         return Verdict(
             env,
@@ -272,7 +272,7 @@ def verdict(meta: dict[str, str], training_image: str, root: Path) -> Verdict:
             f"`sagestack lock --env {env} --digests` and a locked synth pin it"
         )
     recorded = meta.get("sagestack:lock-sha256")
-    current = hashlib.sha256(lock_path(root, env).read_bytes()).hexdigest()
+    current = files.lock_sha256 or ""
     if recorded == current:
         notes.append(f"it was registered under config/envs/{env}.lock.json as it is today")
     elif recorded:

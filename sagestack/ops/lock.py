@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.catalog.instances import catalog_version
+from sagestack.core.config import ENV_DIR
 from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
+from sagestack.project.loader import read_json
 from sagestack.project.requests import EnvironmentRequests, request_sha256
 
 LOCK_VERSION = 1
 # Parts of the lock that say what runs; the catalog versions only say how it was resolved.
 REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sources")
-
-
-def lock_path(root: Path, env: str) -> Path:
-    return root / "config" / "envs" / f"{env}.lock.json"
 
 
 def lock_document(
@@ -138,10 +137,12 @@ def write_lock(root: Path, env: str, document: dict[str, Any]) -> Path:
 
 
 def read_lock(root: Path, env: str) -> dict[str, Any] | None:
-    path = lock_path(root, env)
-    if not path.exists():
+    """The environment's lock as it is now on disk (a loaded plan has the one it was loaded with:
+    plan.files.lock)."""
+    found = read_json(lock_path(root, env), f"{ENV_DIR}/{env}.lock.json")
+    if found is None:
         return None
-    data: dict[str, Any] = json.loads(path.read_text())
+    data: dict[str, Any] = found[0]
     return data
 
 

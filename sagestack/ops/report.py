@@ -9,7 +9,7 @@ from typing import Any
 
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.ops.capacity import CapacityReport, QuotaBook, Row, evaluate
-from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document, read_lock
+from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
 from sagestack.project.environment import EnvironmentPlan
 from sagestack.project.requests import EnvironmentRequests, render_environment
 from sagestack.training.sizing import GIB, MIB, Sizing, size_job
@@ -40,7 +40,7 @@ def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResul
         if rows:
             sizing[key] = rows
     result = PlanResult(plan, requests, capacity, sizing)
-    locked = read_lock(root, plan.env)
+    locked = plan.files.lock
     if locked is not None:
         changes = lock_changes(locked, lock_document(plan, requests))
         result.lock_state = "differs" if changes else "matches"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sagestack.core.names import Names
 from sagestack.foundation.models import ImageSpec
-from sagestack.project.loader import LoadedSpec
+from sagestack.project.loader import EnvironmentFiles, LoadedSpec
 from sagestack.project.models import ProjectSpec
 
 
@@ -36,6 +36,9 @@ class EnvironmentPlan:
     spec: ProjectSpec
     env: str
     images: dict[str, ResolvedImage]
+    # The environment's lock and quota snapshot, read with its spec: what the synth checks, the
+    # pipelines' run-time quota codes and the lineage its packages record come from here.
+    files: EnvironmentFiles = field(default_factory=EnvironmentFiles)
 
     @property
     def project(self) -> str:
@@ -92,4 +95,4 @@ def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
                     dlc.version, dlc.py_version, region=spec.region, instance_type=itype
                 )
         images[name] = ResolvedImage(name=name, spec=image, dlc_uris=uris, smp_uris=smp)
-    return EnvironmentPlan(spec=spec, env=loaded.env, images=images)
+    return EnvironmentPlan(spec=spec, env=loaded.env, images=images, files=loaded.files)

@@ -7,6 +7,9 @@ file:line:column, key path, what was given and what is allowed.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import re
 import typing
 from dataclasses import dataclass, field
@@ -15,14 +18,26 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from sagestack.core.catalog.quotas import snapshot_path
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.config import ENV_DIR, PROJECT_FILE, list_environments
-from sagestack.core.errors import Path_, SpecError, SpecIssue
+from sagestack.core.errors import Location, Path_, SpecError, SpecIssue
 from sagestack.core.yamldoc import Document, merge, read_yaml
 from sagestack.delivery.models import DeliverySpec
 from sagestack.project.models import ProjectSpec
 
-__all__ = ["ENV_DIR", "PROJECT_FILE", "LoadedSpec", "delivery_of", "list_environments", "load_project"]
+__all__ = [
+    "ENV_DIR",
+    "PROJECT_FILE",
+    "EnvironmentFiles",
+    "LoadedSpec",
+    "ProjectFiles",
+    "delivery_of",
+    "list_environments",
+    "load_project",
+    "lock_path",
+    "read_json",
+]
 
 # Sections whose entries are defined by the project file; an overlay may only change them.
 ENTRY_SECTIONS = ("images", "jobs", "tuning", "endpoints")
@@ -35,6 +50,27 @@ _TRAINING_COMPILER = (
 RETIRED_KEYS = {"training_compiler": _TRAINING_COMPILER, "compiler_config": _TRAINING_COMPILER}
 
 
+def lock_path(root: Path, env: str) -> Path:
+    """config/envs/<env>.lock.json (`sagestack lock` writes it; sagestack.ops.lock says what it holds)."""
+    return root / ENV_DIR / f"{env}.lock.json"
+
+
+@dataclass(frozen=True)
+class EnvironmentFiles:
+    """An environment's other config files as they were when its spec was loaded, each read once:
+    a synth's checks, its stacks and the lineage its packages record all use these."""
+
+    lock: dict[str, Any] | None = None  # config/envs/<env>.lock.json
+    lock_sha256: str | None = None  # of the lock's bytes: a package records the lock it was trained under
+    quotas: dict[str, Any] | None = None  # config/envs/<env>.quotas.json (`sagestack quota snapshot`)
+
+    @property
+    def quota_codes(self) -> dict[str, str]:
+        """Quota name -> code from the snapshot, or {} without one (the pipelines then proceed
+        without the run-time check and say so)."""
+        return {q["QuotaName"]: q["QuotaCode"] for q in (self.quotas or {}).get("quotas", [])}
+
+
 @dataclass(frozen=True)
 class LoadedSpec:
     spec: ProjectSpec
@@ -42,23 +78,94 @@ class LoadedSpec:
     root: Path
     document: Document
     warnings: list[SpecIssue] = field(default_factory=list)
+    files: EnvironmentFiles = field(default_factory=EnvironmentFiles)
+
+
+def read_json(path: Path, display: str) -> tuple[Any, bytes] | None:
+    """A JSON config file (a lock, a quota snapshot) and its bytes; None when it does not exist."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        issue = SpecIssue(f"cannot read {display}: {e.strerror}", location=Location(display, 1, 1))
+        raise SpecError([issue]) from None
+    try:
+        return json.loads(data), data
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        line, column = (e.lineno, e.colno) if isinstance(e, json.JSONDecodeError) else (1, 1)
+        raise SpecError(
+            [SpecIssue(f"not valid JSON: {e}", location=Location(display, line, column))]
+        ) from None
+
+
+class ProjectFiles:
+    """The config files of the project at `root`, each read and each environment loaded at most once
+    per instance: one synth (or one command) holds one, so no file is parsed twice and none can
+    change between two reads of the same run."""
+
+    def __init__(self, root: Path | str = ".") -> None:
+        self.root = Path(root).resolve()
+        self._documents: dict[str, Document] = {}
+        self._loaded: dict[tuple[str | None, bool], LoadedSpec] = {}
+        self._env_files: dict[str, EnvironmentFiles] = {}
+        self._environments: list[str] | None = None
+
+    def environments(self) -> list[str]:
+        """The environments of the project: one overlay each in config/envs/."""
+        if self._environments is None:
+            self._environments = list_environments(self.root)
+        return list(self._environments)
+
+    def document(self, display: str) -> Document:
+        """A YAML file of the project (a copy of it: loading changes what it is given)."""
+        if display not in self._documents:
+            self._documents[display] = read_yaml(self.root / display, display)
+        return copy.deepcopy(self._documents[display])
+
+    def environment_files(self, env: str) -> EnvironmentFiles:
+        if env not in self._env_files:
+            lock_display = f"{ENV_DIR}/{env}.lock.json"
+            lock = read_json(lock_path(self.root, env), lock_display)
+            quotas = read_json(snapshot_path(self.root, env), f"{ENV_DIR}/{env}.quotas.json")
+            self._env_files[env] = EnvironmentFiles(
+                lock=lock[0] if lock else None,
+                lock_sha256=hashlib.sha256(lock[1]).hexdigest() if lock else None,
+                quotas=quotas[0] if quotas else None,
+            )
+        return self._env_files[env]
+
+    def load(self, env: str | None = None, *, run_rules: bool = True) -> LoadedSpec:
+        """The project spec as environment `env` sees it. Raises SpecError listing every error."""
+        key = (env, run_rules)
+        if key not in self._loaded:
+            self._loaded[key] = _load(self, env, run_rules)
+        return self._loaded[key]
+
+    def delivery(self) -> DeliverySpec | None:
+        """The project's `delivery:` (a project-level key: overlays do not change it)."""
+        return self.load(None, run_rules=False).spec.delivery
 
 
 def delivery_of(root: Path) -> DeliverySpec | None:
     """The project's `delivery:` (a project-level key: overlays do not change it)."""
-    return load_project(root, None, run_rules=False).spec.delivery
+    return ProjectFiles(root).delivery()
 
 
 def load_project(root: Path | str = ".", env: str | None = None, *, run_rules: bool = True) -> LoadedSpec:
     """The project spec as environment `env` sees it. Raises SpecError listing every error."""
-    root = Path(root).resolve()
+    return ProjectFiles(root).load(env, run_rules=run_rules)
+
+
+def _load(files: ProjectFiles, env: str | None, run_rules: bool) -> LoadedSpec:
+    root = files.root
     issues: list[SpecIssue] = []
-    base = read_yaml(root / PROJECT_FILE, PROJECT_FILE)
+    base = files.document(PROJECT_FILE)
     if not isinstance(base.data, dict):
         raise SpecError([SpecIssue("the project file must be a mapping", location=base.locate(()))])
     doc = base
     if env is not None:
-        doc, overlay_issues = _apply_overlay(root, base, env)
+        doc, overlay_issues = _apply_overlay(files, base, env)
         issues += overlay_issues
     try:
         spec = ProjectSpec.model_validate(doc.data)
@@ -73,11 +180,12 @@ def load_project(root: Path | str = ".", env: str | None = None, *, run_rules: b
             (issues if issue.severity == "error" else warnings).append(issue)
     if any(i.severity == "error" for i in issues):
         raise SpecError(issues + warnings)
-    return LoadedSpec(spec=spec, env=env, root=root, document=doc, warnings=warnings)
+    env_files = files.environment_files(env) if env is not None else EnvironmentFiles()
+    return LoadedSpec(spec=spec, env=env, root=root, document=doc, warnings=warnings, files=env_files)
 
 
-def _apply_overlay(root: Path, base: Document, env: str) -> tuple[Document, list[SpecIssue]]:
-    known = list_environments(root)
+def _apply_overlay(files: ProjectFiles, base: Document, env: str) -> tuple[Document, list[SpecIssue]]:
+    known = files.environments()
     display = f"{ENV_DIR}/{env}.yaml"
     if env not in known:
         hint = did_you_mean(env, known)
@@ -94,7 +202,7 @@ def _apply_overlay(root: Path, base: Document, env: str) -> tuple[Document, list
         raise SpecError(
             [SpecIssue(f"environment name '{env}' must be 1-16 lowercase letters, digits, hyphens")]
         )
-    overlay = read_yaml(root / display, display)
+    overlay = files.document(display)
     if not isinstance(overlay.data, dict):
         raise SpecError([SpecIssue("an environment overlay must be a mapping", location=overlay.locate(()))])
     issues: list[SpecIssue] = []
