@@ -78,10 +78,29 @@ class FoundationStack(Stack):
             stop_training=any(d.stops_training(r) for d in debuggers for r in d.rules),
             notify=any(r.email or r.sms for d in debuggers for r in d.rules),
         )
-
-        # One TrainingImage per spec image (and its SMP v2 variant), each pulled by the role.
         self.images: dict[str, TrainingImage] = {}
         self.smp_images: dict[str, TrainingImage] = {}
+        self._add_images(plan, project_root)
+
+        self.model_registry = ModelPackageGroup(
+            self,
+            "ModelRegistry",
+            group_name=plan.names.model_package_group,
+            description=f"Models trained by sagestack for {plan.names.prefix}",
+            removal_policy=removal,
+            reader_accounts=model_readers,
+        )
+        # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
+        allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
+        # The environments models are promoted to read them: models/ objects and the key, via S3.
+        self.artifacts.grant_read_to_accounts(model_readers, ("models",))
+        self.mlflow_server_arn: str | None = None
+        self.mlflow_server: MlflowTrackingServer | None = None
+        self._add_tracking(plan)
+        self._add_outputs()
+
+    def _add_images(self, plan: EnvironmentPlan, project_root: Path) -> None:
+        """One TrainingImage per spec image (and its SMP v2 variant), each pulled by the role."""
         for name, resolved in plan.images.items():
             image = resolved.spec
             build = image.dockerfile_spec
@@ -103,23 +122,10 @@ class FoundationStack(Stack):
             if img.all_uris or img.fingerprint:
                 img.grant_pull(self.execution_role)
 
-        self.model_registry = ModelPackageGroup(
-            self,
-            "ModelRegistry",
-            group_name=plan.names.model_package_group,
-            description=f"Models trained by sagestack for {plan.names.prefix}",
-            removal_policy=removal,
-            reader_accounts=model_readers,
-        )
-        # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
-        allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
-        # The environments models are promoted to read them: models/ objects and the key, via S3.
-        self.artifacts.grant_read_to_accounts(model_readers, ("models",))
-
-        # tracking.mlflow: the environment's MLflow tracking server (or the one it names).
-        self.mlflow_server_arn: str | None = None
-        self.mlflow_server: MlflowTrackingServer | None = None
-        mlflow = spec.tracking.mlflow
+    def _add_tracking(self, plan: EnvironmentPlan) -> None:
+        """tracking.mlflow: the environment's MLflow tracking server (or the one it names), which
+        the execution role may log to."""
+        mlflow = plan.spec.tracking.mlflow
         if mlflow is not None and mlflow.server is None:
             self.mlflow_server = MlflowTrackingServer(
                 self,
@@ -139,6 +145,7 @@ class FoundationStack(Stack):
         if self.mlflow_server_arn is not None:
             grant_mlflow_logging(self.execution_role, self.mlflow_server_arn)
 
+    def _add_outputs(self) -> None:
         CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket_name)
         CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)
         CfnOutput(self, "KeyArn", value=self.key.key_arn)

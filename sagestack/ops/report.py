@@ -123,41 +123,46 @@ def _table(console: Any, title: str) -> Any:
 
 
 def render(result: PlanResult, console: Any) -> None:
+    """`sagestack plan` as tables: training, then serving and the account, sizing, lock, refusals."""
     plan, cap = result.plan, result.capacity
     account = plan.account or "account-agnostic"
     console.print(f"[bold]{plan.project}[/] · {plan.env} · {plan.region} · {account}")
     console.print(f"quotas: {cap.book.detail}")
-
     narrow = console.width < WIDE
+    _render_training(result, console, narrow)
+    _render_capacity_kinds(result, console)
+    _render_serving(result, console, narrow)
+    _render_components(result, console)
+    _render_sizing(result, console, narrow)
+    _render_lock(result, console)
+    for shortfall in cap.shortfalls:
+        console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
+    for refused in result.refused_updates:
+        console.print(f"[red]✗[/] {refused}", highlight=False)
+
+
+_RIGHT = {"x", "needs", "free", "need/free", "$/h", "on-demand", "spot est.", "cost", "spot"}
+
+
+def _render_training(result: PlanResult, console: Any, narrow: bool) -> None:
+    """Jobs and searches, one row per candidate, the one the quotas allow marked (→)."""
     table = _table(console, "Training jobs and searches (→ the candidate the quotas allow)")
     columns: tuple[str, ...]
     if narrow:
         columns = ("entry", "candidate", "quota", "need/free", "", "cost", "spot")
     else:
-        columns = (
-            "entry",
-            "candidate",
-            "x",
-            "quota",
-            "needs",
-            "free",
-            "",
-            "$/h",
-            "on-demand",
-            "spot est.",
-            "bound",
-        )
-    right = {"x", "needs", "free", "need/free", "$/h", "on-demand", "spot est.", "cost", "spot"}
+        columns = ("entry", "candidate", "x", "quota", "needs", "free", "", "$/h", "on-demand", "spot est.")
+        columns += ("bound",)
     for col in columns:
         table.add_column(
             col,
-            justify="right" if col in right else "left",
+            justify="right" if col in _RIGHT else "left",
             no_wrap=col == "candidate",
             overflow="fold" if col == "entry" else "ellipsis",
         )
     shown: set[str] = set()
     bounds: list[str] = []
-    for r in cap.rows:
+    for r in result.capacity.rows:
         if r.kind not in ("job", "tuning"):
             continue
         entry = r.key if r.kind == "job" else f"{r.key} (search)"
@@ -178,16 +183,15 @@ def render(result: PlanResult, console: Any) -> None:
                 bounds.append(f"  {entry}: cost on demand (spot: estimate) for {_basis(r)}")
             continue
         table.add_row(
-            label,
-            pick + r.instance_type,
-            str(r.count),
-            *_quota_cells(r),
-            _money(r.cost_spot),
-            _basis(r),
+            label, pick + r.instance_type, str(r.count), *_quota_cells(r), _money(r.cost_spot), _basis(r)
         )
     console.print(table)
     for line in bounds:
         console.print(line, markup=False, highlight=False)
+
+
+def _render_capacity_kinds(result: PlanResult, console: Any) -> None:
+    """How each job gets its capacity (instance preferences or the candidate loop), and why."""
     for key, job_plan in result.requests.jobs.items():
         console.print(f"  {key}: {job_plan.capacity_kind}", markup=False, highlight=False)
         console.print(f"    {job_plan.capacity_detail}", markup=False, highlight=False)
@@ -198,44 +202,44 @@ def render(result: PlanResult, console: Any) -> None:
                 highlight=False,
             )
 
-    endpoints = [r for r in cap.rows if r.kind in ("endpoint", "transform", "cluster", "aggregate")]
-    if endpoints:
-        t = _table(
-            console, "Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)"
-        )
+
+def _render_serving(result: PlanResult, console: Any, narrow: bool) -> None:
+    """Endpoints, transforms (their candidates, → the one allowed), clusters and the account-wide rows."""
+    rows = [r for r in result.capacity.rows if r.kind in ("endpoint", "transform", "cluster", "aggregate")]
+    if not rows:
+        return
+    t = _table(console, "Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)")
+    if narrow:
+        for col in ("entry", "instance", "quota", "need/free", "", "cost"):
+            t.add_column(col, justify="right" if col in ("need/free", "cost") else "left")
+    else:
+        for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
+            t.add_column(col)
+    notes = []
+    for r in rows:
+        pick = ("→ " if r.chosen else "  ") if r.kind == "transform" else ""
+        entry = f"{r.key} (transform)" if r.kind == "transform" else r.key
         if narrow:
-            for col in ("entry", "instance", "quota", "need/free", "", "cost"):
-                t.add_column(col, justify="right" if col in ("need/free", "cost") else "left")
-        else:
-            for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
-                t.add_column(col)
-        notes = []
-        for r in endpoints:
-            pick = ("→ " if r.chosen else "  ") if r.kind == "transform" else ""
-            entry = f"{r.key} (transform)" if r.kind == "transform" else r.key
-            if narrow:
-                t.add_row(
-                    entry,
-                    f"{pick}{r.instance_type} x{r.count}",
-                    _short_usage(r.quota),
-                    f"{_num(r.needed)}/{_num(r.available)}",
-                    SHORT_MARKS[r.status],
-                    _money(r.cost_on_demand, cents=False),
-                )
-                if r.chosen or r.kind != "transform":
-                    notes.append(f"  {entry}: {_basis(r)}")
-                continue
             t.add_row(
                 entry,
-                pick + r.instance_type,
-                str(r.count),
-                *_quota_cells(r),
-                _basis(r),
+                f"{pick}{r.instance_type} x{r.count}",
+                _short_usage(r.quota),
+                f"{_num(r.needed)}/{_num(r.available)}",
+                SHORT_MARKS[r.status],
+                _money(r.cost_on_demand, cents=False),
             )
-        console.print(t)
-        for line in notes:
-            console.print(line, markup=False, highlight=False)
-    for key, ep in plan.spec.endpoints.items():
+            if r.chosen or r.kind != "transform":
+                notes.append(f"  {entry}: {_basis(r)}")
+            continue
+        t.add_row(entry, pick + r.instance_type, str(r.count), *_quota_cells(r), _basis(r))
+    console.print(t)
+    for line in notes:
+        console.print(line, markup=False, highlight=False)
+
+
+def _render_components(result: PlanResult, console: Any) -> None:
+    """How each endpoint's inference components pack onto its instances (initial copies)."""
+    for key, ep in result.plan.spec.endpoints.items():
         if not ep.components or ep.instance_type is None:
             continue
         from sagestack.endpoints.components import describe, pack
@@ -249,51 +253,51 @@ def render(result: PlanResult, console: Any) -> None:
         for line in describe(packing):
             console.print(f"    {line}", markup=False, highlight=False)
 
-    if result.sizing:
-        t = _table(console, "Sizing (weights + gradients + optimizer state; activations come on top)")
-        sizing_columns = ["job", "candidate", "devices", "per device", "fits", "sharded"]
-        if not narrow:
-            sizing_columns += ["all-reduce/step", "in host", "across hosts"]
-        for col in sizing_columns:
-            t.add_column(col)
-        notes = []
-        for key, rows in result.sizing.items():
-            for s in rows:
-                fits = {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[s.fits]
-                cells = [
-                    key,
-                    s.instance_type,
-                    f"{s.hosts}x{s.devices_per_host}",
-                    _bytes(s.per_device),
-                    fits,
-                    _bytes(s.sharded_per_device),
-                    _bytes(s.allreduce_bytes),
-                    _seconds(s.intra_seconds),
-                    _seconds(s.network_seconds),
-                ]
-                t.add_row(*cells[: len(sizing_columns)])
-                notes += [f"{key} on {s.instance_type}: {n}" for n in s.notes]
-        console.print(t)
-        for n in notes:
-            console.print(f"  [yellow]![/] {n}", markup=True, highlight=False)
 
+def _render_sizing(result: PlanResult, console: Any, narrow: bool) -> None:
+    """Memory per device of each job's candidates, and what its all-reduce costs."""
+    if not result.sizing:
+        return
+    t = _table(console, "Sizing (weights + gradients + optimizer state; activations come on top)")
+    sizing_columns = ["job", "candidate", "devices", "per device", "fits", "sharded"]
+    if not narrow:
+        sizing_columns += ["all-reduce/step", "in host", "across hosts"]
+    for col in sizing_columns:
+        t.add_column(col)
+    notes = []
+    for key, rows in result.sizing.items():
+        for s in rows:
+            fits = {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[s.fits]
+            cells = [
+                key,
+                s.instance_type,
+                f"{s.hosts}x{s.devices_per_host}",
+                _bytes(s.per_device),
+                fits,
+                _bytes(s.sharded_per_device),
+                _bytes(s.allreduce_bytes),
+                _seconds(s.intra_seconds),
+                _seconds(s.network_seconds),
+            ]
+            t.add_row(*cells[: len(sizing_columns)])
+            notes += [f"{key} on {s.instance_type}: {n}" for n in s.notes]
+    console.print(t)
+    for n in notes:
+        console.print(f"  [yellow]![/] {n}", markup=True, highlight=False)
+
+
+def _render_lock(result: PlanResult, console: Any) -> None:
+    env = result.plan.env
     if result.lock_state == "none":
-        console.print(
-            f"lock: none (write config/envs/{plan.env}.lock.json with `sagestack lock --env {plan.env}`)"
-        )
+        console.print(f"lock: none (write config/envs/{env}.lock.json with `sagestack lock --env {env}`)")
     elif result.lock_state == "matches":
-        console.print("lock: [green]matches[/] config/envs/" + f"{plan.env}.lock.json")
+        console.print("lock: [green]matches[/] config/envs/" + f"{env}.lock.json")
     else:
         console.print(
-            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against config/envs/{plan.env}.lock.json"
+            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against config/envs/{env}.lock.json"
         )
         for c in result.lock_changes:
             console.print(f"  {c}", markup=False)
-
-    for shortfall in cap.shortfalls:
-        console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
-    for refused in result.refused_updates:
-        console.print(f"[red]✗[/] {refused}", highlight=False)
 
 
 def as_json(result: PlanResult) -> dict[str, Any]:
