@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Size, Stack, Stage
+from aws_cdk import Duration, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -15,12 +15,10 @@ from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
 from sagestack.constructs import ModelRegistration, TrainingPipeline, TuningPipeline
-from sagestack.core.catalog.quotas import quota_codes
 from sagestack.core.errors import SpecError, SpecIssue
-from sagestack.endpoints.model_steps import EndpointPlan, endpoints_fed_by
+from sagestack.endpoints.plan import EndpointPlan, endpoints_fed_by
 from sagestack.project import EnvironmentPlan
-from sagestack.training.models import JobSpec
-from sagestack.tuning.models import TuningSpec
+from sagestack.project.requests import render_training
 
 # CloudFormation allows 500 resources in a stack; a pipeline is 2 or 3 (state machine, alarm, the
 # deploy trigger). Up to PIPELINES_IN_ONE_STACK jobs every pipeline lives in the training stack; beyond
@@ -37,13 +35,11 @@ def pipeline_shard(job: str) -> int:
     return int(hashlib.sha256(job.encode()).hexdigest(), 16) % SHARDS
 
 
-def lock_lineage(root: Path, env: str) -> dict[str, str]:
+def lock_lineage(plan: EnvironmentPlan) -> dict[str, str]:
     """What each registered package records of the lock the synth saw: the sha256 of
     config/envs/<env>.lock.json (`sagestack lineage` compares it with the lock of the day)."""
-    from sagestack.ops.lock import lock_path
-
-    path = lock_path(root, env)
-    return {"sagestack:lock-sha256": hashlib.sha256(path.read_bytes()).hexdigest()} if path.exists() else {}
+    sha256 = plan.files.lock_sha256
+    return {"sagestack:lock-sha256": sha256} if sha256 else {}
 
 
 def check_shards(plan: EnvironmentPlan) -> None:
@@ -72,9 +68,10 @@ def check_shards(plan: EnvironmentPlan) -> None:
 
 
 class TrainingStack(Stack):
-    """The spec's jobs and searches as TrainingPipeline / TuningPipeline constructs: the one place a
-    spec entry becomes construct props. The pipelines share one role, log group and topic, which
-    live here with the searches; with many jobs the job pipelines spread over shard stacks."""
+    """The spec's jobs and searches as TrainingPipeline / TuningPipeline constructs, each given the
+    spec's own entry and its requests as the environment rendered and validated them. The pipelines
+    share one role, log group and topic, which live here with the searches; with many jobs the job
+    pipelines spread over shard stacks."""
 
     def __init__(
         self,
@@ -118,14 +115,17 @@ class TrainingStack(Stack):
             topic=self.topic,
             poll_interval=Duration.seconds(spec.pipeline.poll_interval),
             backoff=Duration.seconds(spec.pipeline.backoff),
-            quota_codes=quota_codes(project_root, plan.env),
+            quota_codes=plan.files.quota_codes,
             registry=foundation.model_registry,
         )
-        lineage = lock_lineage(project_root, plan.env)
+        lineage = lock_lineage(plan)
         self.endpoints: dict[str, EndpointPlan] = {}
         self.pipelines: dict[str, TrainingPipeline] = {}
         self.shards: dict[int, Stack] = {}
         check_shards(plan)
+        # Each request rendered with stand-ins and validated once, as `plan`, `render` and `lock` see
+        # it; the pipelines render the same jobs and searches with the deployment's tokens.
+        requests = render_training(plan, project_root)
         sharded = len(spec.jobs) > PIPELINES_IN_ONE_STACK
         for key, job in spec.jobs.items():
             self.pipelines[key] = TrainingPipeline(
@@ -140,11 +140,11 @@ class TrainingStack(Stack):
                 encryption_key=foundation.key,
                 region=plan.region,
                 tags=plan.tags,
-                run_on_deploy=job.run_on_deploy,
+                job_spec=job,
+                validated=requests.jobs[key],
                 registrations=self._registrations(plan, key),
                 lineage=lineage,
                 mlflow_server_arn=foundation.mlflow_server_arn,
-                **job_props(job),
                 **shared,
             )
         self.tuning_pipelines: dict[str, TuningPipeline] = {}
@@ -154,8 +154,9 @@ class TrainingStack(Stack):
                 f"Tuning-{key}",
                 training=self.pipelines[tuning.job],
                 search=key,
+                tuning_spec=tuning,
+                validated=requests.tuning[key],
                 registrations=self._registrations(plan, key),
-                **tuning_props(tuning),
                 **shared,
             )
 
@@ -185,53 +186,6 @@ class TrainingStack(Stack):
         endpoints = endpoints_fed_by(plan, source)
         self.endpoints.update({ep.key: ep for ep in endpoints if ep.transform is None})
         return [ModelRegistration.from_endpoint_plan(ep) for ep in endpoints]
-
-
-# The spec keys that are TrainingPipeline / TuningPipeline keyword props; the rest travel as options.
-_JOB_PROPS = {
-    "instance_type": ("instance_types", list),
-    "instance_count": ("instance_count", None),
-    "entry_point": ("entry_point", None),
-    "hyperparameters": ("hyperparameters", None),
-    "max_run": ("max_runtime", Duration.seconds),
-    "volume_size_gb": ("volume_size", Size.gibibytes),
-    "use_spot_instances": ("spot", None),
-    "max_wait": ("max_wait", Duration.seconds),
-    "metric_definitions": ("metric_definitions", None),
-    "distribution": ("distribution", None),
-}
-_STACK_ONLY = ("run_on_deploy",)
-
-
-def job_props(job: JobSpec) -> dict[str, Any]:
-    """A `jobs:` entry as TrainingPipeline props: CDK types where the construct takes them, the
-    rest as `options` (the construct validates them with the same model, so nothing is lost: the
-    job it rebuilds equals this one, and so does its content hash)."""
-    data = job.model_dump(mode="json")
-    props: dict[str, Any] = {}
-    for key, (prop, convert) in _JOB_PROPS.items():
-        value = data.pop(key)
-        props[prop] = convert(value) if (convert is not None and value is not None) else value
-    for key in _STACK_ONLY:
-        data.pop(key)
-    props["options"] = data
-    return props
-
-
-def tuning_props(tuning: TuningSpec) -> dict[str, Any]:
-    data = tuning.model_dump(mode="json")
-    data.pop("job")
-    objective = data.pop("objective")
-    return {
-        "objective_metric": objective["metric"],
-        "objective_type": objective["type"],
-        "ranges": data.pop("ranges"),
-        "strategy": data.pop("strategy"),
-        "max_jobs": data.pop("max_jobs"),
-        "max_parallel_jobs": data.pop("max_parallel_jobs"),
-        "early_stopping": data.pop("early_stopping"),
-        "options": data,
-    }
 
 
 _RETENTION_NAMES = {

@@ -4,11 +4,11 @@ poll, the next instance candidate on capacity errors — then, for each ModelReg
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from aws_cdk import Duration, Size, Stack, Stage, Token
 from aws_cdk import aws_iam as iam
@@ -28,10 +28,17 @@ from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
+from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
-from sagestack.endpoints.model_steps import EndpointPlan, ModelStepContext
-from sagestack.training.request import MlflowTarget, RequestContext, TrainingJobPlan
+from sagestack.endpoints.plan import EndpointPlan
+from sagestack.endpoints.request import ModelStepContext, lineage_of
+from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
+from sagestack.training.debugger import rules_image_for
+from sagestack.training.models import JobSpec, job_spec_of
+from sagestack.training.plan import TrainingJobPlan, resolve_training_job
+from sagestack.training.retrain import retrainable
+from sagestack.training.states import training_pipeline
 
 
 @dataclass(frozen=True)
@@ -53,8 +60,8 @@ class ModelRegistration:
     _plan: EndpointPlan | None = field(default=None, compare=False)
 
     def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
-        from sagestack.endpoints.model_steps import endpoint_plan
         from sagestack.endpoints.models import EndpointSpec
+        from sagestack.endpoints.plan import endpoint_plan
 
         if self._plan is not None:
             return self._plan
@@ -75,44 +82,105 @@ class ModelRegistration:
 
     @staticmethod
     def from_endpoint_plan(plan: EndpointPlan) -> ModelRegistration:
-        """The spec path's resolved endpoint (sagestack.endpoints.model_steps.resolve_endpoint)."""
+        """The spec path's resolved endpoint (sagestack.endpoints.plan.resolve_endpoint)."""
         return ModelRegistration(endpoint=plan.key, _plan=plan)
 
 
-def _seconds(d: Duration | None) -> int | None:
-    return None if d is None else int(d.to_seconds())
+class TrainingJobProps(TypedDict, total=False):
+    """A TrainingPipeline's job as typed props (CDK types; each default: the spec's, as the SageMaker
+    SDK's Estimator). One function turns them into the job (training.models.job_spec_of)."""
+
+    instance_types: Sequence[str]  # candidates in order of preference (required: at least one)
+    entry_point: str  # default: 'train.py'
+    instance_count: int  # default: 1
+    hyperparameters: Mapping[str, Any]  # default: none
+    max_runtime: Duration  # default: 24 hours
+    volume_size: Size  # default: 30 GiB
+    spot: bool  # managed spot training; default: False
+    max_wait: Duration  # with spot; default: max_runtime
+    metric_definitions: Mapping[str, str]  # metric name -> regex; default: none
+    distribution: Mapping[str, Any]  # the spec's `distribution:`, e.g. {"torch_distributed": {}}
+    run_on_deploy: bool  # start an execution from `cdk deploy` when the job's hash changed; default: False
+    # Any other key of a `jobs:` entry of the YAML spec (checkpoint, debugger, profiler, channels, vpc,
+    # environment, tensorboard, efa, network_isolation, keep_alive, schedule, tags …).
+    options: Mapping[str, Any]
+
+
+def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
+    """The job the typed props describe, in the spec's units, validated by the spec's own model."""
+    max_runtime, volume_size, max_wait = (
+        props.get("max_runtime"),
+        props.get("volume_size"),
+        props.get("max_wait"),
+    )
+    fields: dict[str, Any] = {
+        "image": "image",  # the construct's TrainingImage; a job names an `images:` key
+        "source_dir": Path(code).name,
+        "instance_type": list(props["instance_types"]) if "instance_types" in props else None,
+        "entry_point": props.get("entry_point"),
+        "instance_count": props.get("instance_count"),
+        "hyperparameters": props.get("hyperparameters"),
+        "max_run": None if max_runtime is None else int(max_runtime.to_seconds()),
+        "volume_size_gb": None if volume_size is None else int(volume_size.to_gibibytes()),
+        "use_spot_instances": props.get("spot"),
+        "max_wait": None if max_wait is None else int(max_wait.to_seconds()),
+        "metric_definitions": props.get("metric_definitions"),
+        "distribution": props.get("distribution"),
+        "run_on_deploy": props.get("run_on_deploy"),
+    }
+    return job_spec_of(fields, props.get("options"))
+
+
+def _job_of(key: str, code: str, job_spec: JobSpec | None, job_props: TrainingJobProps) -> JobSpec:
+    """The spec's own job (the spec path's door), or the one the typed props describe."""
+    if job_spec is None:
+        return job_spec_from_props(code, job_props)
+    if job_props:
+        raise ValueError(f"TrainingPipeline '{key}': job_spec is the whole job; drop {', '.join(job_props)}")
+    return job_spec
+
+
+def _request_tags(names: Names, tags: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if tags is None:
+        tags = {"sagestack:project": names.project, "sagestack:environment": names.env}
+    return tuple(sorted(tags.items()))
+
+
+def stand_ins_for(deployment: Deployment) -> Deployment:
+    """The stand-ins a construct validates its requests with (the stack's account where it names one):
+    those `sagestack plan` and `sagestack lock` render with."""
+    account = None if Token.is_unresolved(deployment.account) else deployment.account
+    return Deployment.stand_ins(region=deployment.region, account=account, tags=deployment.tags)
 
 
 class TrainingPipeline(JobPipeline):
     """One training job and the state machine that runs it.
 
-    Props (CDK types; defaults as the SageMaker SDK's Estimator):
+    Props (CDK types):
       names: project and environment (Names) — every physical name, and the IAM scope.
       job: the job's key (default: the construct id): '<project>-<env>-<job>-<hash>-<candidate>'.
       image: a TrainingImage (DLC, registry URI, ECR repository or Dockerfile asset).
       code: the source folder, packed deterministically as the job's sourcedir.tar.gz.
-      instance_types: candidates in order of preference (at least one).
       execution_role: the role the job runs as (ExecutionRole, or ExecutionRole.from_role_arn).
       artifacts: the ArtifactBucket (outputs, checkpoints, Debugger/Profiler/TensorBoard data).
       encryption_key: encrypts volumes and outputs.
       region: default: the stack's (must be concrete: DLC URIs and validation depend on it).
-      entry_point ('train.py'), instance_count (1), hyperparameters, max_runtime (24 h),
-      volume_size (30 GiB), spot (False), max_wait (max_runtime), metric_definitions {name: regex},
-      distribution (the spec's `distribution:`, e.g. {"torch_distributed": {}}).
-      options: any other key of a `jobs:` entry of the YAML spec (checkpoint, debugger, profiler,
-        channels, vpc, environment, tensorboard, efa, network_isolation, keep_alive, tags …),
-        validated by the same schema.
+      the job: its typed props (TrainingJobProps: instance_types, entry_point, instance_count,
+        hyperparameters, max_runtime, volume_size, spot, max_wait, metric_definitions, distribution,
+        run_on_deploy, and `options` for any other key of a `jobs:` entry, validated by the same schema);
+      or job_spec: the spec's own validated `jobs:` entry (the spec path's door; no job prop with it).
+      validated: the job already rendered with stand-ins and validated against botocore's model
+        (the spec path's project.requests.render_training); default: rendered and validated here.
       tags: request tags (default: sagestack:project / sagestack:environment).
       role, log_group, topic, state_machine_name: as JobPipeline (default name: Names.training_state_machine).
       poll_interval / backoff: Describe polling and the wait before the next candidate (60 s / 120 s).
       quota_codes: quota name -> code for the run-time quota check (default none: skipped, noted).
-      run_on_deploy: start an execution from `cdk deploy` when the job's hash changed (default False).
       registry / registrations: register the model (compiled first where asked) in this group;
         each package carries its lineage (job, content hash, source archive hash, training image,
         training job) and `lineage` (more metadata, e.g. {"sagestack:lock-sha256": …}).
       mlflow_server_arn: log every run to this SageMaker MLflow tracking server (MlflowConfig, an
         experiment per job, a run per training job; the execution role may log to it).
-      options["schedule"] ({expression, timezone, window, enabled}): retrain on a schedule — the
+      A job's `schedule` ({expression, timezone, window, enabled}): retrain on a schedule — the
         definition gains a retrain path (fresh job names, checkpoint and TensorBoard prefixes when
         started with {"retrain": …}) and a RetrainingSchedule (`self.retraining`) starts it.
     """
@@ -125,22 +193,13 @@ class TrainingPipeline(JobPipeline):
         names: Names,
         image: TrainingImage,
         code: str,
-        instance_types: Sequence[str],
         execution_role: ExecutionRoleBase,
         artifacts: ArtifactBucketBase,
         encryption_key: kms.IKey,
         job: str | None = None,
         region: str | None = None,
-        entry_point: str = "train.py",
-        instance_count: int = 1,
-        hyperparameters: Mapping[str, Any] | None = None,
-        max_runtime: Duration | None = None,
-        volume_size: Size | None = None,
-        spot: bool = False,
-        max_wait: Duration | None = None,
-        metric_definitions: Mapping[str, str] | None = None,
-        distribution: Mapping[str, Any] | None = None,
-        options: Mapping[str, Any] | None = None,
+        job_spec: JobSpec | None = None,
+        validated: TrainingJobPlan | None = None,
         tags: Mapping[str, str] | None = None,
         role: iam.IRole | None = None,
         log_group: logs.ILogGroup | None = None,
@@ -149,138 +208,46 @@ class TrainingPipeline(JobPipeline):
         poll_interval: Duration | None = None,
         backoff: Duration | None = None,
         quota_codes: Mapping[str, str] | None = None,
-        run_on_deploy: bool = False,
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
         lineage: Mapping[str, str] | None = None,
         mlflow_server_arn: str | None = None,
+        **job_props: Unpack[TrainingJobProps],
     ) -> None:
-        from sagestack.core.sourcedir import pack_source_dir
-        from sagestack.core.standins import SAMPLE_ACCOUNT
-        from sagestack.endpoints.model_steps import lineage_of
-        from sagestack.training.models import JobSpec
-        from sagestack.training.request import resolve_training_job, rules_image_for, stand_in_context
-        from sagestack.training.states import training_pipeline
-
         key = job or id
-        stack = Stack.of(scope)
-        region = region or stack.region
+        region = region or Stack.of(scope).region
         if Token.is_unresolved(region):
             raise ValueError(f"TrainingPipeline '{key}': give region= (the stack's region is not concrete)")
-        spec: dict[str, Any] = {
-            "image": "image",
-            "source_dir": Path(code).name,
-            "instance_type": list(instance_types),
-            "instance_count": instance_count,
-            "entry_point": entry_point,
-            "hyperparameters": dict(hyperparameters or {}),
-            "use_spot_instances": spot,
-            "metric_definitions": dict(metric_definitions or {}),
-            "run_on_deploy": run_on_deploy,
-        }
-        if max_runtime is not None:
-            spec["max_run"] = _seconds(max_runtime)
-        if volume_size is not None:
-            spec["volume_size_gb"] = int(volume_size.to_gibibytes())
-        if max_wait is not None:
-            spec["max_wait"] = _seconds(max_wait)
-        if distribution is not None:
-            spec["distribution"] = dict(distribution)
-        spec.update(options or {})
-        job_spec = JobSpec.model_validate(spec)
-        tags = (
-            dict(tags)
-            if tags is not None
-            else {"sagestack:project": names.project, "sagestack:environment": names.env}
-        )
-        request_tags = tuple(sorted(tags.items()))
-
-        # The code: one deterministic archive per folder, written once per synth.
-        archive = pack_source_dir(Path(code))
-        stage = Stage.of(scope)
-        outdir = Path(stage.outdir if stage is not None else ".") / ".sagestack-sources"
-        outdir.mkdir(parents=True, exist_ok=True)
-        tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
-        if not tarball.exists():
-            tarball.write_bytes(archive.data)
-        # In the parent scope, as the stacks always created it (keeps asset IDs stable).
-        source = s3_assets.Asset(scope, f"Source-{key}", path=str(tarball))
+        job_spec = _job_of(key, code, job_spec, job_props)
+        source, source_sha256 = _source_asset(scope, key, Path(code))
         execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
-
-        account = stack.account if not Token.is_unresolved(stack.account) else SAMPLE_ACCOUNT
-        rules_image = rules_image_for(job_spec, region)
-        identities = {t: image.identity_for(t) for t in job_spec.instance_type}
-
-        mlflow: MlflowTarget | None = None
-        mlflow_stand_in: MlflowTarget | None = None
         if mlflow_server_arn is not None:
-            mlflow = MlflowTarget(mlflow_server_arn, names.prefix)
-            mlflow_stand_in = (
-                MlflowTarget(
-                    f"arn:aws:sagemaker:{region}:{account}:mlflow-tracking-server/{names.tracking_server}",
-                    names.prefix,
-                )
-                if Token.is_unresolved(mlflow_server_arn)
-                else mlflow
-            )
             grant_mlflow_logging(execution_role, mlflow_server_arn)
-
-        def validation_ctx(t: str) -> RequestContext:
-            return dataclasses.replace(
-                stand_in_context(
-                    region=region,
-                    account=account,
-                    image_uri=image.validation_uri_for(t, account=account, region=region),
-                    rules_image=rules_image,
-                    tags=request_tags,
-                ),
-                mlflow=mlflow_stand_in,
-            )
-
-        def token_ctx(t: str) -> RequestContext:
-            return RequestContext(
-                region=region,
-                role_arn=execution_role.role_arn,
-                bucket=artifacts.bucket_name,
-                kms_key_id=encryption_key.key_arn,
-                source_s3_uri=source.s3_object_url,
-                image_uri=image.uri_for(t),
-                rules_image_uri=rules_image,
-                tags=request_tags,
-                mlflow=mlflow,
-            )
-
-        common: dict[str, Any] = dict(
-            names=names, key=key, job=job_spec, source_sha256=archive.sha256, image_uris=identities
-        )
-        # Validated with the stand-ins `sagestack plan` and `sagestack lock` use; emitted with tokens.
-        validation_plan = resolve_training_job(**common, context=validation_ctx, validate=True)
-        job_plan = resolve_training_job(**common, context=token_ctx, validate=False)
-
-        # What the compile and register steps (here, or in a TuningPipeline over this job) send.
-        deployment_values: dict[str, Any] = dict(
+        # What the requests (here, and in a TuningPipeline over this job) take from the deployment.
+        deployment = Deployment(
             region=region,
-            account=account,
+            account=Stack.of(scope).account,
             role_arn=execution_role.role_arn,
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,
-            tags=request_tags,
-            lineage=lineage_of(key, job_plan.digest, archive.sha256) + tuple(sorted((lineage or {}).items())),
+            tags=_request_tags(names, tags),
         )
+        job_plan, validated = _job_plans(
+            names, key, job_spec, deployment, image, source, source_sha256, mlflow_server_arn, validated
+        )
+        lineage_values = (*lineage_of(key, job_plan.digest, source_sha256), *sorted((lineage or {}).items()))
         settings = self._settings(poll_interval, backoff, topic, quota_codes)
-        definition = training_pipeline(job_plan, settings)
         definition, endpoint_plans = append_registrations(
-            definition,
+            training_pipeline(job_plan, settings),
             settings,
             registrations,
             source=key,
             names=names,
             registry=registry,
-            **deployment_values,
+            deployment=deployment,
+            lineage=lineage_values,
         )
         if job_spec.schedule is not None:
-            from sagestack.training.retrain import retrainable
-
             # Started by its schedule (or `sagestack run --retrain`), the pipeline trains under fresh names.
             definition = retrainable(definition)
         super().__init__(
@@ -300,38 +267,50 @@ class TrainingPipeline(JobPipeline):
         self.source = source
         self.job_spec = job_spec
         self.region = region
-        self.validation_plan: TrainingJobPlan = validation_plan
+        self.validation_plan: TrainingJobPlan = validated
         self.job_plan: TrainingJobPlan = job_plan
         self.endpoint_plans = endpoint_plans
         self.execution_role = execution_role
-        self.deployment_values = deployment_values
+        self.deployment = deployment
+        self.lineage: tuple[tuple[str, str], ...] = lineage_values
+        self._grant_running(registry, endpoint_plans)
+        if job_spec.run_on_deploy:
+            self._start_on_deploy()
+        self.retraining = self._retraining(names)
+
+    def _grant_running(
+        self, registry: ModelPackageGroupBase | None, endpoint_plans: list[EndpointPlan]
+    ) -> None:
+        """The pipeline's role may run this environment's training jobs as the execution role, check
+        quotas, and run the model steps it has."""
         self._grant_sagemaker(
             actions.TRAINING_JOBS_RUN,
             "training-job",
-            names.training_job_pattern,
+            self.names.training_job_pattern,
             "Training jobs whose names start with this environment's prefix: the pipelines create, "
             "follow and stop only their own jobs.",
         )
-        execution_role.grant_pass_role(self.role)
-        self._grant_quota_reads(region)
+        self.execution_role.grant_pass_role(self.role)
+        self._grant_quota_reads(self.region)
         if endpoint_plans:
             grant_registration_steps(self, registry, endpoint_plans)
-        if run_on_deploy:
-            self._start_on_deploy()
-        self.retraining: RetrainingSchedule | None = None
-        if job_spec.schedule is not None:
-            sched = job_spec.schedule
-            self.retraining = RetrainingSchedule(
-                self,
-                "Retraining",
-                pipeline=self,
-                expression=sched.expression,
-                timezone=sched.timezone,
-                flexible_window=Duration.seconds(sched.window) if sched.window else None,
-                enabled=sched.enabled,
-                schedule_name=names.retrain_schedule(key),
-                description=f"Retrains '{key}' of sagestack {names.prefix}",
-            )
+
+    def _retraining(self, names: Names) -> RetrainingSchedule | None:
+        """The schedule that starts the pipeline when the job has one."""
+        sched = self.job_spec.schedule
+        if sched is None:
+            return None
+        return RetrainingSchedule(
+            self,
+            "Retraining",
+            pipeline=self,
+            expression=sched.expression,
+            timezone=sched.timezone,
+            flexible_window=Duration.seconds(sched.window) if sched.window else None,
+            enabled=sched.enabled,
+            schedule_name=names.retrain_schedule(self.key),
+            description=f"Retrains '{self.key}' of sagestack {names.prefix}",
+        )
 
     def _start_on_deploy(self) -> None:
         """An execution named after the content hash: an unchanged job is never started twice
@@ -382,6 +361,72 @@ class TrainingPipeline(JobPipeline):
             )
 
 
+def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asset, str]:
+    """The code as one deterministic archive per folder, written once per synth, and its sha256."""
+    from sagestack.core.sourcedir import pack_source_dir
+
+    archive = pack_source_dir(code)
+    stage = Stage.of(scope)
+    outdir = Path(stage.outdir if stage is not None else ".") / ".sagestack-sources"
+    outdir.mkdir(parents=True, exist_ok=True)
+    tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
+    if not tarball.exists():
+        tarball.write_bytes(archive.data)
+    # In the parent scope, as the stacks always created it (keeps asset IDs stable).
+    return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
+
+
+def _job_plans(
+    names: Names,
+    key: str,
+    job: JobSpec,
+    deployment: Deployment,
+    image: TrainingImage,
+    source: s3_assets.Asset,
+    source_sha256: str,
+    mlflow_server_arn: str | None,
+    validated: TrainingJobPlan | None,
+) -> tuple[TrainingJobPlan, TrainingJobPlan]:
+    """The job rendered with the deployment's tokens (what the template holds), and as validated with
+    stand-ins: `validated` when the environment already did it, else here (the library door), with
+    the stand-ins `sagestack plan` and `sagestack lock` use (CloudFormation tokens are not ARNs)."""
+    rules_image = rules_image_for(job, deployment.region)
+    mlflow = None if mlflow_server_arn is None else MlflowTarget(mlflow_server_arn, names.prefix)
+    resolve = partial(
+        resolve_training_job,
+        names=names,
+        key=key,
+        job=job,
+        source_sha256=source_sha256,
+        image_uris={t: image.identity_for(t) for t in job.instance_type},
+    )
+
+    def token_context(instance_type: str) -> RequestContext:
+        return RequestContext(
+            deployment, source.s3_object_url, image.uri_for(instance_type), rules_image, mlflow
+        )
+
+    job_plan = resolve(context=token_context, validate=False)
+    if validated is None:
+        stand_ins = stand_ins_for(deployment)
+        if mlflow is not None and Token.is_unresolved(mlflow.arn):
+            mlflow = MlflowTarget.stand_in(stand_ins, names)
+        images = {
+            t: image.validation_uri_for(t, account=stand_ins.account, region=stand_ins.region)
+            for t in job.instance_type
+        }
+        validated = resolve(
+            context=stand_in_contexts(stand_ins, images=images, rules_image=rules_image, mlflow=mlflow),
+            validate=True,
+        )
+    if validated.digest != job_plan.digest:
+        raise ValueError(
+            f"TrainingPipeline '{key}': the validated job ({validated.digest}) is not this one "
+            f"({job_plan.digest}): its spec, code or images differ"
+        )
+    return job_plan, validated
+
+
 def append_registrations(
     definition: dict[str, Any],
     settings: PipelineSettings,
@@ -389,45 +434,31 @@ def append_registrations(
     *,
     source: str,
     names: Names,
-    region: str,
-    account: str,
     registry: ModelPackageGroupBase | None,
-    role_arn: str,
-    bucket: str,
-    kms_key_id: str,
-    tags: tuple[tuple[str, str], ...],
+    deployment: Deployment,
     lineage: tuple[tuple[str, str], ...] = (),
 ) -> tuple[dict[str, Any], list[EndpointPlan]]:
     """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
     (a job or search) trains; their requests validated with stand-ins, emitted with the
     deployment's values. Returns the definition and the endpoints it registers for."""
-    from sagestack.core.standins import STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
-    from sagestack.endpoints.model_steps import append_model_steps, validate_model_requests
+    from sagestack.endpoints.request import validate_model_requests
+    from sagestack.endpoints.states import append_model_steps
 
-    endpoints = [r.plan(names, region, source) for r in registrations]
+    endpoints = [r.plan(names, deployment.region, source) for r in registrations]
     if not endpoints:
         return definition, endpoints
     if registry is None:
         raise ValueError("registrations need a registry (a ModelPackageGroup)")
 
-    def context(role: str, bucket_name: str, key: str) -> ModelStepContext:
+    def context(values: Deployment) -> ModelStepContext:
         return ModelStepContext(
-            region=region,
-            env=names.env,
-            role_arn=role,
-            bucket=bucket_name,
-            kms_key_id=key,
-            group_name=registry.group_name,
-            tags=tags,
-            lineage=lineage,
+            deployment=values, env=names.env, group_name=registry.group_name, lineage=lineage
         )
 
-    stand_ins = context(stand_in_role_arn(account), STAND_IN_BUCKET, stand_in_key_arn(account, region))
+    stand_ins = context(stand_ins_for(deployment))
     for ep in endpoints:
         validate_model_requests(ep, stand_ins)
-    return append_model_steps(
-        definition, endpoints, context(role_arn, bucket, kms_key_id), settings
-    ), endpoints
+    return append_model_steps(definition, endpoints, context(deployment), settings), endpoints
 
 
 def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | None) -> None:

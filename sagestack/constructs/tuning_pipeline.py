@@ -22,6 +22,10 @@ from sagestack.constructs.training_pipeline import (
     append_registrations,
     grant_registration_steps,
 )
+from sagestack.core.names import Names
+from sagestack.training.models import JobSpec
+from sagestack.tuning.models import TuningSpec, tuning_spec_of
+from sagestack.tuning.states import TuningPipelineInputs
 
 
 class TuningPipeline(JobPipeline):
@@ -31,12 +35,19 @@ class TuningPipeline(JobPipeline):
       training: the TrainingPipeline whose job the trials run (its first instance candidate; all of
         them when the job lists several, as a tuning job's instance configs).
       search: the search's key (default: the construct id): names the tuning job and its parameter.
-      objective_metric / objective_type: one of the job's metric_definitions; 'Maximize' | 'Minimize'.
-      ranges: {hyperparameter: {"continuous": [lo, hi]} | {"integer": [lo, hi]} | {"categorical": [...]},
-        optional "scaling"} as in the spec's `ranges:`.
-      strategy ('Bayesian'), max_jobs (required unless 'Grid'), max_parallel_jobs (1), early_stopping ('Off').
-      options: any other key of a `tuning:` entry (hyperband, completion, random_seed, warm_start,
-        static_hyperparameters), validated by the same schema.
+      The search, as typed props (each default: the spec's):
+        objective_metric / objective_type: one of the job's metric_definitions; 'Maximize' | 'Minimize'
+          (required).
+        ranges: {hyperparameter: {"continuous": [lo, hi]} | {"integer": [lo, hi]} |
+          {"categorical": [...]}, optional "scaling"} as in the spec's `ranges:` (required).
+        strategy ('Bayesian'), max_jobs (required unless 'Grid'), max_parallel_jobs (1),
+        early_stopping ('Off').
+        options: any other key of a `tuning:` entry (hyperband, completion, random_seed, warm_start,
+          static_hyperparameters), validated by the same schema (tuning.models.tuning_spec_of).
+      tuning_spec: or the search as the spec's own validated `tuning:` entry, in place of the typed
+        props (the spec path's door).
+      validated: its request already rendered with stand-ins and validated against botocore's model
+        (project.requests.render_training); default: rendered and validated here.
       role, log_group, topic, state_machine_name (default Names.tuning_state_machine), poll_interval,
       backoff, quota_codes, registry / registrations: as TrainingPipeline.
     """
@@ -47,15 +58,17 @@ class TuningPipeline(JobPipeline):
         id: str,
         *,
         training: TrainingPipeline,
-        objective_metric: str,
-        objective_type: str,
-        ranges: Mapping[str, Mapping[str, Any]],
+        objective_metric: str | None = None,
+        objective_type: str | None = None,
+        ranges: Mapping[str, Mapping[str, Any]] | None = None,
         search: str | None = None,
-        strategy: str = "Bayesian",
+        strategy: str | None = None,
         max_jobs: int | None = None,
-        max_parallel_jobs: int = 1,
-        early_stopping: str = "Off",
+        max_parallel_jobs: int | None = None,
+        early_stopping: str | None = None,
         options: Mapping[str, Any] | None = None,
+        tuning_spec: TuningSpec | None = None,
+        validated: Mapping[str, Any] | None = None,
         role: iam.IRole | None = None,
         log_group: logs.ILogGroup | None = None,
         topic: sns.ITopic | None = None,
@@ -66,52 +79,33 @@ class TuningPipeline(JobPipeline):
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
     ) -> None:
-        from sagestack.core.catalog.quotas import quota_name, training_usage
-        from sagestack.core.catalog.service_model import validate_request
-        from sagestack.tuning.models import TuningSpec
         from sagestack.tuning.request import render_tuning_request
-        from sagestack.tuning.states import TuningPipelineInputs, tuning_pipeline
+        from sagestack.tuning.states import tuning_pipeline
 
         key = search or id
         names = training.names
-        spec: dict[str, Any] = {
-            "job": training.key,
-            "objective": {"metric": objective_metric, "type": objective_type},
-            "strategy": strategy,
-            "ranges": {k: dict(v) for k, v in ranges.items()},
-            "max_parallel_jobs": max_parallel_jobs,
-            "early_stopping": early_stopping,
+        search_props = {  # prop -> (spec key, `outer.inner` when nested; value)
+            "objective_metric": ("objective.metric", objective_metric),
+            "objective_type": ("objective.type", objective_type),
+            "ranges": ("ranges", None if ranges is None else {k: dict(v) for k, v in ranges.items()}),
+            "strategy": ("strategy", strategy),
+            "max_jobs": ("max_jobs", max_jobs),
+            "max_parallel_jobs": ("max_parallel_jobs", max_parallel_jobs),
+            "early_stopping": ("early_stopping", early_stopping),
         }
-        if max_jobs is not None:
-            spec["max_jobs"] = max_jobs
-        spec.update(options or {})
-        tuning = TuningSpec.model_validate(spec)
-        validate_request(
-            "CreateHyperParameterTuningJob",
-            render_tuning_request(tuning, key=key, names=names, job_plan=training.validation_plan),
-        )
+        tuning = _search_of(key, training.key, search_props, options, tuning_spec)
         request = render_tuning_request(tuning, key=key, names=names, job_plan=training.job_plan)
-        job = training.job_spec
-        inputs = TuningPipelineInputs(
-            key=key,
-            request=request,
-            quota_name=quota_name(job.instance_type[0], training_usage(job.use_spot_instances)),
-            quota_needed=tuning.max_parallel_jobs * job.instance_count,
-            parameter_name=names.best_model_parameter(key),
-        )
+        _validate(key, tuning, names, training, request, validated)
         settings = self._settings(poll_interval, backoff, topic, quota_codes)
-        definition = tuning_pipeline(inputs, settings)
         definition, endpoint_plans = append_registrations(
-            definition,
+            tuning_pipeline(_inputs(key, names, tuning, training.job_spec, request), settings),
             settings,
             registrations,
             source=key,
             names=names,
             registry=registry,
-            **{
-                **training.deployment_values,
-                "lineage": (*training.deployment_values["lineage"], ("sagestack:tuning", key)),
-            },
+            deployment=training.deployment,
+            lineage=(*training.lineage, ("sagestack:tuning", key)),
         )
         super().__init__(
             scope,
@@ -147,3 +141,70 @@ class TuningPipeline(JobPipeline):
         self._grant_quota_reads(training.region)
         if endpoint_plans:
             grant_registration_steps(self, registry, endpoint_plans)
+
+
+def _search_of(
+    key: str,
+    job: str,
+    search_props: Mapping[str, tuple[str, Any]],
+    options: Mapping[str, Any] | None,
+    tuning_spec: TuningSpec | None,
+) -> TuningSpec:
+    """The search: the spec's own (`tuning_spec`), or the one the typed props and options describe."""
+    if tuning_spec is not None:
+        given = [prop for prop, (_, value) in search_props.items() if value is not None]
+        given += ["options"] if options else []
+        if given:
+            raise ValueError(
+                f"TuningPipeline '{key}': tuning_spec is the whole search; drop {', '.join(given)}"
+            )
+        if tuning_spec.job != job:
+            raise ValueError(f"TuningPipeline '{key}': tuning_spec searches '{tuning_spec.job}', not '{job}'")
+        return tuning_spec
+    spec: dict[str, Any] = {"job": job}
+    for spec_key, value in search_props.values():
+        outer, _, inner = spec_key.partition(".")
+        if value is not None and inner:
+            spec.setdefault(outer, {})[inner] = value
+        elif value is not None:
+            spec[outer] = value
+    return tuning_spec_of(spec, options)
+
+
+def _validate(
+    key: str,
+    tuning: TuningSpec,
+    names: Names,
+    training: TrainingPipeline,
+    request: Mapping[str, Any],
+    validated: Mapping[str, Any] | None,
+) -> None:
+    """The library door validates the search's request rendered with its job's stand-ins; the spec
+    path's was validated with its environment's (it must name the same tuning job)."""
+    from sagestack.core.catalog.service_model import validate_request
+    from sagestack.tuning.request import render_tuning_request
+
+    if validated is None:
+        validated = render_tuning_request(tuning, key=key, names=names, job_plan=training.validation_plan)
+        validate_request("CreateHyperParameterTuningJob", dict(validated))
+    name = request["HyperParameterTuningJobName"]
+    if validated["HyperParameterTuningJobName"] != name:
+        raise ValueError(
+            f"TuningPipeline '{key}': the validated search ({validated['HyperParameterTuningJobName']}) "
+            f"is not this one ({name})"
+        )
+
+
+def _inputs(
+    key: str, names: Names, tuning: TuningSpec, job: JobSpec, request: dict[str, Any]
+) -> TuningPipelineInputs:
+    """What the search's states need: the request, and the quota its parallel trials take."""
+    from sagestack.core.catalog.quotas import quota_name, training_usage
+
+    return TuningPipelineInputs(
+        key=key,
+        request=request,
+        quota_name=quota_name(job.instance_type[0], training_usage(job.use_spot_instances)),
+        quota_needed=tuning.max_parallel_jobs * job.instance_count,
+        parameter_name=names.best_model_parameter(key),
+    )

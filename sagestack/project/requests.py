@@ -11,41 +11,26 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sagestack.core.deployment import Deployment
 from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
-from sagestack.core.standins import (
-    SAMPLE_ACCOUNT,
-    STAND_IN_BUCKET,
-    stand_in_key_arn,
-    stand_in_role_arn,
-)
+from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
 from sagestack.project.environment import EnvironmentPlan
-from sagestack.training.request import (
-    MlflowTarget,
-    RequestContext,
-    TrainingJobPlan,
-    resolve_training_job,
-    rules_image_for,
-    stand_in_context,
-)
+from sagestack.training.context import MlflowTarget, stand_in_contexts
+from sagestack.training.debugger import rules_image_for
+from sagestack.training.plan import TrainingJobPlan, resolve_training_job
 
 if TYPE_CHECKING:
-    from sagestack.endpoints.model_steps import ModelStepContext
+    from sagestack.endpoints.request import ModelStepContext
 
 
-def stand_in_account(plan: EnvironmentPlan) -> str:
-    return plan.account or SAMPLE_ACCOUNT
-
-
-def stand_in_role(plan: EnvironmentPlan) -> str:
-    return stand_in_role_arn(stand_in_account(plan))
-
-
-def stand_in_key(plan: EnvironmentPlan) -> str:
-    return stand_in_key_arn(stand_in_account(plan), plan.region)
+def stand_in_deployment(plan: EnvironmentPlan) -> Deployment:
+    """The environment's deployment values as stand-ins (its account when it names one)."""
+    return Deployment.stand_ins(
+        region=plan.region, account=plan.account, tags=tuple(sorted(plan.tags.items()))
+    )
 
 
 @dataclass(frozen=True)
@@ -65,6 +50,7 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
         if build is not None
         else None
     )
+    account = stand_in_deployment(plan).account
     for itype in job.instance_type:
         if resolved.kind == "dlc":
             uris = resolved.smp_uris if job.uses_smp_v2 else resolved.dlc_uris
@@ -74,45 +60,20 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
             concrete[itype] = identity[itype] = resolved.spec.uri
         else:
             assert fingerprint is not None
-            concrete[itype] = (
-                f"{stand_in_account(plan)}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{fingerprint[:64]}"
-            )
+            concrete[itype] = f"{account}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{fingerprint[:64]}"
             identity[itype] = f"dockerfile:{fingerprint}"
     return JobImages(concrete, identity)
 
 
-def validation_context(
-    plan: EnvironmentPlan, instance_type: str, *, images: dict[str, str], rules_image: str | None
-) -> RequestContext:
-    return replace(
-        stand_in_context(
-            region=plan.region,
-            account=stand_in_account(plan),
-            image_uri=images[instance_type],
-            rules_image=rules_image,
-            tags=tuple(sorted(plan.tags.items())),
-        ),
-        mlflow=mlflow_target(plan),
-    )
-
-
-def mlflow_server_arn(plan: EnvironmentPlan) -> str | None:
+def mlflow_target(plan: EnvironmentPlan) -> MlflowTarget | None:
     """The tracking server the environment's jobs log to: the one `tracking.mlflow.server` names,
     else the one the foundation creates (its ARN with the account, or the stand-in account)."""
     m = plan.spec.tracking.mlflow
     if m is None:
         return None
     if m.server is not None:
-        return m.server
-    return (
-        f"arn:aws:sagemaker:{plan.region}:{stand_in_account(plan)}:mlflow-tracking-server/"
-        f"{plan.names.tracking_server}"
-    )
-
-
-def mlflow_target(plan: EnvironmentPlan) -> MlflowTarget | None:
-    arn = mlflow_server_arn(plan)
-    return MlflowTarget(arn, plan.names.prefix) if arn else None
+        return MlflowTarget(m.server, plan.names.prefix)
+    return MlflowTarget.stand_in(stand_in_deployment(plan), plan.names)
 
 
 def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
@@ -121,16 +82,10 @@ def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
 
 def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
     """The compile/register steps' deploy-time values, as concrete stand-ins (for validation)."""
-    from sagestack.endpoints.model_steps import ModelStepContext
+    from sagestack.endpoints.request import ModelStepContext
 
     return ModelStepContext(
-        region=plan.region,
-        env=plan.env,
-        role_arn=stand_in_role(plan),
-        bucket=STAND_IN_BUCKET,
-        kms_key_id=stand_in_key(plan),
-        group_name=plan.names.model_package_group,
-        tags=tuple(sorted(plan.tags.items())),
+        deployment=stand_in_deployment(plan), env=plan.env, group_name=plan.names.model_package_group
     )
 
 
@@ -148,14 +103,16 @@ class EnvironmentRequests:
     sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
 
 
-def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
-    """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
-    CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
+def render_training(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
+    """Every CreateTrainingJob and CreateHyperParameterTuningJob request of the environment (with
+    the images and source archives they name), with stand-ins; validated unless told not to. The
+    TrainingStack hands these very plans to its pipelines, which render them again only with tokens."""
     from sagestack.core.catalog.service_model import validate_request
-    from sagestack.endpoints.model_steps import resolve_endpoint, stand_in_model_requests
     from sagestack.tuning.request import render_tuning_request
 
     out = EnvironmentRequests()
+    deployment = stand_in_deployment(plan)
+    mlflow = mlflow_target(plan)
     for key, job in plan.spec.jobs.items():
         if job.source_dir not in out.sources:
             out.sources[job.source_dir] = pack_source_dir(root / job.source_dir).sha256
@@ -167,8 +124,8 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
             job=job,
             source_sha256=out.sources[job.source_dir],
             image_uris=images.identity,
-            context=partial(
-                validation_context, plan, images=images.concrete, rules_image=job_rules_image(plan, key)
+            context=stand_in_contexts(
+                deployment, images=images.concrete, rules_image=job_rules_image(plan, key), mlflow=mlflow
             ),
             validate=validate,
         )
@@ -177,6 +134,17 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
         if validate:
             validate_request("CreateHyperParameterTuningJob", request)
         out.tuning[key] = request
+    return out
+
+
+def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
+    """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
+    CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
+    from sagestack.core.catalog.service_model import validate_request
+    from sagestack.endpoints.plan import resolve_endpoint
+    from sagestack.endpoints.request import stand_in_model_requests
+
+    out = render_training(plan, root, validate=validate)
     ctx = stand_in_model_context(plan)
     for key, spec in plan.spec.endpoints.items():
         if spec.model is None:
@@ -188,14 +156,11 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
             for operation, request in requests.items():
                 validate_request(operation, request)
         out.endpoints[key] = requests
-    from sagestack.endpoints.model_steps import resolve_transform_registration
-    from sagestack.transforms.states import TransformContext, TransformPlan, stand_in_requests
+    from sagestack.endpoints.plan import resolve_transform_registration
+    from sagestack.transforms.request import TransformPlan, stand_in_requests
 
-    tctx = TransformContext(
-        role_arn=ctx.role_arn, bucket=ctx.bucket, kms_key_id=ctx.kms_key_id, tags=ctx.tags
-    )
     for key, transform in plan.spec.transforms.items():
-        requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), tctx)
+        requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), ctx.deployment)
         if transform.model is not None:
             registration = resolve_transform_registration(plan, key)
             lineage = source_lineage(plan, out, transform.model.from_)
@@ -211,7 +176,7 @@ def source_lineage(
     plan: EnvironmentPlan, out: EnvironmentRequests, source: str
 ) -> tuple[tuple[str, str], ...]:
     """The lineage a package registered from `source` (a job, or a search over one) carries."""
-    from sagestack.endpoints.model_steps import lineage_of
+    from sagestack.endpoints.request import lineage_of
 
     job = plan.spec.tuning[source].job if source in plan.spec.tuning else source
     lineage = lineage_of(job, out.jobs[job].digest, out.sources[plan.spec.jobs[job].source_dir])

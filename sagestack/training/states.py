@@ -14,7 +14,8 @@ from typing import Any
 
 from sagestack.core import states as asl
 from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
-from sagestack.training.request import CandidatePlan, TrainingJobPlan, preference
+from sagestack.training.plan import CandidatePlan, TrainingJobPlan
+from sagestack.training.preferences import preference
 
 NO_CANDIDATE = "No candidate available"
 SUCCEEDED = "Succeeded"  # its output carries TrainingJobName and ModelArtifacts: model steps follow it

@@ -12,8 +12,35 @@ import math
 from typing import Any
 
 from sagestack.core.names import Names
-from sagestack.training.request import TrainingJobPlan, content_hash, encode_hyperparameter
+from sagestack.training.identity import Registry, content_hash, identity, published
+from sagestack.training.plan import TrainingJobPlan
+from sagestack.training.request import encode_hyperparameter
+from sagestack.tuning import models as m
 from sagestack.tuning.models import RangeSpec, TuningSpec
+
+# A search's fields when tuning job names were published (training.identity): a field added since
+# enters the name's hash only when a spec sets it.
+PUBLISHED: Registry = {
+    m.TuningSpec: published(
+        "job",
+        "objective",
+        "strategy",
+        "ranges",
+        "max_jobs",
+        "max_parallel_jobs",
+        "early_stopping",
+        "hyperband",
+        "completion",
+        "random_seed",
+        "warm_start",
+        "static_hyperparameters",
+    ),
+    m.ObjectiveSpec: published("metric", "type"),
+    m.RangeSpec: published("continuous", "integer", "categorical", "scaling"),
+    m.HyperbandSpec: published("min_resource", "max_resource"),
+    m.CompletionSpec: published("target_objective_value", "max_jobs_not_improving", "max_runtime"),
+    m.WarmStartSpec: published("parents", "type"),
+}
 
 # CreateTrainingJob keys a HyperParameterTrainingJobDefinition takes as they are.
 _DEFINITION_KEYS = (
@@ -89,7 +116,7 @@ def render_tuning_request(
 ) -> dict[str, Any]:
     """A complete CreateHyperParameterTuningJob request. Unset options are omitted."""
     base = job_plan.candidates[0].request
-    digest = content_hash({"tuning": tuning.model_dump(mode="json"), "job": job_plan.digest})[:10]
+    digest = content_hash({"tuning": identity(tuning, PUBLISHED), "job": job_plan.digest})[:10]
     name = names.tuning_job(key, digest)
     static = {k: v for k, v in base["HyperParameters"].items() if k not in tuning.ranges}
     static.update({k: encode_hyperparameter(v) for k, v in tuning.static_hyperparameters.items()})

@@ -22,34 +22,7 @@ class TuningPipelineInputs:
 
 def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) -> dict[str, Any]:
     name = inputs.request["HyperParameterTuningJobName"]
-    output_path = inputs.request["TrainingJobDefinition"]["OutputDataConfig"]["S3OutputPath"]
-    states: dict[str, Any] = {}
-    code = (settings.quota_codes or {}).get(inputs.quota_name)
-    states.update(
-        asl.quota_check(
-            "Quota",
-            inputs.quota_name,
-            code,
-            needed=inputs.quota_needed,
-            result_path="$.quota",
-            next_checked="Quota enough?",
-            next_unchecked="Create tuning job",
-        )
-    )
-    states["Quota enough?"] = asl.quota_enough(
-        "$.quota", inputs.quota_needed, short="Quota too low", enough="Create tuning job"
-    )
-    how = (
-        f"`aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code {code} "
-        f"--desired-value {inputs.quota_needed}`"
-        if code
-        else "the Service Quotas console (or `sagestack quota snapshot`, then the CLI command it prints)"
-    )
-    states["Quota too low"] = asl.fail(
-        "QuotaTooLow",
-        cause=f"'{inputs.quota_name}' must allow {inputs.quota_needed} instances (max_parallel_jobs x "
-        f"instance_count); lower max_parallel_jobs or ask for an increase with {how}",
-    )
+    states = _quota_states(inputs, settings)
     states["Create tuning job"] = asl.task(
         "sagemaker:createHyperParameterTuningJob",
         inputs.request,
@@ -89,6 +62,60 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
         "NoBestTrainingJob",
         cause="The tuning job completed without a best training job: every trial failed.",
     )
+    states.update(_best_model_states(inputs))
+    states["Notify succeeded"] = notify_outcome(settings, "succeeded", "$.best.TrainingJobName", "Succeeded")
+    states["Succeeded"] = {"Type": "Pass", "InputPath": "$.best", "End": True}
+    states["Notify tuning failed"] = notify_outcome(settings, "failed", None, "Tuning failed")
+    states["Tuning failed"] = asl.fail(
+        "TuningJobFailed",
+        cause="The tuning job failed; see DescribeHyperParameterTuningJob's FailureReason.",
+    )
+    states["Notify tuning stopped"] = notify_outcome(
+        settings, "was stopped", None, "Tuning stopped", kind="Tuning"
+    )
+    states["Tuning stopped"] = asl.fail("TuningJobStopped", cause="The tuning job was stopped.")
+    states["Notify create failed"] = notify_outcome(settings, "was refused", None, "Create failed")
+    states["Create failed"] = asl.fail_with_caught_error()
+    return {"Comment": f"sagestack tuning pipeline for '{inputs.key}'", "StartAt": "Quota", "States": states}
+
+
+def _quota_states(inputs: TuningPipelineInputs, settings: PipelineSettings) -> dict[str, Any]:
+    """Enough quota for every parallel trial, or fail saying how to ask for more."""
+    states: dict[str, Any] = {}
+    code = (settings.quota_codes or {}).get(inputs.quota_name)
+    states.update(
+        asl.quota_check(
+            "Quota",
+            inputs.quota_name,
+            code,
+            needed=inputs.quota_needed,
+            result_path="$.quota",
+            next_checked="Quota enough?",
+            next_unchecked="Create tuning job",
+        )
+    )
+    states["Quota enough?"] = asl.quota_enough(
+        "$.quota", inputs.quota_needed, short="Quota too low", enough="Create tuning job"
+    )
+    how = (
+        f"`aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code {code} "
+        f"--desired-value {inputs.quota_needed}`"
+        if code
+        else "the Service Quotas console (or `sagestack quota snapshot`, then the CLI command it prints)"
+    )
+    states["Quota too low"] = asl.fail(
+        "QuotaTooLow",
+        cause=f"'{inputs.quota_name}' must allow {inputs.quota_needed} instances (max_parallel_jobs x "
+        f"instance_count); lower max_parallel_jobs or ask for an increase with {how}",
+    )
+    return states
+
+
+def _best_model_states(inputs: TuningPipelineInputs) -> dict[str, Any]:
+    """Record the best training job and where its model lies (SSM and the execution's output)."""
+    name = inputs.request["HyperParameterTuningJobName"]
+    output_path = inputs.request["TrainingJobDefinition"]["OutputDataConfig"]["S3OutputPath"]
+    states: dict[str, Any] = {}
     states["Best model"] = {
         "Type": "Pass",
         "Comment": "SageMaker writes a job's model to <S3OutputPath><job name>/output/model.tar.gz",
@@ -114,17 +141,4 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
         result_path="$.recorded",
         nxt="Notify succeeded",
     )
-    states["Notify succeeded"] = notify_outcome(settings, "succeeded", "$.best.TrainingJobName", "Succeeded")
-    states["Succeeded"] = {"Type": "Pass", "InputPath": "$.best", "End": True}
-    states["Notify tuning failed"] = notify_outcome(settings, "failed", None, "Tuning failed")
-    states["Tuning failed"] = asl.fail(
-        "TuningJobFailed",
-        cause="The tuning job failed; see DescribeHyperParameterTuningJob's FailureReason.",
-    )
-    states["Notify tuning stopped"] = notify_outcome(
-        settings, "was stopped", None, "Tuning stopped", kind="Tuning"
-    )
-    states["Tuning stopped"] = asl.fail("TuningJobStopped", cause="The tuning job was stopped.")
-    states["Notify create failed"] = notify_outcome(settings, "was refused", None, "Create failed")
-    states["Create failed"] = asl.fail_with_caught_error()
-    return {"Comment": f"sagestack tuning pipeline for '{inputs.key}'", "StartAt": "Quota", "States": states}
+    return states

@@ -8,8 +8,10 @@ import json
 import pytest
 
 from sagestack.core.catalog.debugger import action_json, debugger_rules
+from sagestack.core.deployment import Deployment
+from sagestack.training.context import RequestContext
+from sagestack.training.debugger import debugger_configs
 from sagestack.training.models import DebuggerSpec
-from sagestack.training.request import RequestContext, _debugger
 
 pytestmark = pytest.mark.conformance
 rc = pytest.importorskip("smdebug_rulesconfig", reason="make setup installs smdebug-rulesconfig")
@@ -17,10 +19,13 @@ actions = pytest.importorskip("smdebug_rulesconfig.actions.actions")
 utils = pytest.importorskip("smdebug_rulesconfig.actions.utils")
 
 CTX = RequestContext(
-    region="us-east-1",
-    role_arn="arn:aws:iam::123456789012:role/r",
-    bucket="b",
-    kms_key_id="k",
+    deployment=Deployment(
+        region="us-east-1",
+        account="123456789012",
+        role_arn="arn:aws:iam::123456789012:role/r",
+        bucket="b",
+        kms_key_id="k",
+    ),
     source_s3_uri="s3://b/s.tar.gz",
     image_uri="i",
     rules_image_uri="503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest",
@@ -65,7 +70,7 @@ def test_rendered_rules_carry_the_packages_parameters_collections_and_actions() 
             "hook": {"collections": {"losses": {"save_interval": 10}}},
         }
     )
-    hook, rules = _debugger(spec, CTX, job_name="job-1", s3_output="s3://b/debugger/job/")
+    hook, rules = debugger_configs(spec, CTX, job_name="job-1", s3_output="s3://b/debugger/job/")
     by_name = {r["RuleConfigurationName"]: r for r in rules}
     assert (
         by_name["DeadRelu"]["RuleParameters"]["rule_to_invoke"]

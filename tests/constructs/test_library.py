@@ -270,6 +270,42 @@ def test_training_pipeline_refuses_a_bad_job_with_the_schemas_words():
         _pipeline(stack, instance_count=0)
 
 
+def test_typed_props_build_the_job_through_the_spec_s_model():
+    from sagestack.training.models import JobSpec
+
+    pipeline = _pipeline(_stack(), spot=True, options={"checkpoint": {"every_steps": 50}})
+    assert pipeline.job_spec == JobSpec.model_validate(
+        {
+            "image": "image",
+            "source_dir": "training_src",
+            "instance_type": CANDIDATES,
+            "max_run": "1h",
+            "use_spot_instances": True,
+            "metric_definitions": {"val_accuracy": "val_accuracy=([0-9.]+)"},
+            "checkpoint": {"every_steps": 50},
+        }
+    )
+    with pytest.raises(ValueError, match="max_run: given both as a prop and in options"):
+        _pipeline(_stack(), options={"max_run": 60})
+
+
+def test_the_library_door_validates_its_own_requests_against_botocore():
+    from sagestack.core.catalog import RequestValidationError
+
+    # The spec's model takes an environment value of any length; SageMaker's takes 512 characters.
+    with pytest.raises(RequestValidationError, match="Environment"):
+        _pipeline(_stack(), options={"environment": {"NOTE": "x" * 513}})
+
+
+def test_the_spec_door_takes_the_whole_job_and_a_plan_validated_for_it():
+    first = _pipeline(_stack())
+    with pytest.raises(ValueError, match="job_spec is the whole job; drop instance_types, max_runtime"):
+        _pipeline(_stack(), job_spec=first.job_spec)
+    # A plan validated for another job (here: another instance count) is not this job's.
+    with pytest.raises(ValueError, match=r"the validated job .* is not this one"):
+        _pipeline(_stack(), instance_count=2, validated=first.validation_plan)
+
+
 def test_tuning_pipeline_searches_the_training_pipelines_job():
     from aws_cdk.assertions import Template
 

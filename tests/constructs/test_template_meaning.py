@@ -73,19 +73,37 @@ if __name__ == "__main__":  # write the baseline
 
 
 @pytest.mark.parametrize("name", sorted(PROJECTS))
-def test_the_spec_path_gives_the_constructs_the_spec_s_own_jobs_and_searches(name, tmp_path):
-    """stacks/ turns each spec entry into construct props; the job and search the constructs rebuild
-    from them must be the spec's (same model, so the same content hash and job names)."""
+def test_the_spec_path_gives_the_constructs_the_spec_s_own_jobs_and_searches(name, tmp_path, monkeypatch):
+    """The TrainingStack hands each pipeline the spec's own entry (the very object, never one rebuilt
+    from construct props) and the requests project.requests rendered with stand-ins and validated,
+    once per environment: the constructs render them only with tokens, and validate nothing again."""
+    from sagestack.core.catalog import service_model
     from tests.support.cdk_app import BuiltApp
 
+    validated: list[str] = []
+    validate = service_model.validate_request
+
+    def counted(operation: str, request: dict) -> None:
+        validated.append(operation)
+        validate(operation, request)
+
+    monkeypatch.setattr(service_model, "validate_request", counted)
     built = BuiltApp(PROJECTS[name], tmp_path / "out")
-    checked = 0
+    checked = expected = searches = 0
     for stage in built.stages.values():
         spec = stage.plan.spec
         assert stage.training is not None
         for key, pipeline in stage.training.pipelines.items():
-            assert pipeline.job_spec == spec.jobs[key], key
+            assert pipeline.job_spec is spec.jobs[key], key
+            assert pipeline.validation_plan.job is spec.jobs[key], key
+            assert pipeline.job_plan.digest == pipeline.validation_plan.digest, key
+            expected += len(pipeline.validation_plan.candidates) + (
+                pipeline.validation_plan.preferred is not None
+            )
             checked += 1
         for key, tuning in stage.training.tuning_pipelines.items():
-            assert tuning.tuning_spec == spec.tuning[key], key
+            assert tuning.tuning_spec is spec.tuning[key], key
+            searches += 1
     assert checked >= 3
+    assert validated.count("CreateTrainingJob") == expected
+    assert validated.count("CreateHyperParameterTuningJob") == searches

@@ -69,8 +69,8 @@ def test_no_model_no_sizing():
 
 
 def test_the_old_key_model_still_reads_as_sizing_and_keeps_the_job_hash():
+    from sagestack.training.identity import job_hash
     from sagestack.training.models import JobSpec
-    from sagestack.training.request import job_hash
 
     base = {"image": "train", "instance_type": "ml.g5.2xlarge"}
     old = JobSpec.model_validate({**base, "model": {"parameters": 1e6}})

@@ -7,25 +7,32 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from sagestack.core.catalog import RequestValidationError, validate_request
+from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
+from sagestack.training.context import RequestContext
 from sagestack.training.models import JobSpec
-from sagestack.training.request import RequestContext, distribution_hyperparameters, resolve_training_job
+from sagestack.training.plan import resolve_training_job
+from sagestack.training.request import distribution_hyperparameters
 
 ACCOUNT = "123456789012"
+DEPLOYMENT = Deployment(
+    region="us-east-1",
+    account=ACCOUNT,
+    role_arn=f"arn:aws:iam::{ACCOUNT}:role/exec",
+    bucket="digits-artifacts",
+    kms_key_id=f"arn:aws:kms:us-east-1:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555",
+    tags=(("sagestack:project", "digits"),),
+)
 
 
 def context(image: str):
     def ctx(itype: str) -> RequestContext:
         return RequestContext(
-            region="us-east-1",
-            role_arn=f"arn:aws:iam::{ACCOUNT}:role/exec",
-            bucket="digits-artifacts",
-            kms_key_id=f"arn:aws:kms:us-east-1:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555",
+            deployment=DEPLOYMENT,
             source_s3_uri="s3://cdk-assets/abc.tar.gz",
             image_uri=image,
             rules_image_uri="503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest",
-            tags=(("sagestack:project", "digits"),),
         )
 
     return ctx
@@ -474,8 +481,8 @@ def test_a_training_plan_goes_to_its_candidate_and_to_its_preference():
 
 def test_adding_training_plans_to_the_language_renamed_no_job():
     """A key added after job names were published enters the hash only when it is set."""
+    from sagestack.training.identity import job_hash
     from sagestack.training.models import JobSpec
-    from sagestack.training.request import job_hash
 
     base = {"image": "train", "instance_type": ["ml.p5.48xlarge"]}
     plain = JobSpec.model_validate(base)
@@ -593,7 +600,7 @@ def test_a_training_plan_is_checked_against_what_it_reserves():
 def test_mlflow_tracking_renders_mlflow_config_and_the_clients_variables():
     import dataclasses
 
-    from sagestack.training.request import MlflowTarget
+    from sagestack.training.context import MlflowTarget
     from sagestack.training.retrain import retrainable
 
     arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:mlflow-tracking-server/digits-dev-mlflow"

@@ -1,0 +1,83 @@
+"""What a job's request takes from outside its spec: the deployment's values (core.Deployment), and
+this job's code location, image, rule evaluator image and tracking server.
+
+The same context type carries CloudFormation tokens (the constructs), stand-ins (`plan`, `render`,
+`lock`, synth validation) and local values (`sagestack local train`); `stand_in_context` builds the
+latter two, so a request validated at synth and a request run locally are rendered alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sagestack.core.deployment import Deployment
+from sagestack.core.names import Names
+
+
+@dataclass(frozen=True)
+class MlflowTarget:
+    """Where a job logs its experiment: a SageMaker MLflow tracking server, and the prefix of the
+    experiment names (Names.mlflow_experiment)."""
+
+    arn: str
+    experiment_prefix: str
+
+    def experiment(self, job_key: str) -> str:
+        return f"{self.experiment_prefix}-{job_key}"
+
+    @staticmethod
+    def stand_in(deployment: Deployment, names: Names) -> MlflowTarget:
+        """The tracking server the foundation creates, as its ARN reads in the deployment's account."""
+        arn = (
+            f"arn:aws:sagemaker:{deployment.region}:{deployment.account}:mlflow-tracking-server/"
+            f"{names.tracking_server}"
+        )
+        return MlflowTarget(arn, names.prefix)
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """One candidate's request context. Strings may be CloudFormation tokens."""
+
+    deployment: Deployment
+    source_s3_uri: str  # s3://…/sourcedir.tar.gz
+    image_uri: str  # for this candidate
+    rules_image_uri: str | None = None  # Debugger/Profiler rule evaluator for the region
+    mlflow: MlflowTarget | None = None  # tracking.mlflow: the job logs to this server
+
+
+def stand_in_context(
+    deployment: Deployment,
+    *,
+    image_uri: str,
+    rules_image: str | None = None,
+    mlflow: MlflowTarget | None = None,
+) -> RequestContext:
+    """A context whose code lies where the deployment's bucket keeps source archives: with
+    `Deployment.stand_ins(...)` what validation renders with, with `Deployment.local(...)` what a
+    local run renders with."""
+    return RequestContext(
+        deployment=deployment,
+        source_s3_uri=deployment.s3.source_archive(),
+        image_uri=image_uri,
+        rules_image_uri=rules_image,
+        mlflow=mlflow,
+    )
+
+
+def stand_in_contexts(
+    deployment: Deployment,
+    *,
+    images: Mapping[str, str],
+    rules_image: str | None = None,
+    mlflow: MlflowTarget | None = None,
+) -> Callable[[str], RequestContext]:
+    """The stand-in context of each instance candidate (`images`: instance type -> image URI)."""
+
+    def context(instance_type: str) -> RequestContext:
+        return stand_in_context(
+            deployment, image_uri=images[instance_type], rules_image=rules_image, mlflow=mlflow
+        )
+
+    return context

@@ -1,0 +1,103 @@
+"""A job resolved for one environment: its content hash, each instance candidate's request, and how
+the pipeline gets capacity (one job with InstancePreferences, or its own candidate loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sagestack.core.names import Names
+from sagestack.training.context import RequestContext
+from sagestack.training.identity import job_hash
+from sagestack.training.models import JobSpec
+from sagestack.training.preferences import PreferredJob, preference_refusal, preferred_job
+from sagestack.training.request import processes_per_host, render_training_request
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    index: int
+    instance_type: str
+    name: str  # the TrainingJobName this candidate is created with
+    request: dict[str, Any]
+    processes_per_host: int
+    quota_name: str
+
+
+@dataclass(frozen=True)
+class TrainingJobPlan:
+    key: str
+    job: JobSpec
+    digest: str
+    candidates: tuple[CandidatePlan, ...]
+    # One job with ResourceConfig.InstancePreferences (SageMaker picks the first candidate with
+    # capacity), when the candidates' requests differ in nothing else; else the pipeline's own loop.
+    preferred: PreferredJob | None = None
+    loop_reason: str | None = None  # why the candidates keep the pipeline's loop
+
+    @property
+    def capacity_path(self) -> str:
+        """How the pipeline gets capacity, in a line (`plan` and `render` show it)."""
+        return f"{self.capacity_kind}: {self.capacity_detail}"
+
+    @property
+    def capacity_kind(self) -> str:
+        return "InstancePreferences" if self.preferred is not None else "candidate loop"
+
+    @property
+    def capacity_detail(self) -> str:
+        if self.preferred is not None:
+            return "one job; SageMaker launches the first candidate with capacity"
+        return self.loop_reason or ""
+
+
+def resolve_training_job(
+    *,
+    names: Names,
+    key: str,
+    job: JobSpec,
+    source_sha256: str,
+    image_uris: dict[str, str],
+    context: Callable[[str], RequestContext],
+    validate: bool = True,
+) -> TrainingJobPlan:
+    """Every candidate's request, `context` giving each candidate's. With validate=True each one is
+    checked against botocore's SageMaker model (pass a context of concrete values, e.g.
+    training.context.stand_in_contexts: CloudFormation tokens are not ARNs)."""
+    from sagestack.core.catalog.quotas import quota_name, training_usage
+    from sagestack.core.catalog.service_model import validate_request
+
+    digest = job_hash(job, env=names.env, source_sha256=source_sha256, image_uris=image_uris)
+    candidates = []
+    for i, itype in enumerate(job.instance_type):
+        name = names.training_job(key, digest, i)
+        request = render_training_request(
+            job, job_key=key, candidate=itype, name=name, digest=digest, ctx=context(itype)
+        )
+        if validate:
+            validate_request("CreateTrainingJob", request)
+        candidates.append(
+            CandidatePlan(
+                index=i,
+                instance_type=itype,
+                name=name,
+                request=request,
+                processes_per_host=processes_per_host(job, itype),
+                quota_name=quota_name(itype, training_usage(job.use_spot_instances)),
+            )
+        )
+    refusal = preference_refusal(job, candidates)
+    preferred = None
+    if refusal is None:
+        preferred = preferred_job(names, key, digest, candidates)
+        if validate:
+            validate_request("CreateTrainingJob", preferred.request)
+    return TrainingJobPlan(
+        key=key,
+        job=job,
+        digest=digest,
+        candidates=tuple(candidates),
+        preferred=preferred,
+        loop_reason=refusal,
+    )
