@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.serve import Handlers, error_response
+from sagestack.local.handlers import Handlers, error_response
 from sagestack.transforms.models import TransformSpec
 
 TEXT_TYPES = ("application/json", "application/jsonlines", "text/csv")

@@ -12,8 +12,9 @@ from pathlib import Path
 import boto3
 import pytest
 
+from sagestack.local.async_inference import AsyncOptions
 from sagestack.local.capture import decoded, read_capture
-from sagestack.local.serve import AsyncOptions, BackgroundServer, ServeOptions
+from sagestack.local.serve import BackgroundServer, ServeOptions
 from tests.support.digits_model import make_model_dir
 
 BUCKET = "sagestack-local"

@@ -9,7 +9,8 @@ import threading
 import pytest
 import torch
 
-from sagestack.local.serve import MAX_ROWS, Batcher, Handlers, batching_options
+from sagestack.local.batching import MAX_ROWS, Batcher, batching_options
+from sagestack.local.handlers import Handlers
 
 pytestmark = pytest.mark.train
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from sagestack.local.compile import LocalCompileError, compile_locally
+from sagestack.local.handlers import unpack_model
 from sagestack.local.loadgen import load
-from sagestack.local.serve import BackgroundServer, ServeOptions, unpack_model
+from sagestack.local.serve import BackgroundServer, ServeOptions
 from tests.support.moto_server import free_port
 
 pytestmark = pytest.mark.train

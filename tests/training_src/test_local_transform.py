@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from sagestack.local.serve import load_handlers
+from sagestack.local.handlers import load_handlers
 from sagestack.local.transform import TransformError, json_path, run_transform
 from sagestack.transforms.models import TransformSpec
 from tests.support.digits_model import make_model_dir

@@ -1,0 +1,196 @@
+"""`sagestack local compile` and `local serve`: the trained model made Neo-ready, then served with
+the SageMaker serving contract on this machine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from sagestack.cli.common import EnvOption, RootOption, console, default_env, load_entry
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sagestack.local.serve import ServeOptions
+    from sagestack.project.loader import LoadedSpec
+
+app = typer.Typer()
+
+
+@app.command("compile")
+def local_compile(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    env: EnvOption = None,
+    model_dir: Annotated[
+        Path | None,
+        typer.Option("--model-dir", help="the trained model (default: the local train/tune result)"),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="default: .sagestack/local/<env>/compiled/<endpoint>/model.tar.gz"),
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Trace the trained model for its compile target and check it against eager mode (Neo-ready)."""
+    from sagestack.local.compile import LocalCompileError, compile_locally
+
+    out, err = console(), console(stderr=True)
+    loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    try:
+        with out.status(f"[bold]{endpoint}[/]: tracing and checking"):
+            result = compile_locally(loaded, endpoint, model_dir=model_dir, output=output)
+    except LocalCompileError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    c = loaded.spec.endpoints[endpoint].compile
+    target = (c.target_device or "a target platform") if c else "no compile target (served as trained)"
+    out.print(f"[green]✓ compiled[/] {endpoint} for {target}: {result.input_shapes}")
+    out.print(
+        f"  traced == eager on {result.checks} inputs (max |diff| {result.max_abs_diff:.2g})", markup=False
+    )
+    out.print(f"  {result.archive} ({result.size / 1024:.0f} KiB, sha256 {result.sha256[:12]})", markup=False)
+
+
+@app.command("serve")
+def local_serve(
+    endpoint: Annotated[str, typer.Argument(help="a key of endpoints:")],
+    env: EnvOption = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="SageMaker's containers listen on 8080")] = 8080,
+    max_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch",
+            help="requests per forward pass (default: the endpoint's batching.max_batch_size, else 1)",
+        ),
+    ] = None,
+    max_delay_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--max-delay-ms",
+            help="the longest a batch waits to fill (default: batching.max_delay_ms, else 0)",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="model workers (default: batching.workers, else one per CPU here)"),
+    ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", help="a model.tar.gz or model folder (default: the local compile result)"),
+    ] = None,
+    predict: Annotated[
+        int, typer.Option("--predict", help="serve, send this many digits samples, print the answers, stop")
+    ] = 0,
+    asynchronous: Annotated[
+        bool | None,
+        typer.Option(
+            "--async/--real-time",
+            help="serve InvokeEndpointAsync (POST /endpoints/<name>/async-invocations; default: the spec's async:)",
+        ),
+    ] = None,
+    capture: Annotated[
+        bool | None,
+        typer.Option(
+            "--capture/--no-capture", help="write SageMaker capture files (default: the spec's data_capture:)"
+        ),
+    ] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
+    InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call."""
+    from sagestack.local.batching import batching_options
+    from sagestack.local.endpoint import serving_extras
+    from sagestack.local.handlers import ServeError
+    from sagestack.local.serve import BackgroundServer, ServeOptions, build_server
+
+    out, err = console(), console(stderr=True)
+    loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    model_dir = _served_model(out, err, loaded, endpoint, model)
+    batching = batching_options(loaded.spec.endpoints[endpoint].batching, len(os.sched_getaffinity(0)))
+    for key, given in (("max_batch", max_batch), ("max_delay_ms", max_delay_ms), ("workers", workers)):
+        if given is not None:
+            batching[key] = given
+    options = ServeOptions(
+        host=host,
+        port=port,
+        **batching,
+        **serving_extras(loaded, endpoint, asynchronous=asynchronous, capture=capture),
+    )
+    try:
+        if predict > 0:
+            with BackgroundServer(model_dir, options) as url:
+                _print_predictions(out, url, predict)
+            return
+        server, _ = build_server(model_dir, options)
+    except ServeError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
+    _announce(out, endpoint, options)
+    server.run()
+
+
+def _served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str, model: Path | None) -> Path:
+    """The model folder to serve: --model (a folder, or an archive unpacked), else the local compile
+    result (compiled first when there is none yet)."""
+    from sagestack.local.compile import LocalCompileError, compile_locally, local_root
+    from sagestack.local.handlers import unpack_model
+
+    archive = model or local_root(loaded) / "compiled" / endpoint / "model.tar.gz"
+    if model is None and not archive.exists():
+        out.print(f"no compiled model yet: compiling {endpoint} first")
+        try:
+            archive = compile_locally(loaded, endpoint).archive
+        except LocalCompileError as e:
+            err.print(str(e), markup=False)
+            raise typer.Exit(1) from None
+    if not archive.exists():
+        err.print(f"{archive} does not exist", markup=False)
+        raise typer.Exit(1)
+    if archive.is_dir():  # an unpacked model folder (model.pt, code/inference.py), served as it is
+        return archive
+    return unpack_model(archive, local_root(loaded) / "serve" / endpoint / "model")
+
+
+def _announce(out: Console, endpoint: str, options: ServeOptions) -> None:
+    from sagestack.core.deployment import LOCAL_BUCKET
+
+    out.print(
+        f"serving [bold]{endpoint}[/] on http://{options.host}:{options.port} (GET /ping, POST /invocations; "
+        f"{options.workers} worker(s), batches of up to {options.max_batch} request(s) waiting at most "
+        f"{options.max_delay_ms:g} ms); Ctrl-C stops"
+    )
+    if options.asynchronous is not None:
+        a = options.asynchronous
+        out.print(
+            f"  async: POST /endpoints/{a.endpoint}/async-invocations; results in {a.local(a.output_uri)}, "
+            f"failures in {a.local(a.failure_uri)} (s3://{LOCAL_BUCKET}/… is {a.s3_root / LOCAL_BUCKET})",
+            markup=False,
+        )
+    if options.capture_dir is not None:
+        out.print(f"  capturing {options.capture_percent} % to {options.capture_dir}", markup=False)
+
+
+def _print_predictions(out: Any, url: str, count: int) -> None:
+    import json
+    import urllib.request
+
+    from rich.table import Table
+    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+
+    x, y = load_digits(return_X_y=True)
+    table = Table("sample", "label", "predicted", "probability", title=f"POST {url}/invocations")
+    for i in range(count):
+        body = json.dumps({"instances": [(x[i] / 16.0).reshape(1, 8, 8).tolist()]}).encode()
+        req = urllib.request.Request(
+            f"{url}/invocations", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer = json.loads(resp.read())["predictions"][0]
+        label = answer["label"]
+        mark = "[green]✓[/]" if label == y[i] else "[red]✗[/]"
+        table.add_row(str(i), str(y[i]), f"{label} {mark}", f"{answer['probabilities'][label]:.3f}")
+    out.print(table)
