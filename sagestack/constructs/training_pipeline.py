@@ -106,13 +106,13 @@ class TrainingJobProps(TypedDict, total=False):
     options: Mapping[str, Any]
 
 
+def _seconds(duration: Duration | None) -> int | None:
+    return None if duration is None else int(duration.to_seconds())
+
+
 def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
     """The job the typed props describe, in the spec's units, validated by the spec's own model."""
-    max_runtime, volume_size, max_wait = (
-        props.get("max_runtime"),
-        props.get("volume_size"),
-        props.get("max_wait"),
-    )
+    volume_size = props.get("volume_size")
     fields: dict[str, Any] = {
         "image": "image",  # the construct's TrainingImage; a job names an `images:` key
         "source_dir": Path(code).name,
@@ -120,10 +120,10 @@ def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
         "entry_point": props.get("entry_point"),
         "instance_count": props.get("instance_count"),
         "hyperparameters": props.get("hyperparameters"),
-        "max_run": None if max_runtime is None else int(max_runtime.to_seconds()),
+        "max_run": _seconds(props.get("max_runtime")),
         "volume_size_gb": None if volume_size is None else int(volume_size.to_gibibytes()),
         "use_spot_instances": props.get("spot"),
-        "max_wait": None if max_wait is None else int(max_wait.to_seconds()),
+        "max_wait": _seconds(props.get("max_wait")),
         "metric_definitions": props.get("metric_definitions"),
         "distribution": props.get("distribution"),
         "run_on_deploy": props.get("run_on_deploy"),
