@@ -98,6 +98,7 @@ class TrainingJobProps(TypedDict, total=False):
     volume_size: Size  # default: 30 GiB
     spot: bool  # managed spot training; default: False
     max_wait: Duration  # with spot; default: max_runtime
+    max_pending_time: Duration  # stop after waiting this long for capacity (30 min to 28 days); default: none
     metric_definitions: Mapping[str, str]  # metric name -> regex; default: none
     distribution: Mapping[str, Any]  # the spec's `distribution:`, e.g. {"torch_distributed": {}}
     run_on_deploy: bool  # start an execution from `cdk deploy` when the job's hash changed; default: False
@@ -124,6 +125,7 @@ def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
         "volume_size_gb": None if volume_size is None else int(volume_size.to_gibibytes()),
         "use_spot_instances": props.get("spot"),
         "max_wait": _seconds(props.get("max_wait")),
+        "max_pending_time": _seconds(props.get("max_pending_time")),
         "metric_definitions": props.get("metric_definitions"),
         "distribution": props.get("distribution"),
         "run_on_deploy": props.get("run_on_deploy"),
@@ -166,8 +168,9 @@ class TrainingPipeline(JobPipeline):
       encryption_key: encrypts volumes and outputs.
       region: default: the stack's (must be concrete: DLC URIs and validation depend on it).
       the job: its typed props (TrainingJobProps: instance_types, entry_point, instance_count,
-        hyperparameters, max_runtime, volume_size, spot, max_wait, metric_definitions, distribution,
-        run_on_deploy, and `options` for any other key of a `jobs:` entry, validated by the same schema);
+        hyperparameters, max_runtime, volume_size, spot, max_wait, max_pending_time, metric_definitions,
+        distribution, run_on_deploy, and `options` for any other key of a `jobs:` entry, validated by
+        the same schema);
       or job_spec: the spec's own validated `jobs:` entry (the spec path's door; no job prop with it).
       validated: the job already rendered with stand-ins and validated against botocore's model
         (the spec path's project.requests.render_training); default: rendered and validated here.

@@ -311,6 +311,14 @@ class JobSpec(StrictModel):
     distribution: Distribution | None = None
     use_spot_instances: bool = False
     max_wait: Seconds | None = Field(default=None, ge=1, le=MAX_RUN_LIMIT)
+    max_pending_time: Seconds | None = Field(
+        default=None,
+        ge=30 * 60,
+        le=28 * 24 * 3600,
+        description="stop the job when it has waited this long for capacity, 30 minutes to 28 days "
+        "(StoppingCondition.MaxPendingTimeInSeconds; the SDK's max_pending_time_in_seconds); counts only "
+        "for accelerated instance types, and over every candidate of InstancePreferences together",
+    )
     checkpoint: CheckpointSpec | None = None
     hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
     metric_definitions: dict[str, str] = Field(default_factory=dict, description="metric name -> regex")

@@ -216,6 +216,8 @@ def _stopping_condition(job: JobSpec) -> dict[str, Any]:
     stopping: dict[str, Any] = {"MaxRuntimeInSeconds": job.max_run}
     if job.use_spot_instances:
         stopping["MaxWaitTimeInSeconds"] = job.max_wait or job.max_run
+    if job.max_pending_time is not None:
+        stopping["MaxPendingTimeInSeconds"] = job.max_pending_time
     return stopping
 
 

@@ -271,9 +271,13 @@ def test_training_pipeline_refuses_a_bad_job_with_the_schemas_words():
 
 
 def test_typed_props_build_the_job_through_the_spec_s_model():
+    from aws_cdk import Duration
+
     from sagestack.training.models import JobSpec
 
-    pipeline = _pipeline(_stack(), spot=True, options={"checkpoint": {"every_steps": 50}})
+    pipeline = _pipeline(
+        _stack(), spot=True, max_pending_time=Duration.hours(2), options={"checkpoint": {"every_steps": 50}}
+    )
     assert pipeline.job_spec == JobSpec.model_validate(
         {
             "image": "image",
@@ -281,10 +285,12 @@ def test_typed_props_build_the_job_through_the_spec_s_model():
             "instance_type": CANDIDATES,
             "max_run": "1h",
             "use_spot_instances": True,
+            "max_pending_time": "2h",
             "metric_definitions": {"val_accuracy": "val_accuracy=([0-9.]+)"},
             "checkpoint": {"every_steps": 50},
         }
     )
+    assert pipeline.job_plan.candidates[0].request["StoppingCondition"]["MaxPendingTimeInSeconds"] == 7200
     with pytest.raises(ValueError, match="max_run: given both as a prop and in options"):
         _pipeline(_stack(), options={"max_run": 60})
 

@@ -651,3 +651,40 @@ def test_mlflow_tracking_renders_mlflow_config_and_the_clients_variables():
     )
     assert "MlflowConfig" not in bare.candidates[0].request
     assert bare.candidates[0].request["Environment"] == {"X": "1"}
+
+
+def test_max_pending_time_stops_a_job_that_waits_too_long_for_capacity():
+    body = {"instance_type": ["ml.g5.2xlarge", "ml.g4dn.2xlarge"], "max_pending_time": "2h"}
+    plan = _plan(body)
+    for request in [*(c.request for c in plan.candidates), plan.preferred.request]:
+        assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400, "MaxPendingTimeInSeconds": 7200}
+        validate_request("CreateTrainingJob", request)
+    # unset: no key in the request
+    assert _request({"instance_type": "ml.g5.xlarge"})["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400}
+
+
+def test_max_pending_time_renames_no_job_unless_set():
+    from sagestack.training.identity import PUBLISHED, identity, job_hash
+
+    unset = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge"})
+    assert "max_pending_time" not in identity(unset, PUBLISHED)  # added after names were published
+    set_ = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge", "max_pending_time": 3600})
+    digest = job_hash(unset, env="dev", source_sha256="0" * 64, image_uris={})
+    assert job_hash(set_, env="dev", source_sha256="0" * 64, image_uris={}) != digest
+
+
+def test_a_max_pending_time_outside_what_sagemaker_allows_is_located(project):
+    from tests.conftest import MINIMAL
+
+    errors = project.spec(MINIMAL + "    max_pending_time: 10m\n").errors()
+    assert errors == [
+        "config/sagestack.yaml:9:23: jobs.classifier.max_pending_time: Input should be greater than or "
+        "equal to 1800 (given: '10m')"
+    ]
+    assert (
+        project.spec(MINIMAL + "    max_pending_time: 29d\n")
+        .errors()[0]
+        .startswith(
+            "config/sagestack.yaml:9:23: jobs.classifier.max_pending_time: Input should be less than or equal to"
+        )
+    )
