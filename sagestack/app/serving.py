@@ -27,9 +27,9 @@ from sagestack.constructs import (
     TransformPipeline,
     VpcPlacement,
 )
-from sagestack.core.catalog.quotas import quota_codes
-from sagestack.endpoints.model_steps import EndpointPlan, resolve_endpoint
 from sagestack.endpoints.models import BatchingSpec, EndpointSpec
+from sagestack.endpoints.plan import EndpointPlan, resolve_endpoint
+from sagestack.monitoring.models import MonitorSpec
 from sagestack.project import EnvironmentPlan
 from sagestack.transforms.models import TransformSpec
 
@@ -128,96 +128,113 @@ class ServingStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
-        role = foundation.execution_role
+        self._plan = plan
+        self._foundation = foundation
         self.endpoints: dict[str, InferenceEndpoint] = {}
         self.monitors: dict[str, ModelMonitor] = {}
         self.topic: sns.Topic | None = None
         for ep in served_endpoints(plan):
-            package = ep.spec.model_package
-            capture = ep.spec.data_capture
-            asynchronous = ep.spec.async_
-            self.endpoints[ep.key] = InferenceEndpoint(
-                self,
-                f"Endpoint-{ep.key}",
-                endpoint_name=ep.endpoint_name,
-                model_package=package,
-                execution_role=role,
-                encryption_key=foundation.key,
-                data_capture=DataCapture(
-                    artifacts=foundation.artifacts,
-                    sampling_percentage=capture.sampling_percent,
-                    folder=ep.key,
-                )
-                if capture
-                else None,
-                async_inference=AsyncInference(
-                    artifacts=foundation.artifacts,
-                    max_concurrent_invocations_per_instance=asynchronous.max_concurrent_invocations_per_instance,
-                    notify=asynchronous.notify,
-                    include_response_in_notification=asynchronous.include_response_in_notification,
-                    folder=ep.key,
-                )
-                if asynchronous
-                else None,
-                **endpoint_props(ep.spec),
-            )
+            self.endpoints[ep.key] = self._endpoint(ep)
             CfnOutput(self, f"EndpointName{ep.key.replace('-', '').replace('_', '')}", value=ep.endpoint_name)
-            monitor = ep.spec.monitor
-            if monitor is not None:
-                self.monitors[ep.key] = ModelMonitor(
-                    self,
-                    f"Monitor-{ep.key}",
-                    endpoint=self.endpoints[ep.key],
-                    endpoint_key=ep.key,
-                    names=plan.names,
-                    execution_role=role,
-                    artifacts=foundation.artifacts,
-                    encryption_key=foundation.key,
-                    baseline_data=monitor.baseline_data,
-                    dataset_format=monitor.dataset_format,
-                    csv_header=monitor.csv_header,
-                    schedule=monitor.schedule,
-                    instance_type=monitor.instance_type,
-                    max_runtime=Duration.seconds(monitor.max_runtime),
-                    alarm_features=monitor.alarm_features,
-                    drift_threshold=monitor.drift_threshold,
-                    topic=self._topic(plan, foundation),
-                    poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
-                    region=plan.region,
-                )
-            # The role pulls the package's image and reads its model; a package promoted from
-            # another account keeps its model in that account's bucket and key.
-            if ep.image_uri:
-                TrainingImage.from_registry(ep.image_uri).grant_pull(role)
-            packages = [package] if package else [c.model_package for c in ep.spec.components.values()]
-            for source_account in sorted({p.split(":")[4] for p in packages}):
-                if source_account != plan.account:
-                    role.grant_read_promoted_models(source_account, plan.region)
+            if ep.spec.monitor is not None:
+                self.monitors[ep.key] = self._monitor(ep, ep.spec.monitor)
+            self._grant_serving(ep)
+        # Pinned transforms: each its own pipeline, started by `sagestack run TRANSFORM`; the
+        # training pipeline of a transform's model runs the others.
+        self.transforms: dict[str, TransformPipeline] = {
+            key: self._transform(key, t) for key, t in plan.spec.transforms.items() if t.model_package
+        }
 
-        # Pinned transforms: each its own pipeline, started by `sagestack run TRANSFORM`.
-        self.transforms: dict[str, TransformPipeline] = {}
-        for key, t in plan.spec.transforms.items():
-            if t.model_package is None:
-                continue  # the training pipeline of its model runs it
-            self.transforms[key] = TransformPipeline(
-                self,
-                f"Transform-{key}",
-                names=plan.names,
-                transform=key,
-                model_package=t.model_package,
-                instance_types=t.instance_type,
-                instance_count=t.instance_count,
-                execution_role=role,
+    def _endpoint(self, ep: EndpointPlan) -> InferenceEndpoint:
+        foundation = self._foundation
+        capture = ep.spec.data_capture
+        asynchronous = ep.spec.async_
+        return InferenceEndpoint(
+            self,
+            f"Endpoint-{ep.key}",
+            endpoint_name=ep.endpoint_name,
+            model_package=ep.spec.model_package,
+            execution_role=foundation.execution_role,
+            encryption_key=foundation.key,
+            data_capture=DataCapture(
                 artifacts=foundation.artifacts,
-                encryption_key=foundation.key,
-                options=transform_options(t),
-                poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
-                quota_codes=quota_codes(project_root, plan.env) if project_root else None,
-                tags=plan.tags,
+                sampling_percentage=capture.sampling_percent,
+                folder=ep.key,
             )
-            source_account = t.model_package.split(":")[4]
-            if source_account != plan.account:
-                role.grant_read_promoted_models(source_account, plan.region)
+            if capture
+            else None,
+            async_inference=AsyncInference(
+                artifacts=foundation.artifacts,
+                max_concurrent_invocations_per_instance=asynchronous.max_concurrent_invocations_per_instance,
+                notify=asynchronous.notify,
+                include_response_in_notification=asynchronous.include_response_in_notification,
+                folder=ep.key,
+            )
+            if asynchronous
+            else None,
+            **endpoint_props(ep.spec),
+        )
+
+    def _monitor(self, ep: EndpointPlan, monitor: MonitorSpec) -> ModelMonitor:
+        plan, foundation = self._plan, self._foundation
+        return ModelMonitor(
+            self,
+            f"Monitor-{ep.key}",
+            endpoint=self.endpoints[ep.key],
+            endpoint_key=ep.key,
+            names=plan.names,
+            execution_role=foundation.execution_role,
+            artifacts=foundation.artifacts,
+            encryption_key=foundation.key,
+            baseline_data=monitor.baseline_data,
+            dataset_format=monitor.dataset_format,
+            csv_header=monitor.csv_header,
+            schedule=monitor.schedule,
+            instance_type=monitor.instance_type,
+            max_runtime=Duration.seconds(monitor.max_runtime),
+            alarm_features=monitor.alarm_features,
+            drift_threshold=monitor.drift_threshold,
+            topic=self._topic(plan, foundation),
+            poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
+            region=plan.region,
+        )
+
+    def _grant_serving(self, ep: EndpointPlan) -> None:
+        """The role pulls the package's image and reads its model; a package promoted from another
+        account keeps its model in that account's bucket and key."""
+        role = self._foundation.execution_role
+        if ep.image_uri:
+            TrainingImage.from_registry(ep.image_uri).grant_pull(role)
+        package = ep.spec.model_package
+        packages = [package] if package else [c.model_package for c in ep.spec.components.values()]
+        for source_account in sorted({p.split(":")[4] for p in packages}):
+            self._grant_promoted(source_account)
+
+    def _grant_promoted(self, source_account: str) -> None:
+        if source_account != self._plan.account:
+            self._foundation.execution_role.grant_read_promoted_models(source_account, self._plan.region)
+
+    def _transform(self, key: str, t: TransformSpec) -> TransformPipeline:
+        plan, foundation = self._plan, self._foundation
+        assert t.model_package is not None
+        pipeline = TransformPipeline(
+            self,
+            f"Transform-{key}",
+            names=plan.names,
+            transform=key,
+            model_package=t.model_package,
+            instance_types=t.instance_type,
+            instance_count=t.instance_count,
+            execution_role=foundation.execution_role,
+            artifacts=foundation.artifacts,
+            encryption_key=foundation.key,
+            options=transform_options(t),
+            poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
+            quota_codes=plan.files.quota_codes,
+            tags=plan.tags,
+        )
+        self._grant_promoted(t.model_package.split(":")[4])
+        return pipeline
 
     def _topic(self, plan: EnvironmentPlan, foundation: FoundationStack) -> sns.Topic:
         """Monitoring alarms and baseline notifications (made when first needed)."""

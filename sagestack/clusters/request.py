@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.clusters.models import ClusterSpec
-from sagestack.core.layout import S3Layout
+from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
 
@@ -19,15 +19,16 @@ EBS_MOUNT = "/opt/sagemaker"  # where HyperPod mounts an instance group's extra 
 
 @dataclass(frozen=True)
 class ClusterContext:
-    """What only the deployment knows (tokens in the template, stand-ins when validating)."""
+    """What a cluster's request needs besides its spec (tokens in the template, stand-ins when
+    validating): the deployment — its role_arn the role the nodes run as (the instance groups'
+    ExecutionRole, the cluster's own), its bucket the one holding the lifecycle scripts under
+    code/clusters/<key>/ — and the network and file system the cluster stack makes."""
 
-    role_arn: str
-    lifecycle_uri: str  # s3://bucket/code/clusters/<key>/
-    subnets: list[str]
-    security_groups: list[str]
+    deployment: Deployment
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...]
     fsx_dns_name: str | None = None
     fsx_mount_name: str | None = None
-    tags: tuple[tuple[str, str], ...] = ()
 
 
 def _accelerated(instance_type: str) -> bool:
@@ -43,13 +44,14 @@ def _accelerated(instance_type: str) -> bool:
 def create_cluster_request(names: Names, key: str, spec: ClusterSpec, ctx: ClusterContext) -> dict[str, Any]:
     """The CreateClusterRequest for one cluster (its CloudFormation resource takes the same shape)."""
     groups = []
+    lifecycle_uri = ctx.deployment.s3.cluster_lifecycle(key)
     for name, g in spec.instance_groups.items():
         group: dict[str, Any] = {
             "InstanceGroupName": name,
             "InstanceType": g.instance_type,
             "InstanceCount": g.count,
-            "ExecutionRole": ctx.role_arn,
-            "LifeCycleConfig": {"SourceS3Uri": ctx.lifecycle_uri, "OnCreate": spec.lifecycle.on_create},
+            "ExecutionRole": ctx.deployment.role_arn,
+            "LifeCycleConfig": {"SourceS3Uri": lifecycle_uri, "OnCreate": spec.lifecycle.on_create},
             "SlurmConfig": {"NodeType": g.node_type},
         }
         if g.partitions:
@@ -83,20 +85,18 @@ def create_cluster_request(names: Names, key: str, spec: ClusterSpec, ctx: Clust
         "Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}},
         "NodeRecovery": spec.node_recovery,
     }
-    if ctx.tags:
-        request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.tags]
+    if ctx.deployment.tags:
+        request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.deployment.tags]
     return request
 
 
-def stand_in_cluster_context(account: str, region: str, key: str, fsx: bool) -> ClusterContext:
-    from sagestack.core.standins import STAND_IN_BUCKET, stand_in_role_arn
-
+def stand_in_cluster_context(deployment: Deployment, *, fsx: bool) -> ClusterContext:
+    """`deployment`'s stand-ins (Deployment.stand_ins), with a stand-in network and file system."""
     return ClusterContext(
-        role_arn=stand_in_role_arn(account),
-        lifecycle_uri=S3Layout(STAND_IN_BUCKET).cluster_lifecycle(key),
-        subnets=["subnet-0123456789abcdef0"],
-        security_groups=["sg-0123456789abcdef0"],
-        fsx_dns_name=f"fs-0123456789abcdef0.fsx.{region}.amazonaws.com" if fsx else None,
+        deployment=deployment,
+        subnets=("subnet-0123456789abcdef0",),
+        security_groups=("sg-0123456789abcdef0",),
+        fsx_dns_name=f"fs-0123456789abcdef0.fsx.{deployment.region}.amazonaws.com" if fsx else None,
         fsx_mount_name="abcdefgh" if fsx else None,
     )
 

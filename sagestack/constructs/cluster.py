@@ -6,7 +6,7 @@ scripts from the project, and a least-privilege role for the nodes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -21,7 +21,12 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
+from sagestack.constructs.validation import stand_in_deployment
+from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
+
+if TYPE_CHECKING:
+    from sagestack.clusters.models import ClusterFsxSpec
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
@@ -56,19 +61,11 @@ class HyperPodCluster(Construct):
     ) -> None:
         super().__init__(scope, id)
         from sagestack.clusters.models import ClusterSpec
-        from sagestack.clusters.request import (
-            ClusterContext,
-            create_cluster_request,
-            stand_in_cluster_context,
-        )
-        from sagestack.core.catalog.service_model import validate_request
-        from sagestack.core.standins import SAMPLE_ACCOUNT
 
         cluster = spec if isinstance(spec, ClusterSpec) else ClusterSpec.model_validate(dict(spec))
         self.spec = cluster
         self.names = names
         self.key = key
-        stack = Stack.of(self)
 
         self.vpc = vpc or self._vpc(cluster.vpc_cidr)
         subnet = self.vpc.select_subnets(
@@ -85,62 +82,15 @@ class HyperPodCluster(Construct):
         self.security_group.add_ingress_rule(
             self.security_group, ec2.Port.all_traffic(), "nodes of the cluster"
         )
-
-        self.file_system: fsx.LustreFileSystem | None = None
-        if cluster.fsx is not None:
-            self.file_system = fsx.LustreFileSystem(
-                self,
-                "Fsx",
-                vpc=self.vpc,
-                vpc_subnet=subnet,
-                security_group=self.security_group,
-                storage_capacity_gib=cluster.fsx.storage_gib,
-                kms_key=encryption_key,
-                removal_policy=removal_policy,
-                lustre_configuration=fsx.LustreConfiguration(
-                    deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
-                    per_unit_storage_throughput=cluster.fsx.throughput_per_tib,
-                    data_compression_type=fsx.LustreDataCompressionType.LZ4,
-                ),
-            )
-            fsx.CfnDataRepositoryAssociation(
-                self,
-                "Data",
-                file_system_id=self.file_system.file_system_id,
-                file_system_path="/data",
-                data_repository_path=artifacts.s3_uri("data") + "/",
-                batch_import_meta_data_on_create=True,
-                s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
-                        events=["NEW", "CHANGED", "DELETED"]
-                    )
-                ),
-            )
-
+        self.file_system = (
+            self._file_system(cluster.fsx, subnet, artifacts, encryption_key, removal_policy)
+            if cluster.fsx is not None
+            else None
+        )
         prefix = names.cluster_lifecycle_prefix(key)
         self.scripts = self._lifecycle_scripts(lifecycle_dir, artifacts, prefix)
         self.role = self._node_role(artifacts, prefix)
-
-        context = ClusterContext(
-            role_arn=self.role.role_arn,
-            lifecycle_uri=f"s3://{artifacts.bucket_name}/{prefix}",
-            subnets=[subnet.subnet_id],
-            security_groups=[self.security_group.security_group_id],
-            fsx_dns_name=self.file_system.dns_name if self.file_system else None,
-            fsx_mount_name=self.file_system.mount_name if self.file_system else None,
-            tags=tuple(sorted((tags or {}).items())),
-        )
-        account = stack.account if not stack.account.startswith("${") else SAMPLE_ACCOUNT
-        validate_request(
-            "CreateCluster",
-            create_cluster_request(
-                names,
-                key,
-                cluster,
-                stand_in_cluster_context(account, stack.region, key, cluster.fsx is not None),
-            ),
-        )
-        self.request = create_cluster_request(names, key, cluster, context)
+        self.request = self._request(subnet, artifacts, encryption_key, tuple(sorted((tags or {}).items())))
         self.resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.request["ClusterName"])
         for prop in ("InstanceGroups", "VpcConfig", "Orchestrator", "NodeRecovery", "Tags"):
             if prop in self.request:
@@ -148,6 +98,83 @@ class HyperPodCluster(Construct):
         self.resource.node.add_dependency(self.scripts)
         self.cluster_name = self.request["ClusterName"]
         self.cluster_arn = self.resource.attr_cluster_arn
+
+    def _file_system(
+        self,
+        spec: ClusterFsxSpec,
+        subnet: ec2.ISubnet,
+        artifacts: ArtifactBucketBase,
+        encryption_key: kms.IKey,
+        removal_policy: RemovalPolicy,
+    ) -> fsx.LustreFileSystem:
+        """FSx for Lustre in the nodes' subnet, its /data linked to the bucket's data/ prefix."""
+        file_system = fsx.LustreFileSystem(
+            self,
+            "Fsx",
+            vpc=self.vpc,
+            vpc_subnet=subnet,
+            security_group=self.security_group,
+            storage_capacity_gib=spec.storage_gib,
+            kms_key=encryption_key,
+            removal_policy=removal_policy,
+            lustre_configuration=fsx.LustreConfiguration(
+                deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
+                per_unit_storage_throughput=spec.throughput_per_tib,
+                data_compression_type=fsx.LustreDataCompressionType.LZ4,
+            ),
+        )
+        fsx.CfnDataRepositoryAssociation(
+            self,
+            "Data",
+            file_system_id=file_system.file_system_id,
+            file_system_path="/data",
+            data_repository_path=artifacts.s3_uri("data") + "/",
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                    events=["NEW", "CHANGED", "DELETED"]
+                )
+            ),
+        )
+        return file_system
+
+    def _request(
+        self,
+        subnet: ec2.ISubnet,
+        artifacts: ArtifactBucketBase,
+        encryption_key: kms.IKey,
+        tags: tuple[tuple[str, str], ...],
+    ) -> dict[str, Any]:
+        """The CreateCluster request, validated with stand-ins, rendered with the stack's tokens."""
+        from sagestack.clusters.request import (
+            ClusterContext,
+            create_cluster_request,
+            stand_in_cluster_context,
+        )
+        from sagestack.core.catalog.service_model import validate_request
+
+        cluster, names, key = self.spec, self.names, self.key
+        stand_ins = stand_in_cluster_context(
+            stand_in_deployment(self, tags=tags), fsx=cluster.fsx is not None
+        )
+        validate_request("CreateCluster", create_cluster_request(names, key, cluster, stand_ins))
+        stack = Stack.of(self)
+        deployment = Deployment(
+            region=stack.region,
+            account=stack.account,
+            role_arn=self.role.role_arn,  # the nodes' own role
+            bucket=artifacts.bucket_name,
+            kms_key_id=encryption_key.key_arn,
+            tags=tags,
+        )
+        context = ClusterContext(
+            deployment=deployment,
+            subnets=(subnet.subnet_id,),
+            security_groups=(self.security_group.security_group_id,),
+            fsx_dns_name=self.file_system.dns_name if self.file_system else None,
+            fsx_mount_name=self.file_system.mount_name if self.file_system else None,
+        )
+        return create_cluster_request(names, key, cluster, context)
 
     def _lifecycle_scripts(
         self, lifecycle_dir: str, artifacts: ArtifactBucketBase, prefix: str

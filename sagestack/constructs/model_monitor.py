@@ -22,11 +22,22 @@ from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline
-from sagestack.constructs.validation import validate_as_request
+from sagestack.constructs.validation import stand_in_deployment, validate_as_request
+from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
-from sagestack.monitoring.states import analyzer_image
+from sagestack.core.states import PipelineSettings
+from sagestack.monitoring.states import (
+    ENDPOINT_INPUT,
+    OUTPUT,
+    VOLUME_GB,
+    MonitorPlan,
+    analyzer_image,
+    baseline_definition,
+    validate_baseline,
+)
 
 METRICS_NAMESPACE = "/aws/sagemaker/Endpoints/data-metrics"
+Definition = sagemaker.CfnDataQualityJobDefinition
 
 
 class ModelMonitor(Construct):
@@ -66,22 +77,7 @@ class ModelMonitor(Construct):
         poll_interval: Duration | None = None,
         region: str | None = None,
     ) -> None:
-        from sagestack.core.standins import (
-            SAMPLE_ACCOUNT,
-            STAND_IN_BUCKET,
-            stand_in_key_arn,
-            stand_in_role_arn,
-        )
-        from sagestack.core.states import PipelineSettings
         from sagestack.monitoring.models import MonitorSpec
-        from sagestack.monitoring.states import (
-            ENDPOINT_INPUT,
-            OUTPUT,
-            VOLUME_GB,
-            MonitorPlan,
-            baseline_definition,
-            validate_baseline,
-        )
 
         super().__init__(scope, id)
         if isinstance(endpoint, InferenceEndpoint) and endpoint.config.data_capture_config is None:
@@ -104,116 +100,135 @@ class ModelMonitor(Construct):
                 "drift_threshold": drift_threshold,
             }
         )
-        plan = MonitorPlan.of(names, endpoint_key, spec)
-        self.plan = plan
+        self.plan = MonitorPlan.of(names, endpoint_key, spec)
         image = analyzer_image(region)
-        account = SAMPLE_ACCOUNT if Token.is_unresolved(stack.account) else stack.account
-        validate_baseline(
-            plan,
-            image=image,
-            role_arn=stand_in_role_arn(account),
-            bucket=STAND_IN_BUCKET,
-            kms_key_id=stand_in_key_arn(account, region),
+        validate_baseline(self.plan, stand_in_deployment(self, region=region), image=image)
+        deployment = Deployment(
+            region=region,
+            account=stack.account,
+            role_arn=execution_role.role_arn,
+            bucket=artifacts.bucket_name,
+            kms_key_id=encryption_key.key_arn,
         )
-        bucket = artifacts.bucket_name
         # 1. The baseline: run once after the model is deployed, and again when the training data moves.
-        self.baseline = JobPipeline(
+        self.baseline = self._baseline(deployment, image, names, topic, encryption_key, poll_interval)
+        execution_role.grant_pass_role(self.baseline.role)
+        # 2. The job definition and the schedule that runs it over the captured requests.
+        name = names.monitoring_schedule(endpoint_key)
+        self.job_definition = self._job_definition(deployment, image, name, endpoint.endpoint_name)
+        if isinstance(endpoint, InferenceEndpoint):
+            self.job_definition.node.add_dependency(endpoint.endpoint)
+        self.schedule = self._schedule(name, endpoint.endpoint_name)
+        # 3. Drift of the watched features: one alarm over their metrics.
+        self.alarm = self._drift_alarm(endpoint.endpoint_name, topic) if spec.alarm_features else None
+        self._endpoint_name = endpoint.endpoint_name
+
+    def _baseline(
+        self,
+        deployment: Deployment,
+        image: str,
+        names: Names,
+        topic: sns.ITopic | None,
+        encryption_key: kms.IKey,
+        poll_interval: Duration | None,
+    ) -> JobPipeline:
+        """The state machine that runs the analyzer over the baseline data, once per execution."""
+        key = self.plan.endpoint
+        settings = PipelineSettings(
+            poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
+            topic_arn=topic.topic_arn if topic else None,
+        )
+        baseline = JobPipeline(
             self,
             "Baseline",
-            definition=baseline_definition(
-                plan,
-                PipelineSettings(
-                    poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
-                    topic_arn=topic.topic_arn if topic else None,
-                ),
-                image=image,
-                role_arn=execution_role.role_arn,
-                bucket=bucket,
-                kms_key_id=encryption_key.key_arn,
-            ),
+            definition=baseline_definition(self.plan, deployment, settings, image=image),
             names=names,
-            entry=f"baseline-{endpoint_key}",
-            description=f"the '{endpoint_key}' Model Monitor baseline",
+            entry=f"baseline-{key}",
+            description=f"the '{key}' Model Monitor baseline",
             topic=topic,
             encryption_key=encryption_key,
-            state_machine_name=names.baseline_state_machine(endpoint_key),
+            state_machine_name=names.baseline_state_machine(key),
         )
-        self.baseline._grant_sagemaker(
+        baseline._grant_sagemaker(
             actions.PROCESSING_JOBS_RUN,
             "processing-job",
             names.processing_job_pattern,
             "Baseline processing jobs whose names start with this environment's prefix (one per execution).",
         )
-        execution_role.grant_pass_role(self.baseline.role)
-        # 2. The job definition and the schedule that runs it over the captured requests.
-        name = names.monitoring_schedule(endpoint_key)
-        cluster = sagemaker.CfnDataQualityJobDefinition.ClusterConfigProperty(
-            instance_count=1,
-            instance_type=spec.instance_type,
-            volume_size_in_gb=VOLUME_GB,
-            volume_kms_key_id=encryption_key.key_arn,
-        )
-        self.job_definition = sagemaker.CfnDataQualityJobDefinition(
+        return baseline
+
+    def _job_definition(
+        self, deployment: Deployment, image: str, name: str, endpoint_name: str
+    ) -> Definition:
+        """The data-quality job: the analyzer over the captured requests, against the baseline."""
+        plan, bucket, key_arn = self.plan, deployment.bucket, deployment.kms_key_id
+        definition = Definition(
             self,
             "JobDefinition",
             job_definition_name=name,
-            role_arn=execution_role.role_arn,
-            data_quality_app_specification=sagemaker.CfnDataQualityJobDefinition.DataQualityAppSpecificationProperty(
+            role_arn=deployment.role_arn,
+            data_quality_app_specification=Definition.DataQualityAppSpecificationProperty(
                 image_uri=ImageDigests.apply(self, image),
                 environment={"publish_cloudwatch_metrics": "Enabled"},
             ),
-            data_quality_baseline_config=sagemaker.CfnDataQualityJobDefinition.DataQualityBaselineConfigProperty(
-                constraints_resource=sagemaker.CfnDataQualityJobDefinition.ConstraintsResourceProperty(
+            data_quality_baseline_config=Definition.DataQualityBaselineConfigProperty(
+                constraints_resource=Definition.ConstraintsResourceProperty(
                     s3_uri=f"{plan.baseline_uri(bucket)}/constraints.json"
                 ),
-                statistics_resource=sagemaker.CfnDataQualityJobDefinition.StatisticsResourceProperty(
+                statistics_resource=Definition.StatisticsResourceProperty(
                     s3_uri=f"{plan.baseline_uri(bucket)}/statistics.json"
                 ),
             ),
-            data_quality_job_input=sagemaker.CfnDataQualityJobDefinition.DataQualityJobInputProperty(
-                endpoint_input=sagemaker.CfnDataQualityJobDefinition.EndpointInputProperty(
-                    endpoint_name=endpoint.endpoint_name,
+            data_quality_job_input=Definition.DataQualityJobInputProperty(
+                endpoint_input=Definition.EndpointInputProperty(
+                    endpoint_name=endpoint_name,
                     local_path=ENDPOINT_INPUT,
                     s3_input_mode="File",
                     s3_data_distribution_type="FullyReplicated",
                 )
             ),
-            data_quality_job_output_config=sagemaker.CfnDataQualityJobDefinition.MonitoringOutputConfigProperty(
+            data_quality_job_output_config=Definition.MonitoringOutputConfigProperty(
                 monitoring_outputs=[
-                    sagemaker.CfnDataQualityJobDefinition.MonitoringOutputProperty(
-                        s3_output=sagemaker.CfnDataQualityJobDefinition.S3OutputProperty(
+                    Definition.MonitoringOutputProperty(
+                        s3_output=Definition.S3OutputProperty(
                             s3_uri=plan.reports_uri(bucket), local_path=OUTPUT, s3_upload_mode="Continuous"
                         )
                     )
                 ],
-                kms_key_id=encryption_key.key_arn,
+                kms_key_id=key_arn,
             ),
-            job_resources=sagemaker.CfnDataQualityJobDefinition.MonitoringResourcesProperty(
-                cluster_config=cluster
+            job_resources=Definition.MonitoringResourcesProperty(
+                cluster_config=Definition.ClusterConfigProperty(
+                    instance_count=1,
+                    instance_type=plan.spec.instance_type,
+                    volume_size_in_gb=VOLUME_GB,
+                    volume_kms_key_id=key_arn,
+                )
             ),
-            stopping_condition=sagemaker.CfnDataQualityJobDefinition.StoppingConditionProperty(
-                max_runtime_in_seconds=spec.max_runtime
+            stopping_condition=Definition.StoppingConditionProperty(
+                max_runtime_in_seconds=plan.spec.max_runtime
             ),
         )
-        if isinstance(endpoint, InferenceEndpoint):
-            self.job_definition.node.add_dependency(endpoint.endpoint)
-        validate_as_request(self.job_definition, "CreateDataQualityJobDefinition", drop=("EndpointName",))
-        self.schedule = sagemaker.CfnMonitoringSchedule(
+        validate_as_request(definition, "CreateDataQualityJobDefinition", drop=("EndpointName",))
+        return definition
+
+    def _schedule(self, name: str, endpoint_name: str) -> sagemaker.CfnMonitoringSchedule:
+        schedule = sagemaker.CfnMonitoringSchedule(
             self,
             "Schedule",
             monitoring_schedule_name=name,
-            endpoint_name=endpoint.endpoint_name,
+            endpoint_name=endpoint_name,
             monitoring_schedule_config=sagemaker.CfnMonitoringSchedule.MonitoringScheduleConfigProperty(
                 monitoring_job_definition_name=self.job_definition.job_definition_name,
                 monitoring_type="DataQuality",
                 schedule_config=sagemaker.CfnMonitoringSchedule.ScheduleConfigProperty(
-                    schedule_expression=spec.schedule
+                    schedule_expression=self.plan.spec.schedule
                 ),
             ),
         )
-        self.schedule.add_dependency(self.job_definition)
+        schedule.add_dependency(self.job_definition)
         validate_as_request(
-            self.schedule,
+            schedule,
             "CreateMonitoringSchedule",
             drop=(
                 "EndpointName",
@@ -222,32 +237,33 @@ class ModelMonitor(Construct):
                 "MonitoringScheduleStatus",
             ),
         )
-        # 3. Drift of the watched features: one alarm over their metrics.
-        self.alarm: cloudwatch.Alarm | None = None
-        if spec.alarm_features:
-            metrics = {
-                f"f{i}": self.metric_feature_drift(feature) for i, feature in enumerate(spec.alarm_features)
-            }
-            self.alarm = cloudwatch.Alarm(
-                self,
-                "Drift",
-                alarm_name=f"{endpoint.endpoint_name}-drift",
-                alarm_description=f"{endpoint.endpoint_name}: {', '.join(spec.alarm_features)} drifted from the "
-                f"baseline by more than {spec.drift_threshold}",
-                metric=cloudwatch.MathExpression(
-                    expression=f"MAX([{', '.join(metrics)}])" if len(metrics) > 1 else "f0",
-                    using_metrics=metrics,
-                    period=Duration.hours(1),
-                    label="largest baseline drift",
-                ),
-                threshold=spec.drift_threshold,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            )
-            if topic is not None:
-                self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        self._endpoint_name = endpoint.endpoint_name
+        return schedule
+
+    def _drift_alarm(self, endpoint_name: str, topic: sns.ITopic | None) -> cloudwatch.Alarm:
+        spec = self.plan.spec
+        metrics = {
+            f"f{i}": self.metric_feature_drift(feature) for i, feature in enumerate(spec.alarm_features)
+        }
+        alarm = cloudwatch.Alarm(
+            self,
+            "Drift",
+            alarm_name=f"{endpoint_name}-drift",
+            alarm_description=f"{endpoint_name}: {', '.join(spec.alarm_features)} drifted from the "
+            f"baseline by more than {spec.drift_threshold}",
+            metric=cloudwatch.MathExpression(
+                expression=f"MAX([{', '.join(metrics)}])" if len(metrics) > 1 else "f0",
+                using_metrics=metrics,
+                period=Duration.hours(1),
+                label="largest baseline drift",
+            ),
+            threshold=spec.drift_threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        if topic is not None:
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        return alarm
 
     def metric_feature_drift(self, feature: str) -> cloudwatch.Metric:
         """feature_baseline_drift_<feature>: the distance of the captured data from the baseline."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Duration, Stack, Token
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -19,6 +19,8 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.validation import stand_in_deployment
+from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 
 
@@ -60,19 +62,9 @@ class TransformPipeline(JobPipeline):
         quota_codes: Mapping[str, str] | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-        from sagestack.core.standins import (
-            SAMPLE_ACCOUNT,
-            STAND_IN_BUCKET,
-            stand_in_key_arn,
-            stand_in_role_arn,
-        )
         from sagestack.transforms.models import TransformSpec
-        from sagestack.transforms.states import (
-            TransformContext,
-            TransformPlan,
-            standalone_definition,
-            validate_transform,
-        )
+        from sagestack.transforms.request import TransformPlan, validate_transform
+        from sagestack.transforms.states import standalone_definition
 
         key = transform or id
         spec = TransformSpec.model_validate(
@@ -86,18 +78,10 @@ class TransformPipeline(JobPipeline):
         plan = TransformPlan.of(names, key, spec)
         stack = Stack.of(scope)
         tag_pairs = tuple(sorted((tags or {}).items()))
-        account = SAMPLE_ACCOUNT if Token.is_unresolved(stack.account) else stack.account
-        region = "us-east-1" if Token.is_unresolved(stack.region) else stack.region
-        validate_transform(
-            plan,
-            TransformContext(
-                role_arn=stand_in_role_arn(account),
-                bucket=STAND_IN_BUCKET,
-                kms_key_id=stand_in_key_arn(account, region),
-                tags=tag_pairs,
-            ),
-        )
-        context = TransformContext(
+        validate_transform(plan, stand_in_deployment(scope, tags=tag_pairs))
+        deployment = Deployment(
+            region=stack.region,
+            account=stack.account,
             role_arn=execution_role.role_arn,
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,
@@ -107,7 +91,7 @@ class TransformPipeline(JobPipeline):
         super().__init__(
             scope,
             id,
-            definition=standalone_definition(plan, context, settings),
+            definition=standalone_definition(plan, deployment, settings),
             names=names,
             entry=f"transform-{key}",
             description=f"the '{key}' batch transform",

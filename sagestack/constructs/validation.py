@@ -14,18 +14,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import jsii
-from aws_cdk import CfnResource, Stack
-from constructs import IValidation
+from aws_cdk import CfnResource, Stack, Token
+from constructs import IConstruct, IValidation
 
-ACCOUNT = "123456789012"
+from sagestack.core.deployment import Deployment
+from sagestack.core.standins import SAMPLE_ACCOUNT, stand_in_key_arn, stand_in_role_arn
+
+ACCOUNT = SAMPLE_ACCOUNT
 REGION = "us-east-1"
 
 # The stand-in for an intrinsic, by the key that holds it (the last key on its path).
 STAND_INS: dict[str, str] = {
-    "ExecutionRoleArn": f"arn:aws:iam::{ACCOUNT}:role/sagestack-validation",
-    "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/sagestack-validation",
-    "KmsKeyId": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/00000000-0000-0000-0000-000000000000",
-    "VolumeKmsKeyId": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/00000000-0000-0000-0000-000000000000",
+    "ExecutionRoleArn": stand_in_role_arn(ACCOUNT),
+    "RoleArn": stand_in_role_arn(ACCOUNT),
+    "KmsKeyId": stand_in_key_arn(ACCOUNT, REGION),
+    "VolumeKmsKeyId": stand_in_key_arn(ACCOUNT, REGION),
     "ModelName": "sagestack-validation-model",
     "ModelPackageName": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/sagestack-validation/1",
     "EndpointConfigName": "sagestack-validation-config",
@@ -104,3 +107,17 @@ def validate_as_request(
     drop: CloudFormation-only properties; add: what the API requires and CloudFormation names itself
     (a generated name)."""
     resource.node.add_validation(_AsRequest(resource, operation, drop, add or {}))
+
+
+def stand_in_deployment(
+    scope: IConstruct, *, region: str | None = None, tags: tuple[tuple[str, str], ...] = ()
+) -> Deployment:
+    """Stand-ins for what only the deployment knows, to validate a construct's requests at synth:
+    the stack's account and region where they are concrete (or `region`), else samples."""
+    stack = Stack.of(scope)
+    region = region or stack.region
+    return Deployment.stand_ins(
+        region=REGION if Token.is_unresolved(region) else region,
+        account=None if Token.is_unresolved(stack.account) else stack.account,
+        tags=tags,
+    )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
+from sagestack.core.deployment import Deployment
 from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
@@ -61,12 +62,12 @@ class MonitorPlan:
         return json.dumps({"json": {"lines": True}})
 
 
-def baseline_request(
-    m: MonitorPlan, *, name: str, image: str, role_arn: str, bucket: str, kms_key_id: str
-) -> dict[str, Any]:
+def baseline_request(m: MonitorPlan, deployment: Deployment, *, name: str, image: str) -> dict[str, Any]:
+    """CreateProcessingJob: the analyzer over the baseline data, writing statistics and constraints."""
+    bucket, kms_key_id = deployment.bucket, deployment.kms_key_id
     return {
         "ProcessingJobName": name,
-        "RoleArn": role_arn,
+        "RoleArn": deployment.role_arn,
         "AppSpecification": {"ImageUri": image},
         "Environment": {
             "dataset_format": m.dataset_format,
@@ -111,29 +112,20 @@ def baseline_request(
     }
 
 
-def validate_baseline(m: MonitorPlan, *, image: str, role_arn: str, bucket: str, kms_key_id: str) -> None:
+def validate_baseline(m: MonitorPlan, deployment: Deployment, *, image: str) -> None:
     from sagestack.core.catalog.service_model import validate_request
 
     validate_request(
-        "CreateProcessingJob",
-        baseline_request(
-            m,
-            name=f"{m.prefix}-{'0' * 32}",
-            image=image,
-            role_arn=role_arn,
-            bucket=bucket,
-            kms_key_id=kms_key_id,
-        ),
+        "CreateProcessingJob", baseline_request(m, deployment, name=f"{m.prefix}-{'0' * 32}", image=image)
     )
 
 
 def baseline_definition(
-    m: MonitorPlan, settings: PipelineSettings, *, image: str, role_arn: str, bucket: str, kms_key_id: str
+    m: MonitorPlan, deployment: Deployment, settings: PipelineSettings, *, image: str
 ) -> dict[str, Any]:
     """Compute the baseline: one processing job per execution, followed to its end."""
-    request = baseline_request(
-        m, name="stand-in", image=image, role_arn=role_arn, bucket=bucket, kms_key_id=kms_key_id
-    )
+    bucket = deployment.bucket
+    request = baseline_request(m, deployment, name="stand-in", image=image)
     request.pop("ProcessingJobName")
     request["ProcessingJobName.$"] = "$.job.name"
     states: dict[str, Any] = {

@@ -1,7 +1,6 @@
-"""Batch transforms resolved for one environment: the CreateModel and CreateTransformJob requests,
-and the states that run one — make a model of the package (once per package), check the
-"<type> for transform job usage" quota of each candidate instance type in turn, start the job on
-the first with room (the next on a capacity error), follow it to its end.
+"""The states that run a batch transform — make a model of the package (once per package), check
+the "<type> for transform job usage" quota of each candidate instance type in turn, start the job
+on the first with room (the next on a capacity error), follow it to its end.
 
 The same states run in two places: inline after a pipeline registers the model (`model: {from:
 job}`), and in a transform's own state machine for a pinned package (`sagestack run TRANSFORM`),
@@ -15,120 +14,10 @@ from typing import Any
 
 from sagestack.core import states as asl
 from sagestack.core.catalog.quotas import quota_name
+from sagestack.core.deployment import Deployment
 from sagestack.core.layout import S3Layout
-from sagestack.core.names import Names
 from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
-from sagestack.transforms.models import TransformSpec
-
-
-@dataclass(frozen=True)
-class TransformContext:
-    """Deploy-time values (tokens in the template, stand-ins when validating)."""
-
-    role_arn: str
-    bucket: str
-    kms_key_id: str
-    tags: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class TransformPlan:
-    key: str
-    spec: TransformSpec
-    prefix: str  # Names.transform_prefix: models and jobs are '<prefix>-<md5>'
-
-    @staticmethod
-    def of(names: Names, key: str, spec: TransformSpec) -> TransformPlan:
-        return TransformPlan(key=key, spec=spec, prefix=names.transform_prefix(key))
-
-    def input_uri(self, bucket: str) -> str:
-        return self.spec.input or S3Layout(bucket).transform_input(self.key)
-
-    def output_uri(self, bucket: str, job_name: str) -> str:
-        return S3Layout(bucket).transform_output(self.key, job_name)
-
-
-def model_request(t: TransformPlan, ctx: TransformContext, *, name: str, package: str) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "ModelName": name,
-        "ExecutionRoleArn": ctx.role_arn,
-        "PrimaryContainer": {"ModelPackageName": package},
-        "EnableNetworkIsolation": True,
-    }
-    if ctx.tags:
-        request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.tags]
-    return request
-
-
-def transform_request(
-    t: TransformPlan, ctx: TransformContext, *, name: str, model: str, instance_type: str, input_uri: str
-) -> dict[str, Any]:
-    s = t.spec
-    data_processing: dict[str, Any] = {"JoinSource": s.join_source}
-    if s.input_filter:
-        data_processing["InputFilter"] = s.input_filter
-    if s.output_filter:
-        data_processing["OutputFilter"] = s.output_filter
-    output: dict[str, Any] = {
-        "S3OutputPath": t.output_uri(ctx.bucket, name),
-        "AssembleWith": s.assemble_with,
-        "KmsKeyId": ctx.kms_key_id,
-    }
-    if s.accept:
-        output["Accept"] = s.accept
-    request: dict[str, Any] = {
-        "TransformJobName": name,
-        "ModelName": model,
-        "BatchStrategy": s.batch_strategy,
-        "MaxPayloadInMB": s.max_payload_mb,
-        "ModelClientConfig": {
-            "InvocationsTimeoutInSeconds": s.invocation_timeout,
-            "InvocationsMaxRetries": s.invocation_retries,
-        },
-        "TransformInput": {
-            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": input_uri}},
-            "ContentType": s.content_type,
-            "SplitType": s.split_type,
-        },
-        "TransformOutput": output,
-        "TransformResources": {
-            "InstanceType": instance_type,
-            "InstanceCount": s.instance_count,
-            "VolumeKmsKeyId": ctx.kms_key_id,
-        },
-        "DataProcessing": data_processing,
-    }
-    if s.max_concurrent_transforms:
-        request["MaxConcurrentTransforms"] = s.max_concurrent_transforms
-    if s.environment:
-        request["Environment"] = dict(s.environment)
-    if ctx.tags:
-        request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.tags]
-    return request
-
-
-STAND_IN_PACKAGE = "arn:aws:sagemaker:us-east-1:123456789012:model-package/sagestack-validation/1"
-
-
-def stand_in_requests(t: TransformPlan, ctx: TransformContext) -> dict[str, dict[str, Any]]:
-    """CreateModel and one CreateTransformJob per candidate, with concrete stand-ins."""
-    name = f"{t.prefix}-{'0' * 32}"
-    out = {"CreateModel": model_request(t, ctx, name=name, package=t.spec.model_package or STAND_IN_PACKAGE)}
-    for itype in t.spec.instance_type:
-        out[f"CreateTransformJob {itype}"] = transform_request(
-            t, ctx, name=name, model=name, instance_type=itype, input_uri=t.input_uri(ctx.bucket)
-        )
-    return out
-
-
-def validate_transform(t: TransformPlan, ctx: TransformContext) -> None:
-    from sagestack.core.catalog.service_model import validate_request
-
-    for operation, request in stand_in_requests(t, ctx).items():
-        validate_request(operation.split(" ")[0], request)
-
-
-# ---------------------------------------------------------------- states
+from sagestack.transforms.request import TransformPlan, model_request, transform_request
 
 
 @dataclass(frozen=True)
@@ -190,7 +79,7 @@ class TransformStates:
 
 def transform_states(
     t: TransformPlan,
-    ctx: TransformContext,
+    deployment: Deployment,
     settings: PipelineSettings,
     *,
     package_path: str,
@@ -200,38 +89,61 @@ def transform_states(
 ) -> dict[str, asl.State]:
     """The states of one transform, entered at TransformStates(key).name; `nxt` follows success
     (None: succeed). package_path / input_path: where the package ARN and the input prefix are."""
+    state = f"$.transform_{n}"  # where the execution keeps this transform's names and results
+    return {
+        **_model_states(t, deployment, state, package_path),
+        **_candidate_states(t, deployment, settings, state, input_path),
+        **_follow_states(t, settings, state, nxt),
+    }
+
+
+def _model_states(
+    t: TransformPlan, deployment: Deployment, state: str, package_path: str
+) -> dict[str, asl.State]:
+    """Name the model (by package) and the job (by execution); make the model, or reuse it."""
+    names = TransformStates(t.key)
+    first = names.quota(t.spec.instance_type[0])
+    request = model_request(t, deployment, name="stand-in", package="stand-in")
+    asl.dynamic(request, ("ModelName",), f"{state}.model")
+    asl.dynamic(request, ("PrimaryContainer", "ModelPackageName"), package_path)
+    return {
+        names.name: {
+            "Type": "Pass",
+            "Comment": "One model per package (content-addressed); one job per execution",
+            "Parameters": {
+                "model.$": f"States.Format('{t.prefix}-{{}}', States.Hash({package_path}, 'MD5'))",
+                "job.$": f"States.Format('{t.prefix}-{{}}', States.Hash($$.Execution.Id, 'MD5'))",
+            },
+            "ResultPath": state,
+            "Next": names.model,
+        },
+        names.model: asl.task(
+            "sagemaker:createModel",
+            request,
+            comment="CreateModel from the model package (an existing model of the same package is reused)",
+            result_path=f"{state}_model",
+            nxt=first,
+            catch_=asl.catch(names.model_refused),
+        ),
+        # SageMaker refuses a second model of the same name: "Cannot create already existing model".
+        names.model_refused: asl.choice(
+            asl.when(asl.error_matches((*IN_USE_PATTERNS, "*already exist*")), first),
+            default=names.notify_failed,
+        ),
+    }
+
+
+def _candidate_states(
+    t: TransformPlan, deployment: Deployment, settings: PipelineSettings, state: str, input_path: str | None
+) -> dict[str, asl.State]:
+    """For each candidate instance type in turn: its quota, then the job on it; a short quota or a
+    capacity error moves to the next candidate, and past the last to "No transform capacity"."""
     names = TransformStates(t.key)
     s: dict[str, asl.State] = {}
-    state = f"$.transform_{n}"
     candidates = list(t.spec.instance_type)
     needed = t.spec.instance_count
     codes = settings.quota_codes or {}
-    s[names.name] = {
-        "Type": "Pass",
-        "Comment": "One model per package (content-addressed); one job per execution",
-        "Parameters": {
-            "model.$": f"States.Format('{t.prefix}-{{}}', States.Hash({package_path}, 'MD5'))",
-            "job.$": f"States.Format('{t.prefix}-{{}}', States.Hash($$.Execution.Id, 'MD5'))",
-        },
-        "ResultPath": state,
-        "Next": names.model,
-    }
-    request = model_request(t, ctx, name="stand-in", package="stand-in")
-    asl.dynamic(request, ("ModelName",), f"{state}.model")
-    asl.dynamic(request, ("PrimaryContainer", "ModelPackageName"), package_path)
-    s[names.model] = asl.task(
-        "sagemaker:createModel",
-        request,
-        comment="CreateModel from the model package (an existing model of the same package is reused)",
-        result_path=f"{state}_model",
-        nxt=names.quota(candidates[0]),
-        catch_=asl.catch(names.model_refused),
-    )
-    # SageMaker refuses a second model of the same name: "Cannot create already existing model".
-    s[names.model_refused] = asl.choice(
-        asl.when(asl.error_matches((*IN_USE_PATTERNS, "*already exist*")), names.quota(candidates[0])),
-        default=names.notify_failed,
-    )
+    output = S3Layout(deployment.bucket).transform_output(t.key, "{}")
     for i, itype in enumerate(candidates):
         later = names.quota(candidates[i + 1]) if i + 1 < len(candidates) else names.short
         qn = quota_name(itype, "transform")
@@ -250,16 +162,15 @@ def transform_states(
             f"{state}_quota", needed, short=later, enough=names.create(itype)
         )
         request = transform_request(
-            t, ctx, name="stand-in", model="stand-in", instance_type=itype, input_uri="s3://stand-in/"
+            t, deployment, name="stand-in", model="stand-in", instance_type=itype, input_uri="s3://stand-in/"
         )
         asl.dynamic(request, ("TransformJobName",), f"{state}.job")
         asl.dynamic(request, ("ModelName",), f"{state}.model")
-        output = S3Layout(ctx.bucket).transform_output(t.key, "{}")
         asl.dynamic(request, ("TransformOutput", "S3OutputPath"), f"States.Format('{output}', {state}.job)")
         if input_path is not None:
             asl.dynamic(request, ("TransformInput", "DataSource", "S3DataSource", "S3Uri"), input_path)
         else:
-            request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] = t.input_uri(ctx.bucket)
+            request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] = t.input_uri(deployment.bucket)
         s[names.create(itype)] = asl.task(
             "sagemaker:createTransformJob",
             request,
@@ -276,33 +187,43 @@ def transform_states(
         cause=f"No candidate of transform '{t.key}' ({', '.join(candidates)}) had quota or capacity for "
         f"{needed} instance(s); request a quota increase or add a candidate.",
     )
-    s[names.wait] = asl.wait(settings.poll_seconds, names.describe)
-    s[names.describe] = asl.task(
-        "sagemaker:describeTransformJob",
-        {"TransformJobName.$": f"{state}.job"},
-        result_selector={
-            "Status.$": "$.TransformJobStatus",
-            "Output.$": "$.TransformOutput.S3OutputPath",
-            "InstanceType.$": "$.TransformResources.InstanceType",
-        },
-        result_path=f"{state}_job",
-        retry_=asl.retry(),
-        nxt=names.status,
-    )
+    return s
+
+
+def _follow_states(
+    t: TransformPlan, settings: PipelineSettings, state: str, nxt: str | None
+) -> dict[str, asl.State]:
+    """Follow the job to its end; say how it ended; then `nxt`, or succeed with what it did."""
+    names = TransformStates(t.key)
     status = f"{state}_job.Status"
-    s[names.status] = asl.choice(
-        asl.when(asl.string_equals(status, "Completed"), names.notify_done),
-        asl.when(asl.string_equals(status, "Failed"), names.notify_failed),
-        asl.when(asl.string_equals(status, "Stopped"), names.notify_failed),
-        default=names.wait,
-    )
     done = nxt or f"Transformed {t.key}"
-    s[names.notify_done] = asl.notify(
-        settings,
-        f"sagestack: transform {t.key} completed"[:100],
-        {"Message.$": f"States.Format('Transform {t.key} wrote {{}}', {state}_job.Output)"},
-        done,
-    )
+    s: dict[str, asl.State] = {
+        names.wait: asl.wait(settings.poll_seconds, names.describe),
+        names.describe: asl.task(
+            "sagemaker:describeTransformJob",
+            {"TransformJobName.$": f"{state}.job"},
+            result_selector={
+                "Status.$": "$.TransformJobStatus",
+                "Output.$": "$.TransformOutput.S3OutputPath",
+                "InstanceType.$": "$.TransformResources.InstanceType",
+            },
+            result_path=f"{state}_job",
+            retry_=asl.retry(),
+            nxt=names.status,
+        ),
+        names.status: asl.choice(
+            asl.when(asl.string_equals(status, "Completed"), names.notify_done),
+            asl.when(asl.string_equals(status, "Failed"), names.notify_failed),
+            asl.when(asl.string_equals(status, "Stopped"), names.notify_failed),
+            default=names.wait,
+        ),
+        names.notify_done: asl.notify(
+            settings,
+            f"sagestack: transform {t.key} completed"[:100],
+            {"Message.$": f"States.Format('Transform {t.key} wrote {{}}', {state}_job.Output)"},
+            done,
+        ),
+    }
     if nxt is None:
         s[done] = {
             "Type": "Pass",
@@ -329,7 +250,7 @@ def transform_states(
 
 
 def standalone_definition(
-    t: TransformPlan, ctx: TransformContext, settings: PipelineSettings
+    t: TransformPlan, deployment: Deployment, settings: PipelineSettings
 ) -> dict[str, Any]:
     """A pinned transform's own state machine. Input (optional): {"ModelPackageArn": …, "Input": s3 prefix}."""
     assert t.spec.model_package is not None
@@ -347,13 +268,15 @@ def standalone_definition(
         "Input given?": asl.choice(asl.when(asl.is_present("$.Input"), names.name), default="Default input"),
         "Default input": {
             "Type": "Pass",
-            "Result": t.input_uri(ctx.bucket),
+            "Result": t.input_uri(deployment.bucket),
             "ResultPath": "$.Input",
             "Next": names.name,
         },
     }
     states.update(
-        transform_states(t, ctx, settings, package_path="$.ModelPackageArn", input_path="$.Input", nxt=None)
+        transform_states(
+            t, deployment, settings, package_path="$.ModelPackageArn", input_path="$.Input", nxt=None
+        )
     )
     return {
         "Comment": f"sagestack: batch transform '{t.key}' with a model package (default: the pinned one)",

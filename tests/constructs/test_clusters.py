@@ -125,6 +125,7 @@ def test_the_create_cluster_request_is_valid_for_botocore():
     from sagestack.clusters.models import ClusterSpec
     from sagestack.clusters.request import create_cluster_request, stand_in_cluster_context
     from sagestack.core.catalog.service_model import validate_request
+    from sagestack.core.deployment import Deployment
     from sagestack.core.names import Names
 
     spec = ClusterSpec.model_validate(
@@ -139,7 +140,7 @@ def test_the_create_cluster_request_is_valid_for_botocore():
         Names("digits", "dev"),
         "research",
         spec,
-        stand_in_cluster_context("123456789012", "us-east-1", "research", True),
+        stand_in_cluster_context(Deployment.stand_ins(region="us-east-1"), fsx=True),
     )
     validate_request("CreateCluster", request)
     request["InstanceGroups"][0]["ThreadsPerCore"] = 3

@@ -9,27 +9,31 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from sagestack.core.catalog import validate_request
+from sagestack.core.deployment import Deployment
 from sagestack.core.states import PipelineSettings
-from sagestack.endpoints.model_steps import (
+from sagestack.endpoints.plan import resolve_endpoint
+from sagestack.endpoints.request import (
     ModelStepContext,
-    append_model_steps,
     compilation_request,
     model_package_request,
-    resolve_endpoint,
     validate_model_requests,
     validation_stand_ins,
 )
+from sagestack.endpoints.states import append_model_steps
 from sagestack.project import resolve_environment
 from tests.conftest import MINIMAL
 
 CTX = ModelStepContext(
-    region="us-east-1",
+    deployment=Deployment(
+        region="us-east-1",
+        account="123456789012",
+        role_arn="arn:aws:iam::123456789012:role/digits-dev-execution",
+        bucket="digits-dev-artifacts",
+        kms_key_id="arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555",
+        tags=(("team", "ml"),),
+    ),
     env="dev",
-    role_arn="arn:aws:iam::123456789012:role/digits-dev-execution",
-    bucket="digits-dev-artifacts",
-    kms_key_id="arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555",
     group_name="digits-dev",
-    tags=(("team", "ml"),),
 )
 CASES = {
     "neo-c5": "    compile: {target_device: ml_c5, framework_version: '2.0', input_shapes: {input0: [1, 1, 8, 8]},"
@@ -128,7 +132,7 @@ def test_compile_and_register_states_follow_the_pipeline(project):
 
 
 def test_compile_name_changes_with_the_compile_settings(project):
-    from sagestack.endpoints.model_steps import compile_digest
+    from sagestack.endpoints.request import compile_digest
 
     a = compile_digest(_endpoint(project, CASES["neo-c5"]))
     b = compile_digest(_endpoint(project, CASES["neo-c5"].replace("float32", "float16")))
@@ -172,7 +176,7 @@ def test_two_endpoints_from_one_search_chain_after_its_best_model(project):
     )
     project.spec(spec).env("dev")
     plan = resolve_environment(project.load("dev"))
-    from sagestack.endpoints.model_steps import endpoints_fed_by
+    from sagestack.endpoints.plan import endpoints_fed_by
 
     endpoints = endpoints_fed_by(plan, "search")
     assert [e.key for e in endpoints] == ["cpu", "gpu"]

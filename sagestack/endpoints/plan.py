@@ -1,0 +1,160 @@
+"""Endpoints resolved for one environment: each endpoint's names, compile target, inference image
+and supported instance types (EndpointPlan) — what the ServingStack serves, what a pipeline
+registers after training (or tuning) for it, and what the local commands use. A batch transform
+whose model a pipeline registers (`model: {from: …}`) resolves to an EndpointPlan too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sagestack.core.catalog.instances import instance_types_for
+from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
+from sagestack.core.names import Names
+from sagestack.endpoints.models import EndpointSpec
+from sagestack.transforms.request import TransformPlan
+
+if TYPE_CHECKING:  # the resolved environment is passed in; the project layer builds it
+    from sagestack.project.environment import EnvironmentPlan
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    key: str
+    spec: EndpointSpec
+    endpoint_name: str  # <project>-<env>-<key>
+    target: NeoTarget | None  # the compile target, when compiled for a cloud device
+    image_uri: str  # the catalog's inference image (a compiled model's job reports its own)
+    supported_instance_types: tuple[str, ...]
+
+    compile_name_prefix: str  # Names.compilation_prefix: compilation jobs are '<prefix>-<md5>'
+    # A batch transform's registration: the package lists transform instance types, and the
+    # transform runs right after it is registered.
+    transform: TransformPlan | None = None
+
+    @property
+    def source(self) -> str | None:
+        return self.spec.model.from_ if self.spec.model else None
+
+    @property
+    def state_key(self) -> str:
+        """The key in state names (an endpoint and a transform may share a key)."""
+        return f"{self.key} (transform)" if self.transform else self.key
+
+
+class EndpointResolutionError(ValueError):
+    pass
+
+
+def _job_of(plan: EnvironmentPlan, source: str) -> str:
+    spec = plan.spec
+    return spec.tuning[source].job if source in spec.tuning else source
+
+
+def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_type: str) -> str:
+    """The DLC inference image for the model `source` (a job or search) trains, on `instance_type`."""
+    from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri
+
+    job = plan.spec.jobs[_job_of(plan, source)]
+    dlc = plan.spec.images[job.image].dlc
+    if dlc is None:
+        raise EndpointResolutionError(
+            f"{what}: job '{job.image}' image is not a Deep Learning Container, so sagestack knows no "
+            "inference image for it; add compile: (Neo reports the image) or serve a registered model_package"
+        )
+    try:
+        return dlc_image_uri(
+            dlc.framework,
+            dlc.version,
+            dlc.py_version,
+            region=plan.region,
+            instance_type=instance_type,
+            scope="inference",
+        )
+    except ImageLookupError as e:
+        raise EndpointResolutionError(f"{what}: {e}") from None
+
+
+def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
+    """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
+    from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT
+
+    ep = plan.spec.endpoints[key]
+    inference_image = ""  # served only from a pinned package, which carries its own image
+    if ep.model is not None and not (ep.compile and ep.compile.target_device):
+        inference_image = _inference_image(
+            plan, f"endpoint '{key}'", ep.model.from_, ep.instance_type or SERVERLESS_INSTANCE_HINT
+        )
+    return endpoint_plan(
+        names=plan.names, key=key, spec=ep, region=plan.region, inference_image=inference_image
+    )
+
+
+def endpoint_plan(
+    *, names: Names, key: str, spec: EndpointSpec, region: str, inference_image: str = ""
+) -> EndpointPlan:
+    """An endpoint's names, compile target, image and supported instance types. A compiled model's
+    image comes from the Neo catalog (the compilation job reports it too); an uncompiled one is
+    served by `inference_image`."""
+    from sagestack.core.catalog.images import ImageLookupError
+
+    c = spec.compile
+    target = cloud_target(c.target_device) if c and c.target_device else None
+    hosting = instance_types_for("hosting")
+    if target is not None:
+        supported = tuple(t for t in hosting if t.startswith(target.instance_prefix))
+    elif spec.instance_type is not None:
+        family = spec.instance_type.rsplit(".", 1)[0] + "."
+        supported = tuple(t for t in hosting if t.startswith(family))
+    else:
+        supported = tuple(t for t in hosting if t.startswith("ml.m5."))
+    image = inference_image
+    if c is not None and target is not None:
+        try:
+            image = compiled_image_uri(
+                c.framework, normalize_version(c.framework, c.framework_version or "", target), target, region
+            )
+        except ImageLookupError:
+            image = ""  # the compilation job reports the image; without one the pipeline fails and says so
+    return EndpointPlan(
+        key=key,
+        spec=spec,
+        endpoint_name=names.endpoint(key),
+        compile_name_prefix=names.compilation_prefix(key),
+        target=target,
+        image_uri=image,
+        supported_instance_types=supported,
+    )
+
+
+def endpoints_fed_by(plan: EnvironmentPlan, source: str) -> list[EndpointPlan]:
+    """The endpoints whose model a job's (or tuning entry's) pipeline registers, then the batch
+    transforms it registers a model for and runs."""
+    return [
+        resolve_endpoint(plan, k)
+        for k, ep in plan.spec.endpoints.items()
+        if ep.model and ep.model.from_ == source
+    ] + [
+        resolve_transform_registration(plan, k)
+        for k, t in plan.spec.transforms.items()
+        if t.model and t.model.from_ == source
+    ]
+
+
+def resolve_transform_registration(plan: EnvironmentPlan, key: str) -> EndpointPlan:
+    """What a pipeline registers for a `model: {from: …}` transform: the model as trained, served by
+    the job's DLC inference image for the first candidate type, for the transform's types."""
+    t = plan.spec.transforms[key]
+    assert t.model is not None
+    image = _inference_image(plan, f"transform '{key}'", t.model.from_, t.instance_type[0])
+    return EndpointPlan(
+        key=key,
+        spec=EndpointSpec.model_validate({"model": {"from": t.model.from_}}),
+        endpoint_name=plan.names.transform_prefix(key),
+        target=None,
+        image_uri=image,
+        supported_instance_types=tuple(t.instance_type),
+        compile_name_prefix=plan.names.transform_prefix(key),
+        transform=TransformPlan.of(plan.names, key, t),
+    )
