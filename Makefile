@@ -9,7 +9,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup java demo test unit e2e lint synth bench schema clean
+.PHONY: setup java demo test unit e2e lint synth bench bench-smoke schema clean
 
 setup: $(VENV)/.installed node_modules/.installed java
 
@@ -69,6 +69,16 @@ bench: setup
 	$(BIN)/python bench/transform.py
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/gpu.py
+
+# Every benchmark once on small inputs (seconds to a minute each): that they still run, not what they measure
+# (tests/synth/test_bench_smoke.py runs the same).
+bench-smoke: setup
+	$(BIN)/python bench/synth.py --smoke
+	$(BIN)/python bench/train.py --smoke
+	$(BIN)/python bench/serve.py --smoke
+	$(BIN)/python bench/transform.py --smoke
+	$(BIN)/python bench/cli.py --smoke
+	$(BIN)/python bench/gpu.py --smoke
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -7,7 +7,9 @@
   the DLC-URI disk cache, importing sagemaker-core once);
 - the bare interpreter (`python -c pass`) as the baseline both include.
 
-Each figure is the median (and best) of N runs. Usage: python bench/cli.py [--runs N]
+Each figure is the median (and best) of N runs, of the sagestack in this checkout. --smoke: one run
+each (the tests run it so that the benchmark cannot rot; its figures mean little).
+Usage: python bench/cli.py [--runs N] [--smoke]
 """
 
 from __future__ import annotations
@@ -42,11 +44,16 @@ def series(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="one run each (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     with tempfile.TemporaryDirectory() as home:
         # Offline: no AWS variables, and a HOME without ~/.aws.
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env.update(HOME=home, COLUMNS="200", XDG_CACHE_HOME=str(Path(home) / "cache"))
+        # The sagestack of this checkout, whatever the venv's editable install points at.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
         cold = timed([str(SAGESTACK), "plan", "--env", "dev"], env)  # empty DLC-URI cache
         base = series([sys.executable, "-c", "pass"], env, args.runs)
         helps = series([str(SAGESTACK), "--help"], env, args.runs)

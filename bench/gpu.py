@@ -7,7 +7,9 @@
   (forward 2, backward 4), MFU = achieved FLOP/s / the GPU's dense bf16 peak;
 - NCCL DDP on all GPUs of the machine: samples/s on N GPUs against N x one GPU (scaling efficiency).
 Throughput is the median of the trainer's per-window samples/s, first window (compilation) dropped.
-Usage: python bench/gpu.py [--width 8192] [--features 1024] [--batch 4096] [--steps 300]
+--smoke: a small MLP for 60 steps (the tests run it so that the benchmark cannot rot; its figures
+mean nothing).
+Usage: python bench/gpu.py [--width 8192] [--features 1024] [--batch 4096] [--steps 300] [--smoke]
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=4096, help="per GPU")
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--smoke", action="store_true", help="a small MLP, 60 steps (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        args.width, args.features, args.batch, args.steps = 512, 64, 256, 60
 
     import numpy as np
     import torch

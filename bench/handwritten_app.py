@@ -1,5 +1,7 @@
-"""The baseline for bench/synth.py: the same foundation resources for three environments, written
-by hand with aws-cdk-lib (no spec, no validation, no catalog), with the same cdk-nag pack."""
+"""The baseline for bench/synth.py: the same foundation resources for three environments (key, log
+and artifact buckets, repository, execution role, image asset, model registry, MLflow tracking
+server with its role), written by hand with aws-cdk-lib (no spec, no validation, no catalog), with
+the same cdk-nag pack. `-c sagestack:environments=dev` builds some of them, as sagestack's app does."""
 
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ PREFIXES = (
     "debugger",
     "tensorboard",
     "capture",
+    "async",
+    "transform",
+    "monitoring",
+    "mlflow",
 )
 ENVS = {"dev": (None, False), "staging": ("222222222222", True), "prod": ("111111111111", True)}
 
@@ -147,6 +153,13 @@ def foundation(stack: Stack, env: str, retain: bool) -> None:
     image.repository.grant_pull(role)
     group = sagemaker.CfnModelPackageGroup(stack, "ModelRegistry", model_package_group_name=f"digits-{env}")
     group.apply_removal_policy(removal)
+    tracking = mlflow_server(stack, env, bucket, key)
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker-mlflow:LogMetric", "sagemaker-mlflow:CreateRun"],
+            resources=[tracking.attr_tracking_server_arn],
+        )
+    )
     for name, value in {
         "ArtifactsBucketName": bucket.bucket_name,
         "ExecutionRoleArn": role.role_arn,
@@ -171,9 +184,50 @@ def foundation(stack: Stack, env: str, retain: bool) -> None:
     Validations.of(role).acknowledge(*acks)
 
 
+def mlflow_server(
+    stack: Stack, env: str, bucket: s3.Bucket, key: kms.Key
+) -> sagemaker.CfnMlflowTrackingServer:
+    """The environment's MLflow tracking server: artifacts under the bucket's mlflow/ prefix, its own role."""
+    role = iam.Role(stack, "MlflowRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            resources=[bucket.arn_for_objects("mlflow/*")],
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": ["mlflow/*"]}},
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]
+        )
+    )
+    server = sagemaker.CfnMlflowTrackingServer(
+        stack,
+        "Mlflow",
+        tracking_server_name=f"digits-{env}-mlflow",
+        artifact_store_uri=f"s3://{bucket.bucket_name}/mlflow",
+        role_arn=role.role_arn,
+        tracking_server_size="Small",
+    )
+    server.node.add_dependency(role)
+    bucket_arn = stack.resolve(bucket.node.default_child.logical_id)  # type: ignore[union-attr]
+    Validations.of(role).acknowledge(
+        Acknowledgment(id=f"AwsSolutions-IAM5[Resource::<{bucket_arn}.Arn>/mlflow/*]", reason="prefix")
+    )
+    return server
+
+
 def main() -> None:
     app = App(context=cdk_json_context(ROOT))
-    for env, (account, retain) in ENVS.items():
+    selected = app.node.try_get_context("sagestack:environments")
+    envs = {e: v for e, v in ENVS.items() if not selected or e in str(selected).split(",")}
+    for env, (account, retain) in envs.items():
         stage = Stage(app, env, env=Environment(account=account, region="us-east-1"))
         foundation(Stack(stage, "Foundation", stack_name=f"digits-{env}-foundation"), env, retain)
         for k, v in {

@@ -15,7 +15,9 @@
 
 The model is the example's CNN with seeded random weights (serving cost does not depend on what
 the weights learned), traced and packed as `sagestack local compile` does.
-Usage: python bench/serve.py [--requests N] [--clients C] [--model-width W]
+--smoke: every measurement once with a few hundred requests (the tests run it so that the benchmark
+cannot rot; its figures mean nothing).
+Usage: python bench/serve.py [--requests N] [--clients C] [--repeats R] [--smoke]
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def bare_forward(model_dir: Path, n: int) -> list[float]:
     import torch
 
     os.environ["SAGESTACK_SERVE_THREADS"] = "1"
-    from sagestack.local.serve import load_handlers
+    from sagestack.local.handlers import load_handlers
 
     h = load_handlers(model_dir)
     x = torch.rand(1, 1, 8, 8)
@@ -114,7 +116,7 @@ class Server:
 
 
 def container_stack(
-    model_dir: Path, payloads: list[bytes], clients: int, requests: int, repeats: int
+    model_dir: Path, payloads: list[bytes], clients: int, requests: int, repeats: int, warm_up: int
 ) -> None:
     """The container stack as configured against its default (skipped where it cannot run here)."""
     from tests.support import torchserve
@@ -142,7 +144,7 @@ def container_stack(
         order = [("default", {}), ("sagestack", configured)]
         for name, env in order if r % 2 == 0 else order[::-1]:
             with torchserve.ContainerServer(model_dir, env, probe=probe) as url:
-                load(url, payloads, concurrency=clients, total=3000)  # warm-up: TorchServe's JIT
+                load(url, payloads, concurrency=clients, total=warm_up)  # warm-up: TorchServe's JIT
                 before = cpu_seconds()
                 run = load(url, payloads, concurrency=clients, total=requests)
                 spent = {k: v - before.get(k, 0.0) for k, v in cpu_seconds().items()}
@@ -220,7 +222,11 @@ def main() -> None:
     parser.add_argument("--latency-requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="every measurement once, few requests (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        args.requests, args.latency_requests, args.clients, args.repeats = 300, 200, 8, 1
+    warm_up = min(300, args.requests)
 
     import numpy as np
 
@@ -239,7 +245,7 @@ def main() -> None:
         print(f"bare forward (predict_fn, batch 1, 1 thread): p50 {ms(bare_p50)}  p99 {ms(bare_p99)}")
 
         with Server(model_dir, max_batch=32) as batched_server, Server(model_dir, max_batch=1) as one_server:
-            load(batched_server.url, payloads, concurrency=1, total=300)  # warm-up
+            load(batched_server.url, payloads, concurrency=1, total=warm_up)  # warm-up
             single = load(batched_server.url, payloads, concurrency=1, total=args.latency_requests)
             assert not single.errors, single.errors[:3]
             p50, p99 = single.percentile(50), single.percentile(99)
@@ -248,7 +254,7 @@ def main() -> None:
             # Throughput: the two servers (idle while the other is measured) alternate, so that the
             # machine's drifting load falls on both alike; medians of --repeats runs each.
             for url in (batched_server.url, one_server.url):
-                load(url, payloads, concurrency=args.clients, total=500)
+                load(url, payloads, concurrency=args.clients, total=min(500, args.requests))
             rates: dict[str, list[float]] = {"batched": [], "one": []}
             p50s: dict[str, list[float]] = {"batched": [], "one": []}
             for _ in range(args.repeats):
@@ -266,7 +272,8 @@ def main() -> None:
         )
         print(f"  throughput ratio batched / batch-1 (medians): {batched / one:.2f}x (goal >= 3x)")
         print(f"  (machine: {os.cpu_count()} CPUs; server and clients share them)")
-        container_stack(model_dir, payloads, args.clients, args.requests, args.repeats)
+        container_warm_up = 300 if args.smoke else 3000
+        container_stack(model_dir, payloads, args.clients, args.requests, args.repeats, container_warm_up)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@
   (goal: trainer/loop >= 0.97 at both);
 
 Throughput is the median of the per-window samples/s the trainer prints, first window (warm-up) dropped.
-Usage: python bench/train.py [--steps N] [--repeats R]
+--smoke: every measurement once on a few steps (the tests run it so that the benchmark cannot rot;
+its figures mean nothing).
+Usage: python bench/train.py [--steps N] [--repeats R] [--smoke]
 """
 
 from __future__ import annotations
@@ -131,18 +133,18 @@ def timed(procs: int, steps: int, threads: int, port: int, checkpoint_every: int
 
 def emulation_own_seconds(procs: int) -> float:
     """What `sagestack local train` does before the script starts, for one host of `procs`."""
-    from sagestack.local.runner import LocalTrainOptions, prepare_hosts, prepare_request
+    from sagestack.local.hosts import prepare_hosts
+    from sagestack.local.job import LocalTrainOptions, local_training_request
     from sagestack.project import load_project
 
     loaded = load_project(ROOT, "dev")
     workdir = Path(tempfile.mkdtemp(prefix="bench-emulation-"))
     start = time.perf_counter()
-    request, _digest, archive = prepare_request(loaded, "classifier", {})
+    local = local_training_request(loaded, "classifier", {})
     prepare_hosts(
         loaded,
         "classifier",
-        request,
-        archive,
+        local,
         workdir,
         LocalTrainOptions(hosts=1, procs=procs),
         master_port=0,
@@ -154,11 +156,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="every measurement once, 60 steps (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.repeats = 60, 1  # 2 windows of 25 steps, a checkpoint at step 50
+    emulation_runs = 1 if args.smoke else 5
+    versus_procs = (2,) if args.smoke else (1, 2)  # the smoke run keeps every code path, not every figure
     cpus = len(os.sched_getaffinity(0))
     per_proc = max(1, cpus // 2)
     port = 29600
-    versus: dict[int, tuple[list[float], list[float]]] = {1: ([], []), 2: ([], [])}
+    versus: dict[int, tuple[list[float], list[float]]] = {procs: ([], []) for procs in versus_procs}
     one, two, ceiling, ckpt_off, ckpt_on, t_bare, t_emulation, ckpt_share = [], [], [], [], [], [], [], []
     emulation_own_seconds(2)  # imports and the DLC-URI cache once, outside the figure
     for r in range(args.repeats):
@@ -169,11 +176,11 @@ def main() -> None:
         t_bare.append(two_seconds)
         a, b = launch(1, args.steps, per_proc, p + 2), launch(1, args.steps, per_proc, p + 3)
         ceiling.append(finish(a)[0] + finish(b)[0])
-        t_emulation += [emulation_own_seconds(2) for _ in range(5)]
-        ckpt_off.append(timed(1, args.steps, per_proc, p + 6)[1])
+        t_emulation += [emulation_own_seconds(2) for _ in range(emulation_runs)]
+        ckpt_off.append(one[-1] if args.smoke else timed(1, args.steps, per_proc, p + 6)[1])
         ckpt_on.append(timed(1, args.steps, per_proc, p + 7, checkpoint_every=50)[1])
         ckpt_share.append(LAST_RUN["checkpoint_seconds"] / LAST_RUN["train_seconds"])
-        for procs in (1, 2):  # the trainer and the hand-written loop back to back, order alternating
+        for procs in versus_procs:  # the trainer and the hand-written loop back to back, order alternating
             order = [False, True] if r % 2 == 0 else [True, False]
             for k, is_loop in enumerate(order):
                 proc = launch(

@@ -3,8 +3,9 @@
 (1,797 JSON Lines records, the example's filters and join) with MultiRecord (as many records per
 request as fit MaxPayloadInMB) against SingleRecord (one request per record), alternating, three
 repetitions each; records/s and the ratio. The model is the example's CNN with seeded weights, as
-bench/serve.py builds it.
-Usage: python bench/transform.py [--repeat N]
+bench/serve.py builds it. --smoke: one repetition over 200 records (the tests run it so that the
+benchmark cannot rot; its figures mean nothing).
+Usage: python bench/transform.py [--repeat N] [--smoke]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serve import build_model_dir
 
-from sagestack.local.serve import load_handlers
+from sagestack.local.handlers import load_handlers
 from sagestack.local.transform import run_transform
 from sagestack.transforms.models import TransformSpec
 
@@ -43,9 +44,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="one repetition, 200 records (seconds)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     x, _ = load_digits(return_X_y=True)
+    if args.smoke:
+        args.repeat, x = 1, x[:200]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         handlers = load_handlers(build_model_dir(root / "model"))
