@@ -6,7 +6,7 @@ scripts from the project, and a least-privilege role for the nodes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -18,15 +18,19 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from sagestack.clusters.models import ClusterFsxSpec, ClusterSpec
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.cluster_props import (
+    DEFAULT_FILE_SYSTEM,
+    ClusterFileSystem,
+    ClusterInstanceGroup,
+    resolve_cluster_spec,
+)
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
-
-if TYPE_CHECKING:
-    from sagestack.clusters.models import ClusterFsxSpec
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
@@ -34,10 +38,16 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 class HyperPodCluster(Construct):
     """Props:
     names / key: the cluster's name is Names.cluster(key).
-    spec: the cluster's groups and settings as the spec's `clusters:` entry (a dict or ClusterSpec);
-      validated by the same model.
     lifecycle_dir: the folder of lifecycle scripts (copied to the artifact bucket, code/clusters/<key>/).
     artifacts / encryption_key: the project's bucket and key.
+    The cluster, as typed props (each default: the spec's):
+      instance_groups: name -> ClusterInstanceGroup (required: at least one).
+      file_system: ClusterFileSystem (default: 1200 GiB of FSx for Lustre at /fsx); None: none.
+      on_create: the lifecycle script each node runs when created (default 'on_create.sh').
+      node_recovery: replace faulty nodes automatically (default True).
+      vpc_cidr: the new VPC's range (default '10.42.0.0/16').
+    spec: or the cluster as the spec's `clusters:` entry (a ClusterSpec or its dict), in place of
+      the typed props (the spec path's door); validated by the same model.
     vpc: default: a new VPC (public + private subnets in one Availability Zone, one NAT gateway,
       flow logs); pass one to use its private subnets.
     removal_policy: of the file system (default RETAIN).
@@ -51,18 +61,28 @@ class HyperPodCluster(Construct):
         *,
         names: Names,
         key: str,
-        spec: Mapping[str, Any] | Any,
         lifecycle_dir: str,
         artifacts: ArtifactBucketBase,
         encryption_key: kms.IKey,
+        instance_groups: Mapping[str, ClusterInstanceGroup] | None = None,
+        file_system: ClusterFileSystem | None = DEFAULT_FILE_SYSTEM,
+        on_create: str | None = None,
+        node_recovery: bool | None = None,
+        vpc_cidr: str | None = None,
+        spec: ClusterSpec | Mapping[str, Any] | None = None,
         vpc: ec2.IVpc | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        from sagestack.clusters.models import ClusterSpec
-
-        cluster = spec if isinstance(spec, ClusterSpec) else ClusterSpec.model_validate(dict(spec))
+        cluster = resolve_cluster_spec(
+            spec,
+            instance_groups=instance_groups,
+            file_system=file_system,
+            on_create=on_create,
+            node_recovery=node_recovery,
+            vpc_cidr=vpc_cidr,
+        )
         self.spec = cluster
         self.names = names
         self.key = key
@@ -210,7 +230,10 @@ class HyperPodCluster(Construct):
             destination_key_prefix=prefix,
             prune=True,
             retain_on_delete=False,
-            role=iam.Role.from_role_arn(self, "LifecycleDeployRoleRef", role.role_arn, mutable=False),
+            # By name, so the imported role's account is the stack's: were it parsed from a token ARN,
+            # the bucket key's grant to it would go to the key policy in the foundation stack, which
+            # would then depend on this one (a cycle wherever the environment names its account).
+            role=iam.Role.from_role_name(self, "LifecycleDeployRoleRef", role.role_name, mutable=False),
         )
         deployment.node.add_dependency(role)
         acknowledge_at_synth(

@@ -121,6 +121,110 @@ def test_cluster_templates_pass_cfn_lint(cluster_app):
     assert code == 0, output
 
 
+def test_a_cluster_synthesizes_where_the_environment_names_its_account(project, tmp_path):
+    """The lifecycle deployment's role is imported with the stack's account: parsed from its token
+    ARN instead, the bucket key's grant went to the key policy in the foundation stack, which then
+    depended on the cluster stack (a cycle: DependencyCycle at synth)."""
+    from tests.support.cdk_app import BuiltApp
+
+    project.spec(SPEC).env("prod", 'account: "111111111111"\n')
+    _lifecycle(project.root)
+    app = BuiltApp(project.root, tmp_path / "out", ["prod"])
+    assert "ClusterresearchLifecycleDeployRole" not in json.dumps(app.template("prod").to_json())
+
+
+def _library_cluster(tmp_path, **props):  # type: ignore[no-untyped-def]
+    """A HyperPodCluster in a stack of its own (constructed, not synthesized)."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_kms as kms
+
+    from sagestack.constructs import ArtifactBucket, HyperPodCluster
+    from sagestack.core.names import Names
+
+    _lifecycle(tmp_path)
+    stack = Stack(App(), "S")
+    key = kms.Key(stack, "Key")
+    return HyperPodCluster(
+        stack,
+        "Cluster",
+        names=Names("digits", "dev"),
+        key="research",
+        lifecycle_dir=str(tmp_path / "cluster_src"),
+        artifacts=ArtifactBucket(stack, "Artifacts", encryption_key=key),
+        encryption_key=key,
+        **props,
+    )
+
+
+def test_the_typed_props_build_the_spec_s_own_cluster(tmp_path):
+    """The library door (typed props, CDK types) and the spec door make the same ClusterSpec."""
+    from aws_cdk import Size
+
+    from sagestack.clusters.models import ClusterSpec
+    from sagestack.constructs import ClusterFileSystem, ClusterInstanceGroup
+
+    spec = ClusterSpec.model_validate(  # SPEC's clusters.research
+        {
+            "instance_groups": {
+                "controller": {"instance_type": "ml.m5.xlarge", "node_type": "Controller"},
+                "login": {"instance_type": "ml.m5.xlarge", "node_type": "Login"},
+                "workers": {
+                    "instance_type": "ml.p5.48xlarge",
+                    "count": 2,
+                    "threads_per_core": 1,
+                    "volume_size_gb": 500,
+                    "partitions": ["gpu"],
+                },
+            }
+        }
+    )
+    typed = _library_cluster(
+        tmp_path,
+        instance_groups={
+            "controller": ClusterInstanceGroup("ml.m5.xlarge", node_type="Controller"),
+            "login": ClusterInstanceGroup("ml.m5.xlarge", node_type="Login"),
+            "workers": ClusterInstanceGroup(
+                "ml.p5.48xlarge",
+                count=2,
+                threads_per_core=1,
+                volume_size=Size.gibibytes(500),
+                partitions=["gpu"],
+            ),
+        },
+    )
+    assert typed.spec == spec
+    bigger = _library_cluster(
+        tmp_path / "b",
+        instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")},
+        file_system=ClusterFileSystem(storage=Size.gibibytes(2400), mount_path="/shared"),
+        node_recovery=False,
+    )
+    assert bigger.spec.fsx is not None and bigger.spec.fsx.storage_gib == 2400
+    assert bigger.request["NodeRecovery"] == "None"
+    none = _library_cluster(
+        tmp_path / "n", instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")}, file_system=None
+    )
+    assert none.file_system is None and none.spec.fsx is None
+
+
+def test_a_cluster_takes_one_door_and_says_what_the_model_refuses(tmp_path):
+    from sagestack.constructs import ClusterInstanceGroup
+
+    groups = {"workers": ClusterInstanceGroup("ml.p5.48xlarge")}
+    with pytest.raises(ValueError, match="either spec or the typed props"):
+        _library_cluster(
+            tmp_path,
+            spec={"instance_groups": {"w": {"instance_type": "ml.p5.48xlarge"}}},
+            instance_groups=groups,
+        )
+    with pytest.raises(ValueError, match="give instance_groups"):
+        _library_cluster(tmp_path / "b")
+    with pytest.raises(ValueError, match=r"instance_groups\.workers\.count"):
+        _library_cluster(
+            tmp_path / "c", instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge", count=0)}
+        )
+
+
 def test_the_create_cluster_request_is_valid_for_botocore():
     from sagestack.clusters.models import ClusterSpec
     from sagestack.clusters.request import create_cluster_request, stand_in_cluster_context
