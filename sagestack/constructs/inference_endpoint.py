@@ -160,13 +160,9 @@ class InferenceEndpoint(InferenceEndpointBase):
         )
         self.success_topic: sns.Topic | None = None
         self.error_topic: sns.Topic | None = None
-        asynchronous = None
-        if async_inference is not None:
-            asynchronous, topics = async_inference_config(
-                self, async_inference, endpoint_name=endpoint_name, key=encryption_key, role=execution_role
-            )
-            if topics is not None:
-                self.success_topic, self.error_topic = topics.success, topics.error
+        asynchronous = (
+            self._async(async_inference, encryption_key, execution_role) if async_inference else None
+        )
         self.config = endpoint_config(
             self,
             variant=production_variant(
@@ -226,6 +222,15 @@ class InferenceEndpoint(InferenceEndpointBase):
             batching=self._batching,
             vpc=self._vpc,
         )
+
+    def _async(
+        self, a: AsyncInference, key: kms.IKey | None, role: iam.IRole | iam.IGrantable
+    ) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
+        """The config's async settings; the topics it notifies become success_topic / error_topic."""
+        config, topics = async_inference_config(self, a, endpoint_name=self.endpoint_name, key=key, role=role)
+        if topics is not None:
+            self.success_topic, self.error_topic = topics.success, topics.error
+        return config
 
     def _endpoint(self, rollout: Rollout, *, retain: bool, shared: bool) -> sagemaker.CfnEndpoint:
         """The endpoint on the config. retain: a model change keeps the variant's current instance
