@@ -5,7 +5,6 @@ poll, the next instance candidate on capacity errors — then, for each ModelReg
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -24,66 +23,26 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.mlflow_server import grant_mlflow_logging
+from sagestack.constructs.model_registration import (
+    ModelRegistration,
+    append_registrations,
+    grant_registration_steps,
+)
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
+from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
-from sagestack.core.states import PipelineSettings
 from sagestack.endpoints.plan import EndpointPlan
-from sagestack.endpoints.request import ModelStepContext, lineage_of
+from sagestack.endpoints.request import lineage_of
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.models import JobSpec, job_spec_of
 from sagestack.training.plan import TrainingJobPlan, resolve_training_job
 from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
-
-
-@dataclass(frozen=True)
-class ModelRegistration:
-    """Compile (optionally) and register the trained model for one endpoint, after training.
-
-    endpoint: the endpoint's key (names the compilation jobs and the package's metadata).
-    compile: SageMaker Neo settings as in the spec's `compile:` (target_device, framework,
-      framework_version, input_shapes, compiler_options …); None registers the model as trained.
-    instance_type: the endpoint's instance type (the package lists its family as supported).
-    inference_image: the image that serves an uncompiled model (a compiled one's comes from Neo).
-    """
-
-    endpoint: str
-    compile: Mapping[str, Any] | None = None
-    instance_type: str | None = None
-    serverless: bool = False
-    inference_image: str = ""
-    _plan: EndpointPlan | None = field(default=None, compare=False)
-
-    def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
-        from sagestack.endpoints.models import EndpointSpec
-        from sagestack.endpoints.plan import endpoint_plan
-
-        if self._plan is not None:
-            return self._plan
-        spec: dict[str, Any] = {"model": {"from": source}}
-        if self.compile is not None:
-            spec["compile"] = dict(self.compile)
-        if self.instance_type:
-            spec["instance_type"] = self.instance_type
-        elif self.serverless:
-            spec["serverless"] = {}
-        return endpoint_plan(
-            names=names,
-            key=self.endpoint,
-            spec=EndpointSpec.model_validate(spec),
-            region=region,
-            inference_image=self.inference_image,
-        )
-
-    @staticmethod
-    def from_endpoint_plan(plan: EndpointPlan) -> ModelRegistration:
-        """The spec path's resolved endpoint (sagestack.endpoints.plan.resolve_endpoint)."""
-        return ModelRegistration(endpoint=plan.key, _plan=plan)
 
 
 class TrainingJobProps(TypedDict, total=False):
@@ -146,13 +105,6 @@ def _request_tags(names: Names, tags: Mapping[str, str] | None) -> tuple[tuple[s
     if tags is None:
         tags = {"sagestack:project": names.project, "sagestack:environment": names.env}
     return tuple(sorted(tags.items()))
-
-
-def stand_ins_for(deployment: Deployment) -> Deployment:
-    """The stand-ins a construct validates its requests with (the stack's account where it names one):
-    those `sagestack plan` and `sagestack lock` render with."""
-    account = None if Token.is_unresolved(deployment.account) else deployment.account
-    return Deployment.stand_ins(region=deployment.region, account=account, tags=deployment.tags)
 
 
 class TrainingPipeline(JobPipeline):
@@ -226,17 +178,11 @@ class TrainingPipeline(JobPipeline):
         execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
         if mlflow_server_arn is not None:
             grant_mlflow_logging(execution_role, mlflow_server_arn)
-        # What the requests (here, and in a TuningPipeline over this job) take from the deployment.
-        deployment = Deployment(
-            region=region,
-            account=Stack.of(scope).account,
-            role_arn=execution_role.role_arn,
-            bucket=artifacts.bucket_name,
-            kms_key_id=encryption_key.key_arn,
-            tags=_request_tags(names, tags),
+        deployment, stand_ins = deployments = _deployments(
+            scope, region, _request_tags(names, tags), execution_role, artifacts, encryption_key
         )
         job_plan, validated = _job_plans(
-            names, key, job_spec, deployment, image, source, source_sha256, mlflow_server_arn, validated
+            names, key, job_spec, deployments, image, source, source_sha256, mlflow_server_arn, validated
         )
         lineage_values = (*lineage_of(key, job_plan.digest, source_sha256), *sorted((lineage or {}).items()))
         settings = self._settings(poll_interval, backoff, topic, quota_codes)
@@ -248,6 +194,7 @@ class TrainingPipeline(JobPipeline):
             names=names,
             registry=registry,
             deployment=deployment,
+            stand_ins=stand_ins,
             lineage=lineage_values,
         )
         if job_spec.schedule is not None:
@@ -274,7 +221,7 @@ class TrainingPipeline(JobPipeline):
         self.job_plan: TrainingJobPlan = job_plan
         self.endpoint_plans = endpoint_plans
         self.execution_role = execution_role
-        self.deployment = deployment
+        self.deployment, self.stand_ins = deployment, stand_ins
         self.lineage: tuple[tuple[str, str], ...] = lineage_values
         self._grant_running(registry, endpoint_plans)
         if job_spec.run_on_deploy:
@@ -379,11 +326,32 @@ def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Ass
     return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
 
 
+def _deployments(
+    scope: Construct,
+    region: str,
+    tags: tuple[tuple[str, str], ...],
+    execution_role: ExecutionRoleBase,
+    artifacts: ArtifactBucketBase,
+    encryption_key: kms.IKey,
+) -> tuple[Deployment, Deployment]:
+    """What the requests (here, and in a TuningPipeline over this job) take from the deployment: its
+    tokens, which the template holds, and the stand-ins synth validates with."""
+    deployment = Deployment(
+        region=region,
+        account=Stack.of(scope).account,
+        role_arn=execution_role.role_arn,
+        bucket=artifacts.bucket_name,
+        kms_key_id=encryption_key.key_arn,
+        tags=tags,
+    )
+    return deployment, stand_in_deployment(scope, region=region, tags=tags)
+
+
 def _job_plans(
     names: Names,
     key: str,
     job: JobSpec,
-    deployment: Deployment,
+    deployments: tuple[Deployment, Deployment],  # the deployment's tokens, and its stand-ins
     image: TrainingImage,
     source: s3_assets.Asset,
     source_sha256: str,
@@ -393,6 +361,7 @@ def _job_plans(
     """The job rendered with the deployment's tokens (what the template holds), and as validated with
     stand-ins: `validated` when the environment already did it, else here (the library door), with
     the stand-ins `sagestack plan` and `sagestack lock` use (CloudFormation tokens are not ARNs)."""
+    deployment, stand_ins = deployments
     rules_image = rules_image_for(job, deployment.region)
     mlflow = None if mlflow_server_arn is None else MlflowTarget(mlflow_server_arn, names.prefix)
     resolve = partial(
@@ -411,7 +380,6 @@ def _job_plans(
 
     job_plan = resolve(context=token_context, validate=False)
     if validated is None:
-        stand_ins = stand_ins_for(deployment)
         if mlflow is not None and Token.is_unresolved(mlflow.arn):
             mlflow = MlflowTarget.stand_in(stand_ins, names)
         images = {
@@ -428,61 +396,3 @@ def _job_plans(
             f"({job_plan.digest}): its spec, code or images differ"
         )
     return job_plan, validated
-
-
-def append_registrations(
-    definition: dict[str, Any],
-    settings: PipelineSettings,
-    registrations: Sequence[ModelRegistration],
-    *,
-    source: str,
-    names: Names,
-    registry: ModelPackageGroupBase | None,
-    deployment: Deployment,
-    lineage: tuple[tuple[str, str], ...] = (),
-) -> tuple[dict[str, Any], list[EndpointPlan]]:
-    """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
-    (a job or search) trains; their requests validated with stand-ins, emitted with the
-    deployment's values. Returns the definition and the endpoints it registers for."""
-    from sagestack.endpoints.request import validate_model_requests
-    from sagestack.endpoints.states import append_model_steps
-
-    endpoints = [r.plan(names, deployment.region, source) for r in registrations]
-    if not endpoints:
-        return definition, endpoints
-    if registry is None:
-        raise ValueError("registrations need a registry (a ModelPackageGroup)")
-
-    def context(values: Deployment) -> ModelStepContext:
-        return ModelStepContext(
-            deployment=values, env=names.env, group_name=registry.group_name, lineage=lineage
-        )
-
-    stand_ins = context(stand_ins_for(deployment))
-    for ep in endpoints:
-        validate_model_requests(ep, stand_ins)
-    return append_model_steps(definition, endpoints, context(deployment), settings), endpoints
-
-
-def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | None) -> None:
-    """The pipeline's role may run this environment's compilation jobs and register versions."""
-    assert registry is not None
-    pipeline._grant_sagemaker(
-        actions.COMPILATION_JOBS_RUN,
-        "compilation-job",
-        pipeline.names.compilation_job_pattern,
-        "Compilation jobs whose names start with this environment's prefix (names are content-addressed, "
-        "so only the prefix is known at synth).",
-    )
-    registry.grant_register(pipeline.role)
-
-
-def grant_registration_steps(
-    pipeline: JobPipeline, registry: ModelPackageGroupBase | None, plans: Sequence[EndpointPlan]
-) -> None:
-    """Compile and register; and, when a batch transform follows a registration, run it."""
-    from sagestack.constructs.transform_pipeline import grant_transform_steps
-
-    grant_model_steps(pipeline, registry)
-    if any(p.transform is not None for p in plans):
-        grant_transform_steps(pipeline)

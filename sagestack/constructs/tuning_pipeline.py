@@ -15,13 +15,13 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.job_pipeline import JobPipeline
-from sagestack.constructs.model_registry import ModelPackageGroupBase
-from sagestack.constructs.training_pipeline import (
+from sagestack.constructs.model_registration import (
     ModelRegistration,
-    TrainingPipeline,
     append_registrations,
     grant_registration_steps,
 )
+from sagestack.constructs.model_registry import ModelPackageGroupBase
+from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
 from sagestack.tuning.models import TuningSpec, tuning_spec_of
@@ -105,6 +105,7 @@ class TuningPipeline(JobPipeline):
             names=names,
             registry=registry,
             deployment=training.deployment,
+            stand_ins=training.stand_ins,
             lineage=(*training.lineage, ("sagestack:tuning", key)),
         )
         super().__init__(
