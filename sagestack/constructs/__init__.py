@@ -8,6 +8,7 @@ aws-cdk-lib imports (aws/aws-cdk#19301). Import the classes from here:
 
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, ArtifactBucketBase
 from sagestack.constructs.cluster import HyperPodCluster
+from sagestack.constructs.cluster_props import ClusterFileSystem, ClusterInstanceGroup
 from sagestack.constructs.endpoint_async import AsyncInference
 from sagestack.constructs.endpoint_autoscaling import AutoScaling
 from sagestack.constructs.endpoint_components import InferenceComponent
@@ -20,12 +21,13 @@ from sagestack.constructs.inference_endpoint import InferenceEndpoint, Inference
 from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
 from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
 from sagestack.constructs.model_monitor import ModelMonitor
+from sagestack.constructs.model_registration import ModelRegistration
 from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.repository import project_repository
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage, repository_arn_of
-from sagestack.constructs.training_pipeline import ModelRegistration, TrainingPipeline
+from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.constructs.transform_pipeline import TransformPipeline
 from sagestack.constructs.tuning_pipeline import TuningPipeline
 from sagestack.core.names import Names
@@ -37,6 +39,8 @@ __all__ = [
     "AsyncInference",
     "AutoScaling",
     "Batching",
+    "ClusterFileSystem",
+    "ClusterInstanceGroup",
     "DataCapture",
     "ExecutionRole",
     "ExecutionRoleBase",
