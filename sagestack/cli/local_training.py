@@ -66,7 +66,8 @@ def local_train(
     root: RootOption = Path("."),
 ) -> None:
     """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
-    from sagestack.local.runner import LocalRunError, LocalTrainOptions, run_local_training
+    from sagestack.local.job import LocalRunError, LocalTrainOptions
+    from sagestack.local.runner import run_local_training
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), job, lambda spec: spec.jobs, "job")

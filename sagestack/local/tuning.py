@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.contract import cpu_count
-from sagestack.local.runner import LocalTrainOptions, run_local_training
+from sagestack.local.job import LocalTrainOptions
+from sagestack.local.runner import run_local_training
 from sagestack.project.loader import LoadedSpec
 from sagestack.tuning.models import RangeSpec, TuningSpec
 from sagestack.tuning.request import grid_points, max_jobs
@@ -78,6 +79,51 @@ def objective_from_log(text: str, regex: str) -> float | None:
     return values[-1] if values else None
 
 
+class Search:
+    """The strategy's samples: `suggest(i)` gives trial i's hyperparameters, `tell(trial)` reports
+    its objective back (Bayesian learns from it; the others sample ahead)."""
+
+    def __init__(self, tuning: TuningSpec, total: int) -> None:
+        self.total = total
+        self._study: Any = None
+        self._asked: dict[int, Any] = {}  # Bayesian: trial number -> optuna trial, told when it finishes
+        self._samples: list[dict[str, Any]] = []
+        if tuning.strategy == "Grid":
+            self._samples = grid_points(tuning)[:total]
+            self.total = len(self._samples)
+        elif tuning.strategy == "Bayesian":
+            import optuna
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            self._study = optuna.create_study(
+                direction="maximize" if tuning.objective.type == "Maximize" else "minimize",
+                sampler=optuna.samplers.TPESampler(
+                    seed=tuning.random_seed or 0, n_startup_trials=min(4, total)
+                ),
+            )
+            self._distributions = _optuna_distributions(tuning.ranges)
+        else:  # Random, and Hyperband's sampling
+            import numpy as np
+
+            rng = np.random.default_rng(tuning.random_seed or 0)
+            self._samples = [_sample_random(tuning.ranges, rng) for _ in range(total)]
+
+    def suggest(self, i: int) -> dict[str, Any]:
+        if self._study is None:
+            return self._samples[i]
+        trial = self._study.ask(self._distributions)
+        self._asked[i] = trial
+        return dict(trial.params)
+
+    def tell(self, trial: Trial) -> None:
+        if self._study is not None:
+            self._study.tell(
+                self._asked[trial.number],
+                trial.objective if trial.objective is not None else None,
+                state=None if trial.objective is not None else _failed_state(),
+            )
+
+
 def run_local_tuning(
     loaded: LoadedSpec,
     key: str,
@@ -91,43 +137,13 @@ def run_local_tuning(
 ) -> list[Trial]:
     spec = loaded.spec
     tuning: TuningSpec = spec.tuning[key]
-    job = spec.jobs[tuning.job]
-    regex = job.metric_definitions[tuning.objective.metric]
+    regex = spec.jobs[tuning.job].metric_definitions[tuning.objective.metric]
     total = budget or max_jobs(tuning)
     workers = max(1, min(parallel or tuning.max_parallel_jobs, cpu_count(), total))
     threads = max(1, cpu_count() // workers)
     root = workdir or loaded.root / ".sagestack" / "local" / (loaded.env or "project") / f"tune-{key}"
     static = {**(overrides or {}), **tuning.static_hyperparameters}
-    maximize = tuning.objective.type == "Maximize"
-    asked: dict[int, Any] = {}  # Bayesian: trial number -> optuna trial, told when it finishes
-
-    if tuning.strategy == "Grid":
-        points = grid_points(tuning)[:total]
-        suggest: Callable[[int], dict[str, Any]] = lambda i: points[i]  # noqa: E731
-        total = len(points)
-        study = None
-    elif tuning.strategy == "Bayesian":
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        bayes = optuna.create_study(
-            direction="maximize" if maximize else "minimize",
-            sampler=optuna.samplers.TPESampler(seed=tuning.random_seed or 0, n_startup_trials=min(4, total)),
-        )
-        study = bayes
-        dists = _optuna_distributions(tuning.ranges)
-
-        def suggest(i: int) -> dict[str, Any]:
-            trial = bayes.ask(dists)
-            asked[i] = trial
-            return dict(trial.params)
-    else:  # Random, and Hyperband's sampling
-        import numpy as np
-
-        rng = np.random.default_rng(tuning.random_seed or 0)
-        samples = [_sample_random(tuning.ranges, rng) for _ in range(total)]
-        suggest = lambda i: samples[i]  # noqa: E731
-        study = None
+    search = Search(tuning, total)
 
     def run_trial(i: int, params: dict[str, Any]) -> Trial:
         trial_dir = root / f"trial-{i:03d}"
@@ -151,50 +167,65 @@ def run_local_tuning(
         )
         return Trial(i, params, value, status, failure, trial_dir)
 
+    if tracking:
+        _prepare_store(loaded, tuning.job)
+    trials = _run_trials(search, workers, run_trial, on_trial)
+    ranked = rank(trials, tuning.objective.type == "Maximize")
+    if ranked and ranked[0].objective is not None:
+        _write_best(root / "best.json", ranked[0])
+    return ranked
+
+
+def _prepare_store(loaded: LoadedSpec, job_key: str) -> None:
+    """The local MLflow store, made once before trials run side by side (each would otherwise
+    create the schema); without mlflow each trial says so in its log."""
     from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
 
-    store = local_store(loaded, tuning.job) if tracking else None
+    store = local_store(loaded, job_key)
     if store is not None:
-        # Once, before trials run side by side (each would otherwise create the schema); without
-        # mlflow each trial says so in its log.
         with contextlib.suppress(TrackingUnavailable):
             prepare(store)
+
+
+def _run_trials(
+    search: Search,
+    workers: int,
+    run_trial: Callable[[int, dict[str, Any]], Trial],
+    on_trial: Callable[[Trial], None],
+) -> list[Trial]:
+    """Every trial, `workers` at a time; each next one suggested as a slot frees (so a Bayesian
+    search learns from every trial finished before it)."""
     trials: list[Trial] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         next_index = 0
         running: dict[Any, int] = {}
-        while next_index < total or running:
-            while next_index < total and len(running) < workers:
-                params = suggest(next_index)
+        while next_index < search.total or running:
+            while next_index < search.total and len(running) < workers:
+                params = search.suggest(next_index)
                 running[pool.submit(run_trial, next_index, params)] = next_index
                 next_index += 1
             done = next(iter(_wait_first(running)))
             running.pop(done)
             trial = done.result()
             trials.append(trial)
-            if study is not None:
-                study.tell(
-                    asked[trial.number],
-                    trial.objective if trial.objective is not None else None,
-                    state=None if trial.objective is not None else _failed_state(),
-                )
+            search.tell(trial)
             on_trial(trial)
-    ranked = rank(trials, maximize)
-    if ranked and ranked[0].objective is not None:
-        best = ranked[0]
-        # What `sagestack local compile` serves for an endpoint whose model comes from this search.
-        (root / "best.json").write_text(
-            json.dumps(
-                {
-                    "trial": best.number,
-                    "params": best.params,
-                    "objective": best.objective,
-                    "model_dir": str(best.workdir / "model"),
-                },
-                indent=2,
-            )
+    return trials
+
+
+def _write_best(path: Path, best: Trial) -> None:
+    """What `sagestack local compile` serves for an endpoint whose model comes from this search."""
+    path.write_text(
+        json.dumps(
+            {
+                "trial": best.number,
+                "params": best.params,
+                "objective": best.objective,
+                "model_dir": str(best.workdir / "model"),
+            },
+            indent=2,
         )
-    return ranked
+    )
 
 
 def _wait_first(futures: dict[Any, int]) -> set[Any]:

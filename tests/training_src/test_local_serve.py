@@ -26,7 +26,8 @@ def trained(tmp_path_factory):
     """The example project, its classifier trained for 2 epochs on one host."""
     import shutil
 
-    from sagestack.local.runner import LocalTrainOptions, run_local_training
+    from sagestack.local.job import LocalTrainOptions
+    from sagestack.local.runner import run_local_training
     from sagestack.project import load_project
     from tests.conftest import REPO, Project
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from sagestack.local.runner import LocalRunError, LocalTrainOptions, run_local_training
+from sagestack.local.job import LocalRunError, LocalTrainOptions
+from sagestack.local.runner import run_local_training
 
 pytestmark = pytest.mark.train
 

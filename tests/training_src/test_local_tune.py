@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sagestack.local.runner import LocalTrainOptions, run_local_training
+from sagestack.local.job import LocalTrainOptions
+from sagestack.local.runner import run_local_training
 from sagestack.local.tuning import objective_from_log, plot_objective, run_local_tuning
 
 pytestmark = pytest.mark.train

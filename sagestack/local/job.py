@@ -1,0 +1,83 @@
+"""A local training job: what it is asked to do (LocalTrainOptions), the request it runs
+(LocalRequest), and the error that stops it (LocalRunError).
+
+The request is rendered here and nowhere else in the local emulation, by training's own renderer
+(training.plan.resolve_training_job) with the local deployment's values (core.Deployment.local): the
+request `render` shows with stand-ins is the request a local run runs, with local values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagestack.core.deployment import Deployment
+from sagestack.core.names import Names
+from sagestack.core.sourcedir import pack_source_dir
+from sagestack.project.loader import LoadedSpec
+from sagestack.training.context import stand_in_context
+from sagestack.training.plan import resolve_training_job
+
+LOCAL_IMAGE = "local"  # the image (and the rule evaluator's image) is this machine's environment
+
+
+class LocalRunError(RuntimeError):
+    """The job cannot run here as asked; the message says why and what to change."""
+
+
+@dataclass(frozen=True)
+class LocalTrainOptions:
+    hosts: int = 1
+    procs: int = 1
+    interrupt_at: int | None = None
+    workdir: Path | None = None
+    fresh: bool = False  # drop checkpoints and outputs of earlier runs
+    overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameters, as the spec would set them
+    threads: int | None = None  # per process; default: this machine's cores shared by every process
+    install_requirements: bool = False  # pip install -r requirements.txt here, as the container does
+    tracking: bool = True  # with tracking.mlflow: log to the local MLflow store
+    tracking_tags: dict[str, str] = field(default_factory=dict)  # set on the run (e.g. the tuning trial)
+
+
+@dataclass(frozen=True)
+class LocalRequest:
+    """The first candidate's CreateTrainingJob request, with what rendered it."""
+
+    request: dict[str, Any]
+    digest: str  # the job's content hash
+    archive: bytes  # sourcedir.tar.gz, as the request's code location holds it
+    deployment: Deployment  # the local values the request was rendered with
+
+    @property
+    def job_name(self) -> str:
+        return str(self.request["TrainingJobName"])
+
+    @property
+    def job_arn(self) -> str:
+        d = self.deployment
+        return f"arn:aws:sagemaker:{d.region}:{d.account}:training-job/{self.job_name}"
+
+
+def local_training_request(loaded: LoadedSpec, job_key: str, overrides: dict[str, Any]) -> LocalRequest:
+    """The job's request rendered as for the cloud, with the local deployment's values and
+    hyperparameter overrides applied the way the spec would set them."""
+    spec = loaded.spec
+    if job_key not in spec.jobs:
+        raise LocalRunError(f"no job '{job_key}' (jobs: {', '.join(spec.jobs) or 'none'})")
+    job = spec.jobs[job_key]
+    if overrides:
+        job = job.model_copy(update={"hyperparameters": {**job.hyperparameters, **overrides}})
+    archive = pack_source_dir(loaded.root / job.source_dir)
+    deployment = Deployment.local(region=spec.region)
+    context = stand_in_context(deployment, image_uri=LOCAL_IMAGE, rules_image=LOCAL_IMAGE)
+    plan = resolve_training_job(
+        names=Names(spec.project, loaded.env or "local"),
+        key=job_key,
+        job=job,
+        source_sha256=archive.sha256,
+        image_uris={},
+        context=lambda _: context,
+        validate=False,
+    )
+    return LocalRequest(plan.candidates[0].request, plan.digest, archive.data, deployment)

@@ -1,0 +1,174 @@
+"""The processes of a local run: started as the container starts them, followed, and killed as one.
+
+Each process runs in a session of its own with its output in a log; its lines are followed as they
+come (the `metrics:` lines, and the step at which `interrupt_at` kills every process at once, the
+way a spot reclaim ends an instance). Killing finds every descendant first (torchrun starts its
+workers in sessions of their own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+METRICS_PREFIX = "metrics:"
+# Variables of a launcher that started this process; the local hosts must not inherit them.
+_STALE = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+)
+
+
+def parse_metrics(line: str) -> dict[str, float]:
+    # Same format as training_src/metrics.py (kept in step by a test; training_src imports nothing from here).
+    if not line.startswith(METRICS_PREFIX):
+        return {}
+    out = {}
+    for pair in line[len(METRICS_PREFIX) :].split():
+        name, _, value = pair.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and all its descendants, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop()
+        tree.append(pid)
+        queue += children.get(pid, [])
+    return tree
+
+
+@dataclass(frozen=True)
+class Command:
+    """One process to start: a host's script or launcher, or one rank of an MPI host."""
+
+    argv: list[str]
+    cwd: Path
+    environment: dict[str, str]  # on top of this process's (less a launcher's variables)
+    log: Path  # its output; the log's name (algo-1, algo-1-0) labels its lines
+
+    @property
+    def label(self) -> str:
+        return self.log.stem
+
+
+@dataclass(frozen=True)
+class Outcome:
+    codes: list[int]  # each process's exit code, in the order started
+    metrics: list[dict[str, float]]  # every metrics line, in the order read
+    interrupted_at: int | None  # the step at which every process was killed
+
+
+class Processes:
+    """The commands, started at once: `follow()` them to the end."""
+
+    def __init__(self, commands: list[Command]) -> None:
+        base = {k: v for k, v in os.environ.items() if k not in _STALE}
+        self.commands = commands
+        self.processes = [
+            subprocess.Popen(
+                c.argv,
+                cwd=c.cwd,
+                env={**base, **c.environment},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,  # its own process group: an interrupt kills the whole host
+            )
+            for c in commands
+        ]
+
+    def kill(self) -> None:
+        # torchrun starts each worker in a session of its own, so killing the launcher's process
+        # group is not enough: find every descendant first, then kill them all at once.
+        victims = [pid for p in self.processes for pid in _process_tree(p.pid)]
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def follow(
+        self,
+        *,
+        interrupt_at: int | None,
+        on_line: Callable[[str, str], None],
+        on_metrics: Callable[[dict[str, float]], None],
+    ) -> Outcome:
+        """Every line to its log and to `on_line`, metrics to `on_metrics`; all killed once a
+        metrics line reaches step `interrupt_at` (or on Ctrl-C)."""
+        metrics: list[dict[str, float]] = []
+        interrupted: list[int] = []
+        lock = threading.Lock()
+
+        def pump(command: Command, proc: subprocess.Popen[str]) -> None:
+            assert proc.stdout is not None
+            with command.log.open("w") as log:
+                for line in proc.stdout:
+                    log.write(line)
+                    log.flush()
+                    text = line.rstrip("\n")
+                    on_line(command.label, text)
+                    values = parse_metrics(text)
+                    if not values:
+                        continue
+                    with lock:
+                        metrics.append(values)
+                        on_metrics(values)
+                        step = values.get("step")
+                        if (
+                            interrupt_at is not None
+                            and not interrupted
+                            and step is not None
+                            and step >= interrupt_at
+                        ):
+                            interrupted.append(int(step))
+                            self.kill()
+
+        pumps = [
+            threading.Thread(target=pump, args=(c, p), daemon=True)
+            for c, p in zip(self.commands, self.processes, strict=True)
+        ]
+        for t in pumps:
+            t.start()
+        try:
+            codes = [p.wait() for p in self.processes]
+        except KeyboardInterrupt:
+            self.kill()
+            raise
+        for t in pumps:
+            t.join(timeout=10)
+        return Outcome(codes, metrics, interrupted[0] if interrupted else None)
