@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import torch
 
-from sagestack.local.runner import LocalTrainOptions, LocalTrainResult, run_local_training
+from sagestack.local.job import LocalTrainOptions
+from sagestack.local.runner import LocalTrainResult, run_local_training
 from tests.conftest import REPO, Project
 from tests.support import toolkit
 
