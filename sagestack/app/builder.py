@@ -44,12 +44,12 @@ def selected_environments(app: App, files: ProjectFiles) -> list[str]:
 
 def environment_accounts(files: ProjectFiles) -> dict[str, str]:
     """env -> account for every environment that names one (promotion targets read its models).
-    An environment the synth already loaded is not loaded again. One whose config does not load is
-    left out here; its own synth reports why."""
+    An environment the synth already loaded is not loaded again; the others are loaded without the
+    rules. One whose config does not load is left out here; its own synth reports why."""
     out: dict[str, str] = {}
     for env in files.environments():
         try:
-            account = files.load(env).spec.account
+            account = files.account(env)
         except SpecError:
             continue
         if account:

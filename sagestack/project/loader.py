@@ -7,7 +7,6 @@ file:line:column, key path, what was given and what is allowed.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
@@ -121,7 +120,7 @@ class ProjectFiles:
         """A YAML file of the project (a copy of it: loading changes what it is given)."""
         if display not in self._documents:
             self._documents[display] = read_yaml(self.root / display, display)
-        return copy.deepcopy(self._documents[display])
+        return self._documents[display].copy()
 
     def environment_files(self, env: str) -> EnvironmentFiles:
         if env not in self._env_files:
@@ -142,8 +141,17 @@ class ProjectFiles:
             self._loaded[key] = _load(self, env, run_rules)
         return self._loaded[key]
 
+    def account(self, env: str) -> str | None:
+        """The account environment `env` names: from its spec as loaded already, else loaded for it
+        without the rules (they judge the work, not the account). SpecError if it does not load."""
+        loaded = self._loaded.get((env, True)) or self._loaded.get((env, False))
+        return (loaded or self.load(env, run_rules=False)).spec.account
+
     def delivery(self) -> DeliverySpec | None:
         """The project's `delivery:` (a project-level key: overlays do not change it)."""
+        base = self._documents.get(PROJECT_FILE)
+        if base is not None and isinstance(base.data, dict) and "delivery" not in base.data:
+            return None  # the project file, read already, has none: no need to validate it alone
         return self.load(None, run_rules=False).spec.delivery
 
 
