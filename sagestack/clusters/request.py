@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.clusters.models import ClusterSpec
+from sagestack.core.catalog.instances import instance_type as catalog_instance
+from sagestack.core.contract import to_cmd_args
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
+from sagestack.training.request import script_arguments
 
 DEEP_HEALTH_CHECKS = ["InstanceStress", "InstanceConnectivity"]
 EBS_MOUNT = "/opt/sagemaker"  # where HyperPod mounts an instance group's extra EBS volume
@@ -32,7 +35,6 @@ class ClusterContext:
 
 
 def _accelerated(instance_type: str) -> bool:
-    from sagestack.core.catalog.instances import instance_type as catalog_instance
 
     try:
         return catalog_instance(instance_type).is_accelerated
@@ -118,9 +120,6 @@ def sbatch_script(
     """An sbatch script that runs the job's entry point on the cluster as the training container
     would: torchrun on every node (one srun task per node), the hyperparameters as the toolkit's
     arguments, SM_* folders on the shared file system."""
-    from sagestack.core.catalog.instances import instance_type as catalog_instance
-    from sagestack.core.contract import to_cmd_args
-    from sagestack.training.request import script_arguments
 
     group_name, group = compute_group(spec)
     nodes = min(job.instance_count, group.count)

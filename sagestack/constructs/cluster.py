@@ -19,6 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from sagestack.clusters.models import ClusterFsxSpec, ClusterSpec
+from sagestack.clusters.request import ClusterContext, create_cluster_request, stand_in_cluster_context
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.cluster_props import (
@@ -29,6 +30,7 @@ from sagestack.constructs.cluster_props import (
 )
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.validation import stand_in_deployment
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 
@@ -166,12 +168,6 @@ class HyperPodCluster(Construct):
         tags: tuple[tuple[str, str], ...],
     ) -> dict[str, Any]:
         """The CreateCluster request, validated with stand-ins, rendered with the stack's tokens."""
-        from sagestack.clusters.request import (
-            ClusterContext,
-            create_cluster_request,
-            stand_in_cluster_context,
-        )
-        from sagestack.core.catalog.service_model import validate_request
 
         cluster, names, key = self.spec, self.names, self.key
         stand_ins = stand_in_cluster_context(

@@ -11,6 +11,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from sagestack.constructs.validation import validate_as_request
+from sagestack.core.catalog.instances import instance_type as lookup
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,6 @@ def default_workers(instance_type: str | None) -> int:
     """TorchServe's own default: one worker per GPU, else one per vCPU."""
     if instance_type is None:
         return 1
-    from sagestack.core.catalog.instances import instance_type as lookup
 
     try:
         it = lookup(instance_type)

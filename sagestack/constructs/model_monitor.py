@@ -26,6 +26,7 @@ from sagestack.constructs.validation import stand_in_deployment, validate_as_req
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
+from sagestack.monitoring.models import MonitorSpec
 from sagestack.monitoring.states import (
     ENDPOINT_INPUT,
     OUTPUT,
@@ -77,7 +78,6 @@ class ModelMonitor(Construct):
         poll_interval: Duration | None = None,
         region: str | None = None,
     ) -> None:
-        from sagestack.monitoring.models import MonitorSpec
 
         super().__init__(scope, id)
         if isinstance(endpoint, InferenceEndpoint) and endpoint.config.data_capture_config is None:

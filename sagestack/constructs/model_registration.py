@@ -11,11 +11,14 @@ from typing import Any
 from sagestack.constructs import actions
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
+from sagestack.constructs.transform_pipeline import grant_transform_steps
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
-from sagestack.endpoints.plan import EndpointPlan
-from sagestack.endpoints.request import ModelStepContext
+from sagestack.endpoints.models import EndpointSpec
+from sagestack.endpoints.plan import EndpointPlan, endpoint_plan
+from sagestack.endpoints.request import ModelStepContext, validate_model_requests
+from sagestack.endpoints.states import append_model_steps
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,6 @@ class ModelRegistration:
     _plan: EndpointPlan | None = field(default=None, compare=False)
 
     def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
-        from sagestack.endpoints.models import EndpointSpec
-        from sagestack.endpoints.plan import endpoint_plan
 
         if self._plan is not None:
             return self._plan
@@ -78,8 +79,6 @@ def append_registrations(
     """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
     (a job or search) trains; their requests validated with `stand_ins`, emitted with the
     deployment's values. Returns the definition and the endpoints it registers for."""
-    from sagestack.endpoints.request import validate_model_requests
-    from sagestack.endpoints.states import append_model_steps
 
     endpoints = [r.plan(names, deployment.region, source) for r in registrations]
     if not endpoints:
@@ -114,7 +113,6 @@ def grant_registration_steps(
     pipeline: JobPipeline, registry: ModelPackageGroupBase | None, plans: Sequence[EndpointPlan]
 ) -> None:
     """Compile and register; and, when a batch transform follows a registration, run it."""
-    from sagestack.constructs.transform_pipeline import grant_transform_steps
 
     grant_model_steps(pipeline, registry)
     if any(p.transform is not None for p in plans):

@@ -13,6 +13,7 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from sagestack.constructs.job_pipeline import JobPipelineBase
+from sagestack.training.retrain import retrain_input
 
 
 class RetrainingSchedule(Construct):
@@ -43,7 +44,6 @@ class RetrainingSchedule(Construct):
         description: str | None = None,
         retry_attempts: int = 3,
     ) -> None:
-        from sagestack.training.retrain import retrain_input
 
         super().__init__(scope, id)
         # Only Scheduler, and only on behalf of this account (the confused-deputy guard AWS documents).

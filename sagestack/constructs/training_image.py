@@ -13,6 +13,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
+from sagestack.core.sourcedir import dockerfile_fingerprint
 
 _ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)")
 
@@ -64,7 +66,6 @@ class TrainingImage:
         """An AWS Deep Learning Container, resolved now per instance type from sagemaker-core's image
         configs (CPU, GPU and Neuron builds differ). smp=True: the SageMaker model parallel (v2)
         container of the same PyTorch version. ValueError names what is not available."""
-        from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 
         uris = {
             t: (
@@ -101,7 +102,6 @@ class TrainingImage:
     ) -> TrainingImage:
         """Built from a Dockerfile and published by `cdk deploy` (Docker is needed only to publish,
         never to synthesize). The job's content hash covers every file of the folder."""
-        from sagestack.core.sourcedir import dockerfile_fingerprint
 
         asset = ecr_assets.DockerImageAsset(
             scope,

@@ -35,6 +35,7 @@ from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
+from sagestack.core.sourcedir import pack_source_dir
 from sagestack.endpoints.plan import EndpointPlan
 from sagestack.endpoints.request import lineage_of
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
@@ -313,7 +314,6 @@ class TrainingPipeline(JobPipeline):
 
 def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asset, str]:
     """The code as one deterministic archive per folder, written once per synth, and its sha256."""
-    from sagestack.core.sourcedir import pack_source_dir
 
     archive = pack_source_dir(code)
     stage = Stage.of(scope)

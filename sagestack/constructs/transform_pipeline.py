@@ -22,6 +22,9 @@ from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
+from sagestack.transforms.models import TransformSpec
+from sagestack.transforms.request import TransformPlan, validate_transform
+from sagestack.transforms.states import standalone_definition
 
 
 class TransformPipeline(JobPipeline):
@@ -62,9 +65,6 @@ class TransformPipeline(JobPipeline):
         quota_codes: Mapping[str, str] | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-        from sagestack.transforms.models import TransformSpec
-        from sagestack.transforms.request import TransformPlan, validate_transform
-        from sagestack.transforms.states import standalone_definition
 
         key = transform or id
         spec = TransformSpec.model_validate(

@@ -22,10 +22,13 @@ from sagestack.constructs.model_registration import (
 )
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.training_pipeline import TrainingPipeline
+from sagestack.core.catalog.quotas import quota_name, training_usage
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
 from sagestack.tuning.models import TuningSpec, tuning_spec_of
-from sagestack.tuning.states import TuningPipelineInputs
+from sagestack.tuning.request import render_tuning_request
+from sagestack.tuning.states import TuningPipelineInputs, tuning_pipeline
 
 
 class TuningPipeline(JobPipeline):
@@ -79,8 +82,6 @@ class TuningPipeline(JobPipeline):
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
     ) -> None:
-        from sagestack.tuning.request import render_tuning_request
-        from sagestack.tuning.states import tuning_pipeline
 
         key = search or id
         names = training.names
@@ -182,8 +183,6 @@ def _validate(
 ) -> None:
     """The library door validates the search's request rendered with its job's stand-ins; the spec
     path's was validated with its environment's (it must name the same tuning job)."""
-    from sagestack.core.catalog.service_model import validate_request
-    from sagestack.tuning.request import render_tuning_request
 
     if validated is None:
         validated = render_tuning_request(tuning, key=key, names=names, job_plan=training.validation_plan)
@@ -200,7 +199,6 @@ def _inputs(
     key: str, names: Names, tuning: TuningSpec, job: JobSpec, request: dict[str, Any]
 ) -> TuningPipelineInputs:
     """What the search's states need: the request, and the quota its parallel trials take."""
-    from sagestack.core.catalog.quotas import quota_name, training_usage
 
     return TuningPipelineInputs(
         key=key,

@@ -17,6 +17,7 @@ import jsii
 from aws_cdk import CfnResource, Stack, Token
 from constructs import IConstruct, IValidation
 
+from sagestack.core.catalog.service_model import RequestValidationError, validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.standins import SAMPLE_ACCOUNT, stand_in_key_arn, stand_in_role_arn
 
@@ -85,7 +86,6 @@ class _AsRequest:
         self._add = add
 
     def validate(self) -> list[str]:
-        from sagestack.core.catalog.service_model import RequestValidationError, validate_request
 
         request = {k: v for k, v in request_of(self._resource).items() if k not in self._drop}
         request.update({k: v for k, v in self._add.items() if k not in request})

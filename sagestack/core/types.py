@@ -8,6 +8,10 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from sagestack.core.catalog.instances import check_instance_type
+from sagestack.core.catalog.service_model import enum_values, sagemaker_regions
+from sagestack.core.catalog.suggest import did_you_mean
+
 _DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s)?\s*$")
 
 
@@ -94,8 +98,6 @@ AccountId = Annotated[
 
 
 def _region(value: Any) -> Any:
-    from sagestack.core.catalog.service_model import sagemaker_regions
-    from sagestack.core.catalog.suggest import did_you_mean
 
     regions = sagemaker_regions()
     if value not in regions:
@@ -114,7 +116,6 @@ Region = Annotated[
 
 def _instance_type(usage: str) -> BeforeValidator:
     def check(value: Any) -> Any:
-        from sagestack.core.catalog.instances import check_instance_type
 
         if not isinstance(value, str):
             raise PydanticCustomError("instance_type", "expected an instance type such as 'ml.g5.xlarge'")
@@ -148,8 +149,6 @@ HostingInstanceType = Annotated[
 
 
 def _cluster_instance_type(value: Any) -> Any:
-    from sagestack.core.catalog.service_model import enum_values
-    from sagestack.core.catalog.suggest import did_you_mean
 
     allowed = enum_values("ClusterInstanceType")
     if not isinstance(value, str) or value not in allowed:

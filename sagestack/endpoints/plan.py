@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
 from sagestack.core.catalog.instances import instance_types_for
 from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
 from sagestack.core.names import Names
@@ -54,7 +55,6 @@ def _job_of(plan: EnvironmentPlan, source: str) -> str:
 
 def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_type: str) -> str:
     """The DLC inference image for the model `source` (a job or search) trains, on `instance_type`."""
-    from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri
 
     job = plan.spec.jobs[_job_of(plan, source)]
     dlc = plan.spec.images[job.image].dlc
@@ -78,7 +78,6 @@ def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_typ
 
 def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
     """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
-    from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT
 
     ep = plan.spec.endpoints[key]
     inference_image = ""  # served only from a pinned package, which carries its own image
@@ -97,7 +96,6 @@ def endpoint_plan(
     """An endpoint's names, compile target, image and supported instance types. A compiled model's
     image comes from the Neo catalog (the compilation job reports it too); an uncompiled one is
     served by `inference_image`."""
-    from sagestack.core.catalog.images import ImageLookupError
 
     c = spec.compile
     target = cloud_target(c.target_device) if c and c.target_device else None

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.endpoints.plan import EndpointPlan
 
@@ -174,7 +175,6 @@ def stand_in_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> dict[str
 
 def validate_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> None:
     """Validate this endpoint's requests against the service model (ValueError listing every problem)."""
-    from sagestack.core.catalog.service_model import validate_request
 
     for operation, request in stand_in_model_requests(ep, ctx).items():
         validate_request(operation, request)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
+from sagestack.core.catalog.instances import is_retired
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 
@@ -154,8 +156,6 @@ def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
     ),
 )
 def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
-    from sagestack.core.catalog.instances import is_retired
 
     used: dict[str, list[str]] = {}
     smp_used: dict[str, list[str]] = {}

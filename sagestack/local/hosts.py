@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import (
     Devices,
     HostLayout,
@@ -58,7 +59,6 @@ def _extract(archive: bytes, dest: Path) -> None:
 def _simulated_devices(instance_type: str, procs: int) -> Devices:
     """A simulated host has `procs` accelerators of the instance's kind (what nvidia-smi or neuron-ls
     would count); a CPU instance has none, so the container starts one process there."""
-    from sagestack.core.catalog.instances import instance_type as catalog_instance
 
     it = catalog_instance(instance_type)
     cpus = os.cpu_count() or 1  # the toolkit's SM_NUM_CPUS is multiprocessing.cpu_count()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
 from sagestack.local.hosts import HostPlan, prepare_hosts
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
@@ -160,7 +161,6 @@ def _tracking(
 def _scale_notes(request: dict[str, Any], options: LocalTrainOptions) -> list[str]:
     """Where the simulated cluster is smaller than the cloud's, say so (the world size, the global
     batch and the scaled learning rate follow it)."""
-    from sagestack.core.catalog.instances import instance_type as catalog_instance
 
     itype = request["ResourceConfig"]["InstanceType"]
     count = request["ResourceConfig"]["InstanceCount"]

@@ -33,6 +33,7 @@ from sagestack.local.asgi import (
 )
 from sagestack.local.async_inference import REAL_TIME_ONLY, AsyncInvocations, AsyncOptions
 from sagestack.local.batching import Batcher
+from sagestack.local.capture import CaptureWriter
 from sagestack.local.handlers import JSON, UTF8_TYPES, Handlers, ServeError, load_handlers
 
 
@@ -161,8 +162,6 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
     handlers = load_handlers(model_dir)
     capture = None
     if options.capture_dir is not None:
-        from sagestack.local.capture import CaptureWriter
-
         capture = CaptureWriter(options.capture_dir, options.capture_percent)
     app = ServingApp(
         handlers,

@@ -21,6 +21,7 @@ from typing import Any
 from sagestack.core.contract import cpu_count
 from sagestack.local.job import LocalTrainOptions
 from sagestack.local.runner import run_local_training
+from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
 from sagestack.project.loader import LoadedSpec
 from sagestack.tuning.models import RangeSpec, TuningSpec
 from sagestack.tuning.request import grid_points, max_jobs
@@ -179,7 +180,6 @@ def run_local_tuning(
 def _prepare_store(loaded: LoadedSpec, job_key: str) -> None:
     """The local MLflow store, made once before trials run side by side (each would otherwise
     create the schema); without mlflow each trial says so in its log."""
-    from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
 
     store = local_store(loaded, job_key)
     if store is not None:

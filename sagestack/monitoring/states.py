@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
@@ -113,7 +114,6 @@ def baseline_request(m: MonitorPlan, deployment: Deployment, *, name: str, image
 
 
 def validate_baseline(m: MonitorPlan, deployment: Deployment, *, image: str) -> None:
-    from sagestack.core.catalog.service_model import validate_request
 
     validate_request(
         "CreateProcessingJob", baseline_request(m, deployment, name=f"{m.prefix}-{'0' * 32}", image=image)

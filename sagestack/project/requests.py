@@ -14,13 +14,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
+from sagestack.endpoints.plan import resolve_endpoint, resolve_transform_registration
+from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
 from sagestack.project.environment import EnvironmentPlan
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.plan import TrainingJobPlan, resolve_training_job
+from sagestack.transforms.request import TransformPlan, stand_in_requests
+from sagestack.tuning.request import render_tuning_request
 
 if TYPE_CHECKING:
     from sagestack.endpoints.request import ModelStepContext
@@ -82,7 +87,6 @@ def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
 
 def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
     """The compile/register steps' deploy-time values, as concrete stand-ins (for validation)."""
-    from sagestack.endpoints.request import ModelStepContext
 
     return ModelStepContext(
         deployment=stand_in_deployment(plan), env=plan.env, group_name=plan.names.model_package_group
@@ -107,8 +111,6 @@ def render_training(plan: EnvironmentPlan, root: Path, *, validate: bool = True)
     """Every CreateTrainingJob and CreateHyperParameterTuningJob request of the environment (with
     the images and source archives they name), with stand-ins; validated unless told not to. The
     TrainingStack hands these very plans to its pipelines, which render them again only with tokens."""
-    from sagestack.core.catalog.service_model import validate_request
-    from sagestack.tuning.request import render_tuning_request
 
     out = EnvironmentRequests()
     deployment = stand_in_deployment(plan)
@@ -140,9 +142,6 @@ def render_training(plan: EnvironmentPlan, root: Path, *, validate: bool = True)
 def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
     """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
-    from sagestack.core.catalog.service_model import validate_request
-    from sagestack.endpoints.plan import resolve_endpoint
-    from sagestack.endpoints.request import stand_in_model_requests
 
     out = render_training(plan, root, validate=validate)
     ctx = stand_in_model_context(plan)
@@ -156,8 +155,6 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
             for operation, request in requests.items():
                 validate_request(operation, request)
         out.endpoints[key] = requests
-    from sagestack.endpoints.plan import resolve_transform_registration
-    from sagestack.transforms.request import TransformPlan, stand_in_requests
 
     for key, transform in plan.spec.transforms.items():
         requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), ctx.deployment)
@@ -176,7 +173,6 @@ def source_lineage(
     plan: EnvironmentPlan, out: EnvironmentRequests, source: str
 ) -> tuple[tuple[str, str], ...]:
     """The lineage a package registered from `source` (a job, or a search over one) carries."""
-    from sagestack.endpoints.request import lineage_of
 
     job = plan.spec.tuning[source].job if source in plan.spec.tuning else source
     lineage = lineage_of(job, out.jobs[job].digest, out.sources[plan.spec.jobs[job].source_dir])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sagestack.core.catalog.debugger import action_json, debugger_rules
+from sagestack.core.catalog.images import debugger_rules_image_uri
 from sagestack.training.context import RequestContext
 from sagestack.training.models import DebuggerSpec, JobSpec, ProfilerSpec
 
@@ -25,7 +27,6 @@ PROFILER_RULE_NAMES = {
 
 def rules_image_uri(region: str) -> str:
     """The Debugger/Profiler rule evaluator image for a region (sagemaker-core's debugger table)."""
-    from sagestack.core.catalog.images import debugger_rules_image_uri
 
     return debugger_rules_image_uri(region)
 
@@ -60,7 +61,6 @@ def debugger_configs(
     rules with a DebuggerHookConfig: each rule's default parameters, the user's on top, its actions
     as action_json (StopTraining's prefix is the job's name); the collections every rule needs merged
     into the hook with the hook's own (the hook's parameters win for a collection both name)."""
-    from sagestack.core.catalog.debugger import action_json, debugger_rules
 
     catalog = debugger_rules()
     rules: list[dict[str, Any]] = []

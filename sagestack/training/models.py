@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.model import StrictModel, VpcSpec, exactly_one
 from sagestack.core.types import (
     EmailAddress,
@@ -129,8 +130,6 @@ class ScheduleSpec(StrictModel):
         import zoneinfo
 
         if self.timezone not in zoneinfo.available_timezones():
-            from sagestack.core.catalog.suggest import did_you_mean
-
             raise PydanticCustomError(
                 "timezone",
                 "'{given}' is not an IANA time zone{hint}",

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sagestack.core.catalog.quotas import quota_name, training_usage
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.names import Names
 from sagestack.training.context import RequestContext
 from sagestack.training.identity import job_hash
@@ -65,8 +67,6 @@ def resolve_training_job(
     """Every candidate's request, `context` giving each candidate's. With validate=True each one is
     checked against botocore's SageMaker model (pass a context of concrete values, e.g.
     training.context.stand_in_contexts: CloudFormation tokens are not ARNs)."""
-    from sagestack.core.catalog.quotas import quota_name, training_usage
-    from sagestack.core.catalog.service_model import validate_request
 
     digest = job_hash(job, env=names.env, source_sha256=source_sha256, image_uris=image_uris)
     candidates = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from sagestack.core.catalog.instances import InstanceType, instance_type
+from sagestack.core.catalog.instances import InstanceType, instance_type, instance_types_for
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.training.models import JobSpec
 from sagestack.training.rules import candidates
@@ -165,7 +165,6 @@ def metric_regex(ctx: RuleContext) -> Iterator[Finding]:
     fix="Use the suggested multi-accelerator type with instance_count: 1.",
 )
 def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.core.catalog.instances import instance_types_for
 
     for name, job, i, it in candidates(ctx):
         acc = it.accelerator

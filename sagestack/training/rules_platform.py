@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from sagestack.core.catalog.instances import RETIRED_FAMILIES, current_replacement
+from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.training.rules import candidates
 
@@ -193,7 +195,6 @@ def framework_profiling_pytorch2(ctx: RuleContext) -> Iterator[Finding]:
     fix="Use the suggested current replacement.",
 )
 def retired_instance_type(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.core.catalog.instances import RETIRED_FAMILIES, current_replacement
 
     for name, _job, i, it in candidates(ctx):
         if it.family not in RETIRED_FAMILIES:
@@ -273,7 +274,6 @@ _TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:tr
     ),
 )
 def training_plan(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.core.catalog.suggest import did_you_mean
 
     for name, job in ctx.spec.jobs.items():
         for itype, arn in job.training_plans.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
@@ -119,7 +120,6 @@ def stand_in_requests(t: TransformPlan, deployment: Deployment) -> dict[str, dic
 
 
 def validate_transform(t: TransformPlan, deployment: Deployment) -> None:
-    from sagestack.core.catalog.service_model import validate_request
 
     for operation, request in stand_in_requests(t, deployment).items():
         validate_request(operation.split(" ")[0], request)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.tuning.request import grid_size
 
 
 @rule(
@@ -100,7 +101,6 @@ def tuning_static_overlap(ctx: RuleContext) -> Iterator[Finding]:
     fix="Make every range categorical, or choose Bayesian/Random.",
 )
 def tuning_grid_categorical(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.tuning.request import grid_size
 
     for name, t in ctx.spec.tuning.items():
         if t.strategy != "Grid":
@@ -169,7 +169,6 @@ def tuning_hyperband(ctx: RuleContext) -> Iterator[Finding]:
     fix="Set max_jobs, and keep max_parallel_jobs <= max_jobs (and within your quota).",
 )
 def tuning_budget(ctx: RuleContext) -> Iterator[Finding]:
-    from sagestack.tuning.request import grid_size
 
     for name, t in ctx.spec.tuning.items():
         if t.strategy != "Grid" and t.max_jobs is None:
