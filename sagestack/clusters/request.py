@@ -35,7 +35,6 @@ class ClusterContext:
 
 
 def _accelerated(instance_type: str) -> bool:
-
     try:
         return catalog_instance(instance_type).is_accelerated
     except (KeyError, ValueError):

@@ -187,7 +187,7 @@ class JobPipeline(JobPipelineBase):
             acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": reason})
         return grant
 
-    def _grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
+    def grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
         """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`."""
         arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
         return self._grant(what, arn, reason)

@@ -78,7 +78,6 @@ class ModelMonitor(Construct):
         poll_interval: Duration | None = None,
         region: str | None = None,
     ) -> None:
-
         super().__init__(scope, id)
         if isinstance(endpoint, InferenceEndpoint) and endpoint.config.data_capture_config is None:
             raise ValueError(f"endpoint '{endpoint.endpoint_name}': Model Monitor needs data capture")
@@ -149,7 +148,7 @@ class ModelMonitor(Construct):
             encryption_key=encryption_key,
             state_machine_name=names.baseline_state_machine(key),
         )
-        baseline._grant_sagemaker(
+        baseline.grant_sagemaker(
             actions.PROCESSING_JOBS_RUN,
             "processing-job",
             names.processing_job_pattern,

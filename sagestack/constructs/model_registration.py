@@ -40,7 +40,6 @@ class ModelRegistration:
     _plan: EndpointPlan | None = field(default=None, compare=False)
 
     def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
-
         if self._plan is not None:
             return self._plan
         spec: dict[str, Any] = {"model": {"from": source}}
@@ -99,7 +98,7 @@ def append_registrations(
 def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | None) -> None:
     """The pipeline's role may run this environment's compilation jobs and register versions."""
     assert registry is not None
-    pipeline._grant_sagemaker(
+    pipeline.grant_sagemaker(
         actions.COMPILATION_JOBS_RUN,
         "compilation-job",
         pipeline.names.compilation_job_pattern,

@@ -44,7 +44,6 @@ class RetrainingSchedule(Construct):
         description: str | None = None,
         retry_attempts: int = 3,
     ) -> None:
-
         super().__init__(scope, id)
         # Only Scheduler, and only on behalf of this account (the confused-deputy guard AWS documents).
         self.role = iam.Role(

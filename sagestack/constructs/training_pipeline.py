@@ -33,6 +33,7 @@ from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.validation import stand_in_deployment
+from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
@@ -71,6 +72,45 @@ def _seconds(duration: Duration | None) -> int | None:
     return None if duration is None else int(duration.to_seconds())
 
 
+# The spec key each typed prop sets (the props keep the CDK names: max_runtime is a Duration …).
+SPEC_KEY_OF_PROP = {
+    "instance_types": "instance_type",
+    "entry_point": "entry_point",
+    "instance_count": "instance_count",
+    "hyperparameters": "hyperparameters",
+    "max_runtime": "max_run",
+    "volume_size": "volume_size_gb",
+    "spot": "use_spot_instances",
+    "max_wait": "max_wait",
+    "max_pending_time": "max_pending_time",
+    "metric_definitions": "metric_definitions",
+    "distribution": "distribution",
+    "run_on_deploy": "run_on_deploy",
+}
+# What the construct's own props (image=, code=) decide; `options` may not name them.
+CONSTRUCT_KEYS = {"image": "image=", "source_dir": "code="}
+
+
+def check_job_props(key: str, props: Mapping[str, Any]) -> None:
+    """Refuse what Python's **kwargs would let through: an unknown prop (a misspelt one would
+    silently leave the job at its default), a missing instance_types, a key given twice."""
+    problems: list[str] = []
+    known = sorted(TrainingJobProps.__annotations__)
+    for name in sorted(set(props) - set(known)):
+        problems.append(f"unknown prop '{name}'{did_you_mean(name, known)}")
+    if not props.get("instance_types"):
+        problems.append("instance_types is required: the instance types to try, in order of preference")
+    options = dict(props.get("options") or {})
+    for spec_key, prop in CONSTRUCT_KEYS.items():
+        if spec_key in options:
+            problems.append(f"options['{spec_key}']: the construct's {prop} prop decides it")
+    for prop, spec_key in SPEC_KEY_OF_PROP.items():
+        if prop in props and props[prop] is not None and spec_key in options:
+            problems.append(f"'{prop}' is given as a prop and as options['{spec_key}']; give it once")
+    if problems:
+        raise TypeError(f"TrainingPipeline '{key}': " + "; ".join(problems))
+
+
 def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
     """The job the typed props describe, in the spec's units, validated by the spec's own model."""
     volume_size = props.get("volume_size")
@@ -96,6 +136,7 @@ def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
 def _job_of(key: str, code: str, job_spec: JobSpec | None, job_props: TrainingJobProps) -> JobSpec:
     """The spec's own job (the spec path's door), or the one the typed props describe."""
     if job_spec is None:
+        check_job_props(key, job_props)
         return job_spec_from_props(code, job_props)
     if job_props:
         raise ValueError(f"TrainingPipeline '{key}': job_spec is the whole job; drop {', '.join(job_props)}")
@@ -234,7 +275,7 @@ class TrainingPipeline(JobPipeline):
     ) -> None:
         """The pipeline's role may run this environment's training jobs as the execution role, check
         quotas, and run the model steps it has."""
-        self._grant_sagemaker(
+        self.grant_sagemaker(
             actions.TRAINING_JOBS_RUN,
             "training-job",
             self.names.training_job_pattern,

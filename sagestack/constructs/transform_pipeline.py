@@ -65,7 +65,6 @@ class TransformPipeline(JobPipeline):
         quota_codes: Mapping[str, str] | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-
         key = transform or id
         spec = TransformSpec.model_validate(
             {
@@ -110,14 +109,14 @@ class TransformPipeline(JobPipeline):
 
 def grant_transform_steps(pipeline: JobPipeline) -> None:
     """The pipeline's role may make models and run transform jobs of this environment only."""
-    pipeline._grant_sagemaker(
+    pipeline.grant_sagemaker(
         actions.MODELS_CREATE,
         "model",
         pipeline.names.transform_job_pattern,
         "Models whose names start with this environment's prefix (content-addressed by package, so only "
         "the prefix is known at synth).",
     )
-    pipeline._grant_sagemaker(
+    pipeline.grant_sagemaker(
         actions.TRANSFORM_JOBS_RUN,
         "transform-job",
         pipeline.names.transform_job_pattern,

@@ -82,7 +82,6 @@ class TuningPipeline(JobPipeline):
         registry: ModelPackageGroupBase | None = None,
         registrations: Sequence[ModelRegistration] = (),
     ) -> None:
-
         key = search or id
         names = training.names
         search_props = {  # prop -> (spec key, `outer.inner` when nested; value)
@@ -125,7 +124,7 @@ class TuningPipeline(JobPipeline):
         self.tuning_spec = tuning
         self.request = request
         self.endpoint_plans = endpoint_plans
-        self._grant_sagemaker(
+        self.grant_sagemaker(
             actions.TUNING_JOBS_RUN,
             "hyper-parameter-tuning-job",
             names.tuning_job_pattern,

@@ -86,7 +86,6 @@ class _AsRequest:
         self._add = add
 
     def validate(self) -> list[str]:
-
         request = {k: v for k, v in request_of(self._resource).items() if k not in self._drop}
         request.update({k: v for k, v in self._add.items() if k not in request})
         try:

@@ -98,7 +98,6 @@ AccountId = Annotated[
 
 
 def _region(value: Any) -> Any:
-
     regions = sagemaker_regions()
     if value not in regions:
         raise PydanticCustomError(
@@ -116,7 +115,6 @@ Region = Annotated[
 
 def _instance_type(usage: str) -> BeforeValidator:
     def check(value: Any) -> Any:
-
         if not isinstance(value, str):
             raise PydanticCustomError("instance_type", "expected an instance type such as 'ml.g5.xlarge'")
         problem = check_instance_type(value, usage)  # type: ignore[arg-type]
@@ -149,7 +147,6 @@ HostingInstanceType = Annotated[
 
 
 def _cluster_instance_type(value: Any) -> Any:
-
     allowed = enum_values("ClusterInstanceType")
     if not isinstance(value, str) or value not in allowed:
         raise PydanticCustomError(

@@ -156,7 +156,6 @@ def prod_retains_data(ctx: RuleContext) -> Iterator[Finding]:
     ),
 )
 def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
-
     used: dict[str, list[str]] = {}
     smp_used: dict[str, list[str]] = {}
     for job in ctx.spec.jobs.values():

@@ -114,7 +114,6 @@ def baseline_request(m: MonitorPlan, deployment: Deployment, *, name: str, image
 
 
 def validate_baseline(m: MonitorPlan, deployment: Deployment, *, image: str) -> None:
-
     validate_request(
         "CreateProcessingJob", baseline_request(m, deployment, name=f"{m.prefix}-{'0' * 32}", image=image)
     )

@@ -9,10 +9,10 @@ rules lived in fewer modules, so moving a rule to its feature changes no output.
 from sagestack.clusters import rules as clusters
 from sagestack.delivery import rules as delivery
 from sagestack.tracking import rules as tracking
+from sagestack.foundation import rules as foundation
 from sagestack.endpoints import rules as endpoints
 from sagestack.endpoints import rules_modes as endpoint_modes
 from sagestack.transforms import rules as transforms
-from sagestack.foundation import rules as foundation
 from sagestack.training import rules as training_distribution
 from sagestack.training import rules_job as training_job
 from sagestack.training import rules_platform as training_platform
@@ -25,10 +25,10 @@ FEATURE_RULES = (
     clusters,
     delivery,
     tracking,
+    foundation,
     endpoints,
     endpoint_modes,
     transforms,
-    foundation,
     training_distribution,
     training_job,
     training_platform,

@@ -165,7 +165,6 @@ def metric_regex(ctx: RuleContext) -> Iterator[Finding]:
     fix="Use the suggested multi-accelerator type with instance_count: 1.",
 )
 def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]:
-
     for name, job, i, it in candidates(ctx):
         acc = it.accelerator
         if job.instance_count < 2 or acc is None or acc.count != 1 or acc.kind == "unknown":

@@ -195,7 +195,6 @@ def framework_profiling_pytorch2(ctx: RuleContext) -> Iterator[Finding]:
     fix="Use the suggested current replacement.",
 )
 def retired_instance_type(ctx: RuleContext) -> Iterator[Finding]:
-
     for name, _job, i, it in candidates(ctx):
         if it.family not in RETIRED_FAMILIES:
             continue
@@ -274,7 +273,6 @@ _TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:tr
     ),
 )
 def training_plan(ctx: RuleContext) -> Iterator[Finding]:
-
     for name, job in ctx.spec.jobs.items():
         for itype, arn in job.training_plans.items():
             where = ("jobs", name, "training_plans", itype)

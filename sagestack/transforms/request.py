@@ -120,6 +120,5 @@ def stand_in_requests(t: TransformPlan, deployment: Deployment) -> dict[str, dic
 
 
 def validate_transform(t: TransformPlan, deployment: Deployment) -> None:
-
     for operation, request in stand_in_requests(t, deployment).items():
         validate_request(operation.split(" ")[0], request)

@@ -101,7 +101,6 @@ def tuning_static_overlap(ctx: RuleContext) -> Iterator[Finding]:
     fix="Make every range categorical, or choose Bayesian/Random.",
 )
 def tuning_grid_categorical(ctx: RuleContext) -> Iterator[Finding]:
-
     for name, t in ctx.spec.tuning.items():
         if t.strategy != "Grid":
             continue
@@ -169,7 +168,6 @@ def tuning_hyperband(ctx: RuleContext) -> Iterator[Finding]:
     fix="Set max_jobs, and keep max_parallel_jobs <= max_jobs (and within your quota).",
 )
 def tuning_budget(ctx: RuleContext) -> Iterator[Finding]:
-
     for name, t in ctx.spec.tuning.items():
         if t.strategy != "Grid" and t.max_jobs is None:
             yield Finding(

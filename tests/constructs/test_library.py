@@ -291,8 +291,22 @@ def test_typed_props_build_the_job_through_the_spec_s_model():
         }
     )
     assert pipeline.job_plan.candidates[0].request["StoppingCondition"]["MaxPendingTimeInSeconds"] == 7200
-    with pytest.raises(ValueError, match="max_run: given both as a prop and in options"):
+    with pytest.raises(TypeError, match=r"'max_runtime' is given as a prop and as options\['max_run'\]"):
         _pipeline(_stack(), options={"max_run": 60})
+
+
+def test_typed_props_refuse_what_keyword_arguments_would_let_through():
+    """A misspelt prop must not leave the job at its default without a word."""
+    with pytest.raises(TypeError, match="unknown prop 'max_run'; did you mean 'max_runtime'"):
+        _pipeline(_stack(), max_run=3600)
+    with pytest.raises(TypeError, match="unknown prop 'spot_instances'"):
+        _pipeline(_stack(), spot_instances=True)
+    from sagestack.constructs.training_pipeline import check_job_props
+
+    with pytest.raises(TypeError, match="instance_types is required"):
+        check_job_props("classifier", {"entry_point": "train.py"})
+    with pytest.raises(TypeError, match=r"options\['image'\]: the construct's image= prop decides it"):
+        _pipeline(_stack(), options={"image": "other"})
 
 
 def test_the_library_door_validates_its_own_requests_against_botocore():

@@ -163,3 +163,73 @@ def test_rule_errors_carry_location_and_rule_id(project):
         "config/sagestack.yaml:7:12: jobs.classifier.image: image 'trian' is not defined under images:; "
         "did you mean 'train'? (defined: train) [image-reference]"
     ]
+
+
+# The registry's order as it was before the rules moved to their features (main at aed13dd): the
+# order `sagestack rules` lists them in and load warnings come in.
+REGISTRY_ORDER = [
+    "cluster-controller",
+    "cluster-lifecycle-script",
+    "delivery-environments",
+    "delivery-approval",
+    "tracking-requirements",
+    "image-reference",
+    "tuning-job-reference",
+    "endpoint-model-reference",
+    "dockerfile-exists",
+    "source-dir-exists",
+    "prod-retains-data",
+    "dlc-in-region",
+    "tag-limits",
+    "endpoint-model-source",
+    "endpoint-capacity",
+    "endpoint-compile-target",
+    "endpoint-compile-family",
+    "endpoint-compile-framework",
+    "endpoint-input-shapes",
+    "endpoint-autoscaling",
+    "endpoint-package-region",
+    "endpoint-name-length",
+    "endpoint-inference-image",
+    "endpoint-batching-handler",
+    "endpoint-async",
+    "endpoint-rollout",
+    "endpoint-components",
+    "endpoint-monitor",
+    "transform-model-source",
+    "transform-payload",
+    "smddp-instance-types",
+    "trainium-torch-distributed",
+    "p5-smddp-needs-torch-distributed",
+    "mpi-processes-per-host",
+    "efa-multi-node",
+    "distribution-on-single-cpu",
+    "spot-max-wait",
+    "spot-checkpoint",
+    "warm-pool-not-with-spot",
+    "hyperparameter-limits",
+    "metric-regex",
+    "prefer-one-multi-accelerator-instance",
+    "multi-host-without-distribution",
+    "dataloader-workers-per-cpu",
+    "requirements-need-network",
+    "smp-v2-instance-types",
+    "smp-version-parameters",
+    "training-compiler",
+    "framework-profiling-pytorch2",
+    "retired-instance-type",
+    "file-system-channel",
+    "training-plan",
+    "tuning-objective-metric",
+    "tuning-range-bounds",
+    "tuning-static-overlap",
+    "tuning-grid-categorical",
+    "tuning-hyperband",
+    "tuning-budget",
+]
+
+
+def test_the_registry_keeps_its_order_across_the_move_to_features():
+    from sagestack.project.rules import RULES
+
+    assert list(RULES)[: len(REGISTRY_ORDER)] == REGISTRY_ORDER
