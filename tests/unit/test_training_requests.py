@@ -688,3 +688,53 @@ def test_a_max_pending_time_outside_what_sagemaker_allows_is_located(project):
             "config/sagestack.yaml:9:23: jobs.classifier.max_pending_time: Input should be less than or equal to"
         )
     )
+
+
+@pytest.mark.parametrize("candidates", [["ml.g5.2xlarge"], ["ml.g5.2xlarge", "ml.g4dn.2xlarge"]])
+def test_a_retrain_leaves_no_content_hash_behind_but_the_spec_hash_tag(candidates):
+    """training/retrain.py lists where a CreateTrainingJob names things by content hash; a request
+    field added later that carries the hash must join that list, or a retrain would reuse the old
+    name or prefix. Every option that puts the hash in a request is set here: any static copy of
+    the hash left after the rewrite (the spec-hash tag aside: a retrain trains the same spec) fails."""
+    import dataclasses
+    import json
+
+    from sagestack.core.states import PipelineSettings
+    from sagestack.training.context import MlflowTarget
+    from sagestack.training.retrain import retrainable
+    from sagestack.training.states import training_pipeline
+
+    arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:mlflow-tracking-server/digits-dev-mlflow"
+
+    def ctx(itype: str) -> RequestContext:
+        return dataclasses.replace(context(GPU)(itype), mlflow=MlflowTarget(arn, "digits-dev"))
+
+    job = JobSpec.model_validate(
+        {
+            "image": "train",
+            "instance_type": candidates,
+            "checkpoint": {"every_steps": 10},
+            "tensorboard": True,
+            "debugger": {"rules": [{"rule": "loss_not_decreasing"}]},
+            "profiler": {"rules": ["profiler_report"]},
+        }
+    )
+    plan = resolve_training_job(
+        names=Names("digits", "dev"),
+        key="classifier",
+        job=job,
+        source_sha256="0" * 64,
+        image_uris={},
+        context=ctx,
+    )
+    definition = retrainable(training_pipeline(plan, PipelineSettings()))
+    creates = [
+        s["Parameters"]
+        for s in definition["States"].values()
+        if str(s.get("Resource", "")).endswith("sagemaker:createTrainingJob")
+    ]
+    assert creates
+    for params in creates:
+        rest = {k: v for k, v in params.items() if k != "Tags"}
+        assert plan.digest not in json.dumps(rest), json.dumps(rest, indent=1)
+        assert {"Key": "sagestack:spec-hash", "Value": plan.digest} in params["Tags"]
