@@ -5,6 +5,7 @@ the same cdk-nag pack. `-c sagestack:environments=dev` builds some of them, as s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from aws_cdk import (
@@ -27,8 +28,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import AwsSolutionsChecks
-
-from sagestack.app.builder import cdk_json_context
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIXES = (
@@ -223,8 +222,15 @@ def mlflow_server(
     return server
 
 
+def cdk_json_context() -> dict[str, object]:
+    """cdk.json's feature flags, as sagestack's app reads them (imported from nothing of sagestack's,
+    so that the baseline pays for none of its imports)."""
+    context: dict[str, object] = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
+    return context
+
+
 def main() -> None:
-    app = App(context=cdk_json_context(ROOT))
+    app = App(context=cdk_json_context())
     selected = app.node.try_get_context("sagestack:environments")
     envs = {e: v for e, v in ENVS.items() if not selected or e in str(selected).split(",")}
     for env, (account, retain) in envs.items():
