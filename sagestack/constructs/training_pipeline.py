@@ -35,13 +35,14 @@ from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.deployment import Deployment
+from sagestack.core.model import spec_of
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.endpoints.plan import EndpointPlan
 from sagestack.endpoints.request import lineage_of
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
-from sagestack.training.models import JobSpec, job_spec_of
+from sagestack.training.models import JobSpec
 from sagestack.training.plan import TrainingJobPlan, resolve_training_job
 from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
@@ -49,7 +50,7 @@ from sagestack.training.states import training_pipeline
 
 class TrainingJobProps(TypedDict, total=False):
     """A TrainingPipeline's job as typed props (CDK types; each default: the spec's, as the SageMaker
-    SDK's Estimator). One function turns them into the job (training.models.job_spec_of)."""
+    SDK's Estimator). One function turns them into the job (core.model.spec_of)."""
 
     instance_types: Sequence[str]  # candidates in order of preference (required: at least one)
     entry_point: str  # default: 'train.py'
@@ -130,7 +131,7 @@ def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
         "distribution": props.get("distribution"),
         "run_on_deploy": props.get("run_on_deploy"),
     }
-    return job_spec_of(fields, props.get("options"))
+    return spec_of(JobSpec, fields, props.get("options"))
 
 
 def _job_of(key: str, code: str, job_spec: JobSpec | None, job_props: TrainingJobProps) -> JobSpec:

@@ -24,9 +24,10 @@ from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.core.catalog.quotas import quota_name, training_usage
 from sagestack.core.catalog.service_model import validate_request
+from sagestack.core.model import spec_of
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
-from sagestack.tuning.models import TuningSpec, tuning_spec_of
+from sagestack.tuning.models import TuningSpec
 from sagestack.tuning.request import render_tuning_request
 from sagestack.tuning.states import TuningPipelineInputs, tuning_pipeline
 
@@ -46,7 +47,7 @@ class TuningPipeline(JobPipeline):
         strategy ('Bayesian'), max_jobs (required unless 'Grid'), max_parallel_jobs (1),
         early_stopping ('Off').
         options: any other key of a `tuning:` entry (hyperband, completion, random_seed, warm_start,
-          static_hyperparameters), validated by the same schema (tuning.models.tuning_spec_of).
+          static_hyperparameters), validated by the same schema (core.model.spec_of).
       tuning_spec: or the search as the spec's own validated `tuning:` entry, in place of the typed
         props (the spec path's door).
       validated: its request already rendered with stand-ins and validated against botocore's model
@@ -169,7 +170,7 @@ def _search_of(
             spec.setdefault(outer, {})[inner] = value
         elif value is not None:
             spec[outer] = value
-    return tuning_spec_of(spec, options)
+    return spec_of(TuningSpec, spec, options)
 
 
 def _validate(

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def spec_of(model: type[M], props: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> M:
+    """A spec entry from a construct's typed props (spec keys, values in the spec's units; None: not
+    given, so the spec's default) and its `options` (any other key of the entry). The one way a
+    construct's props become a spec: validated by the spec's own model, so both doors share its
+    defaults, its checks and its error messages."""
+    given = {k: v for k, v in props.items() if v is not None}
+    twice = sorted(set(given) & set(options or {}))
+    if twice:
+        raise ValueError(f"{', '.join(twice)}: given both as a prop and in options; give each once")
+    return model.model_validate({**given, **(options or {})})
 
 
 def exactly_one(model: BaseModel, keys: tuple[str, ...], what: str) -> None:

@@ -17,6 +17,9 @@ SDK = "arn:aws:states:::aws-sdk:"
 CAPACITY_PATTERNS = ("*ResourceLimitExceeded*", "*CapacityError*", "*InsufficientCapacity*")
 IN_USE_PATTERNS = ("*ResourceInUse*",)
 CAUGHT = "$.error"  # where a Catch stores the error it caught
+# A training (or tuning) pipeline's last state: its output carries TrainingJobName and ModelArtifacts,
+# so model steps follow it.
+SUCCEEDED = "Succeeded"
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,18 @@ def notify(settings: PipelineSettings, subject: str, message: dict[str, str], nx
         catch_=catch(nxt, "$.notification_error"),
         nxt=nxt,
     )
+
+
+def notify_outcome(
+    settings: PipelineSettings, verb: str, name_path: str | None, nxt: str, kind: str = "Training"
+) -> dict[str, Any]:
+    """'Training job <name> succeeded.' (or the tuning pipeline's words) to the topic."""
+    message = (
+        {"Message.$": f"States.Format('{kind} job {{}} {verb}.', {name_path})"}
+        if name_path
+        else {"Message": f"A {kind.lower()} job {verb} by SageMaker; see the execution's error."}
+    )
+    return notify(settings, f"sagestack: {kind.lower()} {verb}", message, nxt)
 
 
 QUOTAS_PAGE = 100  # ListServiceQuotas' largest page

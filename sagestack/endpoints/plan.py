@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
+from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError
 from sagestack.core.catalog.instances import instance_types_for
 from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
 from sagestack.core.names import Names
+from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.transforms.request import TransformPlan
 
@@ -48,31 +49,20 @@ class EndpointResolutionError(ValueError):
     pass
 
 
-def _job_of(plan: EnvironmentPlan, source: str) -> str:
-    spec = plan.spec
-    return spec.tuning[source].job if source in spec.tuning else source
-
-
 def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_type: str) -> str:
     """The DLC inference image for the model `source` (a job or search) trains, on `instance_type`."""
 
-    job = plan.spec.jobs[_job_of(plan, source)]
-    dlc = plan.spec.images[job.image].dlc
-    if dlc is None:
-        raise EndpointResolutionError(
-            f"{what}: job '{job.image}' image is not a Deep Learning Container, so sagestack knows no "
-            "inference image for it; add compile: (Neo reports the image) or serve a registered model_package"
-        )
+    job = plan.spec.jobs[plan.spec.job_of(source)]
     try:
-        return dlc_image_uri(
-            dlc.framework,
-            dlc.version,
-            dlc.py_version,
-            region=plan.region,
-            instance_type=instance_type,
-            scope="inference",
+        return inference_image_uri(
+            plan.spec.images[job.image], region=plan.region, instance_type=instance_type
         )
-    except ImageLookupError as e:
+    except InferenceImageError as e:
+        if e.dlc is None:
+            raise EndpointResolutionError(
+                f"{what}: job '{job.image}' image is not a Deep Learning Container, so sagestack knows no "
+                "inference image for it; add compile: (Neo reports the image) or serve a registered model_package"
+            ) from None
         raise EndpointResolutionError(f"{what}: {e}") from None
 
 

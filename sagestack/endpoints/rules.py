@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError, dlc_image_uri
+from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT
 from sagestack.core.catalog.neo import cloud_target, cloud_targets, framework_versions, target_for_family
 from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.names import Names
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.training.models import JobSpec
 
@@ -27,8 +28,7 @@ def _trained_by(ctx: RuleContext, ep: EndpointSpec) -> tuple[str, JobSpec] | Non
     None when it serves a pinned package or names no job (endpoint-model-source reports that)."""
     if ep.model is None:
         return None
-    source = ep.model.from_
-    key = ctx.spec.tuning[source].job if source in ctx.spec.tuning else source
+    key = ctx.spec.job_of(ep.model.from_)
     job = ctx.spec.jobs.get(key)
     return (key, job) if job is not None else None
 
@@ -341,30 +341,22 @@ def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
         if trained is None or trained[1].image not in spec.images:
             continue  # endpoint-model-source and the job rules report these
         job_key, job = trained
-        dlc = spec.images[job.image].dlc
-        if dlc is None:
-            yield Finding(
-                ("endpoints", name, "model"),
-                f"job '{job_key}' trains in image '{job.image}', which is not a Deep Learning Container, so "
-                "sagestack cannot name an inference image for its model; add compile: (the compilation job "
-                "reports the image) or serve a registered model_package",
-            )
-            continue
         itype = ep.instance_type or SERVERLESS_INSTANCE_HINT
         try:
-            dlc_image_uri(
-                dlc.framework,
-                dlc.version,
-                dlc.py_version,
-                region=spec.region,
-                instance_type=itype,
-                scope="inference",
-            )
-        except ImageLookupError as e:
-            yield Finding(
-                ("endpoints", name, "model"),
-                f"no {dlc.framework} {dlc.version} inference container for {itype} in {spec.region}: {e}",
-            )
+            inference_image_uri(spec.images[job.image], region=spec.region, instance_type=itype)
+        except InferenceImageError as e:
+            if e.dlc is None:
+                yield Finding(
+                    ("endpoints", name, "model"),
+                    f"job '{job_key}' trains in image '{job.image}', which is not a Deep Learning Container, so "
+                    "sagestack cannot name an inference image for its model; add compile: (the compilation job "
+                    "reports the image) or serve a registered model_package",
+                )
+            else:
+                yield Finding(
+                    ("endpoints", name, "model"),
+                    f"no {e.dlc.framework} {e.dlc.version} inference container for {itype} in {spec.region}: {e}",
+                )
 
 
 _HANDLE = re.compile(r"^def handle\(", re.MULTILINE)

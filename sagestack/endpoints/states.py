@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
-from sagestack.core.states import IN_USE_PATTERNS, PipelineSettings
+from sagestack.core.states import IN_USE_PATTERNS, SUCCEEDED, PipelineSettings
 from sagestack.endpoints.plan import EndpointPlan
 from sagestack.endpoints.request import (
     ModelStepContext,
@@ -19,7 +19,6 @@ from sagestack.endpoints.request import (
     model_package_request,
     validation_stand_ins,
 )
-from sagestack.training.states import SUCCEEDED
 from sagestack.transforms.states import TransformStates, transform_states
 
 

@@ -95,7 +95,7 @@ def compile_locally(
     if spec.model is None:
         raise LocalCompileError(f"endpoint '{endpoint}' has no model: {{from: …}}; nothing to compile here")
     source = spec.model.from_
-    job_key = loaded.spec.tuning[source].job if source in loaded.spec.tuning else source
+    job_key = loaded.spec.job_of(source)
     job = loaded.spec.jobs[job_key]
     model_dir = model_dir or trained_model_dir(loaded, source)
     info_path = model_dir / "model_info.json"

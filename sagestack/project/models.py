@@ -45,3 +45,8 @@ class ProjectSpec(StrictModel):
         default=False,
         description="`sagestack promote` into this environment accepts only Approved model packages",
     )
+
+    def job_of(self, source: str) -> str:
+        """The key of the training job that feeds `source`: a job's own key, or the job a tuning
+        entry searches over (a model's `from:` names either)."""
+        return self.tuning[source].job if source in self.tuning else source

@@ -174,7 +174,7 @@ def source_lineage(
 ) -> tuple[tuple[str, str], ...]:
     """The lineage a package registered from `source` (a job, or a search over one) carries."""
 
-    job = plan.spec.tuning[source].job if source in plan.spec.tuning else source
+    job = plan.spec.job_of(source)
     lineage = lineage_of(job, out.jobs[job].digest, out.sources[plan.spec.jobs[job].source_dir])
     return (*lineage, ("sagestack:tuning", source)) if source in plan.spec.tuning else lineage
 

@@ -25,15 +25,12 @@ PROFILER_RULE_NAMES = {
 }
 
 
-def rules_image_uri(region: str) -> str:
-    """The Debugger/Profiler rule evaluator image for a region (sagemaker-core's debugger table)."""
-
-    return debugger_rules_image_uri(region)
-
-
 def rules_image_for(job: JobSpec, region: str) -> str | None:
-    """The Debugger/Profiler rule evaluator image, when the job has rules to evaluate."""
-    return rules_image_uri(region) if (job.debugger or (job.profiler and job.profiler.rules)) else None
+    """The Debugger/Profiler rule evaluator image (sagemaker-core's debugger table), when the job has
+    rules to evaluate."""
+    return (
+        debugger_rules_image_uri(region) if (job.debugger or (job.profiler and job.profiler.rules)) else None
+    )
 
 
 def rule_configuration(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import typing
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, model_validator
@@ -356,15 +355,3 @@ class JobSpec(StrictModel):
         """SMP v2 runs only in the SMP container (torch.sagemaker exists nowhere else)."""
         d = self.distribution
         return d is not None and d.smp is not None and d.smp.version == 2
-
-
-def job_spec_of(props: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> JobSpec:
-    """A job from a construct's typed props (spec keys, values in the spec's units; None: not given,
-    so the spec's default) and its `options` (any other key of a `jobs:` entry). The one way a
-    TrainingPipeline's props become a job: validated by the spec's own model, so both doors share its
-    defaults, its checks and its error messages."""
-    given = {k: v for k, v in props.items() if v is not None}
-    twice = sorted(set(given) & set(options or {}))
-    if twice:
-        raise ValueError(f"{', '.join(twice)}: given both as a prop and in options; give each once")
-    return JobSpec.model_validate({**given, **(options or {})})

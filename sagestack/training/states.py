@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
-from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
+from sagestack.core.states import (
+    CAPACITY_PATTERNS,
+    IN_USE_PATTERNS,
+    SUCCEEDED,
+    PipelineSettings,
+    notify_outcome,
+)
 from sagestack.training.plan import CandidatePlan, TrainingJobPlan
 from sagestack.training.preferences import preference
 
 NO_CANDIDATE = "No candidate available"
-SUCCEEDED = "Succeeded"  # its output carries TrainingJobName and ModelArtifacts: model steps follow it
 
 
 @dataclass(frozen=True)
@@ -298,15 +303,3 @@ def _preference_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> d
         "StartAt": CandidateStates(0, n).quota,
         "States": states,
     }
-
-
-def notify_outcome(
-    settings: PipelineSettings, verb: str, name_path: str | None, nxt: str, kind: str = "Training"
-) -> dict[str, Any]:
-    """'Training job <name> succeeded.' (or the tuning pipeline's words) to the topic."""
-    message = (
-        {"Message.$": f"States.Format('{kind} job {{}} {verb}.', {name_path})"}
-        if name_path
-        else {"Message": f"A {kind.lower()} job {verb} by SageMaker; see the execution's error."}
-    )
-    return asl.notify(settings, f"sagestack: {kind.lower()} {verb}", message, nxt)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 
 MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
 JOINABLE = ("application/json", "application/jsonlines", "text/csv")  # DataProcessing.JoinSource
@@ -50,31 +50,22 @@ def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
                 f"the package is in {t.model_package.split(':')[3]}; transforms run in {ctx.spec.region}",
             )
         if t.model is not None and t.model.from_ in known:
-            job_key = (
-                ctx.spec.tuning[t.model.from_].job if t.model.from_ in ctx.spec.tuning else t.model.from_
-            )
+            job_key = ctx.spec.job_of(t.model.from_)
             job = ctx.spec.jobs.get(job_key)
             image = ctx.spec.images.get(job.image) if job else None
             if image is None:
                 continue
-            if image.dlc is None:
-                yield Finding(
-                    (*path, "model"),
-                    f"job '{job_key}' trains in a non-DLC image, so sagestack cannot name an inference image; "
-                    "register the model yourself and pin model_package",
-                )
-                continue
             for itype in t.instance_type:
                 try:
-                    dlc_image_uri(
-                        image.dlc.framework,
-                        image.dlc.version,
-                        image.dlc.py_version,
-                        region=ctx.spec.region,
-                        instance_type=itype,
-                        scope="inference",
-                    )
-                except ImageLookupError as e:
+                    inference_image_uri(image, region=ctx.spec.region, instance_type=itype)
+                except InferenceImageError as e:
+                    if e.dlc is None:
+                        yield Finding(
+                            (*path, "model"),
+                            f"job '{job_key}' trains in a non-DLC image, so sagestack cannot name an inference "
+                            "image; register the model yourself and pin model_package",
+                        )
+                        break
                     yield Finding((*path, "instance_type"), f"no inference container for {itype}: {e}")
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -62,13 +61,3 @@ class TuningSpec(StrictModel):
     random_seed: int | None = None
     warm_start: WarmStartSpec | None = None
     static_hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
-
-
-def tuning_spec_of(props: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> TuningSpec:
-    """A search from a construct's typed props (spec keys; None: not given, so the spec's default)
-    and its `options` (any other key of a `tuning:` entry), validated by the spec's own model."""
-    given = {k: v for k, v in props.items() if v is not None}
-    twice = sorted(set(given) & set(options or {}))
-    if twice:
-        raise ValueError(f"{', '.join(twice)}: given both as a prop and in options; give each once")
-    return TuningSpec.model_validate({**given, **(options or {})})

@@ -11,14 +11,14 @@ import itertools
 import math
 from typing import Any
 
+from sagestack.core.identity import Registry, content_hash, identity, published
 from sagestack.core.names import Names
-from sagestack.training.identity import Registry, content_hash, identity, published
 from sagestack.training.plan import TrainingJobPlan
 from sagestack.training.request import encode_hyperparameter
 from sagestack.tuning import models as m
 from sagestack.tuning.models import RangeSpec, TuningSpec
 
-# A search's fields when tuning job names were published (training.identity): a field added since
+# A search's fields when tuning job names were published (core.identity): a field added since
 # enters the name's hash only when a spec sets it.
 PUBLISHED: Registry = {
     m.TuningSpec: published(

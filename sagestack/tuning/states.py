@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
-from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
-from sagestack.training.states import notify_outcome
+from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings, notify_outcome
 
 
 @dataclass(frozen=True)

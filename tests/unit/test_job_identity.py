@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, create_model
 
+from sagestack.core.identity import Registry
 from sagestack.core.model import StrictModel
 from sagestack.core.names import Names
-from sagestack.training.identity import PUBLISHED, Registry, job_hash
+from sagestack.training.identity import PUBLISHED, job_hash
 from sagestack.training.models import CheckpointSpec, JobSpec
 from sagestack.tuning.models import TuningSpec
 from tests.unit.test_tuning_requests import OBJECTIVE, _job_plan

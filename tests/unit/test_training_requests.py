@@ -664,7 +664,8 @@ def test_max_pending_time_stops_a_job_that_waits_too_long_for_capacity():
 
 
 def test_max_pending_time_renames_no_job_unless_set():
-    from sagestack.training.identity import PUBLISHED, identity, job_hash
+    from sagestack.core.identity import identity
+    from sagestack.training.identity import PUBLISHED, job_hash
 
     unset = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge"})
     assert "max_pending_time" not in identity(unset, PUBLISHED)  # added after names were published
