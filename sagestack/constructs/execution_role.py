@@ -12,6 +12,7 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
+from sagestack.constructs.grants import grant_once
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.core.names import Names
 
@@ -44,18 +45,16 @@ class ExecutionRoleBase(Construct):
 
     def grant_pass_role(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` (a pipeline's role) pass this role to SageMaker, and to nothing else."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(actions.PASS_ROLE),
-            resource_arns=[self.role.role_arn],
-            conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
+        return grant_once(
+            grantee,
+            actions.PASS_ROLE,
+            [self.role.role_arn],
+            {"StringEquals": {"iam:PassedToService": SAGEMAKER}},
         )
 
     def grant_object_read(self, bucket_arn_for_object: str) -> iam.Grant:
         """Read one object (a job's code archive), not the bucket it lies in."""
-        return iam.Grant.add_to_principal(
-            grantee=self, actions=list(actions.S3_OBJECT_GET), resource_arns=[bucket_arn_for_object]
-        )
+        return grant_once(self, actions.S3_OBJECT_GET, [bucket_arn_for_object])
 
     def grant_debugger_actions(self, names: Names, *, stop_training: bool, notify: bool) -> None:
         """Debugger rule actions run as the execution role: StopTraining stops the job it watches,

@@ -17,6 +17,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.grants import first_time
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.core.names import Names
@@ -175,13 +176,16 @@ class JobPipeline(JobPipelineBase):
                     "project key only.",
                 }
             )
-        acknowledge(self.role, findings)
+        if first_time(self.role, "acknowledge", findings):
+            acknowledge(self.role, findings)
 
     # ------------------------------------------------------------------ grants the subclasses use
 
     def _grant(self, granted: tuple[str, ...], arn: str, reason: str) -> iam.Grant:
         """Grant the pipeline's role `granted` on `arn`, a wildcard ARN whose cdk-nag finding is
         acknowledged here, with its reason (a role the caller gave keeps the caller's findings)."""
+        if not first_time(self.role, "grant", granted, arn):
+            return iam.Grant.drop(self.role, f"{', '.join(granted)} (granted already)")
         grant = iam.Grant.add_to_principal(grantee=self.role, actions=list(granted), resource_arns=[arn])
         if isinstance(self.role, iam.Role):
             acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": reason})

@@ -4,6 +4,7 @@ poll, the next instance candidate on capacity errors — then, for each ModelReg
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -37,7 +38,7 @@ from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.deployment import Deployment
 from sagestack.core.model import spec_of
 from sagestack.core.names import Names
-from sagestack.core.sourcedir import pack_source_dir
+from sagestack.core.sourcedir import SourceArchive, pack_source_dir
 from sagestack.endpoints.plan import EndpointPlan
 from sagestack.endpoints.request import lineage_of
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
@@ -354,11 +355,16 @@ class TrainingPipeline(JobPipeline):
             )
 
 
+_ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()
+
+
 def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asset, str]:
     """The code as one deterministic archive per folder, written once per synth, and its sha256."""
 
-    archive = pack_source_dir(code)
     stage = Stage.of(scope)
+    # Jobs of one folder share its archive: packed once per stage, not once per job.
+    packed = _ARCHIVES.setdefault(stage if stage is not None else Stack.of(scope), {})
+    archive = packed.get(code.resolve()) or packed.setdefault(code.resolve(), pack_source_dir(code))
     outdir = Path(stage.outdir if stage is not None else ".") / ".sagestack-sources"
     outdir.mkdir(parents=True, exist_ok=True)
     tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"

@@ -429,3 +429,59 @@ def test_example_app_passes_cfn_lint(example_assembly):
         timeout=300,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_pipelines_sharing_a_role_grant_each_statement_once_and_other_roles_get_their_own():
+    """constructs/grants.py skips a statement a principal already holds (synth stays linear in the
+    jobs); a second role must still get every statement."""
+    from aws_cdk import aws_iam as iam
+    from aws_cdk.assertions import Template
+
+    from sagestack.constructs import ModelPackageGroup, Names, TrainingImage, TrainingPipeline
+
+    stack = _stack()
+    key, artifacts, exec_role = _base(stack)
+    image = TrainingImage.from_dlc("pytorch", "2.5", "py311", region=REGION, instance_types=CANDIDATES)
+    registry = ModelPackageGroup(stack, "Registry", group_name="digits-lib")
+    shared = iam.Role(stack, "Shared", assumed_by=iam.ServicePrincipal("states.amazonaws.com"))
+    other = iam.Role(stack, "Other", assumed_by=iam.ServicePrincipal("states.amazonaws.com"))
+    for job, role in (("a", shared), ("b", shared), ("c", other)):
+        TrainingPipeline(
+            stack,
+            f"Job-{job}",
+            names=Names("digits", "lib"),
+            job=job,
+            image=image,
+            code=str(REPO / "training_src"),
+            instance_types=CANDIDATES,
+            execution_role=exec_role,
+            artifacts=artifacts,
+            encryption_key=key,
+            registry=registry,
+            role=role,
+        )
+    template = Template.from_stack(stack)
+
+    def statements(role_id: str) -> list[dict]:
+        logical = stack.get_logical_id(stack.node.find_child(role_id).node.default_child)
+        return [
+            s
+            for p in template.find_resources("AWS::IAM::Policy").values()
+            if {"Ref": logical} in p["Properties"]["Roles"]
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+
+    def granting(role_id: str, action: str) -> list[dict]:
+        return [
+            s
+            for s in statements(role_id)
+            if action in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+        ]
+
+    for role_id in ("Shared", "Other"):
+        assert len(granting(role_id, "sagemaker:CreateTrainingJob")) == 1, role_id
+        assert len(granting(role_id, "iam:PassRole")) == 1, role_id
+        assert granting(role_id, "servicequotas:GetServiceQuota"), role_id
+    # each pipeline still starts its own state machine with its own role
+    machines = template.find_resources("AWS::StepFunctions::StateMachine")
+    assert len(machines) == 3
