@@ -11,7 +11,7 @@ from sagestack.app.stage import EnvironmentStage
 from sagestack.constructs.nag import unacknowledged_findings
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.delivery.models import DeliverySpec
-from sagestack.project import EnvironmentPlan, resolve_environment
+from sagestack.project import ResolvedEnvironment, resolve_environment
 from sagestack.project.loader import ProjectFiles
 
 ENVS_CONTEXT = "sagestack:environments"
@@ -127,7 +127,7 @@ def delivery_stack(
     )
 
 
-def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None:
+def check_quotas(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> None:
     """`-c sagestack:quotas=live|snapshot|off`: the check `sagestack plan` makes, failing the synth
     with the same message when a quota is short (default: the snapshot, where one exists)."""
     from sagestack.ops.account import quota_book
@@ -153,7 +153,7 @@ def check_quotas(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> None
         raise QuotaShortfallError(short)
 
 
-def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[str, dict[str, str]]:
+def check_lock(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> dict[str, dict[str, str]]:
     """`-c sagestack:locked=true`: every request must be the one config/envs/<env>.lock.json hashed,
     and every image the lock pinned must still be what its tag names (unless `-c
     sagestack:digests=offline`). Returns env -> the lock's image digests, which the stage renders
@@ -186,7 +186,7 @@ def check_lock(app: App, root: Path, plans: Sequence[EnvironmentPlan]) -> dict[s
     return pins
 
 
-def check_serving_updates(plans: Sequence[EnvironmentPlan]) -> None:
+def check_serving_updates(plans: Sequence[ResolvedEnvironment]) -> None:
     """Refuse a change the deploy would fail on halfway: an autoscaled endpoint's instance type
     changing in one update (compared with the environment's lock, when there is one)."""
     from sagestack.ops.lock import ServingUpdateError, autoscaled_type_changes

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
 from sagestack.constructs.cluster import HyperPodCluster
-from sagestack.project import EnvironmentPlan
+from sagestack.project import ResolvedEnvironment
 
 
 class ClusterStack(Stack):
@@ -19,7 +19,7 @@ class ClusterStack(Stack):
         scope: Construct,
         id: str,
         *,
-        plan: EnvironmentPlan,
+        plan: ResolvedEnvironment,
         foundation: FoundationStack,
         project_root: Path,
         **kwargs: Any,

@@ -18,7 +18,7 @@ from sagestack.constructs import (
 )
 from sagestack.constructs.job_pipeline import allow_log_group_encryption
 from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
-from sagestack.project import EnvironmentPlan
+from sagestack.project import ResolvedEnvironment
 from sagestack.training.models import JobSpec
 
 
@@ -31,7 +31,7 @@ class FoundationStack(Stack):
         scope: Construct,
         id: str,
         *,
-        plan: EnvironmentPlan,
+        plan: ResolvedEnvironment,
         project_root: Path,
         model_readers: tuple[str, ...] = (),
         **kwargs: Any,
@@ -99,7 +99,7 @@ class FoundationStack(Stack):
         self._add_tracking(plan)
         self._add_outputs()
 
-    def _add_images(self, plan: EnvironmentPlan, project_root: Path) -> None:
+    def _add_images(self, plan: ResolvedEnvironment, project_root: Path) -> None:
         """One TrainingImage per spec image (and its SMP v2 variant), each pulled by the role."""
         for name, resolved in plan.images.items():
             image = resolved.spec
@@ -122,7 +122,7 @@ class FoundationStack(Stack):
             if img.all_uris or img.fingerprint:
                 img.grant_pull(self.execution_role)
 
-    def _add_tracking(self, plan: EnvironmentPlan) -> None:
+    def _add_tracking(self, plan: ResolvedEnvironment) -> None:
         """tracking.mlflow: the environment's MLflow tracking server (or the one it names), which
         the execution role may log to."""
         mlflow = plan.spec.tracking.mlflow

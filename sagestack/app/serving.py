@@ -28,13 +28,13 @@ from sagestack.constructs import (
     VpcPlacement,
 )
 from sagestack.endpoints.models import BatchingSpec, EndpointSpec
-from sagestack.endpoints.plan import EndpointPlan, resolve_endpoint
+from sagestack.endpoints.resolved import ResolvedEndpoint, resolve_endpoint
 from sagestack.monitoring.models import MonitorSpec
-from sagestack.project import EnvironmentPlan
+from sagestack.project import ResolvedEnvironment
 from sagestack.transforms.models import TransformSpec
 
 
-def served_endpoints(plan: EnvironmentPlan) -> list[EndpointPlan]:
+def served_endpoints(plan: ResolvedEnvironment) -> list[ResolvedEndpoint]:
     """Endpoints this environment deploys: those with a pinned model package, or components."""
     return [
         resolve_endpoint(plan, k)
@@ -43,7 +43,7 @@ def served_endpoints(plan: EnvironmentPlan) -> list[EndpointPlan]:
     ]
 
 
-def serving_needed(plan: EnvironmentPlan) -> bool:
+def serving_needed(plan: ResolvedEnvironment) -> bool:
     spec = plan.spec
     return any(ep.model_package or ep.components for ep in spec.endpoints.values()) or any(
         t.model_package for t in spec.transforms.values()
@@ -122,7 +122,7 @@ class ServingStack(Stack):
         scope: Construct,
         id: str,
         *,
-        plan: EnvironmentPlan,
+        plan: ResolvedEnvironment,
         foundation: FoundationStack,
         project_root: Path | None = None,
         **kwargs: Any,
@@ -145,7 +145,7 @@ class ServingStack(Stack):
             key: self._transform(key, t) for key, t in plan.spec.transforms.items() if t.model_package
         }
 
-    def _endpoint(self, ep: EndpointPlan) -> InferenceEndpoint:
+    def _endpoint(self, ep: ResolvedEndpoint) -> InferenceEndpoint:
         foundation = self._foundation
         capture = ep.spec.data_capture
         asynchronous = ep.spec.async_
@@ -175,7 +175,7 @@ class ServingStack(Stack):
             **endpoint_props(ep.spec),
         )
 
-    def _monitor(self, ep: EndpointPlan, monitor: MonitorSpec) -> ModelMonitor:
+    def _monitor(self, ep: ResolvedEndpoint, monitor: MonitorSpec) -> ModelMonitor:
         plan, foundation = self._plan, self._foundation
         return ModelMonitor(
             self,
@@ -199,7 +199,7 @@ class ServingStack(Stack):
             region=plan.region,
         )
 
-    def _grant_serving(self, ep: EndpointPlan) -> None:
+    def _grant_serving(self, ep: ResolvedEndpoint) -> None:
         """The role pulls the package's image and reads its model; a package promoted from another
         account keeps its model in that account's bucket and key."""
         role = self._foundation.execution_role
@@ -236,7 +236,7 @@ class ServingStack(Stack):
         self._grant_promoted(t.model_package.split(":")[4])
         return pipeline
 
-    def _topic(self, plan: EnvironmentPlan, foundation: FoundationStack) -> sns.Topic:
+    def _topic(self, plan: ResolvedEnvironment, foundation: FoundationStack) -> sns.Topic:
         """Monitoring alarms and baseline notifications (made when first needed)."""
         if self.topic is None:
             self.topic = sns.Topic(

@@ -12,7 +12,7 @@ from sagestack.app.foundation import FoundationStack
 from sagestack.app.serving import ServingStack, serving_needed
 from sagestack.app.training import TrainingStack
 from sagestack.constructs.image_digests import ImageDigests
-from sagestack.project import EnvironmentPlan
+from sagestack.project import ResolvedEnvironment
 
 
 class EnvironmentStage(Stage):
@@ -21,7 +21,7 @@ class EnvironmentStage(Stage):
         scope: Construct,
         id: str,
         *,
-        plan: EnvironmentPlan,
+        plan: ResolvedEnvironment,
         project_root: Path,
         model_readers: tuple[str, ...] = (),
         image_digests: dict[str, str] | None = None,

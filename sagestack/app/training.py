@@ -16,8 +16,8 @@ from constructs import Construct
 from sagestack.app.foundation import FoundationStack
 from sagestack.constructs import ModelRegistration, TrainingPipeline, TuningPipeline
 from sagestack.core.errors import SpecError, SpecIssue
-from sagestack.endpoints.plan import EndpointPlan, endpoints_fed_by
-from sagestack.project import EnvironmentPlan
+from sagestack.endpoints.resolved import ResolvedEndpoint, endpoints_fed_by
+from sagestack.project import ResolvedEnvironment
 from sagestack.project.requests import render_training
 
 # CloudFormation allows 500 resources in a stack; a pipeline is 2 or 3 (state machine, alarm, the
@@ -35,14 +35,14 @@ def pipeline_shard(job: str) -> int:
     return int(hashlib.sha256(job.encode()).hexdigest(), 16) % SHARDS
 
 
-def lock_lineage(plan: EnvironmentPlan) -> dict[str, str]:
+def lock_lineage(plan: ResolvedEnvironment) -> dict[str, str]:
     """What each registered package records of the lock the synth saw: the sha256 of
     config/envs/<env>.lock.json (`sagestack lineage` compares it with the lock of the day)."""
     sha256 = plan.files.lock_sha256
     return {"sagestack:lock-sha256": sha256} if sha256 else {}
 
 
-def check_shards(plan: EnvironmentPlan) -> None:
+def check_shards(plan: ResolvedEnvironment) -> None:
     """Refuse an environment whose pipelines would not fit its stacks, before CloudFormation does."""
     jobs = plan.spec.jobs
     if len(jobs) <= PIPELINES_IN_ONE_STACK:
@@ -78,7 +78,7 @@ class TrainingStack(Stack):
         scope: Construct,
         id: str,
         *,
-        plan: EnvironmentPlan,
+        plan: ResolvedEnvironment,
         foundation: FoundationStack,
         project_root: Path,
         **kwargs: Any,
@@ -119,7 +119,7 @@ class TrainingStack(Stack):
             registry=foundation.model_registry,
         )
         lineage = lock_lineage(plan)
-        self.endpoints: dict[str, EndpointPlan] = {}
+        self.endpoints: dict[str, ResolvedEndpoint] = {}
         self.pipelines: dict[str, TrainingPipeline] = {}
         self.shards: dict[int, Stack] = {}
         check_shards(plan)
@@ -160,7 +160,7 @@ class TrainingStack(Stack):
                 **shared,
             )
 
-    def _shard(self, plan: EnvironmentPlan, index: int) -> Stack:
+    def _shard(self, plan: ResolvedEnvironment, index: int) -> Stack:
         if index not in self.shards:
             stage = Stage.of(self)
             assert stage is not None
@@ -181,7 +181,7 @@ class TrainingStack(Stack):
     def tuning_requests(self) -> dict[str, dict[str, Any]]:
         return {k: p.request for k, p in self.tuning_pipelines.items()}
 
-    def _registrations(self, plan: EnvironmentPlan, source: str) -> list[ModelRegistration]:
+    def _registrations(self, plan: ResolvedEnvironment, source: str) -> list[ModelRegistration]:
         """Compile and register steps for the endpoints that serve this job's (or search's) model."""
         endpoints = endpoints_fed_by(plan, source)
         self.endpoints.update({ep.key: ep for ep in endpoints if ep.transform is None})

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sagestack.cli.common import EnvOption, RootOption, UserError, console, load_entry, plan_for
+from sagestack.cli.common import EnvOption, RootOption, UserError, console, load_entry, resolve_for
 
 app = typer.Typer()
 quota_app = typer.Typer(help="SageMaker service quotas of an environment's account.", no_args_is_help=True)
@@ -28,7 +28,7 @@ def quota_snapshot(
     from sagestack.ops.account import take_snapshot
 
     out, err = console(), console(stderr=True)
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     try:
         path, document = take_snapshot(root, resolved.env, resolved.region)
     except Exception as e:
@@ -77,7 +77,7 @@ def check(
     from sagestack.ops.checks import run_checks
 
     out = console()
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     failed = False
     for c in run_checks(root, resolved):
         mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]-[/]"}[c.ok]
@@ -107,7 +107,7 @@ def capacity_offerings(
     from sagestack.core.types import parse_duration
     from sagestack.ops.account import training_plan_offerings
 
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     if job not in resolved.spec.jobs:
         load_entry(root, resolved.env, job, lambda spec: spec.jobs, "job")
     spec = resolved.spec.jobs[job]

@@ -88,7 +88,7 @@ def default_env(root: Path, env: str | None) -> str | None:
     return "dev" if "dev" in envs else (envs[0] if envs else None)
 
 
-def plan_for(root: Path, env: str | None) -> Any:
+def resolve_for(root: Path, env: str | None) -> Any:
     """The resolved plan of one environment, or every spec error and exit 2."""
     from sagestack.core.errors import SpecError
     from sagestack.project import load_project, resolve_environment

@@ -203,10 +203,10 @@ def cluster_submit(
 ) -> None:
     """Render the sbatch script that runs a job's training_src on a cluster (torchrun on every node,
     the job's hyperparameters as the container's arguments) and say how to submit it."""
-    from sagestack.cli.common import plan_for
+    from sagestack.cli.common import resolve_for
     from sagestack.clusters.request import sbatch_script
 
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     spec = resolved.spec
     for what, name, known in (("job", job, spec.jobs), ("cluster", cluster, spec.clusters)):
         if name not in known:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sagestack.cli.common import EXIT_INVALID_SPEC, EnvOption, RootOption, UserError, console, plan_for
+from sagestack.cli.common import EXIT_INVALID_SPEC, EnvOption, RootOption, UserError, console, resolve_for
 
 app = typer.Typer()
 
@@ -150,7 +150,7 @@ def plan(
     if quotas not in ("auto", "live", "snapshot", "off"):
         err.print(f"--quotas {quotas}: use auto, live, snapshot or off", markup=False)
         raise typer.Exit(EXIT_INVALID_SPEC)
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     try:
         book = quota_book(root, resolved, quotas)  # type: ignore[arg-type]
     except QuotaSourceError as e:
@@ -206,7 +206,7 @@ def render_requests(
     from sagestack.core.catalog.suggest import did_you_mean
     from sagestack.project.requests import render_environment, requests_named
 
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     out = render_environment(resolved, root)
     try:
         shown = requests_named(resolved, out, name, candidate)
@@ -272,7 +272,7 @@ def lock(
     from sagestack.project.requests import render_environment
 
     out = console()
-    resolved = plan_for(root, env)
+    resolved = resolve_for(root, env)
     requests = render_environment(resolved, root)
     previous = read_lock(root, resolved.env)
     named = request_images(resolved, requests)

@@ -31,7 +31,7 @@ from sagestack.monitoring.states import (
     ENDPOINT_INPUT,
     OUTPUT,
     VOLUME_GB,
-    MonitorPlan,
+    ResolvedMonitor,
     analyzer_image,
     baseline_definition,
     validate_baseline,
@@ -99,7 +99,7 @@ class ModelMonitor(Construct):
                 "drift_threshold": drift_threshold,
             }
         )
-        self.plan = MonitorPlan.of(names, endpoint_key, spec)
+        self.plan = ResolvedMonitor.of(names, endpoint_key, spec)
         image = analyzer_image(region)
         validate_baseline(self.plan, stand_in_deployment(self, region=region), image=image)
         deployment = Deployment(

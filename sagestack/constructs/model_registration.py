@@ -16,8 +16,8 @@ from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
 from sagestack.endpoints.models import EndpointSpec
-from sagestack.endpoints.plan import EndpointPlan, endpoint_plan
 from sagestack.endpoints.request import ModelStepContext, validate_model_requests
+from sagestack.endpoints.resolved import ResolvedEndpoint, resolved_endpoint
 from sagestack.endpoints.states import append_model_steps
 
 
@@ -37,9 +37,9 @@ class ModelRegistration:
     instance_type: str | None = None
     serverless: bool = False
     inference_image: str = ""
-    _plan: EndpointPlan | None = field(default=None, compare=False)
+    _plan: ResolvedEndpoint | None = field(default=None, compare=False)
 
-    def plan(self, names: Names, region: str, source: str) -> EndpointPlan:
+    def plan(self, names: Names, region: str, source: str) -> ResolvedEndpoint:
         if self._plan is not None:
             return self._plan
         spec: dict[str, Any] = {"model": {"from": source}}
@@ -49,7 +49,7 @@ class ModelRegistration:
             spec["instance_type"] = self.instance_type
         elif self.serverless:
             spec["serverless"] = {}
-        return endpoint_plan(
+        return resolved_endpoint(
             names=names,
             key=self.endpoint,
             spec=EndpointSpec.model_validate(spec),
@@ -58,8 +58,8 @@ class ModelRegistration:
         )
 
     @staticmethod
-    def from_endpoint_plan(plan: EndpointPlan) -> ModelRegistration:
-        """The spec path's resolved endpoint (sagestack.endpoints.plan.resolve_endpoint)."""
+    def from_endpoint_plan(plan: ResolvedEndpoint) -> ModelRegistration:
+        """The spec path's resolved endpoint (sagestack.endpoints.resolved.resolve_endpoint)."""
         return ModelRegistration(endpoint=plan.key, _plan=plan)
 
 
@@ -74,7 +74,7 @@ def append_registrations(
     deployment: Deployment,
     stand_ins: Deployment,
     lineage: tuple[tuple[str, str], ...] = (),
-) -> tuple[dict[str, Any], list[EndpointPlan]]:
+) -> tuple[dict[str, Any], list[ResolvedEndpoint]]:
     """Compile and register steps after a pipeline's 'Succeeded' state, for the model `source`
     (a job or search) trains; their requests validated with `stand_ins`, emitted with the
     deployment's values. Returns the definition and the endpoints it registers for."""
@@ -109,7 +109,7 @@ def grant_model_steps(pipeline: JobPipeline, registry: ModelPackageGroupBase | N
 
 
 def grant_registration_steps(
-    pipeline: JobPipeline, registry: ModelPackageGroupBase | None, plans: Sequence[EndpointPlan]
+    pipeline: JobPipeline, registry: ModelPackageGroupBase | None, plans: Sequence[ResolvedEndpoint]
 ) -> None:
     """Compile and register; and, when a batch transform follows a registration, run it."""
 

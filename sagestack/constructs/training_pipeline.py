@@ -39,12 +39,12 @@ from sagestack.core.deployment import Deployment
 from sagestack.core.model import spec_of
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
-from sagestack.endpoints.plan import EndpointPlan
 from sagestack.endpoints.request import lineage_of
+from sagestack.endpoints.resolved import ResolvedEndpoint
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.models import JobSpec
-from sagestack.training.plan import TrainingJobPlan, resolve_training_job
+from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
 
@@ -198,7 +198,7 @@ class TrainingPipeline(JobPipeline):
         job: str | None = None,
         region: str | None = None,
         job_spec: JobSpec | None = None,
-        validated: TrainingJobPlan | None = None,
+        validated: RenderedJob | None = None,
         tags: Mapping[str, str] | None = None,
         role: iam.IRole | None = None,
         log_group: logs.ILogGroup | None = None,
@@ -261,8 +261,8 @@ class TrainingPipeline(JobPipeline):
         self.source = source
         self.job_spec = job_spec
         self.region = region
-        self.validation_plan: TrainingJobPlan = validated
-        self.job_plan: TrainingJobPlan = job_plan
+        self.validation_plan: RenderedJob = validated
+        self.job_plan: RenderedJob = job_plan
         self.endpoint_plans = endpoint_plans
         self.execution_role = execution_role
         self.deployment, self.stand_ins = deployment, stand_ins
@@ -273,7 +273,7 @@ class TrainingPipeline(JobPipeline):
         self.retraining = self._retraining(names)
 
     def _grant_running(
-        self, registry: ModelPackageGroupBase | None, endpoint_plans: list[EndpointPlan]
+        self, registry: ModelPackageGroupBase | None, endpoint_plans: list[ResolvedEndpoint]
     ) -> None:
         """The pipeline's role may run this environment's training jobs as the execution role, check
         quotas, and run the model steps it has."""
@@ -404,8 +404,8 @@ def _job_plans(
     source: s3_assets.Asset,
     source_sha256: str,
     mlflow_server_arn: str | None,
-    validated: TrainingJobPlan | None,
-) -> tuple[TrainingJobPlan, TrainingJobPlan]:
+    validated: RenderedJob | None,
+) -> tuple[RenderedJob, RenderedJob]:
     """The job rendered with the deployment's tokens (what the template holds), and as validated with
     stand-ins: `validated` when the environment already did it, else here (the library door), with
     the stand-ins `sagestack plan` and `sagestack lock` use (CloudFormation tokens are not ARNs)."""

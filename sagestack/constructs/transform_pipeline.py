@@ -23,7 +23,7 @@ from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.transforms.models import TransformSpec
-from sagestack.transforms.request import TransformPlan, validate_transform
+from sagestack.transforms.request import ResolvedTransform, validate_transform
 from sagestack.transforms.states import standalone_definition
 
 
@@ -74,7 +74,7 @@ class TransformPipeline(JobPipeline):
                 "instance_count": instance_count,
             }
         )
-        plan = TransformPlan.of(names, key, spec)
+        plan = ResolvedTransform.of(names, key, spec)
         stack = Stack.of(scope)
         tag_pairs = tuple(sorted((tags or {}).items()))
         validate_transform(plan, stand_in_deployment(scope, tags=tag_pairs))

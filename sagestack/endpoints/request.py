@@ -1,6 +1,6 @@
 """The requests a pipeline sends after training (or tuning) for each endpoint it feeds:
 CreateCompilationJob (SageMaker Neo, when the endpoint compiles) and CreateModelPackage, rendered
-from the EndpointPlan and a Deployment.
+from the ResolvedEndpoint and a Deployment.
 
 Values only known when the pipeline runs (the trained artifact, the compiled artifact, the image
 the compilation job reports) are JSONPath references in the state machine (endpoints.states); at
@@ -17,7 +17,7 @@ from typing import Any
 
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
-from sagestack.endpoints.plan import EndpointPlan
+from sagestack.endpoints.resolved import ResolvedEndpoint
 
 CONTENT_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
 RESPONSE_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
@@ -50,7 +50,7 @@ def lineage_of(job: str, spec_hash: str, source_sha256: str) -> tuple[tuple[str,
 STAND_IN_TRAINING_IMAGE = "reported-by-the-training-job"
 
 
-def compile_digest(ep: EndpointPlan) -> str:
+def compile_digest(ep: ResolvedEndpoint) -> str:
     """What the compilation depends on besides the trained artifact (part of the job's name)."""
     c = ep.spec.compile
     assert c is not None
@@ -58,7 +58,7 @@ def compile_digest(ep: EndpointPlan) -> str:
 
 
 def compilation_request(
-    ep: EndpointPlan, ctx: ModelStepContext, *, name: str, model_artifacts: str
+    ep: ResolvedEndpoint, ctx: ModelStepContext, *, name: str, model_artifacts: str
 ) -> dict[str, Any]:
     c = ep.spec.compile
     assert c is not None
@@ -92,7 +92,7 @@ def compilation_request(
 
 
 def model_package_request(
-    ep: EndpointPlan,
+    ep: ResolvedEndpoint,
     ctx: ModelStepContext,
     *,
     image: str,
@@ -145,7 +145,7 @@ def model_package_request(
     return request
 
 
-def validation_stand_ins(ep: EndpointPlan) -> dict[str, str]:
+def validation_stand_ins(ep: ResolvedEndpoint) -> dict[str, str]:
     return {
         "name": f"{ep.compile_name_prefix}-{'0' * 32}",
         "model_artifacts": "s3://sagestack-validation-bucket/models/job/output/model.tar.gz",
@@ -154,7 +154,7 @@ def validation_stand_ins(ep: EndpointPlan) -> dict[str, str]:
     }
 
 
-def stand_in_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> dict[str, dict[str, Any]]:
+def stand_in_model_requests(ep: ResolvedEndpoint, ctx: ModelStepContext) -> dict[str, dict[str, Any]]:
     """This endpoint's CreateCompilationJob (when compiled) and CreateModelPackage requests with
     concrete stand-ins for the run-time values: what validation and the lock look at."""
     stand_in = validation_stand_ins(ep)
@@ -173,7 +173,7 @@ def stand_in_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> dict[str
     return requests
 
 
-def validate_model_requests(ep: EndpointPlan, ctx: ModelStepContext) -> None:
+def validate_model_requests(ep: ResolvedEndpoint, ctx: ModelStepContext) -> None:
     """Validate this endpoint's requests against the service model (ValueError listing every problem)."""
 
     for operation, request in stand_in_model_requests(ep, ctx).items():

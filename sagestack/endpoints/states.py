@@ -11,7 +11,6 @@ from typing import Any
 
 from sagestack.core import states as asl
 from sagestack.core.states import IN_USE_PATTERNS, SUCCEEDED, PipelineSettings
-from sagestack.endpoints.plan import EndpointPlan
 from sagestack.endpoints.request import (
     ModelStepContext,
     compilation_request,
@@ -19,6 +18,7 @@ from sagestack.endpoints.request import (
     model_package_request,
     validation_stand_ins,
 )
+from sagestack.endpoints.resolved import ResolvedEndpoint
 from sagestack.transforms.states import TransformStates, transform_states
 
 
@@ -87,7 +87,7 @@ class ModelStates:
 
 def append_model_steps(
     definition: dict[str, Any],
-    endpoints: list[EndpointPlan],
+    endpoints: list[ResolvedEndpoint],
     ctx: ModelStepContext,
     settings: PipelineSettings,
 ) -> dict[str, Any]:
@@ -120,13 +120,13 @@ def append_model_steps(
     return definition
 
 
-def _start(ep: EndpointPlan) -> str:
+def _start(ep: ResolvedEndpoint) -> str:
     names = ModelStates(ep.state_key)
     return names.name_compilation if ep.spec.compile else names.register
 
 
 def _endpoint_states(
-    ep: EndpointPlan, ctx: ModelStepContext, settings: PipelineSettings, n: int, result: str, nxt: str
+    ep: ResolvedEndpoint, ctx: ModelStepContext, settings: PipelineSettings, n: int, result: str, nxt: str
 ) -> dict[str, Any]:
     s: dict[str, Any] = {}
     if ep.transform is not None:
@@ -154,7 +154,7 @@ def _endpoint_states(
 
 
 def _compile_states(
-    ep: EndpointPlan, ctx: ModelStepContext, settings: PipelineSettings, n: int, compiled: str
+    ep: ResolvedEndpoint, ctx: ModelStepContext, settings: PipelineSettings, n: int, compiled: str
 ) -> dict[str, Any]:
     """Name the compilation job by content, start it (or follow the one of that name), wait for it;
     on completion go to 'Image reported?'. The job's description lands at `compiled`."""
@@ -219,7 +219,7 @@ def _compile_states(
 
 
 def _registered_compiled(
-    ep: EndpointPlan, ctx: ModelStepContext, compiled: str, result: str, nxt: str
+    ep: ResolvedEndpoint, ctx: ModelStepContext, compiled: str, result: str, nxt: str
 ) -> dict[str, Any]:
     """Register the compiled model with the image the compilation job reports, else the
     catalog's (or fail, when there is none)."""
@@ -252,7 +252,7 @@ def _registered_compiled(
 
 
 def _register_request(
-    ep: EndpointPlan, ctx: ModelStepContext, *, model_data_path: str, image_path: str | None = None
+    ep: ResolvedEndpoint, ctx: ModelStepContext, *, model_data_path: str, image_path: str | None = None
 ) -> dict[str, Any]:
     """CreateModelPackage with the run-time values as JSONPath: the model artifact, the training
     job, and (when the compilation job reports one) the image; else the catalog's image."""

@@ -42,7 +42,7 @@ LOCAL_INTERFACE = "lo"  # resourceconfig.json's network_interface_name here (eth
 
 
 @dataclass(frozen=True)
-class HostPlan:
+class SimulatedHost:
     layout: HostLayout
     launch: Launch
     environment: dict[str, str]  # the script's environment on top of this process's
@@ -199,7 +199,7 @@ def prepare_hosts(
     options: LocalTrainOptions,
     *,
     master_port: int,
-) -> list[HostPlan]:
+) -> list[SimulatedHost]:
     """What SageMaker and the container do before the script starts, once per simulated host: the
     /opt/ml folders and their config files, the channels, the code unpacked into the host's own
     code directory, the checkpoint directory (shared by all hosts, as S3 sync makes it), the SM_*
@@ -245,5 +245,5 @@ def prepare_hosts(
             threads=threads,
             torch_version=torch_version,
         )
-        plans.append(HostPlan(layout, launch, environment))
+        plans.append(SimulatedHost(layout, launch, environment))
     return plans

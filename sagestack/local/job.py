@@ -2,7 +2,7 @@
 (LocalRequest), and the error that stops it (LocalRunError).
 
 The request is rendered here and nowhere else in the local emulation, by training's own renderer
-(training.plan.resolve_training_job) with the local deployment's values (core.Deployment.local): the
+(training.rendered.resolve_training_job) with the local deployment's values (core.Deployment.local): the
 request `render` shows with stand-ins is the request a local run runs, with local values.
 """
 
@@ -17,7 +17,7 @@ from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.project.loader import LoadedSpec
 from sagestack.training.context import stand_in_context
-from sagestack.training.plan import resolve_training_job
+from sagestack.training.rendered import resolve_training_job
 
 LOCAL_IMAGE = "local"  # the image (and the rule evaluator's image) is this machine's environment
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
-from sagestack.local.hosts import HostPlan, prepare_hosts
+from sagestack.local.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError
 from sagestack.local.processes import Command, Outcome, Processes, free_port
@@ -178,7 +178,7 @@ def _scale_notes(request: dict[str, Any], options: LocalTrainOptions) -> list[st
 
 
 def _announce(
-    plans: list[HostPlan],
+    plans: list[SimulatedHost],
     local: LocalRequest,
     options: LocalTrainOptions,
     on_line: Callable[[str, str], None],
@@ -197,7 +197,7 @@ def _announce(
         )
 
 
-def _commands(plan: HostPlan, workdir: Path, port: int, tracking_env: dict[str, str]) -> list[Command]:
+def _commands(plan: SimulatedHost, workdir: Path, port: int, tracking_env: dict[str, str]) -> list[Command]:
     """What starts on this host: its runner's command, or each rank mpirun would start (a log each)."""
     launch = plan.launch
     commands = []
@@ -219,7 +219,7 @@ def _failure_text(code: int, command: list[str]) -> str:
     return f'Framework Error: \nExecuteUserScriptError:\nExitCode {code}\nCommand "{" ".join(command)}"'
 
 
-def _conclude_hosts(plans: list[HostPlan], owners: list[HostPlan], outcome: Outcome) -> str | None:
+def _conclude_hosts(plans: list[SimulatedHost], owners: list[SimulatedHost], outcome: Outcome) -> str | None:
     """The toolkit's last word on each host unless the run was interrupted: output/success, or
     output/failure when the script left none of its own. Returns the first host's failure."""
     if outcome.interrupted_at is None:

@@ -36,16 +36,16 @@ def analyzer_image(region: str) -> str:
 
 
 @dataclass(frozen=True)
-class MonitorPlan:
+class ResolvedMonitor:
     endpoint: str  # the endpoint's key
     endpoint_name: str
     spec: MonitorSpec
     prefix: str  # baseline jobs are '<prefix>-<md5>'
 
     @staticmethod
-    def of(names: Names, endpoint: str, spec: MonitorSpec) -> MonitorPlan:
+    def of(names: Names, endpoint: str, spec: MonitorSpec) -> ResolvedMonitor:
         prefix = f"{names.endpoint(endpoint)}-baseline"[:PROCESSING_NAME_PREFIX_MAX].rstrip("-")
-        return MonitorPlan(endpoint, names.endpoint(endpoint), spec, prefix)
+        return ResolvedMonitor(endpoint, names.endpoint(endpoint), spec, prefix)
 
     def baseline_data(self, bucket: str) -> str:
         return self.spec.baseline_data or S3Layout(bucket).baseline_data(self.endpoint)
@@ -63,7 +63,7 @@ class MonitorPlan:
         return json.dumps({"json": {"lines": True}})
 
 
-def baseline_request(m: MonitorPlan, deployment: Deployment, *, name: str, image: str) -> dict[str, Any]:
+def baseline_request(m: ResolvedMonitor, deployment: Deployment, *, name: str, image: str) -> dict[str, Any]:
     """CreateProcessingJob: the analyzer over the baseline data, writing statistics and constraints."""
     bucket, kms_key_id = deployment.bucket, deployment.kms_key_id
     return {
@@ -113,14 +113,14 @@ def baseline_request(m: MonitorPlan, deployment: Deployment, *, name: str, image
     }
 
 
-def validate_baseline(m: MonitorPlan, deployment: Deployment, *, image: str) -> None:
+def validate_baseline(m: ResolvedMonitor, deployment: Deployment, *, image: str) -> None:
     validate_request(
         "CreateProcessingJob", baseline_request(m, deployment, name=f"{m.prefix}-{'0' * 32}", image=image)
     )
 
 
 def baseline_definition(
-    m: MonitorPlan, deployment: Deployment, settings: PipelineSettings, *, image: str
+    m: ResolvedMonitor, deployment: Deployment, settings: PipelineSettings, *, image: str
 ) -> dict[str, Any]:
     """Compute the baseline: one processing job per execution, followed to its end."""
     bucket = deployment.bucket

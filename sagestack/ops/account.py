@@ -20,7 +20,7 @@ from sagestack.core.catalog.quotas import (
     training_usage,
 )
 from sagestack.ops.capacity import QuotaBook, book_from_document, snapshot_book
-from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.environment import ResolvedEnvironment
 
 CREDENTIAL_VARIABLES = (
     "AWS_ACCESS_KEY_ID",
@@ -147,7 +147,7 @@ class QuotaSourceError(Exception):
     """The quota source asked for cannot be read; the message says what to do."""
 
 
-def quota_book(root: Path, plan: EnvironmentPlan, mode: QuotaMode) -> QuotaBook:
+def quota_book(root: Path, plan: ResolvedEnvironment, mode: QuotaMode) -> QuotaBook:
     """live: the account (credentials needed); snapshot: config/envs/<env>.quotas.json; auto: live
     when credentials are configured, else the snapshot, else nothing (and say so); off: nothing."""
     if mode == "off":

@@ -18,7 +18,7 @@ from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, training_usage
 from sagestack.core.config import ENV_DIR
 from sagestack.endpoints.models import EndpointSpec
-from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.models import JobSpec
 from sagestack.transforms.models import TransformSpec
 from sagestack.tuning.models import TuningSpec
@@ -66,7 +66,7 @@ def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"]
     return QuotaBook(source, detail, values, usage)
 
 
-def snapshot_book(plan: EnvironmentPlan) -> QuotaBook | None:
+def snapshot_book(plan: ResolvedEnvironment) -> QuotaBook | None:
     """The environment's quota snapshot (config/envs/<env>.quotas.json, read with its spec), or None."""
     data = plan.files.quotas
     if data is None:
@@ -215,7 +215,7 @@ def _status(available: float | None, needed: float) -> Status:
     return "ok" if available >= needed else "short"
 
 
-def evaluate(plan: EnvironmentPlan, book: QuotaBook) -> CapacityReport:
+def evaluate(plan: ResolvedEnvironment, book: QuotaBook) -> CapacityReport:
     """Every job's, search's, endpoint's, transform's and cluster group's quota against `book`,
     with what runs at once after a deploy summed, and the environment's training total."""
     spec = plan.spec

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.ops.account import Check, aws_client
-from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.environment import ResolvedEnvironment
 
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 
@@ -18,7 +18,7 @@ def _error(e: Exception) -> str:
     return text[:200]
 
 
-def check_credentials(plan: EnvironmentPlan) -> tuple[Check, str | None]:
+def check_credentials(plan: ResolvedEnvironment) -> tuple[Check, str | None]:
     try:
         identity = aws_client("sts", plan.region).get_caller_identity()
     except Exception as e:
@@ -40,7 +40,7 @@ def check_credentials(plan: EnvironmentPlan) -> tuple[Check, str | None]:
     return Check("credentials", True, f"{identity['Arn']} (account {account})"), account
 
 
-def check_region(plan: EnvironmentPlan) -> Check:
+def check_region(plan: ResolvedEnvironment) -> Check:
     from sagestack.core.catalog.service_model import sagemaker_regions
 
     if plan.region in sagemaker_regions():
@@ -48,7 +48,7 @@ def check_region(plan: EnvironmentPlan) -> Check:
     return Check("region", False, f"SageMaker has no endpoint in {plan.region}")
 
 
-def check_bootstrap(plan: EnvironmentPlan, account: str) -> Check:
+def check_bootstrap(plan: ResolvedEnvironment, account: str) -> Check:
     how = f"run `cdk bootstrap aws://{account}/{plan.region}`"
     try:
         stacks = aws_client("cloudformation", plan.region).describe_stacks(StackName="CDKToolkit")["Stacks"]
@@ -66,7 +66,7 @@ def check_bootstrap(plan: EnvironmentPlan, account: str) -> Check:
     return Check("bootstrap", True, f"CDKToolkit {status}, bootstrap version {version}")
 
 
-def check_delivery_trust(root: Path, plan: EnvironmentPlan, account: str) -> Check | None:
+def check_delivery_trust(root: Path, plan: ResolvedEnvironment, account: str) -> Check | None:
     """With `delivery:`, the environment's bootstrap must trust the tooling account the pipeline runs
     in (`cdk bootstrap --trust`): its deploy actions assume this account's bootstrap roles."""
     from sagestack.project.loader import delivery_of
@@ -105,7 +105,7 @@ def check_delivery_trust(root: Path, plan: EnvironmentPlan, account: str) -> Che
     )
 
 
-def check_quotas(root: Path, plan: EnvironmentPlan) -> Check:
+def check_quotas(root: Path, plan: ResolvedEnvironment) -> Check:
     from sagestack.ops.account import live_book
     from sagestack.ops.capacity import evaluate, snapshot_book
 
@@ -127,7 +127,7 @@ def check_quotas(root: Path, plan: EnvironmentPlan) -> Check:
     return Check("quotas", True, f"{checked} needs fit ({book.detail}{extra})")
 
 
-def check_ecr(plan: EnvironmentPlan) -> Check:
+def check_ecr(plan: ResolvedEnvironment) -> Check:
     ecr = aws_client("ecr", plan.region)
     try:
         ecr.get_authorization_token()
@@ -148,7 +148,7 @@ def check_ecr(plan: EnvironmentPlan) -> Check:
     return Check("ECR", True, f"login works; {repo['repositoryUri']} reachable")
 
 
-def run_checks(root: Path, plan: EnvironmentPlan) -> list[Check]:
+def run_checks(root: Path, plan: ResolvedEnvironment) -> list[Check]:
     checks = [check_region(plan)]
     credentials, account = check_credentials(plan)
     checks.insert(0, credentials)

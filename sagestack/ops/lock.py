@@ -14,7 +14,7 @@ from typing import Any
 
 from sagestack.core.catalog.instances import catalog_version
 from sagestack.core.config import ENV_DIR
-from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
 from sagestack.project.loader import read_json
 from sagestack.project.requests import EnvironmentRequests, request_sha256
@@ -25,7 +25,7 @@ REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sou
 
 
 def lock_document(
-    plan: EnvironmentPlan, requests: EnvironmentRequests, digests: Mapping[str, str] | None = None
+    plan: ResolvedEnvironment, requests: EnvironmentRequests, digests: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The lock of an environment. `digests` ({image URI: sha256 digest}, `sagestack lock
     --digests`) become the `images` section a locked synth renders requests with; the request
@@ -74,7 +74,7 @@ def lock_document(
     }
 
 
-def request_images(plan: EnvironmentPlan, requests: EnvironmentRequests) -> list[str]:
+def request_images(plan: ResolvedEnvironment, requests: EnvironmentRequests) -> list[str]:
     """Every tagged ECR image the environment's requests name: training (each candidate, the
     preference job), rule evaluators, tuning, model packages, transforms' models, and the Model
     Monitor analyzer of a monitored endpoint."""
@@ -97,7 +97,7 @@ def locked_digests(locked: dict[str, Any] | None) -> dict[str, str]:
     return dict((locked or {}).get("images") or {})
 
 
-def deployed_serving(plan: EnvironmentPlan) -> dict[str, Any]:
+def deployed_serving(plan: ResolvedEnvironment) -> dict[str, Any]:
     """What the endpoints this environment deploys run on: a later synth compares it (an autoscaled
     variant's instance type cannot change in one update)."""
     out: dict[str, Any] = {}
@@ -108,7 +108,7 @@ def deployed_serving(plan: EnvironmentPlan) -> dict[str, Any]:
     return out
 
 
-def autoscaled_type_changes(locked: dict[str, Any], plan: EnvironmentPlan) -> list[str]:
+def autoscaled_type_changes(locked: dict[str, Any], plan: ResolvedEnvironment) -> list[str]:
     """Endpoints whose autoscaled variant would change instance type in one update — which
     SageMaker refuses — each with the steps that make the change."""
     problems = []

@@ -10,14 +10,14 @@ from typing import Any
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.ops.capacity import CapacityReport, QuotaBook, Row, evaluate
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
-from sagestack.project.environment import EnvironmentPlan
+from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.requests import EnvironmentRequests, render_environment
 from sagestack.training.sizing import GIB, MIB, Sizing, size_job
 
 
 @dataclass
 class PlanResult:
-    plan: EnvironmentPlan
+    plan: ResolvedEnvironment
     requests: EnvironmentRequests
     capacity: CapacityReport
     sizing: dict[str, list[Sizing]] = field(default_factory=dict)
@@ -30,7 +30,7 @@ class PlanResult:
         return 3 if self.capacity.short else 4 if self.refused_updates else 0
 
 
-def plan_report(root: Path, plan: EnvironmentPlan, book: QuotaBook) -> PlanResult:
+def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanResult:
     """What `sagestack plan` shows for one environment: requests, capacity, sizing, lock state."""
     requests = render_environment(plan, root)
     capacity = evaluate(plan, book)
@@ -193,8 +193,8 @@ def _render_training(result: PlanResult, console: Any, narrow: bool) -> None:
 def _render_capacity_kinds(result: PlanResult, console: Any) -> None:
     """How each job gets its capacity (instance preferences or the candidate loop), and why."""
     for key, job_plan in result.requests.jobs.items():
-        console.print(f"  {key}: {job_plan.capacity_kind}", markup=False, highlight=False)
-        console.print(f"    {job_plan.capacity_detail}", markup=False, highlight=False)
+        console.print(f"  {key}: {job_plan.launch_kind}", markup=False, highlight=False)
+        console.print(f"    {job_plan.launch_detail}", markup=False, highlight=False)
         for itype, arn in job_plan.job.training_plans.items():
             console.print(
                 f"    reserved: {itype} on training plan {arn.rsplit('/', 1)[-1]} (paid up front, not per hour)",

@@ -2,15 +2,15 @@
 the rules, and resolved for one environment (names, images, every rendered request)."""
 
 from sagestack.core.errors import Location, SpecError, SpecIssue
-from sagestack.project.environment import EnvironmentPlan, ResolvedImage, resolve_environment
+from sagestack.project.environment import ResolvedEnvironment, ResolvedImage, resolve_environment
 from sagestack.project.loader import LoadedSpec, list_environments, load_project
 from sagestack.project.models import ProjectSpec
 
 __all__ = [
-    "EnvironmentPlan",
     "LoadedSpec",
     "Location",
     "ProjectSpec",
+    "ResolvedEnvironment",
     "ResolvedImage",
     "SpecError",
     "SpecIssue",

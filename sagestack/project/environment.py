@@ -32,7 +32,7 @@ class ResolvedImage:
 
 
 @dataclass(frozen=True)
-class EnvironmentPlan:
+class ResolvedEnvironment:
     spec: ProjectSpec
     env: str
     images: dict[str, ResolvedImage]
@@ -66,7 +66,7 @@ class EnvironmentPlan:
         return {**self.spec.tags, "sagestack:project": self.spec.project, "sagestack:environment": self.env}
 
 
-def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
+def resolve_environment(loaded: LoadedSpec) -> ResolvedEnvironment:
     """Resolve images (DLC URIs per instance type that uses them) for one loaded environment."""
     from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 
@@ -95,4 +95,4 @@ def resolve_environment(loaded: LoadedSpec) -> EnvironmentPlan:
                     dlc.version, dlc.py_version, region=spec.region, instance_type=itype
                 )
         images[name] = ResolvedImage(name=name, spec=image, dlc_uris=uris, smp_uris=smp)
-    return EnvironmentPlan(spec=spec, env=loaded.env, images=images, files=loaded.files)
+    return ResolvedEnvironment(spec=spec, env=loaded.env, images=images, files=loaded.files)

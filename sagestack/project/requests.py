@@ -18,20 +18,20 @@ from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
-from sagestack.endpoints.plan import resolve_endpoint, resolve_transform_registration
 from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
-from sagestack.project.environment import EnvironmentPlan
+from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_registration
+from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
-from sagestack.training.plan import TrainingJobPlan, resolve_training_job
-from sagestack.transforms.request import TransformPlan, stand_in_requests
+from sagestack.training.rendered import RenderedJob, resolve_training_job
+from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 from sagestack.tuning.request import render_tuning_request
 
 if TYPE_CHECKING:
     from sagestack.endpoints.request import ModelStepContext
 
 
-def stand_in_deployment(plan: EnvironmentPlan) -> Deployment:
+def stand_in_deployment(plan: ResolvedEnvironment) -> Deployment:
     """The environment's deployment values as stand-ins (its account when it names one)."""
     return Deployment.stand_ins(
         region=plan.region, account=plan.account, tags=tuple(sorted(plan.tags.items()))
@@ -44,7 +44,7 @@ class JobImages:
     identity: dict[str, str]  # instance type -> what the image is (URI, or dockerfile:<fingerprint>)
 
 
-def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
+def job_images(plan: ResolvedEnvironment, root: Path, key: str) -> JobImages:
     job = plan.spec.jobs[key]
     resolved = plan.images[job.image]
     concrete: dict[str, str] = {}
@@ -70,7 +70,7 @@ def job_images(plan: EnvironmentPlan, root: Path, key: str) -> JobImages:
     return JobImages(concrete, identity)
 
 
-def mlflow_target(plan: EnvironmentPlan) -> MlflowTarget | None:
+def mlflow_target(plan: ResolvedEnvironment) -> MlflowTarget | None:
     """The tracking server the environment's jobs log to: the one `tracking.mlflow.server` names,
     else the one the foundation creates (its ARN with the account, or the stand-in account)."""
     m = plan.spec.tracking.mlflow
@@ -81,11 +81,11 @@ def mlflow_target(plan: EnvironmentPlan) -> MlflowTarget | None:
     return MlflowTarget.stand_in(stand_in_deployment(plan), plan.names)
 
 
-def job_rules_image(plan: EnvironmentPlan, key: str) -> str | None:
+def job_rules_image(plan: ResolvedEnvironment, key: str) -> str | None:
     return rules_image_for(plan.spec.jobs[key], plan.region)
 
 
-def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
+def stand_in_model_context(plan: ResolvedEnvironment) -> ModelStepContext:
     """The compile/register steps' deploy-time values, as concrete stand-ins (for validation)."""
 
     return ModelStepContext(
@@ -95,7 +95,7 @@ def stand_in_model_context(plan: EnvironmentPlan) -> ModelStepContext:
 
 @dataclass
 class EnvironmentRequests:
-    jobs: dict[str, TrainingJobPlan] = field(default_factory=dict)
+    jobs: dict[str, RenderedJob] = field(default_factory=dict)
     tuning: dict[str, dict[str, Any]] = field(default_factory=dict)
     endpoints: dict[str, dict[str, dict[str, Any]]] = field(
         default_factory=dict
@@ -107,7 +107,7 @@ class EnvironmentRequests:
     sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
 
 
-def render_training(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
+def render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool = True) -> EnvironmentRequests:
     """Every CreateTrainingJob and CreateHyperParameterTuningJob request of the environment (with
     the images and source archives they name), with stand-ins; validated unless told not to. The
     TrainingStack hands these very plans to its pipelines, which render them again only with tokens."""
@@ -139,7 +139,9 @@ def render_training(plan: EnvironmentPlan, root: Path, *, validate: bool = True)
     return out
 
 
-def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = True) -> EnvironmentRequests:
+def render_environment(
+    plan: ResolvedEnvironment, root: Path, *, validate: bool = True
+) -> EnvironmentRequests:
     """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
 
@@ -157,7 +159,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
         out.endpoints[key] = requests
 
     for key, transform in plan.spec.transforms.items():
-        requests = stand_in_requests(TransformPlan.of(plan.names, key, transform), ctx.deployment)
+        requests = stand_in_requests(ResolvedTransform.of(plan.names, key, transform), ctx.deployment)
         if transform.model is not None:
             registration = resolve_transform_registration(plan, key)
             lineage = source_lineage(plan, out, transform.model.from_)
@@ -170,7 +172,7 @@ def render_environment(plan: EnvironmentPlan, root: Path, *, validate: bool = Tr
 
 
 def source_lineage(
-    plan: EnvironmentPlan, out: EnvironmentRequests, source: str
+    plan: ResolvedEnvironment, out: EnvironmentRequests, source: str
 ) -> tuple[tuple[str, str], ...]:
     """The lineage a package registered from `source` (a job, or a search over one) carries."""
 
@@ -205,7 +207,7 @@ class ShownRequest:
     stand_ins: dict[str, str]  # marker -> what it stands for
 
 
-def _stand_ins(plan: EnvironmentPlan, request: dict[str, Any]) -> dict[str, str]:
+def _stand_ins(plan: ResolvedEnvironment, request: dict[str, Any]) -> dict[str, str]:
     text = json.dumps(request)
     found = {marker: what for marker, what in STAND_INS.items() if marker in text}
     if plan.account is None and SAMPLE_ACCOUNT in text:
@@ -214,7 +216,7 @@ def _stand_ins(plan: EnvironmentPlan, request: dict[str, Any]) -> dict[str, str]
 
 
 def requests_named(
-    plan: EnvironmentPlan, out: EnvironmentRequests, name: str, candidate: int | None = None
+    plan: ResolvedEnvironment, out: EnvironmentRequests, name: str, candidate: int | None = None
 ) -> list[ShownRequest]:
     """The request(s) a job (each candidate, or one), a search or an endpoint's model steps send.
     KeyError: no such entry; IndexError: no such candidate."""
@@ -222,7 +224,7 @@ def requests_named(
     if name in out.jobs and out.jobs[name].preferred is not None and candidate is None:
         preferred = out.jobs[name].preferred
         assert preferred is not None
-        shown.append(("CreateTrainingJob", out.jobs[name].capacity_path, preferred.request))
+        shown.append(("CreateTrainingJob", out.jobs[name].launch_path, preferred.request))
     elif name in out.jobs:
         candidates = out.jobs[name].candidates
         if candidate is not None:

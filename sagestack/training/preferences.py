@@ -12,7 +12,7 @@ from sagestack.training.models import JobSpec
 from sagestack.training.request import encode_hyperparameter
 
 if TYPE_CHECKING:
-    from sagestack.training.plan import CandidatePlan
+    from sagestack.training.rendered import RenderedCandidate
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _differences(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [path]
 
 
-def preference_refusal(job: JobSpec, candidates: list[CandidatePlan]) -> str | None:
+def preference_refusal(job: JobSpec, candidates: list[RenderedCandidate]) -> str | None:
     """Why these candidates cannot be one job with InstancePreferences (None: they can)."""
     if len(candidates) < 2:
         return "one candidate"
@@ -69,7 +69,7 @@ def preference_refusal(job: JobSpec, candidates: list[CandidatePlan]) -> str | N
     return None
 
 
-def preferred_job(names: Names, key: str, digest: str, candidates: list[CandidatePlan]) -> PreferredJob:
+def preferred_job(names: Names, key: str, digest: str, candidates: list[RenderedCandidate]) -> PreferredJob:
     """The first candidate's request as one job over every candidate, in order of preference."""
     name = names.preference_job(key, digest)
     request = json.loads(json.dumps(candidates[0].request))
@@ -87,7 +87,7 @@ def preferred_job(names: Names, key: str, digest: str, candidates: list[Candidat
     return PreferredJob(name=name, request=request)
 
 
-def preference(candidate: CandidatePlan, count: int) -> dict[str, Any]:
+def preference(candidate: RenderedCandidate, count: int) -> dict[str, Any]:
     """One entry of InstancePreferences: the type, the count and the candidate's training plan."""
     entry: dict[str, Any] = {"InstanceType": candidate.instance_type, "InstanceCount": count}
     plan = candidate.request["ResourceConfig"].get("TrainingPlanArn")

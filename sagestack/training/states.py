@@ -20,8 +20,8 @@ from sagestack.core.states import (
     PipelineSettings,
     notify_outcome,
 )
-from sagestack.training.plan import CandidatePlan, TrainingJobPlan
 from sagestack.training.preferences import preference
+from sagestack.training.rendered import RenderedCandidate, RenderedJob
 
 NO_CANDIDATE = "No candidate available"
 
@@ -77,7 +77,7 @@ class CandidateStates:
         return CandidateStates(self.index + 1, self.count)
 
 
-def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict[str, Any]:
+def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str, Any]:
     """The state machine definition (a dict; json.dumps it, or Stack.to_json_string with tokens):
     one job with InstancePreferences when the plan has one, else the candidate loop."""
     if plan.preferred is not None:
@@ -140,7 +140,7 @@ def training_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict
 
 def _candidate_quota(
     states: dict[str, Any],
-    c: CandidatePlan,
+    c: RenderedCandidate,
     s: CandidateStates,
     settings: PipelineSettings,
     count: int,
@@ -183,7 +183,7 @@ def _describe(name: str, nxt: str) -> dict[str, Any]:
 
 
 def _outcomes(
-    states: dict[str, Any], plan: TrainingJobPlan, settings: PipelineSettings, *, instance_type: str
+    states: dict[str, Any], plan: RenderedJob, settings: PipelineSettings, *, instance_type: str
 ) -> None:
     """The states both paths end in: notifications, the result (with the instance the job ran on),
     and a Fail that says why for every other ending."""
@@ -218,7 +218,7 @@ def _outcomes(
     states["Create failed"] = asl.fail_with_caught_error()
 
 
-def _preference_pipeline(plan: TrainingJobPlan, settings: PipelineSettings) -> dict[str, Any]:
+def _preference_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str, Any]:
     """Quota check per candidate -> one CreateTrainingJob whose InstancePreferences are the
     candidates the quotas allow, in order -> poll. SageMaker launches the first with capacity;
     Describe's SelectedInstanceType says which."""

@@ -1,5 +1,5 @@
 """Batch transforms resolved for one environment: the CreateModel and CreateTransformJob requests
-of a transform (TransformPlan), rendered from its spec and a Deployment — tokens in the template,
+of a transform (ResolvedTransform), rendered from its spec and a Deployment — tokens in the template,
 stand-ins when validating."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from sagestack.transforms.models import TransformSpec
 
 
 @dataclass(frozen=True)
-class TransformPlan:
+class ResolvedTransform:
     key: str
     spec: TransformSpec
     prefix: str  # Names.transform_prefix: models and jobs are '<prefix>-<md5>'
 
     @staticmethod
-    def of(names: Names, key: str, spec: TransformSpec) -> TransformPlan:
-        return TransformPlan(key=key, spec=spec, prefix=names.transform_prefix(key))
+    def of(names: Names, key: str, spec: TransformSpec) -> ResolvedTransform:
+        return ResolvedTransform(key=key, spec=spec, prefix=names.transform_prefix(key))
 
     def input_uri(self, bucket: str) -> str:
         return self.spec.input or S3Layout(bucket).transform_input(self.key)
@@ -31,7 +31,7 @@ class TransformPlan:
         return S3Layout(bucket).transform_output(self.key, job_name)
 
 
-def model_request(t: TransformPlan, deployment: Deployment, *, name: str, package: str) -> dict[str, Any]:
+def model_request(t: ResolvedTransform, deployment: Deployment, *, name: str, package: str) -> dict[str, Any]:
     request: dict[str, Any] = {
         "ModelName": name,
         "ExecutionRoleArn": deployment.role_arn,
@@ -44,7 +44,7 @@ def model_request(t: TransformPlan, deployment: Deployment, *, name: str, packag
 
 
 def transform_request(
-    t: TransformPlan,
+    t: ResolvedTransform,
     deployment: Deployment,
     *,
     name: str,
@@ -99,7 +99,7 @@ def transform_request(
 STAND_IN_PACKAGE = "arn:aws:sagemaker:us-east-1:123456789012:model-package/sagestack-validation/1"
 
 
-def stand_in_requests(t: TransformPlan, deployment: Deployment) -> dict[str, dict[str, Any]]:
+def stand_in_requests(t: ResolvedTransform, deployment: Deployment) -> dict[str, dict[str, Any]]:
     """CreateModel and one CreateTransformJob per candidate, with concrete stand-ins."""
     name = f"{t.prefix}-{'0' * 32}"
     out = {
@@ -119,6 +119,6 @@ def stand_in_requests(t: TransformPlan, deployment: Deployment) -> dict[str, dic
     return out
 
 
-def validate_transform(t: TransformPlan, deployment: Deployment) -> None:
+def validate_transform(t: ResolvedTransform, deployment: Deployment) -> None:
     for operation, request in stand_in_requests(t, deployment).items():
         validate_request(operation.split(" ")[0], request)

@@ -17,7 +17,7 @@ from sagestack.core.catalog.quotas import quota_name
 from sagestack.core.deployment import Deployment
 from sagestack.core.layout import S3Layout
 from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
-from sagestack.transforms.request import TransformPlan, model_request, transform_request
+from sagestack.transforms.request import ResolvedTransform, model_request, transform_request
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class TransformStates:
 
 
 def transform_states(
-    t: TransformPlan,
+    t: ResolvedTransform,
     deployment: Deployment,
     settings: PipelineSettings,
     *,
@@ -98,7 +98,7 @@ def transform_states(
 
 
 def _model_states(
-    t: TransformPlan, deployment: Deployment, state: str, package_path: str
+    t: ResolvedTransform, deployment: Deployment, state: str, package_path: str
 ) -> dict[str, asl.State]:
     """Name the model (by package) and the job (by execution); make the model, or reuse it."""
     names = TransformStates(t.key)
@@ -134,7 +134,11 @@ def _model_states(
 
 
 def _candidate_states(
-    t: TransformPlan, deployment: Deployment, settings: PipelineSettings, state: str, input_path: str | None
+    t: ResolvedTransform,
+    deployment: Deployment,
+    settings: PipelineSettings,
+    state: str,
+    input_path: str | None,
 ) -> dict[str, asl.State]:
     """For each candidate instance type in turn: its quota, then the job on it; a short quota or a
     capacity error moves to the next candidate, and past the last to "No transform capacity"."""
@@ -191,7 +195,7 @@ def _candidate_states(
 
 
 def _follow_states(
-    t: TransformPlan, settings: PipelineSettings, state: str, nxt: str | None
+    t: ResolvedTransform, settings: PipelineSettings, state: str, nxt: str | None
 ) -> dict[str, asl.State]:
     """Follow the job to its end; say how it ended; then `nxt`, or succeed with what it did."""
     names = TransformStates(t.key)
@@ -250,7 +254,7 @@ def _follow_states(
 
 
 def standalone_definition(
-    t: TransformPlan, deployment: Deployment, settings: PipelineSettings
+    t: ResolvedTransform, deployment: Deployment, settings: PipelineSettings
 ) -> dict[str, Any]:
     """A pinned transform's own state machine. Input (optional): {"ModelPackageArn": …, "Input": s3 prefix}."""
     assert t.spec.model_package is not None

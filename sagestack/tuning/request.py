@@ -13,7 +13,7 @@ from typing import Any
 
 from sagestack.core.identity import Registry, content_hash, identity, published
 from sagestack.core.names import Names
-from sagestack.training.plan import TrainingJobPlan
+from sagestack.training.rendered import RenderedJob
 from sagestack.training.request import encode_hyperparameter
 from sagestack.tuning import models as m
 from sagestack.tuning.models import RangeSpec, TuningSpec
@@ -112,7 +112,7 @@ def grid_points(tuning: TuningSpec) -> list[dict[str, Any]]:
 
 
 def render_tuning_request(
-    tuning: TuningSpec, *, key: str, names: Names, job_plan: TrainingJobPlan, parents: list[str] | None = None
+    tuning: TuningSpec, *, key: str, names: Names, job_plan: RenderedJob, parents: list[str] | None = None
 ) -> dict[str, Any]:
     """A complete CreateHyperParameterTuningJob request. Unset options are omitted."""
     base = job_plan.candidates[0].request

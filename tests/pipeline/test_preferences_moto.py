@@ -58,7 +58,7 @@ def selects_first_preference(monkeypatch):
 
 def test_the_plan_takes_the_preference_path_and_says_so(pref_app):
     plan = pref_app.stages["dev"].training.job_plans["classifier"]
-    assert plan.preferred is not None and plan.capacity_path.startswith("InstancePreferences")
+    assert plan.preferred is not None and plan.launch_path.startswith("InstancePreferences")
     resources = plan.preferred.request["ResourceConfig"]
     assert "InstanceType" not in resources and "EnableManagedSpotTraining" not in plan.preferred.request
     assert [p["InstanceType"] for p in resources["InstancePreferences"]] == [

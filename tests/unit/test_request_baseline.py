@@ -37,7 +37,7 @@ def rendered(root: Path) -> dict[str, Any]:
                     "names": [c.name for c in job.candidates],
                     "candidates": [c.request for c in job.candidates],
                     "preferred": job.preferred.request if job.preferred is not None else None,
-                    "capacity": job.capacity_path,
+                    "capacity": job.launch_path,
                 }
                 for key, job in requests.jobs.items()
             },

@@ -11,7 +11,6 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from sagestack.core.catalog import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.states import PipelineSettings
-from sagestack.endpoints.plan import resolve_endpoint
 from sagestack.endpoints.request import (
     ModelStepContext,
     compilation_request,
@@ -19,6 +18,7 @@ from sagestack.endpoints.request import (
     validate_model_requests,
     validation_stand_ins,
 )
+from sagestack.endpoints.resolved import resolve_endpoint
 from sagestack.endpoints.states import append_model_steps
 from sagestack.project import resolve_environment
 from tests.conftest import MINIMAL
@@ -176,7 +176,7 @@ def test_two_endpoints_from_one_search_chain_after_its_best_model(project):
     )
     project.spec(spec).env("dev")
     plan = resolve_environment(project.load("dev"))
-    from sagestack.endpoints.plan import endpoints_fed_by
+    from sagestack.endpoints.resolved import endpoints_fed_by
 
     endpoints = endpoints_fed_by(plan, "search")
     assert [e.key for e in endpoints] == ["cpu", "gpu"]

@@ -12,7 +12,7 @@ from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.training.context import RequestContext
 from sagestack.training.models import JobSpec
-from sagestack.training.plan import resolve_training_job
+from sagestack.training.rendered import resolve_training_job
 from sagestack.training.request import distribution_hyperparameters
 
 ACCOUNT = "123456789012"

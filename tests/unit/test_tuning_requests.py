@@ -9,7 +9,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from sagestack.core.catalog import validate_request
 from sagestack.core.names import Names
 from sagestack.training.models import JobSpec
-from sagestack.training.plan import resolve_training_job
+from sagestack.training.rendered import resolve_training_job
 from sagestack.tuning.models import TuningSpec
 from sagestack.tuning.request import grid_points, render_tuning_request
 from tests.unit.test_training_requests import GPU, context

@@ -18,7 +18,7 @@ from sagestack.training.request import processes_per_host, render_training_reque
 
 
 @dataclass(frozen=True)
-class CandidatePlan:
+class RenderedCandidate:
     index: int
     instance_type: str
     name: str  # the TrainingJobName this candidate is created with
@@ -28,27 +28,27 @@ class CandidatePlan:
 
 
 @dataclass(frozen=True)
-class TrainingJobPlan:
+class RenderedJob:
     key: str
     job: JobSpec
     digest: str
-    candidates: tuple[CandidatePlan, ...]
+    candidates: tuple[RenderedCandidate, ...]
     # One job with ResourceConfig.InstancePreferences (SageMaker picks the first candidate with
     # capacity), when the candidates' requests differ in nothing else; else the pipeline's own loop.
     preferred: PreferredJob | None = None
     loop_reason: str | None = None  # why the candidates keep the pipeline's loop
 
     @property
-    def capacity_path(self) -> str:
+    def launch_path(self) -> str:
         """How the pipeline gets capacity, in a line (`plan` and `render` show it)."""
-        return f"{self.capacity_kind}: {self.capacity_detail}"
+        return f"{self.launch_kind}: {self.launch_detail}"
 
     @property
-    def capacity_kind(self) -> str:
+    def launch_kind(self) -> str:
         return "InstancePreferences" if self.preferred is not None else "candidate loop"
 
     @property
-    def capacity_detail(self) -> str:
+    def launch_detail(self) -> str:
         if self.preferred is not None:
             return "one job; SageMaker launches the first candidate with capacity"
         return self.loop_reason or ""
@@ -63,7 +63,7 @@ def resolve_training_job(
     image_uris: dict[str, str],
     context: Callable[[str], RequestContext],
     validate: bool = True,
-) -> TrainingJobPlan:
+) -> RenderedJob:
     """Every candidate's request, `context` giving each candidate's. With validate=True each one is
     checked against botocore's SageMaker model (pass a context of concrete values, e.g.
     training.context.stand_in_contexts: CloudFormation tokens are not ARNs)."""
@@ -78,7 +78,7 @@ def resolve_training_job(
         if validate:
             validate_request("CreateTrainingJob", request)
         candidates.append(
-            CandidatePlan(
+            RenderedCandidate(
                 index=i,
                 instance_type=itype,
                 name=name,
@@ -93,7 +93,7 @@ def resolve_training_job(
         preferred = preferred_job(names, key, digest, candidates)
         if validate:
             validate_request("CreateTrainingJob", preferred.request)
-    return TrainingJobPlan(
+    return RenderedJob(
         key=key,
         job=job,
         digest=digest,

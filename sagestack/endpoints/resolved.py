@@ -1,7 +1,7 @@
 """Endpoints resolved for one environment: each endpoint's names, compile target, inference image
-and supported instance types (EndpointPlan) — what the ServingStack serves, what a pipeline
+and supported instance types (ResolvedEndpoint) — what the ServingStack serves, what a pipeline
 registers after training (or tuning) for it, and what the local commands use. A batch transform
-whose model a pipeline registers (`model: {from: …}`) resolves to an EndpointPlan too.
+whose model a pipeline registers (`model: {from: …}`) resolves to an ResolvedEndpoint too.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_u
 from sagestack.core.names import Names
 from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
-from sagestack.transforms.request import TransformPlan
+from sagestack.transforms.request import ResolvedTransform
 
 if TYPE_CHECKING:  # the resolved environment is passed in; the project layer builds it
-    from sagestack.project.environment import EnvironmentPlan
+    from sagestack.project.environment import ResolvedEnvironment
 
 
 @dataclass(frozen=True)
-class EndpointPlan:
+class ResolvedEndpoint:
     key: str
     spec: EndpointSpec
     endpoint_name: str  # <project>-<env>-<key>
@@ -33,7 +33,7 @@ class EndpointPlan:
     compile_name_prefix: str  # Names.compilation_prefix: compilation jobs are '<prefix>-<md5>'
     # A batch transform's registration: the package lists transform instance types, and the
     # transform runs right after it is registered.
-    transform: TransformPlan | None = None
+    transform: ResolvedTransform | None = None
 
     @property
     def source(self) -> str | None:
@@ -49,7 +49,7 @@ class EndpointResolutionError(ValueError):
     pass
 
 
-def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_type: str) -> str:
+def _inference_image(plan: ResolvedEnvironment, what: str, source: str, instance_type: str) -> str:
     """The DLC inference image for the model `source` (a job or search) trains, on `instance_type`."""
 
     job = plan.spec.jobs[plan.spec.job_of(source)]
@@ -66,7 +66,7 @@ def _inference_image(plan: EnvironmentPlan, what: str, source: str, instance_typ
         raise EndpointResolutionError(f"{what}: {e}") from None
 
 
-def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
+def resolve_endpoint(plan: ResolvedEnvironment, key: str) -> ResolvedEndpoint:
     """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
 
     ep = plan.spec.endpoints[key]
@@ -75,14 +75,14 @@ def resolve_endpoint(plan: EnvironmentPlan, key: str) -> EndpointPlan:
         inference_image = _inference_image(
             plan, f"endpoint '{key}'", ep.model.from_, ep.instance_type or SERVERLESS_INSTANCE_HINT
         )
-    return endpoint_plan(
+    return resolved_endpoint(
         names=plan.names, key=key, spec=ep, region=plan.region, inference_image=inference_image
     )
 
 
-def endpoint_plan(
+def resolved_endpoint(
     *, names: Names, key: str, spec: EndpointSpec, region: str, inference_image: str = ""
-) -> EndpointPlan:
+) -> ResolvedEndpoint:
     """An endpoint's names, compile target, image and supported instance types. A compiled model's
     image comes from the Neo catalog (the compilation job reports it too); an uncompiled one is
     served by `inference_image`."""
@@ -105,7 +105,7 @@ def endpoint_plan(
             )
         except ImageLookupError:
             image = ""  # the compilation job reports the image; without one the pipeline fails and says so
-    return EndpointPlan(
+    return ResolvedEndpoint(
         key=key,
         spec=spec,
         endpoint_name=names.endpoint(key),
@@ -116,7 +116,7 @@ def endpoint_plan(
     )
 
 
-def endpoints_fed_by(plan: EnvironmentPlan, source: str) -> list[EndpointPlan]:
+def endpoints_fed_by(plan: ResolvedEnvironment, source: str) -> list[ResolvedEndpoint]:
     """The endpoints whose model a job's (or tuning entry's) pipeline registers, then the batch
     transforms it registers a model for and runs."""
     return [
@@ -130,13 +130,13 @@ def endpoints_fed_by(plan: EnvironmentPlan, source: str) -> list[EndpointPlan]:
     ]
 
 
-def resolve_transform_registration(plan: EnvironmentPlan, key: str) -> EndpointPlan:
+def resolve_transform_registration(plan: ResolvedEnvironment, key: str) -> ResolvedEndpoint:
     """What a pipeline registers for a `model: {from: …}` transform: the model as trained, served by
     the job's DLC inference image for the first candidate type, for the transform's types."""
     t = plan.spec.transforms[key]
     assert t.model is not None
     image = _inference_image(plan, f"transform '{key}'", t.model.from_, t.instance_type[0])
-    return EndpointPlan(
+    return ResolvedEndpoint(
         key=key,
         spec=EndpointSpec.model_validate({"model": {"from": t.model.from_}}),
         endpoint_name=plan.names.transform_prefix(key),
@@ -144,5 +144,5 @@ def resolve_transform_registration(plan: EnvironmentPlan, key: str) -> EndpointP
         image_uri=image,
         supported_instance_types=tuple(t.instance_type),
         compile_name_prefix=plan.names.transform_prefix(key),
-        transform=TransformPlan.of(plan.names, key, t),
+        transform=ResolvedTransform.of(plan.names, key, t),
     )
