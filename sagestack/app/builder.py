@@ -7,12 +7,25 @@ from pathlib import Path
 
 from aws_cdk import App, Validations, cx_api
 
+from sagestack.app.delivery import DeliveryStack, pipeline_name
 from sagestack.app.stage import EnvironmentStage
 from sagestack.constructs.nag import unacknowledged_findings
+from sagestack.core.digests import MovedTagError, moved_tags
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.delivery.models import DeliverySpec
+from sagestack.ops.account import QuotaSourceError, image_digest, quota_book
+from sagestack.ops.capacity import QuotaShortfallError, evaluate, snapshot_book
+from sagestack.ops.lock import (
+    LockMismatchError,
+    ServingUpdateError,
+    autoscaled_type_changes,
+    lock_changes,
+    lock_document,
+    locked_digests,
+)
 from sagestack.project import ResolvedEnvironment, resolve_environment
 from sagestack.project.loader import ProjectFiles
+from sagestack.project.requests import render_environment
 
 ENVS_CONTEXT = "sagestack:environments"
 QUOTAS_CONTEXT = "sagestack:quotas"  # live | snapshot | off (default: snapshot where one exists)
@@ -111,7 +124,6 @@ def delivery_stack(
     by_env = {s.plan.env: s for s in stages}
     if not all(env in by_env for env in delivery.environments):
         return None
-    from sagestack.app.delivery import DeliveryStack, pipeline_name
 
     project = stages[0].plan.project
     return DeliveryStack(
@@ -130,8 +142,6 @@ def delivery_stack(
 def check_quotas(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> None:
     """`-c sagestack:quotas=live|snapshot|off`: the check `sagestack plan` makes, failing the synth
     with the same message when a quota is short (default: the snapshot, where one exists)."""
-    from sagestack.ops.account import quota_book
-    from sagestack.ops.capacity import QuotaShortfallError, evaluate, snapshot_book
 
     mode = str(app.node.try_get_context(QUOTAS_CONTEXT) or "default")
     if mode not in ("live", "snapshot", "off", "default"):
@@ -158,9 +168,6 @@ def check_lock(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> di
     and every image the lock pinned must still be what its tag names (unless `-c
     sagestack:digests=offline`). Returns env -> the lock's image digests, which the stage renders
     requests with (nothing when the synth is not locked)."""
-    from sagestack.core.digests import MovedTagError, moved_tags
-    from sagestack.ops.lock import LockMismatchError, lock_changes, lock_document, locked_digests
-    from sagestack.project.requests import render_environment
 
     if str(app.node.try_get_context(LOCKED_CONTEXT) or "false").lower() not in ("true", "1", "yes"):
         return {}
@@ -178,8 +185,6 @@ def check_lock(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> di
             raise LockMismatchError(plan.env, changes)
         pins[plan.env] = locked_digests(locked)
         if pins[plan.env] and mode == "registry":
-            from sagestack.ops.account import image_digest
-
             moved = moved_tags(pins[plan.env], image_digest)
             if moved:
                 raise MovedTagError(plan.env, moved)
@@ -189,7 +194,6 @@ def check_lock(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> di
 def check_serving_updates(plans: Sequence[ResolvedEnvironment]) -> None:
     """Refuse a change the deploy would fail on halfway: an autoscaled endpoint's instance type
     changing in one update (compared with the environment's lock, when there is one)."""
-    from sagestack.ops.lock import ServingUpdateError, autoscaled_type_changes
 
     for plan in plans:
         locked = plan.files.lock
@@ -231,11 +235,6 @@ def main(root: Path) -> None:
     differs from the environment's lock (`-c sagestack:locked=true`), a locked image tag moved, or an endpoint update would be
     refused halfway (an autoscaled variant changing instance type)."""
     import sys
-
-    from sagestack.core.digests import MovedTagError
-    from sagestack.ops.account import QuotaSourceError
-    from sagestack.ops.capacity import QuotaShortfallError
-    from sagestack.ops.lock import LockMismatchError, ServingUpdateError
 
     exit_codes: tuple[tuple[type[Exception], int], ...] = (
         (SpecError, 2),

@@ -19,6 +19,8 @@ from sagestack.core.catalog.quotas import (
     snapshot_path,
     training_usage,
 )
+from sagestack.core.catalog.service_model import enum_values
+from sagestack.core.digests import ImageRef
 from sagestack.ops.capacity import QuotaBook, book_from_document, snapshot_book
 from sagestack.project.environment import ResolvedEnvironment
 
@@ -189,7 +191,6 @@ class Check:
 def image_digest(uri: str) -> str | None:
     """The digest ECR reports for a tagged ECR image URI (None when it cannot tell: not an ECR URI,
     no access, no such tag)."""
-    from sagestack.core.digests import ImageRef
 
     ref = ImageRef.parse(uri)
     if ref is None:
@@ -217,7 +218,6 @@ def training_plan_offerings(
     """SearchTrainingPlanOfferings for each instance type training plans offer: one row per
     reserved-capacity offering (type, count, start, end, duration, upfront fee); and the types
     training plans do not offer."""
-    from sagestack.core.catalog.service_model import enum_values
 
     client = client or aws_client("sagemaker", region)
     offered = set(enum_values("ReservedCapacityInstanceType"))

@@ -17,6 +17,7 @@ from sagestack.clusters.models import ClusterSpec
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, training_usage
 from sagestack.core.config import ENV_DIR
+from sagestack.endpoints.components import pack
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.models import JobSpec
@@ -359,8 +360,6 @@ def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
     low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
     note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
     if ep.components:
-        from sagestack.endpoints.components import pack
-
         packing = pack(ep)
         low = max(low, packing.instances_needed)
         note = f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"

@@ -7,8 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sagestack.ops.account import Check, aws_client
+from sagestack.core.catalog.service_model import sagemaker_regions
+from sagestack.ops.account import Check, aws_client, live_book
+from sagestack.ops.capacity import evaluate, snapshot_book
 from sagestack.project.environment import ResolvedEnvironment
+from sagestack.project.loader import delivery_of
 
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 
@@ -41,8 +44,6 @@ def check_credentials(plan: ResolvedEnvironment) -> tuple[Check, str | None]:
 
 
 def check_region(plan: ResolvedEnvironment) -> Check:
-    from sagestack.core.catalog.service_model import sagemaker_regions
-
     if plan.region in sagemaker_regions():
         return Check("region", True, f"SageMaker is available in {plan.region}")
     return Check("region", False, f"SageMaker has no endpoint in {plan.region}")
@@ -69,7 +70,6 @@ def check_bootstrap(plan: ResolvedEnvironment, account: str) -> Check:
 def check_delivery_trust(root: Path, plan: ResolvedEnvironment, account: str) -> Check | None:
     """With `delivery:`, the environment's bootstrap must trust the tooling account the pipeline runs
     in (`cdk bootstrap --trust`): its deploy actions assume this account's bootstrap roles."""
-    from sagestack.project.loader import delivery_of
 
     delivery = delivery_of(root)
     if delivery is None or plan.env not in delivery.environments:
@@ -106,9 +106,6 @@ def check_delivery_trust(root: Path, plan: ResolvedEnvironment, account: str) ->
 
 
 def check_quotas(root: Path, plan: ResolvedEnvironment) -> Check:
-    from sagestack.ops.account import live_book
-    from sagestack.ops.capacity import evaluate, snapshot_book
-
     try:
         book = live_book(plan.region)
     except Exception as e:

@@ -7,6 +7,9 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from sagestack.project.models import ProjectSpec
+from sagestack.project.schema import schema_texts
+
 SPEC = """\
 # yaml-language-server: $schema=../schema/sagestack.schema.json
 # The project spec; `sagestack validate` checks it, `sagestack rules --explain ID` explains a finding.
@@ -73,9 +76,6 @@ class InitError(ValueError):
 def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Path]:
     """Write a new project into `target` (which must not exist, or be empty). Returns the files."""
     from pydantic import ValidationError
-
-    from sagestack.project.models import ProjectSpec
-    from sagestack.project.schema import schema_texts
 
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InitError(f"{target} exists and is not empty: choose a new folder")

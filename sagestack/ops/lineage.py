@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagestack.core.digests import DIGEST
+from sagestack.core.digests import DIGEST, ImageRef
+from sagestack.project.loader import ProjectFiles
 
 
 @dataclass
@@ -197,8 +198,6 @@ def verdict(meta: dict[str, str], training_image: str, root: Path) -> Verdict:
     """Would the lock of the environment that trained this model train it again? The same content
     hash (spec, source archive and images by name) and the same source archive say yes; a training
     image named by digest is compared with the lock's digest."""
-    from sagestack.core.digests import ImageRef
-    from sagestack.project.loader import ProjectFiles
 
     env = meta.get("sagestack:environment")
     job = meta.get("sagestack:job")

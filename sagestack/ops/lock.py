@@ -14,6 +14,8 @@ from typing import Any
 
 from sagestack.core.catalog.instances import catalog_version
 from sagestack.core.config import ENV_DIR
+from sagestack.core.digests import images_in
+from sagestack.monitoring.states import analyzer_image
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
 from sagestack.project.loader import read_json
@@ -78,8 +80,6 @@ def request_images(plan: ResolvedEnvironment, requests: EnvironmentRequests) -> 
     """Every tagged ECR image the environment's requests name: training (each candidate, the
     preference job), rule evaluators, tuning, model packages, transforms' models, and the Model
     Monitor analyzer of a monitored endpoint."""
-    from sagestack.core.digests import images_in
-    from sagestack.monitoring.states import analyzer_image
 
     found: list[Any] = []
     for job_plan in requests.jobs.values():

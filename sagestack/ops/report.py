@@ -1,5 +1,6 @@
 """`sagestack plan`: one environment's candidates, quotas, cost, sizing and lock state, as rich
-tables (or JSON). Builds on plan/ only: no aws_cdk, no torch, no boto3 unless quotas are live."""
+tables (or JSON). Reads the rendered requests (project.requests) and ops' quotas and cost: no aws_cdk,
+no torch, no boto3 unless quotas are live."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
+from sagestack.endpoints.components import describe, pack
 from sagestack.ops.capacity import CapacityReport, QuotaBook, Row, evaluate
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
 from sagestack.project.environment import ResolvedEnvironment
@@ -242,7 +244,6 @@ def _render_components(result: PlanResult, console: Any) -> None:
     for key, ep in result.plan.spec.endpoints.items():
         if not ep.components or ep.instance_type is None:
             continue
-        from sagestack.endpoints.components import describe, pack
 
         packing = pack(ep)
         console.print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 from sagestack.core.names import Names
 from sagestack.foundation.models import ImageSpec
 from sagestack.project.loader import EnvironmentFiles, LoadedSpec
@@ -68,7 +69,6 @@ class ResolvedEnvironment:
 
 def resolve_environment(loaded: LoadedSpec) -> ResolvedEnvironment:
     """Resolve images (DLC URIs per instance type that uses them) for one loaded environment."""
-    from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 
     if loaded.env is None:
         raise ValueError("resolve_environment needs a spec loaded for an environment")

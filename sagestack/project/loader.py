@@ -24,6 +24,7 @@ from sagestack.core.errors import Location, Path_, SpecError, SpecIssue
 from sagestack.core.yamldoc import Document, merge, read_yaml
 from sagestack.delivery.models import DeliverySpec
 from sagestack.project.models import ProjectSpec
+from sagestack.project.rules import RuleContext, check_spec
 
 __all__ = [
     "ENV_DIR",
@@ -182,8 +183,6 @@ def _load(files: ProjectFiles, env: str | None, run_rules: bool) -> LoadedSpec:
         raise SpecError(issues) from None
     warnings: list[SpecIssue] = []
     if run_rules:
-        from sagestack.project.rules import RuleContext, check_spec
-
         for issue in check_spec(RuleContext(spec=spec, env=env, root=root), doc):
             (issues if issue.severity == "error" else warnings).append(issue)
     if any(i.severity == "error" for i in issues):

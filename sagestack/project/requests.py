@@ -1,9 +1,11 @@
 """Every request of one environment, rendered with concrete stand-ins for what only a deployment
 knows (role, bucket, key, code location) and validated against the service model.
 
-One function, three consumers: the TrainingStack validates exactly these requests at synth,
-`sagestack plan` sizes and prices them, and `sagestack lock` / `-c sagestack:locked=true` hash
-them. Nothing here imports aws_cdk or torch.
+Rendered once per environment, by each feature's renderer, for every consumer: the TrainingStack
+hands `render_training`'s validated jobs and searches to its pipelines (which render them again only
+with CDK tokens), `sagestack plan` sizes and prices them, `sagestack render` shows them with what
+each stand-in stands for, and `sagestack lock` / `-c sagestack:locked=true` hash them. Nothing here
+imports aws_cdk or torch.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
@@ -26,9 +28,6 @@ from sagestack.training.debugger import rules_image_for
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 from sagestack.tuning.request import render_tuning_request
-
-if TYPE_CHECKING:
-    from sagestack.endpoints.request import ModelStepContext
 
 
 def stand_in_deployment(plan: ResolvedEnvironment) -> Deployment:

@@ -195,3 +195,21 @@ def test_no_function_is_longer_than_the_limit():
                 if n > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"] = n
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_sagestack_imports_sit_at_the_top_of_the_module_outside_the_cli():
+    """An import inside a function hides an arrow of the graph. Only the CLI keeps its imports in
+    the commands, for start-up time (`sagestack --help` loads no command's modules); everything
+    else imports at the top (third-party heavy modules — torch, boto3 — may still load late)."""
+    hidden = []
+    for module, path in _modules().items():
+        if _part(module) == "cli":
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                hidden += [
+                    f"{module}:{node.lineno} {node.module}"
+                    for node in ast.walk(fn)
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sagestack")
+                ]
+    assert not hidden, hidden
