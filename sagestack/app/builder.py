@@ -179,7 +179,8 @@ def check_lock(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> di
         locked = plan.files.lock
         if locked is None:
             raise LockMismatchError(plan.env, [], missing=True)
-        current = lock_document(plan, render_environment(plan, root, validate=False))
+        # validated here, so the TrainingStack's rendering of the same environment is this one
+        current = lock_document(plan, render_environment(plan, root))
         changes = lock_changes(locked, current)
         if changes:
             raise LockMismatchError(plan.env, changes)

@@ -4,6 +4,7 @@ the stacks, `sagestack plan` and the local runner all consume the same decisions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 from sagestack.core.names import Names
@@ -40,6 +41,9 @@ class ResolvedEnvironment:
     # The environment's lock and quota snapshot, read with its spec: what the synth checks, the
     # pipelines' run-time quota codes and the lineage its packages record come from here.
     files: EnvironmentFiles = field(default_factory=EnvironmentFiles)
+    # Its requests, rendered once (project.requests.render_training): a synth's lock check and its
+    # TrainingStack read the same rendering. Not part of what the environment is.
+    renderings: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def project(self) -> str:

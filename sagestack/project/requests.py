@@ -109,8 +109,16 @@ class EnvironmentRequests:
 def render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool = True) -> EnvironmentRequests:
     """Every CreateTrainingJob and CreateHyperParameterTuningJob request of the environment (with
     the images and source archives they name), with stand-ins; validated unless told not to. The
-    TrainingStack hands these very plans to its pipelines, which render them again only with tokens."""
+    TrainingStack hands these very plans to its pipelines, which render them again only with tokens.
+    Rendered once per resolved environment: a validated rendering also serves an unvalidated ask."""
+    where = str(root.resolve())
+    done = plan.renderings.get((where, True)) or plan.renderings.get((where, validate))
+    if done is None:
+        done = plan.renderings[(where, validate)] = _render_training(plan, root, validate=validate)
+    return done
 
+
+def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -> EnvironmentRequests:
     out = EnvironmentRequests()
     deployment = stand_in_deployment(plan)
     mlflow = mlflow_target(plan)
@@ -144,7 +152,8 @@ def render_environment(
     """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
 
-    out = render_training(plan, root, validate=validate)
+    # The training part is the environment's one rendering; endpoints and transforms join a copy.
+    out = replace(render_training(plan, root, validate=validate), endpoints={}, transforms={})
     ctx = stand_in_model_context(plan)
     for key, spec in plan.spec.endpoints.items():
         if spec.model is None:
