@@ -77,6 +77,9 @@ def main() -> None:
                 break
         epoch += 1
     if size > 1:
+        # Every rank reaches the end before the group goes: a rank tearing gloo down while its peer
+        # is still in its last all-reduce aborts ("terminate called without an active exception").
+        dist.barrier()
         dist.destroy_process_group()
 
 
