@@ -16,7 +16,7 @@ from sagestack.constructs import (
     TrainingImage,
     project_repository,
 )
-from sagestack.constructs.job_pipeline import allow_log_group_encryption
+from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
 from sagestack.project import ResolvedEnvironment
 from sagestack.training.models import JobSpec

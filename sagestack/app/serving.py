@@ -43,13 +43,6 @@ def served_endpoints(plan: ResolvedEnvironment) -> list[ResolvedEndpoint]:
     ]
 
 
-def serving_needed(plan: ResolvedEnvironment) -> bool:
-    spec = plan.spec
-    return any(ep.model_package or ep.components for ep in spec.endpoints.values()) or any(
-        t.model_package for t in spec.transforms.values()
-    )
-
-
 def batching_of(b: BatchingSpec) -> Batching:
     """An endpoint's `batching:` as the construct's Batching prop."""
     return Batching(

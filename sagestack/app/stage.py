@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aws_cdk import Environment, Stage, Tags
 from constructs import Construct
 
-from sagestack.app.clusters import ClusterStack
 from sagestack.app.foundation import FoundationStack
-from sagestack.app.serving import ServingStack, serving_needed
-from sagestack.app.training import TrainingStack
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.project import ResolvedEnvironment
+
+if TYPE_CHECKING:
+    from sagestack.app.clusters import ClusterStack
+    from sagestack.app.serving import ServingStack
+    from sagestack.app.training import TrainingStack
+
+
+def serving_needed(plan: ResolvedEnvironment) -> bool:
+    spec = plan.spec
+    return any(ep.model_package or ep.components for ep in spec.endpoints.values()) or any(
+        t.model_package for t in spec.transforms.values()
+    )
 
 
 class EnvironmentStage(Stage):
@@ -45,6 +55,8 @@ class EnvironmentStage(Stage):
         # No jobs, no pipelines: an empty TrainingStack would still hold a role, a topic and a log group.
         self.training: TrainingStack | None = None
         if plan.spec.jobs:
+            from sagestack.app.training import TrainingStack  # start-up: Step Functions, CloudWatch, ~0.3 s
+
             self.training = TrainingStack(
                 self,
                 "Training",
@@ -59,6 +71,8 @@ class EnvironmentStage(Stage):
         # `sagestack run`); the rest waits for a promotion.
         self.serving: ServingStack | None = None
         if serving_needed(plan):
+            from sagestack.app.serving import ServingStack  # start-up: endpoints, autoscaling, ~0.2 s
+
             self.serving = ServingStack(
                 self,
                 "Serving",
@@ -72,6 +86,8 @@ class EnvironmentStage(Stage):
         # HyperPod clusters, each in its own VPC with its file system.
         self.clusters: ClusterStack | None = None
         if plan.spec.clusters:
+            from sagestack.app.clusters import ClusterStack  # start-up: EC2/FSx modules, ~0.4 s
+
             self.clusters = ClusterStack(
                 self,
                 "Clusters",

@@ -36,7 +36,7 @@ def grant_once(
     conditions: Mapping[str, Any] | None = None,
 ) -> iam.Grant:
     """iam.Grant.add_to_principal, unless this principal already holds the very statement."""
-    if not first_time(grantee.grant_principal, "grant", list(actions), list(resource_arns), conditions):
+    if not first_time(grantee, "grant", list(actions), list(resource_arns), conditions):
         return iam.Grant.drop(grantee, f"{', '.join(actions)} (granted already)")
     return iam.Grant.add_to_principal(
         grantee=grantee,

@@ -19,6 +19,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.image_digests import ImageDigests
+from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
@@ -193,6 +194,8 @@ class JobPipeline(JobPipelineBase):
 
     def grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
         """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`."""
+        if not first_time(self.role, "sagemaker", what, resource, pattern):
+            return iam.Grant.drop(self.role, f"{', '.join(what)} (granted already)")
         arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
         return self._grant(what, arn, reason)
 
@@ -225,20 +228,3 @@ class JobPipeline(JobPipelineBase):
             topic_arn=topic.topic_arn if topic else None,
             quota_codes=dict(quota_codes) if quota_codes else None,
         )
-
-
-def allow_log_group_encryption(key: kms.IKey, log_group_name: str) -> None:
-    """Let CloudWatch Logs encrypt one log group with `key` (its key policy; a no-op on an imported key)."""
-    key.add_to_resource_policy(
-        iam.PolicyStatement(
-            actions=list(actions.KMS_FOR_LOGS),
-            principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-            resources=["*"],
-            conditions={
-                "ArnLike": {
-                    "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:"
-                    f"{Aws.ACCOUNT_ID}:log-group:{log_group_name}"
-                }
-            },
-        )
-    )

@@ -22,6 +22,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
+from sagestack.constructs.grants import first_time
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.mlflow_server import grant_mlflow_logging
 from sagestack.constructs.model_registration import (
@@ -219,8 +220,9 @@ class TrainingPipeline(JobPipeline):
             raise ValueError(f"TrainingPipeline '{key}': give region= (the stack's region is not concrete)")
         job_spec = _job_of(key, code, job_spec, job_props)
         source, source_sha256 = _source_asset(scope, key, Path(code))
-        execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
-        if mlflow_server_arn is not None:
+        if first_time(execution_role, "source archive", source_sha256):
+            execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
+        if mlflow_server_arn is not None and first_time(execution_role, "mlflow", mlflow_server_arn):
             grant_mlflow_logging(execution_role, mlflow_server_arn)
         deployment, stand_ins = deployments = _deployments(
             scope, region, _request_tags(names, tags), execution_role, artifacts, encryption_key

@@ -10,6 +10,7 @@ enum value it does not know or a number out of its range fails `cdk synth`, not 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -114,9 +115,17 @@ def stand_in_deployment(
     """Stand-ins for what only the deployment knows, to validate a construct's requests at synth:
     the stack's account and region where they are concrete (or `region`), else samples."""
     stack = Stack.of(scope)
-    region = region or stack.region
-    return Deployment.stand_ins(
-        region=REGION if Token.is_unresolved(region) else region,
-        account=None if Token.is_unresolved(stack.account) else stack.account,
-        tags=tags,
-    )
+    known = _STAND_INS.setdefault(stack, {})
+    if (region, tags) not in known:  # the stack's account and region are calls into jsii
+        where = region or stack.region
+        known[(region, tags)] = Deployment.stand_ins(
+            region=REGION if Token.is_unresolved(where) else where,
+            account=None if Token.is_unresolved(stack.account) else stack.account,
+            tags=tags,
+        )
+    return known[(region, tags)]
+
+
+_STAND_INS: weakref.WeakKeyDictionary[
+    Stack, dict[tuple[str | None, tuple[tuple[str, str], ...]], Deployment]
+] = weakref.WeakKeyDictionary()
