@@ -3,6 +3,7 @@ and register), its failure alarm, its role, its logs — the base of TrainingPip
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,10 @@ class _ImportedJobPipeline(JobPipelineBase):
         self.state_machine = sfn.StateMachine.from_state_machine_arn(self, "Resource", arn)
 
 
+# A role's default policy and its logical ID, looked up once per role (many pipelines share one).
+_ROLE_POLICIES: weakref.WeakKeyDictionary[iam.IRole, tuple[Stack, str] | None] = weakref.WeakKeyDictionary()
+
+
 class JobPipeline(JobPipelineBase):
     """A state machine for a ready Amazon States Language definition. Subclasses build the
     definition from their props; use this class directly only for a definition of your own.
@@ -101,7 +106,7 @@ class JobPipeline(JobPipelineBase):
             description=f"Step Functions pipeline of sagestack {names.prefix}",
         )
         self.log_group = log_group or self._log_group(names.entry_log_group(entry or id), encryption_key)
-        if topic is not None:
+        if topic is not None and first_time(self.role, "publish", topic.node.path):
             topic.grant_publish(self.role)
         # A locked environment names its images by digest (ImageDigests.pin on the stage).
         definition = ImageDigests.apply(self, definition)
@@ -152,12 +157,18 @@ class JobPipeline(JobPipelineBase):
     def _drop_redundant_role_dependency(self) -> None:
         """CDK makes the state machine depend on the role it already references by GetAtt (cfn-lint
         W3005); keep only the dependency on the role's policy, which the reference does not imply."""
-        policy = self.role.node.try_find_child("DefaultPolicy")
+        if self.role not in _ROLE_POLICIES:  # one look-up per role, not per pipeline (calls into jsii)
+            policy = self.role.node.try_find_child("DefaultPolicy")
+            _ROLE_POLICIES[self.role] = (
+                None
+                if policy is None
+                else (Stack.of(policy), Stack.of(policy).get_logical_id(policy.node.default_child))  # type: ignore[arg-type]
+            )
+        found = _ROLE_POLICIES[self.role]
         cfn = self.state_machine.node.default_child
-        stack = Stack.of(self)
-        if policy is None or cfn is None or Stack.of(policy) is not stack:
+        if found is None or cfn is None or found[0] is not Stack.of(self):
             return  # a role in another stack: CloudFormation orders the stacks instead
-        cfn.add_override("DependsOn", [stack.get_logical_id(policy.node.default_child)])  # type: ignore[attr-defined,arg-type]
+        cfn.add_override("DependsOn", [found[1]])  # type: ignore[attr-defined]
 
     def _acknowledge_role(self) -> None:
         """What CDK itself grants a state machine's role for logging, tracing and the topic."""
@@ -202,6 +213,8 @@ class JobPipeline(JobPipelineBase):
     def _grant_quota_reads(self, region: str) -> iam.Grant:
         """GetServiceQuota for SageMaker's quotas in `region`, and ListServiceQuotas to find a quota
         by its name when no snapshot names its code (the run-time quota check)."""
+        if not first_time(self.role, "quota reads", region):
+            return iam.Grant.drop(self.role, "quota reads (granted already)")
         return self._grant(
             actions.QUOTAS_READ,
             f"arn:{Aws.PARTITION}:servicequotas:{region}:{Aws.ACCOUNT_ID}:sagemaker/*",

@@ -286,7 +286,8 @@ class TrainingPipeline(JobPipeline):
             "Training jobs whose names start with this environment's prefix: the pipelines create, "
             "follow and stop only their own jobs.",
         )
-        self.execution_role.grant_pass_role(self.role)
+        if first_time(self.role, "pass", self.execution_role.node.path):
+            self.execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(self.region)
         if endpoint_plans:
             grant_registration_steps(self, registry, endpoint_plans)
