@@ -3,6 +3,8 @@ and register), its failure alarm, its role, its logs — the base of TrainingPip
 
 from __future__ import annotations
 
+import json
+import re
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +60,21 @@ class _ImportedJobPipeline(JobPipelineBase):
     def __init__(self, scope: Construct, id: str, arn: str) -> None:
         super().__init__(scope, id)
         self.state_machine = sfn.StateMachine.from_state_machine_arn(self, "Resource", arn)
+
+
+def definition_string(definition: dict[str, Any]) -> str:
+    """The definition as JSON text, written here rather than by Stack.to_json_string: sending a large
+    document through jsii cost more than the rest of a pipeline together (bench/synth.py). Its tokens
+    are CDK's string tokens, each standing where a string goes (ARNs, names), which CloudFormation's
+    Fn::Join fills in; a token of another kind cannot be written so and is refused."""
+    text = json.dumps(definition, separators=(",", ":"))
+    if _NON_STRING_TOKEN.search(text):
+        raise ValueError("a state machine definition holds a number or list token; write it as a string")
+    return text
+
+
+# How CDK encodes number tokens (a float near -1.888e+289) and list tokens ("#{Token[...]}").
+_NON_STRING_TOKEN = re.compile(r"-1\.888[0-9]*e\+289|#\{Token\[")
 
 
 # A role's default policy and its logical ID, looked up once per role (many pipelines share one).
@@ -116,7 +133,7 @@ class JobPipeline(JobPipelineBase):
             self,
             "Resource",
             state_machine_name=state_machine_name,
-            definition_body=sfn.DefinitionBody.from_string(Stack.of(self).to_json_string(definition)),
+            definition_body=sfn.DefinitionBody.from_string(definition_string(definition)),
             role=self.role,
             logs=sfn.LogOptions(
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True

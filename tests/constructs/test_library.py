@@ -485,3 +485,25 @@ def test_pipelines_sharing_a_role_grant_each_statement_once_and_other_roles_get_
     # each pipeline still starts its own state machine with its own role
     machines = template.find_resources("AWS::StepFunctions::StateMachine")
     assert len(machines) == 3
+
+
+def test_a_definition_is_written_with_its_string_tokens_and_refuses_other_tokens():
+    """JobPipeline writes the definition's JSON itself (constructs/job_pipeline.definition_string);
+    string tokens (ARNs, names) become Fn::Join at synth, a number or list token cannot be written so."""
+    import json
+
+    from aws_cdk import Aws, Token
+
+    from sagestack.constructs.job_pipeline import definition_string
+
+    stack = _stack()
+    text = definition_string({"Comment": "x", "Role": f"arn:aws:iam::{Aws.ACCOUNT_ID}:role/r"})
+    resolved = stack.resolve(text)
+    sep, parts = resolved["Fn::Join"]
+    written = sep.join(p if isinstance(p, str) else "ACCOUNT" for p in parts)
+    assert json.loads(written)["Role"] == "arn:aws:iam::ACCOUNT:role/r"
+    assert {"Ref": "AWS::AccountId"} in parts
+    with pytest.raises(ValueError, match="number or list token"):
+        definition_string({"TimeoutSeconds": Token.as_number(Aws.ACCOUNT_ID)})
+    with pytest.raises(ValueError, match="number or list token"):
+        definition_string({"Topics": Aws.NOTIFICATION_ARNS})
