@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -38,13 +37,3 @@ def quota_name(instance_type: str, usage: QuotaUsage) -> str:
 def snapshot_path(root: Path, env: str) -> Path:
     """Where `sagestack quota snapshot --env E` keeps an account's quotas: config/envs/<env>.quotas.json."""
     return root / "config" / "envs" / f"{env}.quotas.json"
-
-
-def quota_codes(root: Path, env: str) -> dict[str, str]:
-    """Quota name -> code from the environment's snapshot, or {} when there is none (the pipeline
-    then proceeds without the run-time check and says so)."""
-    path = snapshot_path(root, env)
-    if not path.exists():
-        return {}
-    data = json.loads(path.read_text())
-    return {q["QuotaName"]: q["QuotaCode"] for q in data.get("quotas", [])}
