@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sagestack.constructs.repository import project_repository
     from sagestack.constructs.retraining_schedule import RetrainingSchedule
     from sagestack.constructs.training_image import TrainingImage, repository_arn_of
+    from sagestack.constructs.training_job_props import TrainingJobProps
     from sagestack.constructs.training_pipeline import TrainingPipeline
     from sagestack.constructs.transform_pipeline import TransformPipeline
     from sagestack.constructs.tuning_pipeline import TuningPipeline
@@ -70,6 +71,7 @@ _WHERE = {
     "Rollout": "sagestack.constructs.endpoint_rollout",
     "ServerlessConfig": "sagestack.constructs.endpoint_config",
     "TrainingImage": "sagestack.constructs.training_image",
+    "TrainingJobProps": "sagestack.constructs.training_job_props",
     "TrainingPipeline": "sagestack.constructs.training_pipeline",
     "TransformPipeline": "sagestack.constructs.transform_pipeline",
     "TuningPipeline": "sagestack.constructs.tuning_pipeline",
@@ -118,6 +120,7 @@ __all__ = [
     "Rollout",
     "ServerlessConfig",
     "TrainingImage",
+    "TrainingJobProps",
     "TrainingPipeline",
     "TransformPipeline",
     "TuningPipeline",

@@ -8,9 +8,9 @@ import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
-from aws_cdk import Duration, Size, Stack, Stage, Token
+from aws_cdk import Duration, Stack, Stage, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -34,10 +34,9 @@ from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
+from sagestack.constructs.training_job_props import TrainingJobProps, check_job_props, job_spec_from_props
 from sagestack.constructs.validation import stand_in_deployment
-from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.deployment import Deployment
-from sagestack.core.model import spec_of
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
 from sagestack.endpoints.request import lineage_of
@@ -48,92 +47,6 @@ from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
-
-
-class TrainingJobProps(TypedDict, total=False):
-    """A TrainingPipeline's job as typed props (CDK types; each default: the spec's, as the SageMaker
-    SDK's Estimator). One function turns them into the job (core.model.spec_of)."""
-
-    instance_types: Sequence[str]  # candidates in order of preference (required: at least one)
-    entry_point: str  # default: 'train.py'
-    instance_count: int  # default: 1
-    hyperparameters: Mapping[str, Any]  # default: none
-    max_runtime: Duration  # default: 24 hours
-    volume_size: Size  # default: 30 GiB
-    spot: bool  # managed spot training; default: False
-    max_wait: Duration  # with spot; default: max_runtime
-    max_pending_time: Duration  # stop after waiting this long for capacity (30 min to 28 days); default: none
-    metric_definitions: Mapping[str, str]  # metric name -> regex; default: none
-    distribution: Mapping[str, Any]  # the spec's `distribution:`, e.g. {"torch_distributed": {}}
-    run_on_deploy: bool  # start an execution from `cdk deploy` when the job's hash changed; default: False
-    # Any other key of a `jobs:` entry of the YAML spec (checkpoint, debugger, profiler, channels, vpc,
-    # environment, tensorboard, efa, network_isolation, keep_alive, schedule, tags …).
-    options: Mapping[str, Any]
-
-
-def _seconds(duration: Duration | None) -> int | None:
-    return None if duration is None else int(duration.to_seconds())
-
-
-# The spec key each typed prop sets (the props keep the CDK names: max_runtime is a Duration …).
-SPEC_KEY_OF_PROP = {
-    "instance_types": "instance_type",
-    "entry_point": "entry_point",
-    "instance_count": "instance_count",
-    "hyperparameters": "hyperparameters",
-    "max_runtime": "max_run",
-    "volume_size": "volume_size_gb",
-    "spot": "use_spot_instances",
-    "max_wait": "max_wait",
-    "max_pending_time": "max_pending_time",
-    "metric_definitions": "metric_definitions",
-    "distribution": "distribution",
-    "run_on_deploy": "run_on_deploy",
-}
-# What the construct's own props (image=, code=) decide; `options` may not name them.
-CONSTRUCT_KEYS = {"image": "image=", "source_dir": "code="}
-
-
-def check_job_props(key: str, props: Mapping[str, Any]) -> None:
-    """Refuse what Python's **kwargs would let through: an unknown prop (a misspelt one would
-    silently leave the job at its default), a missing instance_types, a key given twice."""
-    problems: list[str] = []
-    known = sorted(TrainingJobProps.__annotations__)
-    for name in sorted(set(props) - set(known)):
-        problems.append(f"unknown prop '{name}'{did_you_mean(name, known)}")
-    if not props.get("instance_types"):
-        problems.append("instance_types is required: the instance types to try, in order of preference")
-    options = dict(props.get("options") or {})
-    for spec_key, prop in CONSTRUCT_KEYS.items():
-        if spec_key in options:
-            problems.append(f"options['{spec_key}']: the construct's {prop} prop decides it")
-    for prop, spec_key in SPEC_KEY_OF_PROP.items():
-        if prop in props and props[prop] is not None and spec_key in options:
-            problems.append(f"'{prop}' is given as a prop and as options['{spec_key}']; give it once")
-    if problems:
-        raise TypeError(f"TrainingPipeline '{key}': " + "; ".join(problems))
-
-
-def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
-    """The job the typed props describe, in the spec's units, validated by the spec's own model."""
-    volume_size = props.get("volume_size")
-    fields: dict[str, Any] = {
-        "image": "image",  # the construct's TrainingImage; a job names an `images:` key
-        "source_dir": Path(code).name,
-        "instance_type": list(props["instance_types"]) if "instance_types" in props else None,
-        "entry_point": props.get("entry_point"),
-        "instance_count": props.get("instance_count"),
-        "hyperparameters": props.get("hyperparameters"),
-        "max_run": _seconds(props.get("max_runtime")),
-        "volume_size_gb": None if volume_size is None else int(volume_size.to_gibibytes()),
-        "use_spot_instances": props.get("spot"),
-        "max_wait": _seconds(props.get("max_wait")),
-        "max_pending_time": _seconds(props.get("max_pending_time")),
-        "metric_definitions": props.get("metric_definitions"),
-        "distribution": props.get("distribution"),
-        "run_on_deploy": props.get("run_on_deploy"),
-    }
-    return spec_of(JobSpec, fields, props.get("options"))
 
 
 def _job_of(key: str, code: str, job_spec: JobSpec | None, job_props: TrainingJobProps) -> JobSpec:

@@ -301,7 +301,7 @@ def test_typed_props_refuse_what_keyword_arguments_would_let_through():
         _pipeline(_stack(), max_run=3600)
     with pytest.raises(TypeError, match="unknown prop 'spot_instances'"):
         _pipeline(_stack(), spot_instances=True)
-    from sagestack.constructs.training_pipeline import check_job_props
+    from sagestack.constructs.training_job_props import check_job_props
 
     with pytest.raises(TypeError, match="instance_types is required"):
         check_job_props("classifier", {"entry_point": "train.py"})
