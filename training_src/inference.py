@@ -43,7 +43,14 @@ MAX_BATCH_ROWS = 16384
 
 
 try:  # in SageMaker's PyTorch / Neo inference containers
+    from sagemaker_inference import content_types as _toolkit_types
     from sagemaker_inference.errors import GenericInferenceToolkitError as _ToolkitError
+
+    # The toolkit's Transformer decodes a JSON or CSV body as UTF-8 itself, before input_fn and
+    # outside any handler, so a body that is not UTF-8 would be a 500 (which Invocation5XXErrors, the
+    # rollback alarm's metric, counts). It looks the list up at each request: emptied, every body
+    # reaches input_fn as bytes, and input_fn decodes it and refuses what is not UTF-8 with a 400.
+    _toolkit_types.UTF8_TYPES = []
 except ImportError:  # elsewhere (`sagestack local serve`, tests): the same shape
 
     class _ToolkitError(Exception):  # type: ignore[no-redef]
@@ -113,21 +120,13 @@ def _base(content_type: str | None) -> str:
 def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tensor:
     kind = _base(content_type)
     if kind == JSON:
-        try:
-            data = json.loads(request_body)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise PayloadError(f"the body is not valid JSON: {e}") from None
-        array = _array(_instances(data))
+        array = _array(_instances(_json(_utf8(request_body), "the body")))
     elif kind == JSONL:
-        text = request_body.decode("utf-8", "replace") if isinstance(request_body, bytes) else request_body
         rows: list = []
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(_utf8(request_body).splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except ValueError as e:
-                raise PayloadError(f"line {number} is not valid JSON: {e}") from None
+            data = _json(line, f"line {number}")
             samples = _instances(data)
             rows += samples if isinstance(data, dict) else [samples]
         if not rows:
@@ -151,6 +150,25 @@ def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tenso
     return _batched(torch.from_numpy(np.ascontiguousarray(array)))
 
 
+def _utf8(body: bytes | bytearray | str) -> str:
+    """JSON text is UTF-8 (RFC 8259); anything else is the client's mistake, a 400."""
+    if isinstance(body, str):
+        return body
+    try:
+        return bytes(body).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PayloadError(f"the body is not UTF-8 text: {e}") from None
+
+
+def _json(text: str, what: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise PayloadError(f"{what} is not valid JSON: {e}") from None
+    except RecursionError:  # arrays nested deeper than Python's recursion limit
+        raise PayloadError(f"{what} is nested too deeply to be an array of samples") from None
+
+
 def _instances(data: object) -> object:
     if isinstance(data, dict):
         if "instances" not in data:
@@ -164,6 +182,10 @@ def _array(data: object) -> np.ndarray:
         return np.asarray(data, dtype=np.float32)
     except (ValueError, TypeError):
         raise PayloadError("the JSON must be a rectangular array of numbers") from None
+    except OverflowError:  # an integer beyond float's range (Python reads any number of digits)
+        raise PayloadError("the JSON holds a number too large for float32") from None
+    except RecursionError:
+        raise PayloadError("the JSON is nested too deeply to be an array of samples") from None
 
 
 def _batched(x: torch.Tensor) -> torch.Tensor:
@@ -248,11 +270,8 @@ def answer_batch(model: Model, data: list[dict[str, Any]], context: Any) -> list
                 body = request.get("data", b"")
             if isinstance(body, bytearray):
                 body = bytes(body)
-            if content_type in _UTF8_TYPES and isinstance(body, bytes):
-                try:
-                    body = body.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise PayloadError(f"the body is not UTF-8 text: {e}") from None
+            if content_type in _UTF8_TYPES:
+                body = _utf8(body)  # as the toolkit decodes them, but a 400 for what is not UTF-8
             decoded.append((i, input_fn(body, content_type), accept))
         except Exception as e:
             answers[i] = _failure(e)

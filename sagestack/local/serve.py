@@ -34,7 +34,7 @@ from sagestack.local.asgi import (
 from sagestack.local.async_inference import REAL_TIME_ONLY, AsyncInvocations, AsyncOptions
 from sagestack.local.batching import Batcher
 from sagestack.local.capture import CaptureWriter
-from sagestack.local.handlers import JSON, UTF8_TYPES, Handlers, ServeError, load_handlers
+from sagestack.local.handlers import JSON, UTF8_TYPES, ClientError, Handlers, ServeError, load_handlers
 
 
 class ServingApp:
@@ -117,7 +117,12 @@ class ServingApp:
 
     async def _predict(self, body: bytes, content_type: str | None, accept: str) -> tuple[bytes, str]:
         h = self.handlers
-        payload_in: bytes | str = body.decode("utf-8") if content_type in UTF8_TYPES else body
+        payload_in: bytes | str = body
+        if content_type in UTF8_TYPES:  # as the toolkit's Transformer decodes them, but the client's
+            try:  # mistake is a 400 (training_src/inference.py's own words), never a 500
+                payload_in = body.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ClientError(400, f"the body is not UTF-8 text: {e}") from None
         data = h.input_fn(payload_in, content_type)
         prediction = await self.batcher.predict(data)
         result = h.output_fn(prediction, accept)

@@ -14,7 +14,8 @@ def _npy(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-JSON, NPY = "application/json", "application/x-npy"
+JSON, NPY, JSONL = "application/json", "application/x-npy", "application/jsonlines"
+DEEP = 100_000  # deeper than any recursion limit
 
 
 rng = np.random.default_rng(0)
@@ -60,5 +61,29 @@ CASES: dict[str, tuple[bytes, dict[str, str], int]] = {
         _npy(np.zeros((16385, 1, 8, 8), np.float32)),
         {"Content-Type": NPY, "Accept": NPY},
         413,
+    ),
+    # Hostile bodies (issue 26): each is the client's fault, so a 4xx on every path, never a 500
+    # that Invocation5XXErrors (the rollback alarm's metric) would count.
+    "a 400-digit integer": (
+        json.dumps([[[10**399] * 8] * 8]).encode(),
+        {"Content-Type": JSON, "Accept": JSON},
+        400,
+    ),
+    "arrays nested 100,000 deep": (b"[" * DEEP + b"]" * DEEP, {"Content-Type": JSON, "Accept": JSON}, 400),
+    "json that is not utf-8": (b"[[\xff]]", {"Content-Type": JSON, "Accept": JSON}, 400),
+    "json lines, a 400-digit integer": (
+        json.dumps([[10**399] * 8] * 8).encode(),
+        {"Content-Type": JSONL, "Accept": JSONL},
+        400,
+    ),
+    "json lines nested 100,000 deep": (
+        b"[" * DEEP + b"]" * DEEP,
+        {"Content-Type": JSONL, "Accept": JSONL},
+        400,
+    ),
+    "json lines that are not utf-8": (
+        json.dumps(ONE.tolist()).encode() + b'\n{"instances": [], "note": "\xff"}',
+        {"Content-Type": JSONL, "Accept": JSONL},
+        400,
     ),
 }

@@ -94,3 +94,87 @@ def test_payload_errors_keep_their_status_without_the_toolkit(monkeypatch) -> No
         "cannot answer in 'text/csv'",
     )
     assert "sagemaker_inference" not in type(error).__mro__[1].__module__
+
+
+# ---------------------------------------------------------------- the batched handler's 500s
+
+
+def _inference_module():
+    spec = importlib.util.spec_from_file_location(
+        "inference_batched_faults", REPO / "training_src" / "inference.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Context:
+    """TorchServe's context for one batch: each request's headers, each answer's status and type."""
+
+    def __init__(self, headers: list[dict[str, str]]) -> None:
+        self.request_processor = [_Request(h) for h in headers]
+        self.status: dict[int, int] = {}
+        self.types: dict[int, str] = {}
+
+    def set_response_status(self, code: int = 200, phrase: str = "", idx: int = 0) -> None:
+        self.status[idx] = code
+
+    def set_response_content_type(self, idx: int, value: str) -> None:
+        self.types[idx] = value
+
+
+class _Request:
+    def __init__(self, headers: dict[str, str]) -> None:
+        self.headers = headers
+
+    def get_request_properties(self) -> dict[str, str]:
+        return self.headers
+
+
+class _BrokenModule:
+    """A model that fails whatever it is given: the server's fault, not the client's."""
+
+    def __call__(self, x):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+BATCH_NAMES = ["json instances", "bad json", "npy in, npy out", "arrays nested 100,000 deep"]
+
+
+def _answer(module, model) -> tuple[list[int], list[bytes]]:
+    context = _Context([CASES[n][1] for n in BATCH_NAMES])
+    bodies = module.answer_batch(model, [{"body": bytearray(CASES[n][0])} for n in BATCH_NAMES], context)
+    return [context.status[i] for i in range(len(BATCH_NAMES))], bodies
+
+
+def test_a_fault_that_is_not_the_clients_stays_a_500_on_the_batched_path(
+    model_dir: Path, monkeypatch
+) -> None:
+    """handle()/answer_batch (what `batching:` runs in the cloud) answers the client's mistakes with
+    their 4xx and a fault of the model or of the handler's own code with a 500, which the endpoint's
+    rollback alarm sees: a bug answered as a 4xx would hide from it."""
+    module = _inference_module()
+    model = module.model_fn(str(model_dir))
+    statuses, _ = _answer(module, model)
+    assert statuses == [200, 400, 200, 400]
+
+    broken = module.Model(_BrokenModule(), model.sample_shape, model.device)
+    statuses, bodies = _answer(module, broken)
+    assert statuses == [500, 400, 500, 400]
+    assert bodies[0].startswith(b"RuntimeError: CUDA error") and bodies[2].startswith(b"RuntimeError")
+
+    def buggy_output_fn(prediction, accept):
+        return {"predictions": prediction}["labels"]  # a KeyError: the handler's bug
+
+    monkeypatch.setattr(module, "output_fn", buggy_output_fn)
+    statuses, bodies = _answer(module, model)
+    assert statuses == [500, 400, 500, 400] and bodies[0].startswith(b"KeyError")
+    monkeypatch.undo()
+
+    def buggy_input_fn(body, content_type):
+        raise AttributeError("'NoneType' object has no attribute 'shape'")
+
+    monkeypatch.setattr(module, "input_fn", buggy_input_fn)
+    statuses, _ = _answer(module, model)
+    assert statuses == [500, 500, 500, 500]

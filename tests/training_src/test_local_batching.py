@@ -97,3 +97,57 @@ def test_options_follow_the_endpoints_batching_setting() -> None:
     }
     spec = BatchingSpec(max_batch_size=8, max_delay_ms=0, workers=3, threads_per_worker=2)
     assert batching_options(spec, cpus=2) == {"max_batch": 8, "max_delay_ms": 0.0, "workers": 3, "threads": 2}
+
+
+FAULTY_MODEL = """
+import json
+import torch
+
+
+def model_fn(model_dir):
+    return None
+
+
+def input_fn(body, content_type):
+    if json.loads(body) == "hostile":
+        raise ValueError("not a toolkit error, so not the client's: a bug in input_fn")
+    return torch.zeros(1, 2)
+
+
+def predict_fn(data, model):
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+"""
+
+
+def test_a_fault_that_is_not_the_clients_is_a_500_from_a_batching_local_serve(tmp_path) -> None:
+    """The model's fault (predict_fn) and a bug in the handler (an exception that is not the
+    toolkit's) are 500s, as the cloud's rollback alarm must see them; the client's own mistakes
+    (a body that is not UTF-8) stay 4xx, every request of a batch answered."""
+    import json
+    import urllib.error
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sagestack.local.serve import BackgroundServer, ServeOptions
+    from tests.support.moto_server import free_port
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "inference.py").write_text(FAULTY_MODEL)
+
+    def post(body: bytes) -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"{url}/invocations", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())["error"]
+
+    options = ServeOptions(port=free_port(), max_batch=4, max_delay_ms=200)
+    with BackgroundServer(tmp_path, options) as url, ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(post, [b"[1, 2]", b'"hostile"', b"[3, 4]", b"[\xff]"]))
+    assert [status for status, _ in answers] == [500, 500, 500, 400]
+    assert answers[0][1] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert answers[1][1].startswith("ValueError: not a toolkit error")
+    assert answers[3][1].startswith("the body is not UTF-8 text")
