@@ -5,12 +5,20 @@ where the result will be); one worker then reads the input, runs the model, and 
 to <output>/<InferenceId>.out, or a failure (the error, as the model answered it) to
 <failures>/<InferenceId>-error.out. Each outcome is also appended to notifications.jsonl in the
 shape of the SNS message SageMaker publishes.
+
+Nothing outside the local S3 root is read or written, as the cloud confines an endpoint to buckets:
+an InferenceId is what botocore's model of InvokeEndpointAsync allows (1 to 64 printable ASCII
+characters), percent-encoded into one file name (so `../x` is `..%2Fx.out`, in the output folder);
+an InputLocation is an s3:// URI, mapped under the root, and refused when its path — symlinks
+resolved — leaves it. What the client got wrong is a 400 ValidationError at once, as the cloud's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +29,9 @@ from sagestack.local.handlers import ClientError, error_response
 
 # What InvokeEndpointAsync gets from an endpoint that serves in real time only.
 REAL_TIME_ONLY = b'{"message": "this endpoint is real-time; serve it with --async (or async: in the spec)"}'
+
+# How the cloud's runtime names a refused request (boto3 raises ClientError with this code).
+VALIDATION_ERROR = ((b"x-amzn-errortype", b"ValidationError"),)
 
 # (body, content type, accept) -> (payload, its content type): the model, as /invocations runs it
 Predict = Callable[[bytes, str | None, str], Awaitable[tuple[bytes, str]]]
@@ -37,15 +48,57 @@ class AsyncOptions:
     notifications: Path
 
     def local(self, location: str) -> Path:
-        if location.startswith("s3://"):
-            return self.s3_root / location.removeprefix("s3://")
-        return Path(location.removeprefix("file://"))
+        """Where s3://<bucket>/<key> lies here; a ClientError (400) for any other location, or one
+        whose path, symlinks resolved, is not inside the local S3 root."""
+        if len(location) > INPUT_LOCATION_MAX:
+            raise ClientError(
+                400, f"a location has at most {INPUT_LOCATION_MAX} characters; got {len(location)}"
+            )
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        if not location.startswith("s3://") or not bucket or not key:
+            raise ClientError(
+                400,
+                f"the location {location!r} is not an s3://<bucket>/<key> URI (a local endpoint reads "
+                f"and writes only under its S3 root, {self.s3_root})",
+            )
+        root = self.s3_root.resolve()
+        path = (root / bucket / key).resolve()
+        if not path.is_relative_to(root / bucket) or path == root / bucket:
+            raise ClientError(
+                400, f"the location {location!r} leads outside the local S3 root {self.s3_root}"
+            )
+        return path
 
     def output(self, inference_id: str) -> str:
-        return f"{self.output_uri.rstrip('/')}/{inference_id}.out"
+        return f"{self.output_uri.rstrip('/')}/{file_name(inference_id)}.out"
 
     def failure(self, inference_id: str) -> str:
-        return f"{self.failure_uri.rstrip('/')}/{inference_id}-error.out"
+        return f"{self.failure_uri.rstrip('/')}/{file_name(inference_id)}-error.out"
+
+
+# botocore's model of InvokeEndpointAsync (sagemaker-runtime), held to it by a test: InferenceId
+# has 1 to 64 characters, pattern \A\S[\p{Print}]*\z (Java's \p{Print} is printable ASCII);
+# InputLocation at most 1024, pattern ^(https|s3)://([^/]+)/?(.*)$ (here s3:// only).
+INFERENCE_ID_MAX = 64
+INFERENCE_ID = re.compile(r"[^ \t\n\x0b\f\r][ -~]*")
+INPUT_LOCATION_MAX = 1024
+
+
+def check_inference_id(inference_id: str) -> str:
+    """The id, or a ClientError (400) naming what InvokeEndpointAsync allows."""
+    if not 1 <= len(inference_id) <= INFERENCE_ID_MAX or not INFERENCE_ID.fullmatch(inference_id):
+        raise ClientError(
+            400,
+            f"X-Amzn-SageMaker-Inference-Id must be 1 to {INFERENCE_ID_MAX} printable ASCII characters, "
+            f"the first not a space (InvokeEndpointAsync's InferenceId); got {inference_id[:80]!r}",
+        )
+    return inference_id
+
+
+def file_name(inference_id: str) -> str:
+    """One file name per id, never a path: every character but letters, digits and `_.-~` is
+    percent-encoded (`/` too), and the suffix added to it rules out `.` and `..`."""
+    return urllib.parse.quote(inference_id, safe="")
 
 
 @dataclass
@@ -99,7 +152,14 @@ class AsyncInvocations:
             return
         import uuid
 
-        inference_id = headers.get("x-amzn-sagemaker-inference-id") or str(uuid.uuid4())
+        try:
+            inference_id = check_inference_id(
+                headers.get("x-amzn-sagemaker-inference-id") or str(uuid.uuid4())
+            )
+            self.options.local(location)  # refused now when it is not under the local S3 root
+        except ClientError as e:
+            await respond(send, 400, json.dumps({"message": e.message}).encode(), headers=VALIDATION_ERROR)
+            return
         accept = headers.get("x-amzn-sagemaker-accept") or self.default_accept
         request = AsyncRequest(inference_id, location, headers.get("x-amzn-sagemaker-content-type"), accept)
         await self._queue.put(request)
@@ -118,17 +178,20 @@ class AsyncInvocations:
             r = await self._queue.get()
             output, failure = a.output(r.inference_id), a.failure(r.inference_id)
             try:
-                source = a.local(r.input_location)
+                source = a.local(r.input_location)  # again: a symlink may have moved since
                 if not source.is_file():
                     raise ClientError(400, f"the input location {r.input_location} does not exist")
                 body = source.read_bytes()
                 payload, out_type = await self.predict(body, r.content_type, r.accept)
+                write_atomically(a.local(output), payload)
             except Exception as e:
                 status, message = error_response(e)
-                write_atomically(a.local(failure), message.encode())
+                try:
+                    write_atomically(a.local(failure), message.encode())
+                except (ClientError, OSError) as unwritten:  # the notification still says why
+                    message += f" (and the failure was not written: {error_response(unwritten)[1]})"
                 self._notify(r, "Failed", failure, code=status, reason=message)
             else:
-                write_atomically(a.local(output), payload)
                 if self.capture is not None:
                     self.capture.capture(body, r.content_type, payload, out_type)
                 self._notify(r, "Completed", output, content_type=out_type)

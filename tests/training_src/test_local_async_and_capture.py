@@ -150,3 +150,84 @@ def _npy() -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.full((1, 1, 8, 8), 0.5, dtype=np.float32), allow_pickle=False)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------- confined to the local S3 root
+
+
+def _refused(call) -> str:
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as e:
+        call()
+    error = e.value.response["Error"]
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert error["Code"] == "ValidationError", error
+    return str(error["Message"])
+
+
+def test_an_inference_id_with_a_path_writes_one_file_in_the_output_folder(served):
+    """InvokeEndpointAsync allows `../` in an InferenceId (botocore's pattern: printable ASCII):
+    it names one percent-encoded file in the output folder, never a path out of it."""
+    client, base = served["client"], served["base"]
+    source = base / "s3" / BUCKET / "async" / "digits" / "input" / "escape.json"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_bytes(SAMPLE)
+    escape = "../" * 5 + "escaped"  # from s3/<bucket>/async/digits/output/ to the test's folder
+    answer = client.invoke_endpoint_async(
+        EndpointName="digits-dev-digits",
+        InputLocation=f"s3://{BUCKET}/async/digits/input/escape.json",
+        ContentType="application/json",
+        InferenceId=escape,
+    )
+    encoded = "..%2F" * 5 + "escaped"
+    assert answer["InferenceId"] == escape
+    assert answer["OutputLocation"] == f"s3://{BUCKET}/async/digits/output/{encoded}.out"
+    result = _wait_for(base / "s3" / BUCKET / "async" / "digits" / "output" / f"{encoded}.out")
+    assert json.loads(result)["predictions"]
+    assert not list(base.glob("escaped*")) and not list((base / "s3").glob("escaped*"))
+
+
+def test_ids_and_locations_the_cloud_would_refuse_are_a_400_at_once(served, tmp_path):
+    client, base = served["client"], served["base"]
+    outside = tmp_path / "secret.json"
+    outside.write_bytes(SAMPLE)
+    link = base / "s3" / BUCKET / "link-out.json"
+    link.symlink_to(outside)
+
+    def invoke(location: str, **kw: str):
+        return lambda: client.invoke_endpoint_async(
+            EndpointName="digits-dev-digits", InputLocation=location, ContentType="application/json", **kw
+        )
+
+    message = _refused(invoke(f"s3://{BUCKET}/async/digits/input/one.json", InferenceId="x" * 65))
+    assert "1 to 64 printable ASCII characters" in message
+    assert "not an s3://<bucket>/<key> URI" in _refused(invoke("file:///etc/hostname"))
+    assert "not an s3://<bucket>/<key> URI" in _refused(invoke(f"file://{outside}"))
+    assert "outside the local S3 root" in _refused(invoke(f"s3://{BUCKET}/../../../secret.json"))
+    assert "outside the local S3 root" in _refused(invoke(f"s3://{BUCKET}/link-out.json"))  # symlink
+    assert "outside the local S3 root" in _refused(invoke("s3://other-bucket/../" + BUCKET + "/bad.json"))
+    notes = (base / "notifications.jsonl").read_text()
+    assert "secret.json" not in notes and "hostname" not in notes  # refused, never queued
+
+
+def test_the_limits_are_botocores():
+    """The id and location limits are those of botocore's model of InvokeEndpointAsync."""
+    import botocore.session
+
+    from sagestack.local import async_inference
+    from sagestack.local.handlers import ClientError
+
+    model = botocore.session.get_session().get_service_model("sagemaker-runtime")
+    shapes = model.operation_model("InvokeEndpointAsync").input_shape.members
+    inference_id, location = shapes["InferenceId"].metadata, shapes["InputLocation"].metadata
+    assert (inference_id["min"], inference_id["max"]) == (1, async_inference.INFERENCE_ID_MAX)
+    assert inference_id["pattern"] == r"\A\S[\p{Print}]*\z"  # what INFERENCE_ID spells in Python
+    assert location["max"] == async_inference.INPUT_LOCATION_MAX
+    assert location["pattern"] == "^(https|s3)://([^/]+)/?(.*)$"
+    check = async_inference.check_inference_id
+    for good in ("a", "x" * 64, "../../etc/passwd", "id with spaces", "~!@#$%^&*()"):
+        assert check(good) == good
+    for bad in ("", " leading-space", "x" * 65, "tab\there", "caf\u00e9", "new\nline"):
+        with pytest.raises(ClientError):
+            check(bad)
