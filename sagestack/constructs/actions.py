@@ -16,10 +16,11 @@ S3_OBJECTS_READ_WRITE = (
 S3_LIST = ("s3:ListBucket",)
 S3_LOCATE = ("s3:GetBucketLocation",)
 S3_OBJECT_GET = ("s3:GetObject",)
+S3_OBJECT_PUT = ("s3:PutObject",)  # the artifact bucket's encryption refusals (a Deny)
 
 # KMS: the project key, used by SageMaker for volumes, outputs and the services' own grants.
 KMS_USE = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
-KMS_GRANT_FOR_AWS_RESOURCE = ("kms:CreateGrant", "kms:DescribeKey")
+KMS_GRANT_FOR_AWS_RESOURCE = ("kms:CreateGrant",)  # DescribeKey lacks kms:GrantIsForAWSResource
 KMS_DECRYPT = ("kms:Decrypt",)
 # CloudWatch Logs encrypting a log group with the project key (the key's resource policy).
 KMS_FOR_LOGS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")

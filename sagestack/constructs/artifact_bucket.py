@@ -18,6 +18,10 @@ from sagestack.core import layout
 ACCESS_LOGS_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 # Fixed prefixes (core.layout): IAM grants and lifecycle rules are scoped to them.
 PREFIXES = tuple(layout.PREFIXES)
+# PutObject's encryption condition keys (IAM's service authorization reference for Amazon S3)
+SSE = "s3:x-amz-server-side-encryption"
+SSE_KEY = "s3:x-amz-server-side-encryption-aws-kms-key-id"
+SSE_CUSTOMER = "s3:x-amz-server-side-encryption-customer-algorithm"
 
 
 def _check(prefixes: Sequence[str]) -> tuple[str, ...]:
@@ -86,6 +90,33 @@ class ArtifactBucketBase(Construct):
         return listing.combine(
             iam.Grant.add_to_principal(
                 grantee=grantee, actions=list(actions.S3_LOCATE), resource_arns=[self.bucket.bucket_arn]
+            )
+        )
+
+
+def deny_other_encryption(bucket: s3.IBucket, key: kms.IKey) -> None:
+    """The bucket refuses an upload (PutObject, which authorizes copies and multipart uploads too)
+    that asks for any encryption but SSE-KMS under `key`: another key, the AWS managed key (aws:kms
+    with no key id: S3 then uses aws/s3), SSE-S3, DSSE or a customer-provided key. An upload that
+    names no encryption gets the bucket's default (this key) and must pass: a negated test (and an
+    *IfExists one) holds when its key is absent, so each is paired with Null 'false' (the header is
+    there). SageMaker writing with KmsKeyId = the key's ARN passes (the header is that ARN)."""
+    present = {"Null": {SSE: "false"}}
+    refusals = {
+        "DenyEncryptionOtherThanKms": {**present, "StringNotEquals": {SSE: "aws:kms"}},
+        "DenyOtherKmsKeys": {"Null": {SSE_KEY: "false"}, "StringNotEquals": {SSE_KEY: key.key_arn}},
+        "DenyTheAwsManagedKey": {"StringEquals": {SSE: "aws:kms"}, "Null": {SSE_KEY: "true"}},
+        "DenyCustomerProvidedKeys": {"Null": {SSE_CUSTOMER: "false"}},
+    }
+    for sid, conditions in refusals.items():
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=list(actions.S3_OBJECT_PUT),
+                resources=[bucket.arn_for_objects("*")],
+                conditions=conditions,
             )
         )
 
@@ -186,6 +217,7 @@ class ArtifactBucket(ArtifactBucketBase):
             ],
         )
         self.encryption_key = encryption_key
+        deny_other_encryption(self.bucket, encryption_key)
 
     @staticmethod
     def from_bucket_attributes(
