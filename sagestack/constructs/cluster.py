@@ -28,6 +28,7 @@ from sagestack.constructs.cluster_props import (
     ClusterInstanceGroup,
     resolve_cluster_spec,
 )
+from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.service_model import validate_request
@@ -89,7 +90,7 @@ class HyperPodCluster(Construct):
         self.names = names
         self.key = key
 
-        self.vpc = vpc or self._vpc(cluster.vpc_cidr)
+        self.vpc = vpc or self._vpc(cluster.vpc_cidr, encryption_key)
         subnet = self.vpc.select_subnets(
             subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, one_per_az=True
         ).subnets[0]
@@ -263,7 +264,7 @@ class HyperPodCluster(Construct):
             )
         return deployment
 
-    def _vpc(self, cidr: str) -> ec2.Vpc:
+    def _vpc(self, cidr: str, key: kms.IKey) -> ec2.Vpc:
         vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -277,10 +278,19 @@ class HyperPodCluster(Construct):
                 ),
             ],
         )
+        # Flow logs under the project key, whose policy lets CloudWatch Logs use it for this group only
+        flow_logs = self.names.cluster_flow_log_group(self.key)
+        allow_log_group_encryption(key, flow_logs)
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
-                logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH)
+                logs.LogGroup(
+                    self,
+                    "FlowLogs",
+                    log_group_name=flow_logs,
+                    retention=logs.RetentionDays.ONE_MONTH,
+                    encryption_key=key,
+                )
             ),
         )
         vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)

@@ -146,6 +146,10 @@ class Names:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"
 
+    def cluster_flow_log_group(self, key: str) -> str:
+        """Where a cluster's VPC flow logs go (named, so the project key's policy can name it)."""
+        return f"/sagestack/{self.prefix}/clusters/{key}/flow-logs"
+
     def cluster_lifecycle_prefix(self, key: str) -> str:
         """Where a cluster's lifecycle scripts lie in the artifact bucket (under code/)."""
         return S3Layout.cluster_lifecycle_key(key)

@@ -105,6 +105,27 @@ def test_nodes_are_in_one_zone_open_to_each_other_with_lustre_linked_to_the_buck
     t.resource_count_is("AWS::EC2::FlowLog", 1)
 
 
+def test_the_flow_logs_are_encrypted_with_the_project_key_which_lets_logs_use_it_for_them_only(cluster_app):
+    from aws_cdk.assertions import Template
+
+    t = _template(cluster_app)
+    (flow_log,) = t.find_resources("AWS::EC2::FlowLog").values()
+    group_ref = flow_log["Properties"]["LogGroupName"]["Ref"]
+    group = t.find_resources("AWS::Logs::LogGroup")[group_ref]["Properties"]
+    assert group["LogGroupName"] == "/sagestack/digits-dev/clusters/research/flow-logs"
+    assert "Fn::ImportValue" in group["KmsKeyId"] and "Key" in group["KmsKeyId"]["Fn::ImportValue"]
+    foundation = Template.from_stack(cluster_app.stages["dev"].foundation)
+    (key,) = foundation.find_resources("AWS::KMS::Key").values()
+    scoped = [
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if "flow-logs" in json.dumps(s.get("Condition", {}))
+    ]
+    assert len(scoped) == 1 and "logs." in json.dumps(scoped[0]["Principal"])
+    context = json.dumps(scoped[0]["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
+    assert ":log-group:/sagestack/digits-dev/clusters/research/flow-logs" in context
+
+
 def test_the_node_role_has_no_managed_policy_and_reads_only_its_scripts(cluster_app):
     roles = _template(cluster_app).find_resources("AWS::IAM::Role")
     node = next(r for k, r in roles.items() if k.startswith("ClusterresearchNodeRole"))
