@@ -1,22 +1,60 @@
-"""A job's source directory as a deterministic sourcedir.tar.gz.
+"""A job's source directory as a deterministic sourcedir.tar.gz, and what goes into it.
 
 Fixed member order, mtimes, owners, modes and gzip header: the archive's bytes (and so the CDK
 asset hash and the job's content hash) change only when the code does, whoever builds it, wherever.
+
+What is packed (the archive is uploaded to S3 and unpacked in every training container):
+- every file and folder of the source folder except what is ignored. Ignored by default: dotfiles
+  and dot-folders (`.env`, `.git`, `.venv`, `.pytest_cache` …), `__pycache__/`, `*.pyc`, `*.pyo`,
+  and files that look like secrets (SECRET_PATTERNS: `.env*`, `*.pem`, `*.key`, `id_rsa*`,
+  `credentials`, `*.p12` …). A `.sagestackignore` in the folder adds gitignore-style patterns
+  (`#` comments, `*`, `?`, `[…]`, `**`, a leading `/` anchors, a trailing `/` means folders, `!`
+  re-includes; a file inside an ignored folder cannot be re-included, as in git), read after the
+  defaults, so `!` can re-include a default.
+- a secret-looking file that is packed all the same (re-included with `!`) is named by
+  `secret_files` (the `source-dir-secrets` rule warns about each);
+- a symlink to a file inside the folder is packed as that file's content; a symlink that leads out
+  of the folder, to a folder, or nowhere is refused (`problems`; `pack_source_dir` raises
+  SourceDirError, the `source-dir-contents` rule reports each at the job's source_dir).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import hashlib
 import io
 import json
+import os
+import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-EXCLUDED_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ipynb_checkpoints"}
-EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+IGNORE_FILE = ".sagestackignore"
+SECRET_PATTERNS = (
+    ".env*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "credentials",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    ".netrc",
+    ".pypirc",
+    ".npmrc",
+)
+DEFAULT_IGNORED = (".*", "__pycache__/", "*.pyc", "*.pyo", *SECRET_PATTERNS)
 _EPOCH = 0
+
+
+class SourceDirError(ValueError):
+    """The source folder cannot be packed as it is; the message names each file and why."""
 
 
 @dataclass(frozen=True)
@@ -26,30 +64,192 @@ class SourceArchive:
     files: tuple[str, ...]
 
 
-def _members(root: Path) -> list[Path]:
-    out = []
-    for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
-        rel = path.relative_to(root)
-        if any(part in EXCLUDED_DIRS for part in rel.parts) or path.name.endswith(EXCLUDED_SUFFIXES):
+@dataclass(frozen=True)
+class IgnorePattern:
+    text: str  # as written, for messages
+    source: str  # "the defaults" or the ignore file's name
+    regex: re.Pattern[str]
+    negated: bool
+    folders_only: bool
+
+
+def parse_ignore(lines: list[str], source: str = IGNORE_FILE) -> list[IgnorePattern]:
+    """gitignore's pattern format (git-scm.com/docs/gitignore), relative to the source folder."""
+    patterns = []
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if not line.endswith("\\ "):  # trailing spaces are dropped unless escaped ("\ ")
+            line = line.rstrip(" ")
+        if not line or line.startswith("#"):
             continue
-        if path.is_symlink():
-            continue  # a link out of the tree would make the archive depend on the machine
-        out.append(path)
-    return out
+        negated = line.startswith("!")
+        body = line[1:] if negated else line
+        folders_only = body.endswith("/")
+        body = body.rstrip("/")
+        if not body:
+            continue
+        anchored = "/" in body
+        body = body.lstrip("/")
+        prefix = "" if anchored or body.startswith("**/") else "(?:.*/)?"
+        patterns.append(
+            IgnorePattern(
+                line, source, re.compile(prefix + _translate(body), re.DOTALL), negated, folders_only
+            )
+        )
+    return patterns
+
+
+def _translate(glob: str) -> str:
+    """A gitignore glob (one path relative to the folder) as a regular expression."""
+    out, i, n = [], 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if glob.startswith("**/", i) and (i == 0 or glob[i - 1] == "/"):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i) and i + 2 == n and (i == 0 or glob[i - 1] == "/"):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "\\" and i + 1 < n:
+            out.append(re.escape(glob[i + 1]))
+            i += 2
+        elif c == "[" and (end := _class_end(glob, i)) > 0:
+            inner = glob[i + 1 : end]
+            if inner[:1] in ("!", "^"):
+                inner = "^" + inner[1:]
+            out.append("(?!/)[" + inner.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+def _class_end(glob: str, start: int) -> int:
+    """Where the bracket expression opened at `start` closes (a `]` right after `[` or `[!` is a
+    member), or -1 when it does not: then `[` is literal."""
+    first = start + 1
+    if glob[first : first + 1] in ("!", "^"):
+        first += 1
+    return glob.find("]", first + 1)
+
+
+def ignore_patterns(root: Path) -> list[IgnorePattern]:
+    """The defaults, then the folder's .sagestackignore (later patterns win)."""
+    patterns = parse_ignore(list(DEFAULT_IGNORED), "the defaults")
+    own = root / IGNORE_FILE
+    if own.is_file():
+        patterns += parse_ignore(own.read_text(encoding="utf-8", errors="replace").splitlines())
+    return patterns
+
+
+def ignored_by(patterns: list[IgnorePattern], rel: str, is_dir: bool) -> IgnorePattern | None:
+    """The pattern that ignores `rel` (a path relative to the folder), or None when it is packed."""
+    decided: IgnorePattern | None = None
+    for p in patterns:
+        if p.folders_only and not is_dir:
+            continue
+        if p.regex.fullmatch(rel):
+            decided = None if p.negated else p
+    return decided
+
+
+@dataclass(frozen=True)
+class SourceSelection:
+    """What pack_source_dir packs from a folder, and what it cannot."""
+
+    members: tuple[tuple[str, Path, bool], ...]  # (path in the archive, what to read, is a folder)
+    problems: tuple[str, ...]  # symlinks that lead out, to a folder, or nowhere
+    patterns: tuple[IgnorePattern, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(rel for rel, _, is_dir in self.members if not is_dir)
+
+    def secret_files(self) -> tuple[str, ...]:
+        """Packed files whose name looks like a secret (re-included past the defaults)."""
+        return tuple(
+            rel
+            for rel in self.files
+            if any(fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], s) for s in SECRET_PATTERNS)
+        )
+
+    def excluded(self, rel: str) -> IgnorePattern | None:
+        """The pattern that keeps `rel` (a file's path in the folder) out of the archive, if any."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            found = ignored_by(list(self.patterns), "/".join(parts[:depth]), depth < len(parts))
+            if found is not None:
+                return found
+        return None
+
+
+def select_source_files(root: Path) -> SourceSelection:
+    """Walk `root` as git walks a work tree: an ignored folder is not entered."""
+    patterns = ignore_patterns(root)
+    real_root = root.resolve()
+    members: list[tuple[str, Path, bool]] = []
+    problems: list[str] = []
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        for entry in os.scandir(folder):
+            path = Path(entry.path)
+            rel = path.relative_to(root).as_posix()
+            link = entry.is_symlink()
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if ignored_by(patterns, rel, is_dir or (link and path.is_dir())) is not None:
+                continue
+            if link:
+                problem = _link_problem(path, rel, real_root)
+                if problem:
+                    problems.append(problem)
+                else:
+                    members.append((rel, path.resolve(), False))
+            elif is_dir:
+                members.append((rel, path, True))
+                pending.append(path)
+            elif entry.is_file(follow_symlinks=False):
+                members.append((rel, path, False))
+    members.sort(key=lambda m: m[0])
+    return SourceSelection(tuple(members), tuple(sorted(problems)), tuple(patterns))
+
+
+def _link_problem(path: Path, rel: str, real_root: Path) -> str | None:
+    """Why a symlink cannot be packed, or None: a link to a file inside the folder is packed as it."""
+    target = os.readlink(path)
+    resolved = path.resolve()
+    if not resolved.exists():
+        return f"{rel} is a symlink to {target}, which does not exist"
+    if not resolved.is_relative_to(real_root):
+        return (
+            f"{rel} is a symlink to {target}, outside the source folder: the archive would hold a file "
+            "from this machine only; copy the file in, or ignore the link in .sagestackignore"
+        )
+    if resolved.is_dir():
+        return f"{rel} is a symlink to the folder {target}: link each file, or move the folder here"
+    return None
 
 
 def pack_source_dir(root: Path) -> SourceArchive:
     """Pack `root` (files relative to it, as the SageMaker SDK does) into tar.gz bytes."""
+    selection = select_source_files(root)
+    if selection.problems:
+        raise SourceDirError(f"{root} cannot be packed: " + "; ".join(selection.problems))
     raw = io.BytesIO()
-    files = []
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in _members(root):
-            rel = path.relative_to(root).as_posix()
+        for rel, path, is_dir in selection.members:
             info = tarfile.TarInfo(rel)
             info.mtime = _EPOCH
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            if path.is_dir():
+            if is_dir:
                 info.type = tarfile.DIRTYPE
                 info.mode = 0o755
                 tar.addfile(info)
@@ -58,13 +258,12 @@ def pack_source_dir(root: Path) -> SourceArchive:
                 info.size = len(content)
                 info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
                 tar.addfile(info, io.BytesIO(content))
-                files.append(rel)
     out = io.BytesIO()
     # mtime=0 and no file name in the gzip header: identical bytes for identical trees.
     with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=_EPOCH, compresslevel=9) as gz:
         gz.write(raw.getvalue())
     data = out.getvalue()
-    return SourceArchive(data=data, sha256=hashlib.sha256(data).hexdigest(), files=tuple(files))
+    return SourceArchive(data=data, sha256=hashlib.sha256(data).hexdigest(), files=selection.files)
 
 
 def dockerfile_fingerprint(folder: Path, build_args: dict[str, str], target: str | None) -> str:

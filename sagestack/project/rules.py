@@ -17,6 +17,7 @@ from sagestack.training import rules as training_distribution
 from sagestack.training import rules_job as training_job
 from sagestack.training import rules_platform as training_platform
 from sagestack.tuning import rules as tuning
+from sagestack.training import rules_source as training_source
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -33,6 +34,7 @@ FEATURE_RULES = (
     training_job,
     training_platform,
     tuning,
+    training_source,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

@@ -1,0 +1,187 @@
+"""What sourcedir.tar.gz holds (core/sourcedir.py): no dotfiles, caches or secret-looking files by
+default, a .sagestackignore read the way git reads a .gitignore (git itself is the judge), symlinks
+inside packed as their file, and the same bytes for the same code."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sagestack.core.sourcedir import (
+    DEFAULT_IGNORED,
+    IGNORE_FILE,
+    SourceDirError,
+    pack_source_dir,
+    select_source_files,
+)
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def _members(data: bytes) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        return {m.name: m for m in tar.getmembers()}
+
+
+CODE = {"train.py": "print(1)\n", "pkg/util.py": "X = 1\n", "requirements.txt": "numpy\n"}
+JUNK = {
+    ".env": "AWS_SECRET_ACCESS_KEY=abc\n",
+    ".env.local": "TOKEN=x\n",
+    ".git/config": "[core]\n",
+    ".venv/bin/python": "#!\n",
+    ".ipynb_checkpoints/x.ipynb": "{}",
+    "pkg/.DS_Store": "x",
+    "__pycache__/train.cpython-311.pyc": "junk",
+    "pkg/__pycache__/util.cpython-311.pyc": "junk",
+    "pkg/old.pyc": "junk",
+    "server.pem": "-----BEGIN PRIVATE KEY-----\n",
+    "tls/client.key": "k",
+    "id_rsa": "k",
+    "id_ed25519.pub": "k",
+    "credentials": "[default]\n",
+    "cert.p12": "k",
+}
+
+
+def test_dotfiles_caches_and_secrets_are_not_packed_by_default(tmp_path):
+    archive = pack_source_dir(_tree(tmp_path / "src", {**CODE, **JUNK}))
+    assert archive.files == ("pkg/util.py", "requirements.txt", "train.py")
+    assert sorted(_members(archive.data)) == ["pkg", "pkg/util.py", "requirements.txt", "tls", "train.py"]
+    # the same code without the junk: the same bytes, so the same content-addressed job names
+    assert archive.data == pack_source_dir(_tree(tmp_path / "clean", CODE | {"tls/.keep": ""})).data
+
+
+def test_a_sagestackignore_leaves_out_and_brings_back(tmp_path):
+    src = _tree(tmp_path / "src", {**CODE, **JUNK, "data/big.csv": "1\n", "notes.md": "x", "docs/a.md": "y"})
+    (src / IGNORE_FILE).write_text(
+        "# what the job does not need\n"
+        "data/\n"
+        "*.md\n"
+        "!docs/a.md\n"
+        "!.env.local\n"  # re-included past the defaults: packed, and the rule warns
+        "!.git/config\n"  # inside an ignored folder: cannot be re-included (as in git)
+    )
+    selection = select_source_files(src)
+    assert selection.files == (".env.local", "docs/a.md", "pkg/util.py", "requirements.txt", "train.py")
+    assert selection.secret_files() == (".env.local",)
+    excluded = selection.excluded("data/big.csv")
+    assert excluded is not None and (excluded.text, excluded.source) == ("data/", IGNORE_FILE)
+    excluded = selection.excluded(".git/config")
+    assert excluded is not None and (excluded.text, excluded.source) == (".*", "the defaults")
+    assert selection.excluded("train.py") is None
+    assert pack_source_dir(src).files == selection.files
+
+
+def test_a_symlink_inside_is_packed_as_its_file_and_one_leading_out_is_refused(tmp_path):
+    src = _tree(tmp_path / "src", CODE)
+    os.symlink("pkg/util.py", src / "util_alias.py")
+    members = _members(pack_source_dir(src).data)
+    assert members["util_alias.py"].isfile() and members["util_alias.py"].size == len("X = 1\n")
+    outside = _tree(tmp_path / "home", {".aws/credentials": "[default]\n"})
+    os.symlink(outside / ".aws" / "credentials", src / "aws.txt")
+    with pytest.raises(SourceDirError) as e:
+        pack_source_dir(src)
+    assert str(e.value) == (
+        f"{src} cannot be packed: aws.txt is a symlink to {outside / '.aws' / 'credentials'}, outside the "
+        "source folder: the archive would hold a file from this machine only; copy the file in, or ignore "
+        "the link in .sagestackignore"
+    )
+    (src / IGNORE_FILE).write_text("aws.txt\n")
+    assert "aws.txt" not in pack_source_dir(src).files
+
+
+# ---------------------------------------------------------------- git is the judge of the patterns
+
+PATHS = [
+    "train.py",
+    "a.md",
+    "docs/a.md",
+    "docs/deep/b.md",
+    "build/out.bin",
+    "src/build/keep.py",
+    "src/x.py",
+    "src/x.pyc",
+    "logs/2024/run.log",
+    "data/set[1].csv",
+    "weird #name.txt",
+    "trailing.txt",
+    "foo/bar/baz.txt",
+    "Foo.txt",
+    ".hidden/file.txt",
+    ".config.yaml",
+    "q.key",
+    "notes/.env.example",
+]
+PATTERNS = [
+    "*.md",
+    "!docs/a.md",
+    "/a.md",
+    "docs/**/*.md",
+    "build/",
+    "/build/",
+    "**/build",
+    "src/*.pyc",
+    "!*.pyc",
+    "logs/**",
+    "!logs/2024/",
+    "data/set\\[1\\].csv",
+    "weird\\ #name.txt",
+    "\\#*",
+    "trailing.txt   ",
+    "foo/**/baz.txt",
+    "[Ff]oo.txt",
+    "?oo.txt",
+    "!.hidden/",
+    "!.config.yaml",
+    "!*.key",
+    "!.env.example",
+    "**/notes",
+    "!notes/",
+    "# a comment",
+    "",
+]
+
+
+def _git_packs(root: Path, lines: list[str]) -> set[str]:
+    """The files git leaves untracked-and-not-ignored under the same patterns (defaults first)."""
+    (root / ".gitignore").write_text("\n".join([*DEFAULT_IGNORED, *lines]) + "\n")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(root),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "--others", "--exclude-standard", "-z"],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {p for p in listed.split("\0") if p}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git judges the ignore patterns")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(PATTERNS), max_size=8))
+def test_the_ignore_file_means_what_it_means_to_git(tmp_path_factory, lines):
+    root = _tree(tmp_path_factory.mktemp("judged"), {p: "x\n" for p in PATHS})
+    (root / IGNORE_FILE).write_text("\n".join(lines) + "\n")
+    ours = set(select_source_files(root).files)
+    assert ours == _git_packs(root, lines), lines
