@@ -151,3 +151,55 @@ def test_a_fault_that_is_not_the_clients_is_a_500_from_a_batching_local_serve(tm
     assert answers[0][1] == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert answers[1][1].startswith("ValueError: not a toolkit error")
     assert answers[3][1].startswith("the body is not UTF-8 text")
+
+
+def test_the_batched_handler_answers_its_own_and_the_models_faults_with_500() -> None:
+    """training_src/inference.py's answer_batch (what `batching:` runs in TorchServe in the cloud):
+    a fault of the model or of the handler's own code is a 500, which Invocation5XXErrors and so the
+    rollback alarm count; the client's own mistake stays its 4xx. A bug answered as a 4xx would
+    hide from the alarm (issue 26, item 19)."""
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("inference_500", REPO / "training_src" / "inference.py")
+    assert spec and spec.loader
+    inference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inference)
+
+    class Broken(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    class Context:
+        def __init__(self, n: int) -> None:
+            self.request_processor = [self] * n
+            self.status: dict[int, int] = {}
+
+        def get_request_properties(self) -> dict[str, str]:
+            return {"Content-Type": "application/json", "Accept": "application/json"}
+
+        def set_response_status(self, code: int = 200, phrase: str = "", idx: int = 0) -> None:
+            self.status[idx] = code
+
+        def set_response_content_type(self, idx: int, value: str) -> None:
+            pass
+
+    def answer(model: torch.nn.Module) -> tuple[list[int], list[bytes]]:
+        data = [{"body": bytearray(b"[[0.5, 1.5]]")}, {"body": bytearray(b"[\xff]")}]
+        context = Context(len(data))
+        bodies = inference.answer_batch(inference.Model(model, None, torch.device("cpu")), data, context)
+        return [context.status[i] for i in range(len(data))], bodies
+
+    statuses, bodies = answer(torch.nn.Linear(2, 3))
+    assert statuses == [200, 400] and bodies[1].startswith(b"the body is not UTF-8 text")
+    statuses, bodies = answer(Broken())  # the model's fault
+    assert (
+        statuses == [500, 400]
+        and bodies[0] == b"RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    inference.output_fn = lambda prediction, accept: {"predictions": prediction}[
+        "labels"
+    ]  # the handler's bug
+    statuses, bodies = answer(torch.nn.Linear(2, 3))
+    assert statuses == [500, 400] and bodies[0] == b"KeyError: 'labels'\n"

@@ -211,3 +211,32 @@ def test_components_cost_the_instances_their_initial_copies_take(project):
     # 4 GPUs per ml.g5.12xlarge: 6 one-GPU copies take 2 instances
     assert row.note == "1 components: initial copies on 2 instance(s)"
     assert row.cost_basis.startswith("per month at 2 instance(s)")
+
+
+def test_a_search_over_a_multi_node_job_needs_parallel_trials_times_its_instances(project):
+    """max_parallel_jobs x instance_count: three trials of a two-node job hold six instances."""
+    spec = SPEC.replace(
+        "    instance_type: [ml.g5.2xlarge]\n    instance_count: 1\n",
+        "    instance_type: [ml.g5.2xlarge, ml.g4dn.2xlarge]\n    instance_count: 2\n",
+    )
+    project.spec(spec).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    g4dn = "ml.g4dn.2xlarge for training job usage"
+    quotas = book(p4d_spot=4, g5_2x=5, c5_ep=5, total=20)
+    quotas.values[g4dn] = QuotaValue(g4dn, "L-G4DN", 6)
+    report = evaluate(plan, quotas)
+    search = _row(report, "tuning", "search")
+    assert (search.count, search.needed, search.available, search.status) == (2, 6, 5, "short")
+    assert search.note == "3 trials at once" and search.cost_basis == "≤ 10 trials x 0.5 h"
+    price = instance_type("ml.g5.2xlarge").price_per_hour
+    assert search.cost_on_demand == pytest.approx(price * 10 * 2 * 0.5)
+    (short,) = [s for s in report.shortfalls if s.kind == "tuning"]
+    assert short.alternatives == ("ml.g4dn.2xlarge",)  # 6 free there: room for all six
+    assert short.message() == (
+        "tuning entry 'search' needs 6 of 'ml.g5.2xlarge for training job usage' (L-G5_2X); the account allows "
+        "5 with 0 in use, so 5 are free. To fix: lower max_parallel_jobs so that at most 5 instances run at "
+        "once; or use a candidate with quota (ml.g4dn.2xlarge); or ask for more: aws service-quotas "
+        "request-service-quota-increase --service-code sagemaker --quota-code L-G5_2X --desired-value 6"
+    )
+    # the account-wide total holds the largest search (6), more than the jobs started on deploy (2 + 2)
+    assert _row(report, "aggregate", "training").needed == 6

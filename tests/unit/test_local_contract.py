@@ -136,3 +136,20 @@ def test_requirements_check(tmp_path):
     assert check.unmet[0].startswith("scikit-learn==0.1: ") and check.unmet[0].endswith(" is installed")
     assert check.unmet[1] == "surely-not-a-package-here==1.0: not installed"
     assert check.unchecked == ("-e git+https://example.com/x.git",)
+
+
+@pytest.mark.parametrize(
+    ("devices", "per_host"),
+    [
+        (Devices(neurons=32), 32),  # a trn1.32xlarge: neuron-ls's cores, as the toolkit counts them
+        (Devices(gpus=4, neurons=32), 4),  # GPUs first
+        (Devices(cpus=8), 1),  # neither: one process (not one per CPU)
+    ],
+)
+def test_processes_per_host_are_the_gpus_else_the_neuron_cores_else_one(tmp_path, devices, per_host):
+    launch = _launch(tmp_path, {"sagemaker_torch_distributed_enabled": "true"}, ["algo-1"], "algo-1", devices)
+    assert launch.processes_per_host == per_host and launch.world_size == per_host
+    assert launch.container_command()[:5] == ["torchrun", "--nnodes", "1", "--nproc_per_node", str(per_host)]
+    # sagemaker_mpi_num_of_processes_per_host wins over any device count
+    hps = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "3"}
+    assert _launch(tmp_path, hps, ["algo-1"], "algo-1", devices).processes_per_host == 3

@@ -182,3 +182,39 @@ def test_endpoint_inference_image_must_exist_for_the_instance(project):
         "endpoints.digits.model: no pytorch 2.5 inference container for ml.inf1.xlarge in us-east-1: "
     )
     assert "py311" in message
+
+
+TUNED = """\
+tuning:
+  search:
+    job: classifier
+    objective: {metric: acc, type: Maximize}
+    ranges: {lr: {continuous: [0.001, 0.1]}}
+endpoints:
+  digits:
+    model: {from: search}
+    instance_type: ml.c5.xlarge
+"""
+
+
+def test_an_endpoint_served_from_a_tuning_entry_is_checked_against_the_job_it_searches(project):
+    """model.from may name a tuning entry: the rules then follow it to the job the search trains."""
+    tracked = MINIMAL + "    metric_definitions: {acc: 'acc=([0-9.]+)'}\n"
+    assert findings(project, "endpoint-model-source", tracked + TUNED) == []
+    assert findings(project, "endpoint-inference-image", tracked + TUNED) == []
+    custom = tracked.replace(
+        'train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}',
+        'train: {uri: "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"}',
+    )
+    assert findings(project, "endpoint-inference-image", custom + TUNED) == [
+        "endpoints.digits.model: job 'classifier' trains in image 'train', which is not a Deep Learning Container, "
+        "so sagestack cannot name an inference image for its model; add compile: (the compilation job reports the "
+        "image) or serve a registered model_package"
+    ]
+    batched = tracked + TUNED + "    batching: {max_batch_size: 8, max_delay_ms: 5}\n"
+    assert findings(project, "endpoint-batching-handler", batched) == [
+        "endpoints.digits.batching.handler: batching.handler is 'batched' but training_src/inference.py does not "
+        "exist: TorchServe would fail to load the model; add one (the example's training_src/inference.py has a "
+        "handle() over its input_fn / predict_fn / output_fn), or set handler: toolkit to keep the container's "
+        "handler (one forward pass per request)"
+    ]

@@ -1,0 +1,26 @@
+"""An environment's name becomes part of every physical name (stacks, jobs, endpoints, buckets), so the
+loader takes only what all of them accept: 1-16 characters, lowercase letters, digits and hyphens,
+starting with a letter. The edges are asserted on both sides."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import MINIMAL
+
+
+@pytest.mark.parametrize("name", ["d", "dev", "dev-2", "a" * 16, "prod-eu-west-1"])
+def test_names_every_physical_name_accepts_load(project, name):
+    project.spec(MINIMAL).env(name)
+    assert project.load(name).env == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a" * 17, "Dev", "dev_1", "1dev", "-dev", "dev.1", "prod eu"],
+)
+def test_other_names_are_refused_with_what_is_allowed(project, name):
+    project.spec(MINIMAL).env(name)
+    assert project.errors(name) == [
+        f"(top level): environment name '{name}' must be 1-16 lowercase letters, digits, hyphens"
+    ]

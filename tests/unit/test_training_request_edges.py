@@ -1,0 +1,143 @@
+"""The edges of a CreateTrainingJob request that a plausible slip would move without any golden
+request noticing: spot's default wait, the user's own values over sagestack's defaults, and the
+limit of five instance preferences. Each assertion here was seen to fail under a hand-made mutation
+of the line it guards (issue 26, item 19); `make mutate` keeps the rest of the module honest."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagestack.core.catalog import validate_request
+from sagestack.core.names import Names
+from sagestack.training.models import JobSpec
+from sagestack.training.preferences import PREFERENCES_MAX
+from sagestack.training.rendered import RenderedJob, resolve_training_job
+from sagestack.training.request import CHECKPOINT_DIR_VARIABLE
+from tests.unit.test_rules import findings
+from tests.unit.test_training_requests import GPU, context
+from tests.unit.test_training_rules import job as job_yaml
+
+SPOT = {
+    "instance_type": "ml.g5.xlarge",
+    "use_spot_instances": True,
+    "max_run": "2h",
+    "checkpoint": {"every_steps": 100},
+}
+
+
+def test_a_spot_job_without_max_wait_waits_as_long_as_it_runs():
+    stopping = _request(SPOT)["StoppingCondition"]
+    assert stopping == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 7200}
+    # an on-demand job has no wait at all (SageMaker refuses one without spot)
+    assert _request({"instance_type": "ml.g5.xlarge", "max_run": "2h"})["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 7200
+    }
+
+
+def test_max_wait_equal_to_max_run_is_accepted_and_sent_as_given(project):
+    request = _request({**SPOT, "max_wait": "2h"})
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 7200}
+    validate_request("CreateTrainingJob", request)
+    longer = _request({**SPOT, "max_wait": "3h"})["StoppingCondition"]
+    assert longer["MaxWaitTimeInSeconds"] == 10800  # the spec's own, not max_run
+    body = "instance_type: ml.g5.xlarge\nuse_spot_instances: true\ncheckpoint: {every_steps: 100}\n"
+    assert findings(project, "spot-max-wait", job_yaml(body + "max_run: 2h\nmax_wait: 2h")) == []
+    # one second shorter is refused (SageMaker requires MaxWaitTimeInSeconds >= MaxRuntimeInSeconds)
+    assert findings(project, "spot-max-wait", job_yaml(body + "max_run: 7200\nmax_wait: 7199")) == [
+        "jobs.big.max_wait: max_wait (7199 s) is shorter than max_run (7200 s); SageMaker requires max_wait >= "
+        "max_run (it includes the time spent waiting for spot capacity)"
+    ]
+
+
+def test_the_users_checkpoint_dir_wins_over_the_default():
+    default = _request(SPOT)["Environment"]
+    assert default == {CHECKPOINT_DIR_VARIABLE: "/opt/ml/checkpoints"}
+    own = _request({**SPOT, "environment": {CHECKPOINT_DIR_VARIABLE: "/opt/ml/checkpoints/mine", "A": "1"}})
+    assert own["Environment"] == {CHECKPOINT_DIR_VARIABLE: "/opt/ml/checkpoints/mine", "A": "1"}
+    # without a checkpoint the variable is not invented
+    assert "Environment" not in _request({"instance_type": "ml.g5.xlarge"})
+
+
+def test_the_users_checkpoint_arguments_win_over_the_spec_interval():
+    hps = _request(SPOT)["HyperParameters"]
+    assert hps["checkpoint_every_steps"] == "100" and hps["checkpoint_keep_last"] == "3"
+    own = _request({**SPOT, "hyperparameters": {"checkpoint_every_steps": 7, "checkpoint_keep_last": 1}})
+    assert own["HyperParameters"]["checkpoint_every_steps"] == "7"
+    assert own["HyperParameters"]["checkpoint_keep_last"] == "1"
+    # a checkpoint without an interval passes no interval (the script's own default stands)
+    bare = _request({"instance_type": "ml.g5.xlarge", "checkpoint": {"keep_last": 2}})["HyperParameters"]
+    assert "checkpoint_every_steps" not in bare and "checkpoint_keep_last" not in bare
+
+
+def _plan(body: dict) -> RenderedJob:
+    return resolve_training_job(
+        names=Names("digits", "dev"),
+        key="c",
+        job=JobSpec.model_validate({"image": "t", **body}),
+        source_sha256="0" * 64,
+        image_uris={},
+        context=context(GPU),
+    )
+
+
+def _request(body: dict) -> dict:
+    return _plan(body).candidates[0].request
+
+
+# Six types whose requests differ only in the instance type (one GPU each, NVMe storage on all).
+ALIKE = [
+    "ml.g5.2xlarge",
+    "ml.g4dn.2xlarge",
+    "ml.g5.4xlarge",
+    "ml.g4dn.4xlarge",
+    "ml.g5.8xlarge",
+    "ml.g4dn.8xlarge",
+]
+
+
+@pytest.mark.parametrize("count", [2, PREFERENCES_MAX])
+def test_up_to_five_alike_candidates_are_one_job_with_instance_preferences(count):
+    plan = _plan({"instance_type": ALIKE[:count], "instance_count": 2})
+    assert plan.preferred is not None and plan.loop_reason is None
+    assert plan.launch_kind == "InstancePreferences"
+    assert (
+        plan.launch_path
+        == "InstancePreferences: one job; SageMaker launches the first candidate with capacity"
+    )
+    request = plan.preferred.request
+    assert request["ResourceConfig"]["InstancePreferences"] == [
+        {"InstanceType": t, "InstanceCount": 2} for t in ALIKE[:count]
+    ]
+    assert (
+        "InstanceType" not in request["ResourceConfig"] and "InstanceCount" not in request["ResourceConfig"]
+    )
+    assert request["TrainingJobName"] == plan.preferred.name
+    assert request["HyperParameters"]["sagemaker_job_name"] == f'"{plan.preferred.name}"'
+    assert "EnableManagedSpotTraining" not in request
+    validate_request("CreateTrainingJob", request)
+
+
+def test_six_candidates_keep_the_pipelines_loop():
+    assert PREFERENCES_MAX == 5  # ResourceConfig.InstancePreferences holds 1 to 5 (botocore's model)
+    plan = _plan({"instance_type": ALIKE})
+    assert plan.preferred is None
+    assert plan.loop_reason == "6 candidates; InstancePreferences holds 5"
+    assert plan.launch_kind == "candidate loop"
+    assert plan.launch_path == "candidate loop: 6 candidates; InstancePreferences holds 5"
+
+
+def test_one_candidate_or_spot_keeps_the_loop_and_says_why():
+    assert _plan({"instance_type": ALIKE[:1]}).loop_reason == "one candidate"
+    spot = _plan({**SPOT, "instance_type": ALIKE[:2]})
+    assert spot.preferred is None
+    assert spot.loop_reason == "managed spot training, which InstancePreferences does not support"
+
+
+def test_candidates_that_differ_name_the_first_difference():
+    # MPI's processes per host follow each type's GPUs: one job cannot carry both.
+    plan = _plan({"instance_type": ["ml.g5.12xlarge", "ml.g5.2xlarge"], "distribution": {"mpi": {}}})
+    assert plan.preferred is None
+    assert (
+        plan.loop_reason
+        == "ml.g5.12xlarge and ml.g5.2xlarge differ in sagemaker_mpi_num_of_processes_per_host"
+    )
