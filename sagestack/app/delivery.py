@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Environment, Stack, pipelines
+from aws_cdk import Duration, Environment, RemovalPolicy, Stack, pipelines
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
@@ -18,6 +18,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from sagestack.app.stage import EnvironmentStage
+from sagestack.constructs.artifact_bucket import access_log_bucket, log_to
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.delivery.models import DeliverySpec
 
@@ -83,6 +84,7 @@ class DeliveryStack(Stack):
                 pre.append(step)
             self.pipeline.add_stage(by_env[env], pre=pre)
         self.pipeline.build_pipeline()
+        self._keep_artifact_history()
         self._lint_acknowledgements()
         self._acknowledge()
 
@@ -97,6 +99,32 @@ class DeliveryStack(Stack):
         return pipelines.CodePipelineSource.s3(
             s3.Bucket.from_bucket_name(self, "SourceBucket", src.bucket), src.key
         )
+
+    def _keep_artifact_history(self) -> None:
+        """The artifact bucket CDK Pipelines creates keeps replaced versions (a month) and logs its
+        requests to a log bucket of its own; CDK Pipelines offers neither, so they are set on it."""
+        bucket = self.pipeline.pipeline.artifact_bucket
+        cfn = bucket.node.default_child
+        assert isinstance(cfn, s3.CfnBucket)
+        cfn.versioning_configuration = s3.CfnBucket.VersioningConfigurationProperty(status="Enabled")
+        cfn.lifecycle_configuration = s3.CfnBucket.LifecycleConfigurationProperty(
+            rules=[
+                s3.CfnBucket.RuleProperty(
+                    id="expire-replaced-artifacts",
+                    status="Enabled",
+                    noncurrent_version_expiration=s3.CfnBucket.NoncurrentVersionExpirationProperty(
+                        noncurrent_days=30
+                    ),
+                    abort_incomplete_multipart_upload=s3.CfnBucket.AbortIncompleteMultipartUploadProperty(
+                        days_after_initiation=7
+                    ),
+                )
+            ]
+        )
+        logs = access_log_bucket(
+            self, "PipelineAccessLogs", removal_policy=RemovalPolicy.RETAIN, abort_after=Duration.days(7)
+        )
+        log_to(bucket, logs, "pipeline-artifacts/")
 
     def _lint_acknowledgements(self) -> None:
         """CDK Pipelines writes each target account's deploy-role ARN as Fn::Join of strings and
@@ -119,8 +147,6 @@ class DeliveryStack(Stack):
             {
                 "AwsSolutions-CB4": "The CodeBuild projects write only to the pipeline's artifact bucket, which "
                 "is encrypted with the pipeline's customer-managed KMS key (cross_account_keys).",
-                "AwsSolutions-S1": "The artifact bucket holds build artifacts only (source zip, cdk.out, assets); "
-                "its access is through the pipeline's roles, logged by CloudTrail.",
             },
         )
         for policy in self.node.find_all():

@@ -12,6 +12,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.nag import acknowledge
 from sagestack.core import layout
 
@@ -121,6 +122,62 @@ def deny_other_encryption(bucket: s3.IBucket, key: kms.IKey) -> None:
         )
 
 
+def access_log_bucket(
+    scope: Construct, id: str, *, removal_policy: RemovalPolicy, abort_after: Duration
+) -> s3.Bucket:
+    """A bucket for S3 server access logs: SSE-S3 (the only default encryption S3 log delivery writes
+    to), SSL-only, private, versioned, logs kept a year."""
+    logs = s3.Bucket(
+        scope,
+        id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+        versioned=True,
+        removal_policy=removal_policy,
+        lifecycle_rules=[
+            s3.LifecycleRule(
+                id="expire-access-logs",
+                expiration=Duration.days(365),
+                noncurrent_version_expiration=Duration.days(30),
+                abort_incomplete_multipart_upload_after=abort_after,
+            )
+        ],
+    )
+    acknowledge(
+        logs,
+        {
+            "AwsSolutions-S1": "This is the access-log bucket itself; logging it into "
+            "another bucket would only move the question one bucket further.",
+        },
+    )
+    acknowledge_compliance(logs, ["S3DefaultEncryptionKMS"])
+    return logs
+
+
+def log_to(source: s3.IBucket, logs: s3.IBucket, prefix: str) -> None:
+    """Server access logging for a bucket created elsewhere (e.g. by CDK Pipelines): the source's
+    LoggingConfiguration, and the log bucket's policy letting S3 log delivery write there for that
+    source only, as Bucket(server_access_logs_bucket=…) does."""
+    cfn = source.node.default_child
+    assert isinstance(cfn, s3.CfnBucket), "log_to needs a bucket defined in this app"
+    cfn.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+        destination_bucket_name=logs.bucket_name, log_file_prefix=prefix
+    )
+    logs.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+            actions=list(actions.S3_OBJECT_PUT),
+            resources=[logs.arn_for_objects(f"{prefix}*")],
+            conditions={
+                "ArnLike": {"aws:SourceArn": source.bucket_arn},
+                "StringEquals": {"aws:SourceAccount": Stack.of(source).account},
+            },
+        )
+    )
+
+
 class _ImportedArtifactBucket(ArtifactBucketBase):
     def __init__(
         self, scope: Construct, id: str, bucket: s3.IBucket, encryption_key: kms.IKey | None
@@ -165,30 +222,8 @@ class ArtifactBucket(ArtifactBucketBase):
                     f"Set the feature flag {ACCESS_LOGS_FLAG} (cdk.json context): without it S3 log delivery "
                     "is granted by a legacy ACL (cfn-lint W3045) instead of the log bucket's policy.",
                 )
-            logs = s3.Bucket(
-                self,
-                "AccessLogs",
-                encryption=s3.BucketEncryption.S3_MANAGED,
-                enforce_ssl=True,
-                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
-                versioned=True,
-                removal_policy=removal_policy,
-                lifecycle_rules=[
-                    s3.LifecycleRule(
-                        id="expire-access-logs",
-                        expiration=Duration.days(365),
-                        noncurrent_version_expiration=Duration.days(30),
-                        abort_incomplete_multipart_upload_after=abort_after,
-                    )
-                ],
-            )
-            acknowledge(
-                logs,
-                {
-                    "AwsSolutions-S1": "This is the access-log bucket itself; logging it into "
-                    "another bucket would only move the question one bucket further.",
-                },
+            logs = access_log_bucket(
+                self, "AccessLogs", removal_policy=removal_policy, abort_after=abort_after
             )
             access_logs_bucket = logs
         self.access_logs_bucket = access_logs_bucket

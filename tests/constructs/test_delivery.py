@@ -94,6 +94,31 @@ def test_the_synth_step_runs_the_fast_tests_then_a_locked_synth(delivered):
     assert synth["artifacts"]["base-directory"] == "cdk.out"
 
 
+def test_the_pipeline_s_artifact_bucket_is_versioned_and_logged_to_its_own_log_bucket(delivered):
+    template = json.loads((delivered.out / "Delivery.template.json").read_text())
+    buckets = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"}
+    (pipeline_id,) = [k for k in buckets if k.startswith("PipelineArtifactsBucket")]
+    artifacts = buckets[pipeline_id]["Properties"]
+    assert artifacts["VersioningConfiguration"] == {"Status": "Enabled"}
+    logging = artifacts["LoggingConfiguration"]
+    log_id = logging["DestinationBucketName"]["Ref"]
+    assert log_id in buckets and log_id != pipeline_id and logging["LogFilePrefix"] == "pipeline-artifacts/"
+    logs = buckets[log_id]["Properties"]
+    assert logs["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert logs["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
+    # S3 log delivery may write there, for this source bucket only (the bucket policy, not an ACL)
+    (policy,) = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": log_id}
+    ]
+    (delivery,) = [s for s in policy if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}]
+    assert delivery["Action"] == "s3:PutObject"
+    assert delivery["Condition"]["ArnLike"]["aws:SourceArn"] == {"Fn::GetAtt": [pipeline_id, "Arn"]}
+
+
 def test_the_delivery_template_passes_cfn_lint(delivered):
     code, output = cfn_lint([str(delivered.out / "Delivery.template.json")])
     assert code == 0, output
