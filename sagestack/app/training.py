@@ -15,6 +15,7 @@ from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
 from sagestack.constructs import ModelRegistration, TrainingPipeline, TuningPipeline
+from sagestack.constructs.trust import states_principal
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.endpoints.resolved import ResolvedEndpoint, endpoints_fed_by
 from sagestack.project import ResolvedEnvironment
@@ -106,7 +107,7 @@ class TrainingStack(Stack):
         self.role = iam.Role(
             self,
             "PipelineRole",
-            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            assumed_by=states_principal(self),
             description=f"Step Functions pipelines of sagestack {names.prefix}",
         )
         shared: dict[str, Any] = dict(

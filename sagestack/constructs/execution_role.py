@@ -14,6 +14,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.grants import grant_once
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.trust import sagemaker_principal
 from sagestack.core.names import Names
 
 # SageMaker's own log groups; a job can write only its own kind's streams.
@@ -146,7 +147,7 @@ class ExecutionRole(ExecutionRoleBase):
             self,
             "Resource",
             role_name=role_name,
-            assumed_by=iam.ServicePrincipal(SAGEMAKER),
+            assumed_by=sagemaker_principal(self),
             description="SageMaker execution role for sagestack jobs and endpoints",
         )
         artifacts.grant_prefix_read_write(role)

@@ -24,6 +24,7 @@ from sagestack.constructs.grants import first_time
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.trust import states_principal
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
 
@@ -119,7 +120,7 @@ class JobPipeline(JobPipelineBase):
         self.role = role or iam.Role(
             self,
             "Role",
-            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            assumed_by=states_principal(self),
             description=f"Step Functions pipeline of sagestack {names.prefix}",
         )
         self.log_group = log_group or self._log_group(names.entry_log_group(entry or id), encryption_key)
@@ -210,22 +211,58 @@ class JobPipeline(JobPipelineBase):
 
     # ------------------------------------------------------------------ grants the subclasses use
 
-    def _grant(self, granted: tuple[str, ...], arn: str, reason: str) -> iam.Grant:
+    def _grant(
+        self,
+        granted: tuple[str, ...],
+        arn: str,
+        reason: str,
+        string_equals: Mapping[str, Any] | None = None,
+    ) -> iam.Grant:
         """Grant the pipeline's role `granted` on `arn`, a wildcard ARN whose cdk-nag finding is
         acknowledged here, with its reason (a role the caller gave keeps the caller's findings)."""
-        if not first_time(self.role, "grant", granted, arn):
+        if not first_time(self.role, "grant", granted, arn, string_equals):
             return iam.Grant.drop(self.role, f"{', '.join(granted)} (granted already)")
-        grant = iam.Grant.add_to_principal(grantee=self.role, actions=list(granted), resource_arns=[arn])
+        grant = iam.Grant.add_to_principal(
+            grantee=self.role,
+            actions=list(granted),
+            resource_arns=[arn],
+            conditions={"StringEquals": dict(string_equals)} if string_equals else None,
+        )
         if isinstance(self.role, iam.Role):
             acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": reason})
         return grant
 
-    def grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
-        """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`."""
-        if not first_time(self.role, "sagemaker", what, resource, pattern):
+    def grant_sagemaker(
+        self, what: tuple[str, ...], resource: str, pattern: str, reason: str, *, by_tags: bool = False
+    ) -> iam.Grant:
+        """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`. With
+        `by_tags` (a pattern that cannot tell environments apart) each action is also held to this
+        environment's tags (Names.tags), which every request of it carries: Create and AddTags by
+        the tags in the request (AddTags only while creating: sagemaker:TaggingAction), Describe and
+        Stop by the resource's own."""
+        if not first_time(self.role, "sagemaker", what, resource, pattern, by_tags):
             return iam.Grant.drop(self.role, f"{', '.join(what)} (granted already)")
         arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
-        return self._grant(what, arn, reason)
+        if not by_tags:
+            return self._grant(what, arn, reason)
+        creates = tuple(a for a in what if a.split(":")[1].startswith("Create"))
+        tags = sorted(self.names.tags.items())
+        requested = {f"aws:RequestTag/{k}": v for k, v in tags}
+        existing = {f"aws:ResourceTag/{k}": v for k, v in tags}
+        add_tags = {**requested, "sagemaker:TaggingAction": [a.split(":")[1] for a in creates]}
+        rest = tuple(a for a in what if a not in creates and a != "sagemaker:AddTags")
+        grants = [
+            self._grant(granted, arn, reason, conditions)
+            for granted, conditions in (
+                (creates, requested),
+                (("sagemaker:AddTags",) if "sagemaker:AddTags" in what else (), add_tags),
+                (rest, existing),
+            )
+            if granted
+        ]
+        for grant in grants[1:]:
+            grants[0] = grants[0].combine(grant)
+        return grants[0]
 
     def _grant_quota_reads(self, region: str) -> iam.Grant:
         """GetServiceQuota for SageMaker's quotas in `region`, and ListServiceQuotas to find a quota

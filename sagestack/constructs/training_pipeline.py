@@ -59,12 +59,6 @@ def _job_of(key: str, code: str, job_spec: JobSpec | None, job_props: TrainingJo
     return job_spec
 
 
-def _request_tags(names: Names, tags: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
-    if tags is None:
-        tags = {"sagestack:project": names.project, "sagestack:environment": names.env}
-    return tuple(sorted(tags.items()))
-
-
 class TrainingPipeline(JobPipeline):
     """One training job and the state machine that runs it.
 
@@ -84,7 +78,8 @@ class TrainingPipeline(JobPipeline):
       or job_spec: the spec's own validated `jobs:` entry (the spec path's door; no job prop with it).
       validated: the job already rendered with stand-ins and validated against botocore's model
         (the spec path's project.requests.render_training); default: rendered and validated here.
-      tags: request tags (default: sagestack:project / sagestack:environment).
+      tags: request tags; sagestack:project and sagestack:environment are always added (IAM grants
+        are scoped by them).
       role, log_group, topic, state_machine_name: as JobPipeline (default name: Names.training_state_machine).
       poll_interval / backoff: Describe polling and the wait before the next candidate (60 s / 120 s).
       quota_codes: quota name -> code for the run-time quota check (default none: skipped, noted).
@@ -138,7 +133,7 @@ class TrainingPipeline(JobPipeline):
         if mlflow_server_arn is not None and first_time(execution_role, "mlflow", mlflow_server_arn):
             grant_mlflow_logging(execution_role, mlflow_server_arn)
         deployment, stand_ins = deployments = _deployments(
-            scope, region, _request_tags(names, tags), execution_role, artifacts, encryption_key
+            scope, region, names.request_tags(tags), execution_role, artifacts, encryption_key
         )
         job_plan, validated = _job_plans(
             names, key, job_spec, deployments, image, source, source_sha256, mlflow_server_arn, validated

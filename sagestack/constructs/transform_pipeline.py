@@ -76,7 +76,7 @@ class TransformPipeline(JobPipeline):
         )
         plan = ResolvedTransform.of(names, key, spec)
         stack = Stack.of(scope)
-        tag_pairs = tuple(sorted((tags or {}).items()))
+        tag_pairs = names.request_tags(tags)
         validate_transform(plan, stand_in_deployment(scope, tags=tag_pairs))
         deployment = Deployment(
             region=stack.region,

@@ -130,7 +130,8 @@ class TuningPipeline(JobPipeline):
             "hyper-parameter-tuning-job",
             names.tuning_job_pattern,
             "Tuning jobs whose names start with the project's name (SageMaker allows them 32 characters: "
-            "no room for more).",
+            "no room for the environment, so each action is also held to the environment's tags).",
+            by_tags=True,
         )
         self._grant(
             actions.PARAMETERS_WRITE,

@@ -9,6 +9,7 @@ a Names (a CDK user chooses project and environment); the spec path makes one pe
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sagestack.core.layout import S3Layout
@@ -107,7 +108,26 @@ class Names:
 
     @property
     def tuning_job_pattern(self) -> str:
+        """Every tuning job of the project: 32 characters leave no room for the environment, so IAM
+        statements on this pattern also need the environment's tags (`tags`) as conditions."""
         return f"{self.project}-*"
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The tags every request of this environment carries: IAM conditions scope by them where a
+        name cannot (tuning jobs)."""
+        return {"sagestack:project": self.project, "sagestack:environment": self.env}
+
+    def request_tags(self, tags: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+        """`tags` with this environment's own (`tags`), which a caller may not set otherwise."""
+        given = dict(tags or {})
+        for key, value in self.tags.items():
+            if given.setdefault(key, value) != value:
+                raise ValueError(
+                    f"tag {key}={given[key]!r}: sagestack sets it to {value!r} (IAM grants are scoped by it); "
+                    "drop it from the tags"
+                )
+        return tuple(sorted(given.items()))
 
     def endpoint(self, key: str) -> str:
         return f"{self.prefix}-{key}"
@@ -117,6 +137,14 @@ class Names:
 
     @property
     def compilation_job_pattern(self) -> str:
+        return self._cut_name_pattern
+
+    @property
+    def _cut_name_pattern(self) -> str:
+        """Names cut to COMPILE_NAME_PREFIX_MAX before their hash: '<prefix>-*' while the prefix
+        fits (so 'digits-dev' never matches 'digits-dev2-…'), else the prefix as cut."""
+        if len(self.prefix) <= COMPILE_NAME_PREFIX_MAX:
+            return f"{self.prefix}-*"
         return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
 
     def transform_prefix(self, key: str) -> str:
@@ -129,7 +157,7 @@ class Names:
     @property
     def transform_job_pattern(self) -> str:
         """Transform jobs and models of this environment (their names start with its prefix)."""
-        return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
+        return self._cut_name_pattern
 
     def baseline_state_machine(self, endpoint_key: str) -> str:
         return f"{self.prefix}-baseline-{endpoint_key}"
@@ -140,7 +168,7 @@ class Names:
 
     @property
     def processing_job_pattern(self) -> str:
-        return f"{self.prefix[:COMPILE_NAME_PREFIX_MAX]}*"
+        return self._cut_name_pattern
 
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
