@@ -37,6 +37,7 @@ import torch
 JSON = "application/json"
 NPY = "application/x-npy"
 JSONL = "application/jsonlines"
+_UTF8_TYPES = (JSON, "text/csv")  # what the toolkit decodes to str before input_fn
 # A guard against a runaway request, not a batching limit: a batch transform's MultiRecord request
 # (6 MB by default) holds about 10,000 digits records as JSON Lines, and each must fit.
 MAX_BATCH_ROWS = 16384
@@ -119,11 +120,13 @@ def _base(content_type: str | None) -> str:
 
 def input_fn(request_body: bytes | str, content_type: str = JSON) -> torch.Tensor:
     kind = _base(content_type)
+    if kind in _UTF8_TYPES or kind == JSONL:  # text: what the toolkit would have decoded, and more
+        request_body = _utf8(request_body)
     if kind == JSON:
-        array = _array(_instances(_json(_utf8(request_body), "the body")))
+        array = _array(_instances(_json(request_body, "the body")))
     elif kind == JSONL:
         rows: list = []
-        for number, line in enumerate(_utf8(request_body).splitlines(), 1):
+        for number, line in enumerate(str(request_body).splitlines(), 1):
             if not line.strip():
                 continue
             data = _json(line, f"line {number}")
@@ -236,7 +239,6 @@ def output_fn(prediction: torch.Tensor, accept: str = JSON) -> tuple[bytes, str]
 # ---------------------------------------------------------------- TorchServe: one forward per batch
 
 _CONTENT_TYPE = re.compile("^[Cc]ontent-?[Tt]ype")  # the toolkit's spellings (sagemaker_inference.utils)
-_UTF8_TYPES = (JSON, "text/csv")  # what the toolkit decodes to str before input_fn
 _SERVED: dict[str, Model] = {}
 
 

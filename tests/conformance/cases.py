@@ -71,6 +71,7 @@ CASES: dict[str, tuple[bytes, dict[str, str], int]] = {
     ),
     "arrays nested 100,000 deep": (b"[" * DEEP + b"]" * DEEP, {"Content-Type": JSON, "Accept": JSON}, 400),
     "json that is not utf-8": (b"[[\xff]]", {"Content-Type": JSON, "Accept": JSON}, 400),
+    "csv that is not utf-8": (b"1,\xff", {"Content-Type": "text/csv", "Accept": JSON}, 400),
     "json lines, a 400-digit integer": (
         json.dumps([[10**399] * 8] * 8).encode(),
         {"Content-Type": JSONL, "Accept": JSONL},
