@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,22 +51,29 @@ def _copy_plain(value: Any) -> Any:
 def read_yaml(path: Path, display: str) -> Document:
     """Parse one YAML file (round-trip loader, so line numbers survive); SpecError on bad YAML.
 
-    Parsed files are memoized by (path, mtime, size): synthesizing N environments reads the
-    project file N times, and the round-trip parser is the slow part of loading a spec."""
-    try:
-        st = path.stat()
-        key = (str(path.resolve()), display, st.st_mtime_ns, st.st_size)
-    except OSError:
-        key = None
-    if key is not None and key in _PARSED:
-        return _PARSED[key].copy()
-    doc = _parse(path, display)
-    if key is not None:
-        _PARSED[key] = doc.copy()
-    return doc
+    Parses are memoized by the file's bytes (read again each time: cheap, and never stale, where a
+    file rewritten within the clock's tick keeps its mtime), failures included: a command that loads
+    N environments parses the project file once, even one the parser refuses."""
+    data = read_bounded(path, display)
+    if data is None:
+        raise _issue(display, f"cannot read {display}: {os.strerror(2)}")
+    key = (display, hashlib.blake2b(data, digest_size=20).digest())
+    found = _PARSED.get(key)
+    if found is None:
+        try:
+            found = _parse(data, display)
+        except SpecError as e:
+            found = e
+        while len(_PARSED) >= _PARSED_KEPT:  # the oldest first (dicts keep their order)
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[key] = found
+    if isinstance(found, SpecError):
+        raise SpecError(found.issues) from None
+    return found.copy()
 
 
-_PARSED: dict[tuple[str, str, int, int], Document] = {}
+_PARSED: dict[tuple[str, bytes], Document | SpecError] = {}
+_PARSED_KEPT = 64  # files: a project's own are a handful; a long process (the tests) must not grow
 
 
 # Bounds a spec file must stay within (a real one is a few kilobytes): larger files, deeper nesting
@@ -83,18 +94,66 @@ def _line_col(data: bytes | str, offset: int) -> tuple[int, int]:
     return line, offset - (head.rfind(newline) + 1) + 1  # type: ignore[arg-type]
 
 
-def _read_text(path: Path, display: str) -> str:
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _not_regular(display: str, mode: int, what: str, fmt: str) -> SpecError:
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
+    return _issue(display, f"{display} is {kind}, not a regular file; {what} is a {fmt} text file")
+
+
+def read_bounded(
+    path: Path, display: str, limit: int = MAX_SPEC_BYTES, *, what: str = "a spec", fmt: str = "YAML"
+) -> bytes | None:
+    """The bytes of a config file, None when it does not exist; SpecError (located at its first
+    line) for anything but a regular file after links are followed (a device reads forever, a FIFO
+    blocks), for a file over `limit` bytes, or one that cannot be read. The size is judged on the
+    bytes read, at most limit + 1 of them: /proc files and devices report st_size 0."""
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise _issue(
-                display,
-                f"the file is {size / 1024 / 1024:.1f} MiB; a spec is at most {MAX_SPEC_BYTES // 1024 // 1024} MiB "
-                "of YAML (is this the right file?)",
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(display, st.st_mode, what, fmt)
+        if st.st_size > limit:
+            raise _too_large(
+                display, f"{st.st_size / 1024 / 1024:.1f} MiB", f"{what} is at most {_mib(limit)} of {fmt}"
             )
-        data = path.read_bytes()
+        # O_NONBLOCK: should the file be swapped for a FIFO after the stat, open does not wait
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise _not_regular(display, mode, what, fmt)
+            chunks, left = [], limit + 1
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        return None
     except OSError as e:
         raise _issue(display, f"cannot read {display}: {e.strerror}") from None
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise _too_large(display, f"more than {_mib(limit)}", f"{what} is at most {_mib(limit)} of {fmt}")
+    return data
+
+
+def _mib(n: int) -> str:
+    return f"{n // 1024 // 1024} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
+
+
+def _too_large(display: str, size: str, bound: str) -> SpecError:
+    return _issue(display, f"the file is {size}; {bound} (is this the right file?)")
+
+
+def _decode(data: bytes, display: str) -> str:
     if b"\x00" in data:
         line, column = _line_col(data, data.index(b"\x00"))
         raise _issue(display, "this is a binary file (a NUL byte), not YAML text", line, column)
@@ -111,14 +170,39 @@ def _read_text(path: Path, display: str) -> str:
     return text.removeprefix("\ufeff")
 
 
-def _parse(path: Path, display: str) -> Document:
+@functools.cache
+def _depth_scanner() -> type:
+    """ruamel's round-trip scanner, refusing a flow collection deeper than MAX_DEPTH when it meets
+    its bracket. Without it `[[[…` costs the square of its depth before the composer's own limit
+    sees a node: after each bracket the scanner looks ahead for a key, checking every bracket open."""
+    from ruamel.yaml.composer import MaxDepthExceededError
+    from ruamel.yaml.scanner import RoundTripScanner
+
+    class DepthScanner(RoundTripScanner):
+        def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+            if self.flow_level >= MAX_DEPTH:
+                raise MaxDepthExceededError(None, None, "too deep", self.reader.get_mark())
+            super().fetch_flow_collection_start(TokenClass, to_push)
+
+    return DepthScanner
+
+
+def _parse(data: bytes, display: str) -> Document:
     from ruamel.yaml import YAML
+    from ruamel.yaml.composer import MaxDepthExceededError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     yaml = YAML(typ="rt")
-    text = _read_text(path, display)
+    yaml.Scanner = _depth_scanner()
+    yaml.max_depth = MAX_DEPTH + 1  # the composer counts the top node as 1; a path, as 0
+    text = _decode(data, display)
     try:
         raw = yaml.load(text)
+    except MaxDepthExceededError as e:
+        mark = e.problem_mark
+        raise _issue(
+            display, f"nested more than {MAX_DEPTH} levels deep", mark.line + 1, mark.column + 1
+        ) from None
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         loc = Location(display, mark.line + 1, mark.column + 1) if mark else Location(display, 1, 1)
@@ -203,34 +287,44 @@ def _plain(node: Any, path: Path_, doc: Document, budget: _Budget) -> Any:
     return str(node)
 
 
-def _under(paths: dict[Path_, Location], prefix: Path_) -> Iterator[Path_]:
-    n = len(prefix)
-    return (p for p in list(paths) if p[:n] == prefix)
+def _paths(value: Any, path: Path_) -> Iterator[Path_]:
+    """`path` and the path of every key and item of the plain `value` found there."""
+    stack = [(path, value)]
+    while stack:
+        here, v = stack.pop()
+        yield here
+        if isinstance(v, dict):
+            stack.extend(((*here, k), child) for k, child in v.items())
+        elif isinstance(v, list):
+            stack.extend(((*here, i), child) for i, child in enumerate(v))
 
 
 def merge(base: Document, overlay: Document) -> Document:
     """Deep-merge `overlay` onto `base`: mappings merge key by key, everything else (lists
-    included) is replaced. Each path keeps the location of the file that set it last."""
+    included) is replaced. Each path keeps the location of the file that set it last.
+
+    Linear in the two documents: a replaced value forgets the locations of the base's value and
+    takes the overlay's, each found by walking those two values (never by scanning every path)."""
     out = Document(data=None, keys=dict(base.keys), values=dict(base.values), file=base.file)
 
     def walk(b: Any, o: Any, path: Path_) -> Any:
         if isinstance(b, dict) and isinstance(o, dict):
             merged = dict(b)
             for k, v in o.items():
-                merged[k] = walk(b.get(k), v, (*path, k)) if k in b else _take(v, (*path, k))
+                merged[k] = walk(b[k], v, (*path, k)) if k in b else take(None, v, (*path, k))
             return merged
-        return _take(o, path)
+        return take(b, o, path)
 
-    def _take(value: Any, path: Path_) -> Any:
-        for p in _under(out.keys, path):
+    def take(old: Any, value: Any, path: Path_) -> Any:
+        for p in _paths(old, path):
             if p != path:
-                del out.keys[p]
-        for p in _under(out.values, path):
-            del out.values[p]
-        for p in _under(overlay.keys, path):
-            out.keys[p] = overlay.keys[p]
-        for p in _under(overlay.values, path):
-            out.values[p] = overlay.values[p]
+                out.keys.pop(p, None)
+            out.values.pop(p, None)
+        for p in _paths(value, path):
+            if p in overlay.keys:
+                out.keys[p] = overlay.keys[p]
+            if p in overlay.values:
+                out.values[p] = overlay.values[p]
         return value
 
     out.data = walk(base.data, overlay.data, ())

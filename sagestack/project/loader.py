@@ -21,7 +21,7 @@ from sagestack.core.catalog.quotas import snapshot_path
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.config import ENV_DIR, PROJECT_FILE, list_environments
 from sagestack.core.errors import Location, Path_, SpecError, SpecIssue
-from sagestack.core.yamldoc import Document, merge, read_yaml
+from sagestack.core.yamldoc import Document, merge, read_bounded, read_yaml
 from sagestack.delivery.models import DeliverySpec
 from sagestack.project.models import ProjectSpec
 from sagestack.project.rules import RuleContext, check_spec
@@ -39,8 +39,6 @@ __all__ = [
     "read_json",
 ]
 
-# Sections whose entries are defined by the project file; an overlay may only change them.
-ENTRY_SECTIONS = ("images", "jobs", "tuning", "endpoints")
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 # Job keys of SageMaker features that are retired: what to use instead, rather than "unknown key".
 _TRAINING_COMPILER = (
@@ -81,15 +79,16 @@ class LoadedSpec:
     files: EnvironmentFiles = field(default_factory=EnvironmentFiles)
 
 
+MAX_JSON_BYTES = 16 * 1024 * 1024  # a lock or a quota snapshot: kilobytes in a real project
+
+
 def read_json(path: Path, display: str) -> tuple[Any, bytes] | None:
-    """A JSON config file (a lock, a quota snapshot) and its bytes; None when it does not exist."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    """A JSON config file (a lock, a quota snapshot) and its bytes; None when it does not exist.
+    Held to the spec's rules: a regular file (a FIFO would block), read at most to its bound."""
+    what = "a lock" if display.endswith(".lock.json") else "a config file"
+    data = read_bounded(path, display, MAX_JSON_BYTES, what=what, fmt="JSON")
+    if data is None:
         return None
-    except OSError as e:
-        issue = SpecIssue(f"cannot read {display}: {e.strerror}", location=Location(display, 1, 1))
-        raise SpecError([issue]) from None
     try:
         return json.loads(data), data
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -224,27 +223,64 @@ def _apply_overlay(files: ProjectFiles, base: Document, env: str) -> tuple[Docum
         )
         del data["project"]
     for section in ENTRY_SECTIONS:
-        entries = data.get(section)
-        if not isinstance(entries, dict):
-            continue
-        defined = base.data.get(section) or {}
-        kept = {}
-        for name, value in entries.items():
-            if name in defined:
-                kept[name] = value
-                continue
-            singular = section.rstrip("s") if section != "tuning" else "tuning job"
-            issues.append(
-                SpecIssue(
-                    f"the environment overrides {singular} '{name}', which {PROJECT_FILE} does not define"
-                    f"{did_you_mean(name, defined)} (defined: {', '.join(defined) or 'none'})",
-                    path=(section, name),
-                    location=overlay.locate((section, name), key=True),
-                )
-            )
-        data[section] = kept
+        if isinstance(data.get(section), dict):
+            kept, found = _declared_entries(base, overlay, section, data[section])
+            issues += found
+            if kept is None:
+                del data[section]  # the project file's own value stays, for its own error
+            else:
+                data[section] = kept
     overlay.data = data
     return merge(base, overlay), issues
+
+
+def _entry_sections() -> dict[str, str]:
+    """The sections of the project file that are mappings of named entries (`jobs:`, `clusters:` …),
+    read from ProjectSpec: the key in YAML -> what one entry is called in a message."""
+    out = {}
+    for name, f in ProjectSpec.model_fields.items():
+        if typing.get_origin(f.annotation) is not dict:
+            continue
+        value = typing.get_args(f.annotation)[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            key = f.alias or name
+            out[key] = _SINGULAR.get(key, key.removesuffix("s"))
+    return out
+
+
+_SINGULAR = {"tuning": "tuning job"}
+# Sections whose entries are defined by the project file; an overlay may only change them.
+ENTRY_SECTIONS = _entry_sections()
+
+
+def _declared_entries(
+    base: Document, overlay: Document, section: str, entries: dict[str, Any]
+) -> tuple[dict[str, Any] | None, list[SpecIssue]]:
+    """The overlay's entries of `section` that the project file declares, and an issue for each
+    other. None when the project file's section is there but no mapping: nothing then to change."""
+    singular = ENTRY_SECTIONS[section]
+    defined = base.data.get(section, {})
+    if not isinstance(defined, dict):
+        return None, [
+            SpecIssue(
+                f"the environment overrides {singular} '{name}', but {section} in {PROJECT_FILE} is not a "
+                f"mapping of {section if section.endswith('s') else singular + 's'} by name",
+                path=(section, name),
+                location=overlay.locate((section, name), key=True),
+            )
+            for name in entries
+        ]
+    issues = [
+        SpecIssue(
+            f"the environment overrides {singular} '{name}', which {PROJECT_FILE} does not define"
+            f"{did_you_mean(name, defined)} (defined: {', '.join(defined) or 'none'})",
+            path=(section, name),
+            location=overlay.locate((section, name), key=True),
+        )
+        for name in entries
+        if name not in defined
+    ]
+    return {name: value for name, value in entries.items() if name in defined}, issues
 
 
 # ---------------------------------------------------------------- pydantic errors -> SpecIssue

@@ -65,7 +65,7 @@ HOSTILE = {
     "huge file": ("project: x\n" + "# padding\n" * (MAX_SPEC_BYTES // 10 + 1), "a spec is at most 1 MiB"),
     "binary": (b"project: digits\n\x00\x01\x02", "binary file"),
     "not utf-8": (b"project: caf\xe9\n", "not UTF-8 (byte 0xe9)"),
-    "deep flow nesting": ("a: " + "[" * 5000 + "]" * 5000, "nested deeper than the parser can follow"),
+    "deep flow nesting": ("a: " + "[" * 5000 + "]" * 5000, f"nested more than {MAX_DEPTH} levels deep"),
     "deep block nesting": (
         "".join(f"{'  ' * i}k{i}:\n" for i in range(MAX_DEPTH + 5)) + "  " * (MAX_DEPTH + 5) + "v\n",
         f"nested more than {MAX_DEPTH} levels deep",
@@ -217,3 +217,51 @@ def test_fuzz_figures() -> None:
     """The counts of the fuzzing above, printed for the record (run with -s)."""
     print(f"spec fuzzing: {STATS}")
     assert STATS["examples"] == 0 or STATS["examples"] == STATS["loaded"] + STATS["spec_errors"]
+
+
+# ---------------------------------------------------------------- deep nesting is refused early
+
+
+def test_deep_nesting_is_refused_where_it_passes_the_limit() -> None:
+    """The 65th bracket of `a: [[[…` is the first node deeper than the limit: the error points at it."""
+    root = _root("a: " + "[" * 5000 + "]" * 5000)
+    with pytest.raises(SpecError) as info:
+        load_project(root)
+    assert [i.format() for i in info.value.issues] == [
+        f"config/sagestack.yaml:1:{3 + MAX_DEPTH + 1}: (top level): nested more than {MAX_DEPTH} levels deep"
+    ]
+
+
+@pytest.mark.parametrize("opening", ["[", "{a: ", "- "])
+def test_refusing_deep_nesting_costs_the_same_however_deep_it_goes(opening: str) -> None:
+    """A 5,000-deep `[[[…` took 4 s to refuse (the reader looked ahead across every bracket for a
+    possible key, per bracket): the parser must stop at the limit, whatever lies beyond it."""
+    from tests.unit.test_spec_loading import python_lines
+
+    def refuse(depth: int) -> None:
+        root = _root("a:\n  " + opening * depth + "x\n")
+        with pytest.raises(SpecError, match=f"nested more than {MAX_DEPTH} levels deep"):
+            load_project(root)
+
+    shallow, deep = python_lines(lambda: refuse(500)), python_lines(lambda: refuse(2000))
+    assert deep < 1.1 * shallow, f"4x the depth cost {deep / shallow:.1f}x the work"
+
+
+def test_validate_parses_each_file_once_however_many_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`validate` parsed a file that fails to parse once per environment (12.8 s for three)."""
+    from sagestack.core import yamldoc
+
+    parsed: list[str] = []
+    original = yamldoc._parse
+
+    def counted(*args: object) -> object:
+        parsed.append(str(args[-1]))
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(yamldoc, "_parse", counted)
+    root = _root("a: " + "[" * 100 + "]" * 100, "{}\n")
+    for env in ("prod", "staging"):
+        (root / "config" / "envs" / f"{env}.yaml").write_text("{}\n")
+    result = CliRunner().invoke(app, ["validate", "--root", str(root)])
+    assert result.exit_code == 2 and result.output.count("nested more than") == 3, result.output
+    assert sorted(parsed) == ["config/sagestack.yaml"]

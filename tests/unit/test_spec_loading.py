@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagestack.core.errors import SpecError
+from sagestack.core.errors import Location, SpecError
 from sagestack.core.types import parse_duration
 from tests.conftest import MINIMAL
 
@@ -193,3 +196,165 @@ def test_spec_error_report_counts_errors(project):
     with pytest.raises(SpecError) as info:
         project.spec(MINIMAL.replace("ml.m5.xlarge", "ml.m5.xl")).load()
     assert str(info.value).endswith("1 error in the spec")
+
+
+# ---------------------------------------------------------------- hostile inputs (issue 26)
+
+
+def python_lines(fn):  # type: ignore[no-untyped-def]
+    """How many lines of Python `fn()` executes (sys.settrace's line events, every frame): a count of
+    work that does not depend on the machine's speed, so a test can tell linear from quadratic."""
+    import sys
+
+    count = 0
+
+    def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    old = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        fn()
+    finally:
+        sys.settrace(old)
+    return count
+
+
+def test_merging_an_overlay_is_linear_in_its_keys():
+    """An overlay of 2,000 tags took 2 s and 8,000 took 20 s: each merged key walked every location
+    recorded so far. The work per key must not grow with the overlay (bench/load.py times it)."""
+    from sagestack.core.yamldoc import Document, merge
+
+    def documents(n: int) -> tuple[Document, Document]:
+        base = Document({"project": "p", "tags": {"a": "b"}}, file="base.yaml")
+        base.keys[("tags",)] = base.values[("tags",)] = Location("base.yaml", 2, 1)
+        tags = {f"k{i}": "v" for i in range(n)}
+        overlay = Document({"tags": tags, "jobs": {f"j{i}": {"x": [1, 2]} for i in range(n)}}, file="o.yaml")
+        for i, name in enumerate(tags):
+            overlay.keys[("tags", name)] = overlay.values[("tags", name)] = Location("o.yaml", i + 2, 3)
+        return base, overlay
+
+    small, large = (
+        python_lines(lambda n=n: merge(*documents(n))) - python_lines(lambda n=n: documents(n))
+        for n in (300, 1200)
+    )
+    assert large < 4.5 * small, f"4x the keys cost {large / small:.1f}x the work"
+
+
+def test_a_merged_overlay_keeps_each_location_of_the_file_that_set_it(project):
+    project.spec(MINIMAL + "tags: {team: ml, cost: a}\n").env(
+        "dev", "tags: {cost: b, owner: x}\njobs:\n  classifier:\n    instance_type: [ml.c5.xlarge]\n"
+    )
+    doc = project.load("dev").document
+    assert doc.data["tags"] == {"team": "ml", "cost": "b", "owner": "x"}
+    assert doc.locate(("tags", "team")) == Location("config/sagestack.yaml", 9, 14)
+    assert doc.locate(("tags", "cost")) == Location("config/envs/dev.yaml", 1, 14)
+    assert doc.locate(("tags", "owner"), key=True) == Location("config/envs/dev.yaml", 1, 17)
+    assert doc.locate(("jobs", "classifier", "instance_type", 0)) == Location("config/envs/dev.yaml", 4, 21)
+    assert doc.locate(("jobs", "classifier", "image")) == Location("config/sagestack.yaml", 7, 12)
+
+
+def _not_a_file(project, kind: str, target: str) -> Path:  # type: ignore[no-untyped-def]
+    path = project.root / target
+    path.unlink(missing_ok=True)
+    if kind == "symlink to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "what"),
+    [
+        ("symlink to /dev/zero", "config/sagestack.yaml", "a character device"),
+        ("fifo", "config/sagestack.yaml", "a FIFO (named pipe)"),
+        ("fifo", "config/envs/dev.yaml", "a FIFO (named pipe)"),
+        ("directory", "config/envs/dev.yaml", "a directory"),
+    ],
+)
+def test_a_spec_file_that_is_not_a_regular_file_is_refused_at_once(project, kind, target, what):
+    """/dev/zero passed the size check (st_size 0) and took 2.4 GB; a FIFO hung the loader."""
+    project.spec().env("dev")
+    _not_a_file(project, kind, target)
+    errors = project.errors("dev")
+    assert errors == [
+        f"{target}:1:1: (top level): {target} is {what}, not a regular file; a spec is a YAML text file"
+    ]
+
+
+def test_a_lock_file_that_is_a_fifo_is_refused_at_once(project):
+    project.spec().env("dev")
+    _not_a_file(project, "fifo", "config/envs/dev.lock.json")
+    assert project.errors("dev") == [
+        "config/envs/dev.lock.json:1:1: (top level): config/envs/dev.lock.json is a FIFO (named pipe), "
+        "not a regular file; a lock is a JSON text file"
+    ]
+
+
+@pytest.mark.skipif(not Path("/proc/kallsyms").exists(), reason="needs a file whose size stat does not tell")
+def test_the_size_limit_holds_for_the_bytes_read_not_the_size_stat_reports(project):
+    """/proc files are regular files of st_size 0: only a bounded read sees how long they are."""
+    project.spec()
+    (project.root / "config" / "sagestack.yaml").unlink()
+    (project.root / "config" / "sagestack.yaml").symlink_to("/proc/kallsyms")
+    errors = project.errors()
+    assert errors == [
+        "config/sagestack.yaml:1:1: (top level): the file is more than 1 MiB; a spec is at most 1 MiB of "
+        "YAML (is this the right file?)"
+    ]
+
+
+@pytest.mark.parametrize("section", ["jobs: 1", "jobs: [1, 2]", "jobs: true", "jobs: classifier-x", "jobs:"])
+def test_an_entry_section_that_is_not_a_mapping_is_located_while_an_overlay_sets_entries(project, section):
+    """An overlay naming entries of a section the project file spells as a scalar or a list raised
+    TypeError / AttributeError (exit 1); a string section matched names as substrings and was
+    silently replaced by the overlay's entries."""
+    spec = MINIMAL.replace("jobs:\n  classifier:\n    image: train\n    instance_type: ml.m5.xlarge\n", "")
+    project.spec(spec + section + "\n").env("dev", "jobs:\n  classifier: {instance_count: 2}\n")
+    errors = project.errors("dev")
+    assert errors[0] == (
+        "config/envs/dev.yaml:2:3: jobs.classifier: the environment overrides job 'classifier', but jobs in "
+        "config/sagestack.yaml is not a mapping of jobs by name"
+    )
+    assert (
+        errors[1].startswith("config/sagestack.yaml:")
+        and "jobs: Input should be a valid dictionary" in errors[1]
+    )
+    assert len(errors) == 2
+
+
+def _entry_sections_of_the_schema() -> list[str]:
+    """The project file's sections that are mappings of named entries, read from its JSON Schema
+    (not from the loader): a section added to ProjectSpec later is covered here by itself."""
+    from sagestack.project.models import ProjectSpec
+
+    schema = ProjectSpec.model_json_schema(by_alias=True)
+    sections = []
+    for name, prop in schema["properties"].items():
+        values = [prop.get("additionalProperties") or {}, *(prop.get("patternProperties") or {}).values()]
+        if prop.get("type") == "object" and any("$ref" in v for v in values):
+            sections.append(name)
+    return sections
+
+
+def test_the_schema_has_the_entry_sections_the_readme_names():
+    assert {"images", "jobs", "tuning", "endpoints", "transforms", "clusters"} <= set(
+        _entry_sections_of_the_schema()
+    )
+
+
+@pytest.mark.parametrize("section", _entry_sections_of_the_schema())
+def test_an_overlay_cannot_invent_an_entry_of_any_section(project, section):
+    """README: an overlay may change the entries the project defines but not invent new ones.
+    `transforms:` and `clusters:` were missing from a hand-written list."""
+    project.spec().env("dev", f"{section}:\n  invented: {{}}\n")
+    errors = project.errors("dev")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"config/envs/dev.yaml:2:3: {section}.invented: the environment overrides ")
+    assert "'invented', which config/sagestack.yaml does not define" in errors[0]
