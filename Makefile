@@ -9,7 +9,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup scanners java demo test unit e2e lint synth bench bench-smoke schema clean
+.PHONY: setup scanners java demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
 
 setup: $(VENV)/.installed node_modules/.installed java scanners
 
@@ -89,6 +89,16 @@ bench-smoke: setup
 	$(BIN)/python bench/transform.py --smoke
 	$(BIN)/python bench/cli.py --smoke
 	$(BIN)/python bench/gpu.py --smoke
+
+# Mutation testing (mutmut) of request rendering, capacity, the lock, the container contract, the launcher,
+# the catalog and the rules against their fast unit tests ([tool.mutmut] in pyproject.toml): the kill rate
+# of the non-equivalent mutants. Not part of `make test` (tens of minutes); mutants/ keeps the verdicts, so
+# a second run resumes. mutate-smoke runs one small module in a scratch copy (tests/unit/test_mutation_smoke.py).
+mutate: setup
+	$(BIN)/python -m tests.support.mutation
+
+mutate-smoke: setup
+	$(BIN)/python -m tests.support.mutation --smoke
 
 clean:
 	rm -rf cdk.out .pytest_cache

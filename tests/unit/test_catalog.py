@@ -159,3 +159,13 @@ def test_validate_request_checks_what_botocore_leaves_to_the_service():
                 "RoleArn": "arn:aws:iam::123456789012:role/r",
             },
         )
+
+
+def test_did_you_mean_offers_the_one_closest_value_as_written_or_nothing():
+    from sagestack.core.catalog.suggest import closest, did_you_mean
+
+    types = ["ml.g5.xlarge", "ml.g5.2xlarge", "ml.g4dn.xlarge"]
+    assert closest("ml.g5.xlarg", types) == ["ml.g5.xlarge"]  # one, though three are close
+    assert closest("ML.G5.XLARG", types, n=2) == ["ml.g5.xlarge", "ml.g5.2xlarge"]  # best first
+    assert did_you_mean("ml.g5.xlarg", ["ml.G5.xlarge"]) == "; did you mean 'ml.G5.xlarge'?"  # as written
+    assert did_you_mean("zzz", types) == ""
