@@ -67,6 +67,7 @@ def local_train(
 ) -> None:
     """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
     from sagestack.local.job import LocalRunError, LocalTrainOptions
+    from sagestack.local.processes import Stopped
     from sagestack.local.runner import run_local_training
 
     out, err = console(), console(stderr=True)
@@ -88,6 +89,13 @@ def local_train(
     except LocalRunError as e:
         err.print(str(e), markup=False)
         raise typer.Exit(1) from None
+    except Stopped as e:
+        err.print(
+            f"{e}: every process of the run is stopped; run the same command again to resume from "
+            "the newest checkpoint",
+            markup=False,
+        )
+        raise typer.Exit(e.exit_code) from None
     _report_training(out, err, result, job, f"{job} ({hosts} hosts x {procs})")
 
 

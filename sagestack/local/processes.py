@@ -1,9 +1,12 @@
 """The processes of a local run: started as the container starts them, followed, and killed as one.
 
-Each process runs in a session of its own with its output in a log; its lines are followed as they
-come (the `metrics:` lines, and the step at which `interrupt_at` kills every process at once, the
-way a spot reclaim ends an instance). Killing finds every descendant first (torchrun starts its
-workers in sessions of their own).
+Each command runs under a guard (local/guard.py) in a session of its own, with its output in a log;
+its lines are followed as they come (the `metrics:` lines, and the step at which `interrupt_at`
+kills every process at once, the way a spot reclaim ends an instance). The run ends with the
+command, whatever ends it: Ctrl-C, SIGTERM and SIGHUP are turned into `Stopped` while the run is
+followed, which kills every process of the run (the guard's tree: torchrun's workers included, in
+sessions of their own) before the CLI exits; if the CLI dies without clean-up (SIGKILL), each guard
+sees it and ends its own tree.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from sagestack.local import guard
 
 METRICS_PREFIX = "metrics:"
 # Variables of a launcher that started this process; the local hosts must not inherit them.
@@ -53,24 +59,41 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _process_tree(root: int) -> list[int]:
-    """`root` and all its descendants, from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    tree, queue = [], [root]
-    while queue:
-        pid = queue.pop()
-        tree.append(pid)
-        queue += children.get(pid, [])
-    return tree
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):  # like KeyboardInterrupt: not an error, a request to stop
+    """A signal ended the run; every process of it was killed first."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # what a shell reports for a command a signal ended
+
+
+@contextlib.contextmanager
+def stopping_signals_raise() -> Iterator[None]:
+    """While the run is followed, SIGINT / SIGTERM / SIGHUP raise `Stopped` in the main thread (so
+    the clean-up runs) instead of ending the CLI there and then. The first one wins: the others are
+    ignored while the run is killed. Off the main thread, Python cannot take signals: nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        for other in STOPPING_SIGNALS:
+            signal.signal(other, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {s: signal.signal(s, stop) for s in STOPPING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @dataclass(frozen=True)
@@ -100,26 +123,25 @@ class Processes:
     def __init__(self, commands: list[Command]) -> None:
         base = {k: v for k, v in os.environ.items() if k not in _STALE}
         self.commands = commands
+        leash = [sys.executable, guard.__file__, str(os.getpid()), "--"]
         self.processes = [
             subprocess.Popen(
-                c.argv,
+                [*leash, *c.argv],
                 cwd=c.cwd,
                 env={**base, **c.environment},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-                start_new_session=True,  # its own process group: an interrupt kills the whole host
+                # its own session: a terminal's signals reach the CLI, which ends the run as one
+                start_new_session=True,
             )
             for c in commands
         ]
 
     def kill(self) -> None:
-        # torchrun starts each worker in a session of its own, so killing the launcher's process
-        # group is not enough: find every descendant first, then kill them all at once.
-        victims = [pid for p in self.processes for pid in _process_tree(p.pid)]
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        """Every process of the run, at once (torchrun starts each worker in a session of its own:
+        each guard's tree holds them all)."""
+        guard.kill_tree([p.pid for p in self.processes])
 
     def follow(
         self,
@@ -165,8 +187,12 @@ class Processes:
         for t in pumps:
             t.start()
         try:
-            codes = [p.wait() for p in self.processes]
+            with stopping_signals_raise():
+                codes = [p.wait() for p in self.processes]
         except KeyboardInterrupt:
+            self.kill()
+            raise Stopped(signal.SIGINT) from None
+        except BaseException:
             self.kill()
             raise
         for t in pumps:
