@@ -78,6 +78,7 @@ bench: setup
 	$(BIN)/python bench/serve.py
 	$(BIN)/python bench/transform.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/load.py
 	$(BIN)/python bench/gpu.py
 
 # Every benchmark once on small inputs (seconds to a minute each): that they still run, not what they measure
@@ -88,6 +89,7 @@ bench-smoke: setup
 	$(BIN)/python bench/serve.py --smoke
 	$(BIN)/python bench/transform.py --smoke
 	$(BIN)/python bench/cli.py --smoke
+	$(BIN)/python bench/load.py --smoke
 	$(BIN)/python bench/gpu.py --smoke
 
 # Mutation testing (mutmut) of request rendering, capacity, the lock, the container contract, the launcher,

@@ -45,15 +45,16 @@ def validate(
 ) -> None:
     """Check the spec (and its environment overlays): every error with file:line:column."""
     from sagestack.core.errors import SpecError
-    from sagestack.project import list_environments, load_project
+    from sagestack.project.loader import ProjectFiles
 
     out, err = console(), console(stderr=True)
-    names: list[str | None] = list(env or list_environments(root)) or [None]
+    files = ProjectFiles(root)  # each file read and parsed once, however many environments
+    names: list[str | None] = list(env or files.environments()) or [None]
     failed = False
     for name in names:
         label = name or "project"
         try:
-            loaded = load_project(root, name)
+            loaded = files.load(name)
         except SpecError as e:
             failed = True
             err.print(f"[bold red]✗ {label}[/]: {len(e.errors)} error(s)")
