@@ -5,10 +5,21 @@ hypothesis throws bytes, text, mutated real specs and random structures at the l
 
 from __future__ import annotations
 
+import argparse
+import collections
+import copy
+import dataclasses
+import datetime
+import functools
+import io
 import random
+import re
 import shutil
+import sys
 import tempfile
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -206,8 +217,6 @@ def test_fuzz_structures_in_the_specs_sections(top: dict, section: str, entry) -
     if isinstance(spec.get(section), dict) and spec[section]:
         first = next(iter(spec[section]))
         spec[section][first] = entry
-    import io
-
     buf = io.StringIO()
     YAML(typ="safe").dump(spec, buf)
     _load_never_crashes(buf.getvalue())
@@ -265,3 +274,179 @@ def test_validate_parses_each_file_once_however_many_environments(monkeypatch: p
     result = CliRunner().invoke(app, ["validate", "--root", str(root)])
     assert result.exit_code == 2 and result.output.count("nested more than") == 3, result.output
     assert sorted(parsed) == ["config/sagestack.yaml"]
+
+
+# ---------------------------------------------------------------- structural mutations, through the CLI
+# Every key and item of every section of the example and of the broad project (project file and
+# overlays), replaced by a value of each kind, deleted, duplicated or renamed to a near miss, then
+# `sagestack validate` run in-process through the console entry point: exit 0, or exit 2 with
+# every issue located — never 1 (an internal error). CI runs a seeded sample; the whole set runs
+# with `python -m tests.unit.test_spec_fuzz [--cases N]`.
+
+PROJECTS = {"example": REPO, "broad": REPO / "tests" / "constructs" / "baseline" / "broad"}
+REPLACEMENTS: dict[str, object] = {
+    "string": "fuzz",
+    "integer": 7,
+    "negative integer": -1,
+    "huge integer": 10**30,
+    "float": 2.5,
+    "boolean": True,
+    "date": datetime.date(2024, 1, 1),
+    "null": None,
+    "list": [1, "two"],
+    "mapping": {"fuzz": 1},
+    "deep nest": functools.reduce(lambda inner, _: [inner], range(80), "x"),
+    "huge string": "x" * 300_000,
+}
+KEY_OPERATIONS = ("delete", "duplicate", "near miss")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    project: str
+    file: str
+    path: tuple[str | int, ...]
+    operation: str
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.file}:{'.'.join(map(str, self.path))}:{self.operation}"
+
+
+def _rt() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.width = 10**9  # a huge string stays on one line
+    return yaml
+
+
+def _paths(node: object, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    out = []
+    for k, v in children:
+        out += [(*path, k), *_paths(v, (*path, k))]
+    return out
+
+
+def mutations() -> list[Mutation]:
+    out = []
+    for project, source in PROJECTS.items():
+        for file in [
+            "config/sagestack.yaml",
+            *sorted(f"config/envs/{p.name}" for p in (source / "config" / "envs").glob("*.yaml")),
+        ]:
+            for path in _paths(_rt().load((source / file).read_text())):
+                ops = [*REPLACEMENTS, *(KEY_OPERATIONS if isinstance(path[-1], str) else ("delete",))]
+                out += [Mutation(project, file, path, op) for op in ops]
+    return out
+
+
+def _near_miss(name: str) -> str:
+    return name[: len(name) // 2] + name[len(name) // 2 + 1 :] if len(name) > 3 else name + "x"
+
+
+def mutated(text: str, path: tuple[str | int, ...], operation: str) -> str:
+    """`text` (a YAML file) with `operation` applied at `path`, the rest kept as written."""
+    yaml = _rt()
+    doc = yaml.load(text)
+    parent = functools.reduce(lambda node, part: node[part], path[:-1], doc)
+    last = path[-1]
+    if operation == "duplicate":  # YAML a mapping cannot hold: spliced into the text
+        line, column = parent.lc.key(last)
+        lines = text.splitlines(keepends=True)
+        if parent.fa.flow_style():
+            lines[line] = lines[line][:column] + f"{last}: null, " + lines[line][column:]
+        else:
+            lines.insert(line, lines[line])
+        return "".join(lines)
+    if operation == "delete":
+        del parent[last]
+    elif operation == "near miss":
+        position = list(parent).index(last)
+        parent.insert(position, _near_miss(str(last)), parent.pop(last))
+    else:
+        parent[last] = copy.deepcopy(REPLACEMENTS[operation])
+    buffer = io.StringIO()
+    yaml.dump(doc, buffer)
+    return buffer.getvalue()
+
+
+_ROOTS: dict[str, Path] = {}
+
+
+def _project_root(project: str) -> Path:
+    if project not in _ROOTS:
+        root = Path(tempfile.mkdtemp(prefix=f"fuzz-{project}-"))
+        for part in ("config", "training_src", "containers"):
+            if (PROJECTS[project] / part).exists():
+                shutil.copytree(PROJECTS[project] / part, root / part)
+        _ROOTS[project] = root
+    return _ROOTS[project]
+
+
+LOCATED = re.compile(r"^  config/\S+:\d+:\d+: ")
+HEADLINE = re.compile(r"^(✗ \S+: \d+ error\(s\)|✓ \S+: .*)$")
+
+
+def validate_mutation(mutation: Mutation) -> tuple[int, list[str]]:
+    """Exit code of `sagestack validate` on the mutated project, and what is wrong with its output."""
+    from sagestack.cli import main
+
+    root = _project_root(mutation.project)
+    target = root / mutation.file
+    original = (PROJECTS[mutation.project] / mutation.file).read_text()
+    target.write_text(mutated(original, mutation.path, mutation.operation))
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["sagestack", "validate", "--root", str(root)]
+    try:
+        with mock.patch.object(sys, "argv", argv), redirect_stdout(out), redirect_stderr(err):
+            try:
+                main()
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+    finally:
+        target.write_text(original)
+    lines = (out.getvalue() + err.getvalue()).splitlines()
+    wrong = [line for line in lines if not (LOCATED.match(line) or HEADLINE.match(line))]
+    if code not in (0, 2):
+        wrong.insert(0, f"exit {code}")
+    return code, wrong
+
+
+CI_SAMPLE = random.Random(26).sample(mutations(), 30)
+
+
+@pytest.mark.parametrize("mutation", CI_SAMPLE, ids=str)
+def test_a_structural_mutation_is_valid_or_a_located_error_through_the_cli(mutation: Mutation) -> None:
+    code, wrong = validate_mutation(mutation)
+    assert code in (0, 2) and not wrong, f"{mutation}: {wrong[:5]}"
+
+
+def test_the_mutations_reach_every_section_of_both_projects() -> None:
+    reached = {(m.project, m.file, m.path[0]) for m in mutations()}
+    for project, source in PROJECTS.items():
+        sections = _rt().load((source / "config" / "sagestack.yaml").read_text())
+        assert {(project, "config/sagestack.yaml", s) for s in sections} <= reached
+    assert len(mutations()) >= 1000
+
+
+def main(argv: list[str]) -> int:
+    """Run N mutations (a seeded sample; all without --cases) and print the tally."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--cases", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=26)
+    args = parser.parse_args(argv)
+    every = mutations()
+    chosen = random.Random(args.seed).sample(every, args.cases) if args.cases else every
+    tally: collections.Counter[str] = collections.Counter()
+    for mutation in chosen:
+        code, wrong = validate_mutation(mutation)
+        tally[f"exit {code}"] += 1
+        if wrong:
+            tally["internal or unlocated"] += 1
+            print(f"{mutation}: {wrong[:3]}", flush=True)
+    print(f"{len(chosen)} of {len(every)} mutations: {dict(sorted(tally.items()))}")
+    return 1 if tally["internal or unlocated"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
