@@ -62,3 +62,85 @@ def test_validation_runs_at_epoch_ends_that_reach_a_multiple_of_val_every_steps(
     assert validating(100, start_epoch=6) == [9, 11]  # a resumed run validates where a whole one does
     with pytest.raises(train.HyperparameterError, match="val_every_steps must be >= 0"):
         train.parse_args(["--val_every_steps", "-1"])
+
+
+def test_a_write_in_progress_is_outside_the_synced_folder(tmp_path, monkeypatch):
+    """SageMaker uploads everything under the checkpoint folder: a partial file must never be there."""
+    folder = tmp_path / "checkpoints"
+    seen = []
+    real_save = torch.save
+
+    def spying_save(obj, f, *args, **kwargs):
+        seen.append(sorted(p.name for p in folder.iterdir()) if folder.exists() else [])
+        real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(ckpt.torch, "save", spying_save)
+    ckpt.save_atomic(state(1), folder, 1, keep_last=3)
+    ckpt.save_atomic(state(2), folder, 2, keep_last=3)
+    assert seen == [[], ["checkpoint-000000001.pt"]]
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint-000000001.pt", "checkpoint-000000002.pt"]
+
+
+def test_stale_partial_writes_are_removed_before_resuming_and_a_live_writer_s_kept(tmp_path):
+    import os
+    import socket
+    import subprocess
+
+    folder = tmp_path / "checkpoints"
+    ckpt.save_atomic(state(10), folder, 10, keep_last=3)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    host = socket.gethostname()
+    legacy = folder / ".tmp-checkpoint-k2j3h4.pt"  # the old name, inside the synced folder
+    dead = ckpt.temp_folder(folder) / f".tmp-checkpoint-{host}-{ended.pid}-a1b2.pt"
+    live = ckpt.temp_folder(folder) / f".tmp-checkpoint-{host}-{os.getpid()}-c3d4.pt"
+    for partial in (legacy, dead, live):
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(b"PK\x03\x04 half a checkpoint")
+    messages = []
+    step, _ = ckpt.load_newest(folder, log=messages.append)
+    assert step == 10
+    assert not legacy.exists() and not dead.exists()
+    assert live.exists()  # a process of this host still running may be writing it
+    assert any("removed 2 partial checkpoint write(s)" in m for m in messages), messages
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused(tmp_path):
+    folder = tmp_path / "checkpoints"
+    ckpt.save_atomic(state(10), folder, 10, keep_last=3)
+    marker = tmp_path / "ran"
+    torch.save({"model": {}, "step": 20, "payload": _RunsCode(marker)}, ckpt.checkpoint_path(folder, 20))
+    messages = []
+    step, _ = ckpt.load_newest(folder, log=messages.append)
+    assert step == 10 and not marker.exists()
+    assert len(messages) == 1
+    assert messages[0].startswith("checkpoint checkpoint-000000020.pt is refused: it holds posix.system")
+    assert "trying an older one" in messages[0]
+
+
+def test_the_training_state_loads_weights_only_and_restores_every_generator(monkeypatch, tmp_path):
+    import random
+
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(SRC))
+    train = load("train")
+    train.seed_everything(7)
+    random.random(), np.random.rand(3), torch.rand(2)  # somewhere mid-stream
+    saved = train.rng_state()
+    expected = (random.random(), np.random.rand(3).tolist(), torch.rand(2).tolist())
+    path = ckpt.save_atomic({"model": {}, "rng": [saved]}, tmp_path, 1, keep_last=1)
+    restored = torch.load(path, weights_only=True)["rng"][0]
+    train.seed_everything(99)
+    train.set_rng_state(restored)
+    assert (random.random(), np.random.rand(3).tolist(), torch.rand(2).tolist()) == expected

@@ -68,7 +68,12 @@ def test_interrupted_then_resumed_run_equals_an_uninterrupted_one(digits_project
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_truncated_newest_checkpoint_is_skipped_on_resume(digits_project, tmp_path):
+def test_truncated_newest_checkpoint_and_partial_writes_are_dealt_with_on_resume(digits_project, tmp_path):
+    """A kill mid-write leaves a partial temp file (in the synced folder, as older runs wrote them,
+    or beside it): the resumed run removes them before it writes, and still resumes bitwise."""
+    import socket
+    import subprocess
+
     # the spot job: its CheckpointConfig is what SageMaker syncs (and the local run shares)
     hps = {"epochs": 6, "checkpoint_every_steps": 10, "log_every": 5}
     straight = train(digits_project, tmp_path / "straight", job=DDP, **hps)
@@ -77,10 +82,22 @@ def test_truncated_newest_checkpoint_is_skipped_on_resume(digits_project, tmp_pa
     assert killed.interrupted_at is not None
     newest = max((workdir / "checkpoints").glob("checkpoint-*.pt"))
     newest.write_bytes(newest.read_bytes()[:100])
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    partials = [
+        workdir / "checkpoints" / ".tmp-checkpoint-q8w7e6.pt",
+        workdir / ".checkpoints.partial" / f".tmp-checkpoint-{socket.gethostname()}-{ended.pid}-r5t4.pt",
+    ]
+    for partial in partials:
+        partial.parent.mkdir(exist_ok=True)
+        partial.write_bytes(newest.read_bytes()[:60])
     resumed = train(digits_project, workdir, job=DDP, **hps)
     assert resumed.succeeded, resumed.failure
     log = resumed.log_files[0].read_text()
     assert f"checkpoint {newest.name} is unreadable" in log and "resumed from checkpoint at step" in log
+    assert "removed 2 partial checkpoint write(s) left by an earlier run" in log
+    assert not any(p.exists() for p in partials)
+    assert not list(workdir.rglob(".tmp-checkpoint-*"))
     a, b = weights(straight), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
