@@ -47,7 +47,14 @@ def local_train(
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="default: .sagestack/local/<env>/<job>")
     ] = None,
-    fresh: Annotated[bool, typer.Option("--fresh", help="start over: drop earlier checkpoints")] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="start over: remove the earlier run's checkpoints, logs and model from the run folder "
+            "(only a folder sagestack made for a run: it carries a .sagestack-run marker)",
+        ),
+    ] = False,
     set_: SetOption = None,
     install_requirements: Annotated[
         bool,
@@ -68,6 +75,7 @@ def local_train(
     """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
     from sagestack.local.job import LocalRunError, LocalTrainOptions
     from sagestack.local.processes import Stopped
+    from sagestack.local.rundir import RunFolderRefused
     from sagestack.local.runner import run_local_training
 
     out, err = console(), console(stderr=True)
@@ -86,6 +94,9 @@ def local_train(
     try:
         with progress:
             result = run_local_training(loaded, job, options, on_metrics=on_metrics, on_line=on_line)
+    except RunFolderRefused as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(2) from None
     except LocalRunError as e:
         err.print(str(e), markup=False)
         raise typer.Exit(1) from None

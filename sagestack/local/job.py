@@ -32,7 +32,7 @@ class LocalTrainOptions:
     procs: int = 1
     interrupt_at: int | None = None
     workdir: Path | None = None
-    fresh: bool = False  # drop checkpoints and outputs of earlier runs
+    fresh: bool = False  # remove an earlier run's entries from a folder sagestack made (local/rundir.py)
     overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameters, as the spec would set them
     threads: int | None = None  # per process; default: this machine's cores shared by every process
     install_requirements: bool = False  # pip install -r requirements.txt here, as the container does

@@ -24,6 +24,7 @@ from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, 
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError
 from sagestack.local.processes import Command, Outcome, Processes, free_port
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
+from sagestack.local.rundir import claim
 from sagestack.local.tracking import LocalStore, TrackingUnavailable, local_store, prepare
 from sagestack.project.loader import LoadedSpec
 
@@ -105,11 +106,10 @@ def run_local_training(
 
 
 def _workdir(loaded: LoadedSpec, job_key: str, local: LocalRequest, options: LocalTrainOptions) -> Path:
-    """The run's folder (emptied first with `fresh`), holding the source archive and the request."""
-    workdir = options.workdir or loaded.root / ".sagestack" / "local" / (loaded.env or "project") / job_key
-    if options.fresh and workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    """The run's folder (made, or taken and marked: local/rundir.py; with `fresh`, its earlier run's
+    entries removed), holding the source archive and the request."""
+    default = loaded.root / ".sagestack" / "local" / (loaded.env or "project") / job_key
+    workdir = claim(options.workdir or default, fresh=options.fresh, job=job_key, default=default)
     (workdir / "sourcedir.tar.gz").write_bytes(local.archive)
     (workdir / "request.json").write_text(json.dumps(local.request, indent=2, sort_keys=True))
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
