@@ -10,7 +10,8 @@ SageMaker writes captured requests and responses as JSON Lines under
      "eventVersion": "0"}
 
 JSON (and CSV) payloads are kept as text, anything else base64 — as the endpoint config's
-CaptureContentTypeHeader says. `sagestack local monitor` reads these files back.
+CaptureContentTypeHeader says. `sagestack local monitor` reads these files back. They hold the
+requests' data: the files are 0600 and the folders sagestack makes for them 0700 (local/private.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from sagestack.local.private import open_private, private_dir
 
 VARIANT = "AllTraffic"
 JSON_TYPES = ("application/json", "application/jsonlines")
@@ -88,10 +91,9 @@ class CaptureWriter:
         if self._rng.uniform(0, 100) >= self.sampling_percent:
             return
         now = datetime.now(UTC)
-        folder = self.root / VARIANT / now.strftime("%Y/%m/%d/%H")
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = private_dir(self.root / VARIANT / now.strftime("%Y/%m/%d/%H"))
         record = capture_record(request, request_type, response, response_type, now)
-        with open(folder / f"{now:%M}-{self._run}.jsonl", "a") as f:
+        with open_private(folder / f"{now:%M}-{self._run}.jsonl") as f:
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
         self.written += 1
 

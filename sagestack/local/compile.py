@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from sagestack.core.sourcedir import pack_source_dir
+from sagestack.local.private import private_dir, write_private_bytes
 from sagestack.project.loader import LoadedSpec
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -173,9 +174,9 @@ def compile_locally(
         shutil.copyfile(inference, stage / "code" / "inference.py")
         archive = pack_source_dir(stage)
     out = output or local_root(loaded) / "compiled" / endpoint / "model.tar.gz"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(out.parent)  # the model is the user's alone: 0700 / 0600 (local/private.py)
     tmp_out = out.with_suffix(".tmp")
-    tmp_out.write_bytes(archive.data)
+    write_private_bytes(tmp_out, archive.data)
     tmp_out.replace(out)
     return CompileResult(
         archive=out,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.core.names import Names
+from sagestack.local.private import make_private, private_dir, write_private_bytes
 from sagestack.project.loader import LoadedSpec
 
 
@@ -60,6 +61,15 @@ def prepare(store: LocalStore) -> None:
     import logging
     import os
 
+    # The store is the user's alone (its folder 0700, the database 0600; SQLite gives its journal
+    # the database's mode), whatever the umask; a store made before is narrowed here.
+    private_dir(store.folder, narrow_existing=True)
+    private_dir(store.artifacts, narrow_existing=True)
+    database = store.folder / "mlflow.db"
+    if database.exists():
+        make_private(database)
+    else:
+        write_private_bytes(database, b"")  # an empty file is an empty SQLite database
     if _experiment_exists(store):
         return  # the common case, answered without importing mlflow (seconds)
 
@@ -70,7 +80,6 @@ def prepare(store: LocalStore) -> None:
             "tracking.mlflow is on but the mlflow package is not installed here (pip install "
             "'sagestack[train]'); training goes on without logging"
         ) from e
-    store.folder.mkdir(parents=True, exist_ok=True)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
