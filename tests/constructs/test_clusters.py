@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from importlib import resources
@@ -346,3 +347,65 @@ def test_the_sbatch_script_runs_the_training_code_over_simulated_nodes(project, 
     # everything the container keeps under /opt/ml went to the job's folder on the shared file system
     assert list((job_dir / "output" / "tensorboard").glob("events.out.tfevents.*"))
     assert not Path("/opt/ml").exists() or opt_ml_before
+
+
+ON_CREATE_PROBE = r"""
+set -eu
+t="$1"; script="$2"
+# this machine's /etc and /mnt stay untouched: a private mount namespace, /etc overlaid, /mnt a
+# tmpfs (reachable by every user, unlike a test's own folder) and FSx a tmpfs mounted on it
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$t/upper,workdir=$t/work" /etc
+mount -t tmpfs -o mode=0755 tmpfs /mnt
+mkdir /mnt/fsx
+mount -t tmpfs -o mode=0755 tmpfs /mnt/fsx
+id -u ubuntu >/dev/null 2>&1 || useradd -M ubuntu  # HyperPod's default user
+useradd -M outsider
+SAGESTACK_SHARED=/mnt/fsx bash "$script" >/dev/null
+SAGESTACK_SHARED=/mnt/fsx bash "$script" >/dev/null  # it runs again on each node
+for d in sagestack sagestack/code sagestack/checkpoints sagestack/models; do
+  stat -c "mode $d %a %U %G" "/mnt/fsx/$d"
+done
+echo "members $(getent group sagestack)"
+as() { user=$1; shift; setpriv --reuid "$user" --regid "$user" --init-groups "$@"; }
+as outsider touch /mnt/fsx/sagestack/checkpoints/planted.pt 2>/dev/null && echo "outsider wrote" || echo "outsider refused"
+as outsider ls /mnt/fsx/sagestack/checkpoints >/dev/null 2>&1 && echo "outsider read" || echo "outsider cannot read"
+as ubuntu mkdir /mnt/fsx/sagestack/checkpoints/job && echo "member wrote"
+stat -c "made %a %G" /mnt/fsx/sagestack/checkpoints/job
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv", "useradd")),
+    reason="runs on_create.sh in a private mount namespace with its own /etc: needs root, unshare, setpriv",
+)
+def test_on_create_gives_the_shared_folders_to_a_group_not_to_everyone(tmp_path):
+    """On a shared cluster a folder anyone can write is a folder where anyone can plant a checkpoint
+    someone else's job loads: the folders belong to root:sagestack (the same gid on every node),
+    2770, so members share them (new folders inherit the group) and other users cannot even list them."""
+    script = resources.files("sagestack.templates").joinpath("on_create.sh")
+    for sub in ("upper", "work"):
+        (tmp_path / sub).mkdir()
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "bash",
+            "-c",
+            ON_CREATE_PROBE,
+            "probe",
+            str(tmp_path),
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    lines = probe.stdout.splitlines()
+    for folder in ("sagestack", "sagestack/code", "sagestack/checkpoints", "sagestack/models"):
+        assert f"mode {folder} 2770 root sagestack" in lines, probe.stdout
+    assert any(line.startswith("members sagestack:x:57700:") and "ubuntu" in line for line in lines), lines
+    assert "outsider refused" in lines and "outsider cannot read" in lines
+    assert "member wrote" in lines and "made 2755 sagestack" in lines  # the group travels down
