@@ -1,0 +1,122 @@
+"""The container contract for one representative two-host MPI job, every value pinned: the training
+environment (SM_TRAINING_ENV), the SM_* variables, the toolkit's other exports, the host's config files.
+tests/conformance holds each of these against AWS's own training toolkit (slow: it runs the toolkit);
+this golden keeps them in the fast tier, where `make mutate` runs the contract's mutants. Refresh it
+with `pytest tests/unit/test_contract_golden.py --snapshot-update` only after the conformance tier
+agrees with the change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from sagestack.core.contract import (
+    Devices,
+    HostLayout,
+    files_under,
+    input_data_config,
+    is_container_path,
+    resource_config,
+    sagemaker_process_exports,
+    sm_variables,
+    toolkit_exports,
+    training_environment,
+    write_host_config,
+)
+
+HYPERPARAMETERS = {
+    "sagemaker_program": '"train.py"',
+    "sagemaker_submit_directory": '"s3://bucket/code/sourcedir.tar.gz"',
+    "sagemaker_container_log_level": "20",
+    "sagemaker_job_name": '"digits-dev-classifier-0123abcd-0"',
+    "sagemaker_region": '"us-east-1"',
+    "sagemaker_mpi_enabled": "true",
+    "sagemaker_mpi_num_of_processes_per_host": "4",
+    "epochs": "3",
+    "lr": "0.001",
+    "model": '{"depth": 2, "name": "cnn"}',
+    "layers": "[8, 16]",
+    "tag": '"x y"',
+    "amp": "true",
+}
+REQUEST = {
+    "AlgorithmSpecification": {"TrainingInputMode": "FastFile"},
+    "InputDataConfig": [
+        {
+            "ChannelName": "train",
+            "DataSource": {"S3DataSource": {"S3Uri": "s3://b/t", "S3DataDistributionType": "ShardedByS3Key"}},
+            "ContentType": "application/x-npz",
+        },
+        {
+            "ChannelName": "val",
+            "DataSource": {"S3DataSource": {"S3Uri": "s3://b/v"}},
+            "InputMode": "File",
+            "RecordWrapperType": "RecordIO",
+        },
+        {
+            "ChannelName": "shared",
+            "DataSource": {"FileSystemDataSource": {"FileSystemId": "fs-1"}},
+        },
+    ],
+}
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def _contract(host: str, monkeypatch) -> dict:
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    layout = HostLayout(host, Path("/opt/ml"))  # nothing is read or written: the container's own paths
+    data = input_data_config(REQUEST)
+    env = training_environment(
+        layout,
+        hyperparameters=HYPERPARAMETERS,
+        resources=resource_config(host, ["algo-1", "algo-2"], "ml.g5.12xlarge", "eth0"),
+        data_config=data,
+        devices=Devices(gpus=4, neurons=0, cpus=48),
+        job_name="digits-dev-classifier-0123abcd-0",
+    )
+    return {
+        "inputdataconfig": data,
+        "training_environment": env,
+        "sm_variables": sm_variables(env),
+        "toolkit_exports": toolkit_exports(env, code_dir=layout.code, master_port=29500),
+        "process_exports": sagemaker_process_exports(HYPERPARAMETERS),
+    }
+
+
+@pytest.mark.parametrize("host", ["algo-1", "algo-2"])
+def test_the_contract_of_a_two_host_mpi_job(host, monkeypatch, snapshot_json):
+    assert _contract(host, monkeypatch) == snapshot_json
+
+
+def test_the_host_config_files_are_what_the_platform_writes(tmp_path):
+    layout = HostLayout("algo-1", tmp_path)
+    layout.output.mkdir(parents=True)
+    layout.failure.write_text("a previous run failed")
+    layout.success.write_text("")
+    resources = resource_config("algo-1", ["algo-1"], "ml.m5.xlarge", "eth0")
+    data = input_data_config(REQUEST)
+    write_host_config(layout, hyperparameters={"b": "2", "a": "1"}, resources=resources, data_config=data)
+    config = layout.config
+    assert (config / "hyperparameters.json").read_text() == '{\n  "a": "1",\n  "b": "2"\n}'
+    assert json.loads((config / "resourceconfig.json").read_text()) == resources
+    assert (config / "inputdataconfig.json").read_text() == json.dumps(data, indent=2)
+    assert not layout.failure.exists() and not layout.success.exists()  # a rerun starts clean
+    folders = ["input/config", "input/data", "model", "output/data", "output/intermediate"]
+    assert all((tmp_path / f).is_dir() for f in folders)
+    assert [p.relative_to(tmp_path).as_posix() for p in files_under(tmp_path)] == [
+        "input/config/hyperparameters.json",
+        "input/config/inputdataconfig.json",
+        "input/config/resourceconfig.json",
+    ]
+
+
+def test_container_paths_are_opt_ml_and_below():
+    assert is_container_path("/opt/ml") and is_container_path("/opt/ml/checkpoints")
+    assert not is_container_path("/opt/mlx") and not is_container_path("/tmp/opt/ml")
