@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import App, Validations, cx_api
+from constructs import Construct
 
 from sagestack.app.stage import EnvironmentStage
+from sagestack.constructs.compliance import PACKS, PROJECT_WIDE, acknowledge_compliance, compliance_packs
 from sagestack.constructs.nag import unacknowledged_findings
 from sagestack.core.digests import MovedTagError, moved_tags
 from sagestack.core.errors import SpecError, SpecIssue
@@ -104,12 +106,29 @@ def build_app(
         )
         for plan in plans
     ]
-    delivery_stack(app, files.delivery(), stages)
+    delivery = delivery_stack(app, files.delivery(), stages)
     if nag:
         from cdk_nag import AwsSolutionsChecks
 
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        add_compliance_packs(app, stages, delivery)
     return stages
+
+
+def add_compliance_packs(app: App, stages: Sequence[EnvironmentStage], delivery: object | None) -> None:
+    """`compliance:` — each environment's packs check that environment's stage alone; the delivery
+    pipeline, which deploys them all, is checked by every pack any of them chose. The project-wide
+    acknowledgements (constructs/compliance.py, each with its reason) cover what the packs find in
+    every stack sagestack builds and is right as it is."""
+    for stage in stages:
+        acknowledge_compliance(stage, PROJECT_WIDE)
+        if stage.plan.spec.compliance:
+            Validations.of(stage).add_plugins(*compliance_packs(stage.plan.spec.compliance, stage))
+    chosen = [name for name in PACKS if any(name in s.plan.spec.compliance for s in stages)]
+    if isinstance(delivery, Construct):
+        acknowledge_compliance(delivery, PROJECT_WIDE)
+        if chosen:
+            Validations.of(app).add_plugins(*compliance_packs(chosen, delivery))
 
 
 def delivery_stack(

@@ -19,6 +19,7 @@ from constructs import Construct
 
 from sagestack.app.stage import EnvironmentStage
 from sagestack.constructs.artifact_bucket import access_log_bucket, log_to
+from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.delivery.models import DeliverySpec
 
@@ -149,6 +150,8 @@ class DeliveryStack(Stack):
                 "is encrypted with the pipeline's customer-managed KMS key (cross_account_keys).",
             },
         )
+        # Each CodeBuild project CDK Pipelines makes takes CodePipeline's artifact as its source.
+        acknowledge_compliance(self, ["CodeBuildProjectSourceRepoUrl"])
         for policy in self.node.find_all():
             if not isinstance(policy, iam.CfnPolicy):
                 continue

@@ -28,6 +28,7 @@ from sagestack.constructs.cluster_props import (
     ClusterInstanceGroup,
     resolve_cluster_spec,
 )
+from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compliance
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.validation import stand_in_deployment
@@ -105,6 +106,7 @@ class HyperPodCluster(Construct):
         self.security_group.add_ingress_rule(
             self.security_group, ec2.Port.all_traffic(), "nodes of the cluster"
         )
+        acknowledge_compliance(self.security_group, ["EC2RestrictedCommonPorts"])
         self.file_system = (
             self._file_system(cluster.fsx, subnet, artifacts, encryption_key, removal_policy)
             if cluster.fsx is not None
@@ -262,6 +264,7 @@ class HyperPodCluster(Construct):
                     "it; the function only copies the lifecycle scripts.",
                 },
             )
+            acknowledge_compliance(handler, PROVIDER_FUNCTION)
         return deployment
 
     def _vpc(self, cidr: str, key: kms.IKey) -> ec2.Vpc:
@@ -272,7 +275,13 @@ class HyperPodCluster(Construct):
             max_azs=1,  # EFA and Lustre: every node in one Availability Zone
             nat_gateways=1,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                # the NAT gateway's only (it has an Elastic IP): nothing launched there gets a public address
+                ec2.SubnetConfiguration(
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=24,
+                    map_public_ip_on_launch=False,
+                ),
                 ec2.SubnetConfiguration(
                     name="nodes", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=18
                 ),
@@ -294,6 +303,7 @@ class HyperPodCluster(Construct):
             ),
         )
         vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        acknowledge_compliance(vpc, ["VPCDefaultSecurityGroupClosed", "VPCNoUnrestrictedRouteToIGW"])
         return vpc
 
     def _node_role(self, artifacts: ArtifactBucketBase, prefix: str) -> iam.Role:

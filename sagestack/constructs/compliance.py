@@ -51,7 +51,55 @@ REASONS: dict[str, str] = {
         f"to SSE-S3 targets ({S3_LOGGING_GUIDE}). It holds request metadata, not data; it is private, "
         "SSL-only and versioned."
     ),
+    "SageMakerEndpointConfigurationKMSKeyConfigured": (
+        "A serverless endpoint config: CreateEndpointConfig's KmsKeyId encrypts 'the storage volume "
+        "attached to the ML compute instance that hosts the endpoint' (botocore's SageMaker model), and "
+        "a serverless variant runs on no instance or volume of the account's, so there is nothing for "
+        "the key to encrypt and sagestack sets none. Instance-backed configs carry the project key."
+    ),
+    # CDK's deploy-time provider functions (AwsCustomResource, BucketDeployment)
+    "LambdaConcurrency": (
+        "A deploy-time provider function of aws-cdk-lib (custom resource): CloudFormation invokes it "
+        "once per resource change during a deploy; reserving concurrency for it would only take "
+        "capacity from the account's pool."
+    ),
+    "LambdaDLQ": (
+        "A deploy-time provider function of aws-cdk-lib (custom resource): a failed invocation fails "
+        "the CloudFormation deploy that made it, which reports the error on the stack; there is no "
+        "event to keep for a retry."
+    ),
+    "LambdaInsideVPC": (
+        "A deploy-time provider function of aws-cdk-lib (custom resource): it calls the AWS APIs its "
+        "own role grants (S3 to copy lifecycle scripts, Step Functions to start a pipeline) through "
+        "their public endpoints and keeps no data; a VPC would add NAT or endpoints and narrow nothing."
+    ),
+    # A HyperPod cluster's network (constructs/cluster.py)
+    "EC2RestrictedCommonPorts": (
+        "The rule with the cluster's own group as the source: nodes reach each other on all ports, "
+        "which EFA requires ('all traffic to and from the security group itself'); nothing outside "
+        "the group is let in."
+    ),
+    "VPCDefaultSecurityGroupClosed": (
+        "Nothing is placed in the VPC's default security group: the nodes and the file system use the "
+        "cluster's own group, which admits only itself."
+    ),
+    "VPCNoUnrestrictedRouteToIGW": (
+        "The public subnet holds only the NAT gateway, whose route to the internet gateway is how the "
+        "private nodes reach AWS APIs and package mirrors; no node has a public address."
+    ),
+    # The delivery pipeline (app/delivery.py)
+    "CodeBuildProjectSourceRepoUrl": (
+        "CDK Pipelines' CodeBuild projects take their source from CodePipeline's artifact (source type "
+        "CODEPIPELINE), not a repository URL; the pipeline reaches the repository through a "
+        "CodeConnections connection, so no credential sits in any URL."
+    ),
 }
+
+
+# Acknowledged on each environment's stage (and the delivery stack): every role and bucket there.
+PROJECT_WIDE = ("IAMNoInlinePolicy", "S3BucketReplicationEnabled")
+# Acknowledged on each deploy-time provider function aws-cdk-lib adds (its construct).
+PROVIDER_FUNCTION = ("LambdaConcurrency", "LambdaDLQ", "LambdaInsideVPC")
 
 
 def acknowledge_compliance(construct: IConstruct, rules: Iterable[str]) -> None:

@@ -21,6 +21,7 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compliance
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.job_pipeline import JobPipeline
@@ -264,6 +265,7 @@ class TrainingPipeline(JobPipeline):
                     "with it; the function only calls states:StartExecution.",
                 },
             )
+            acknowledge_compliance(provider, PROVIDER_FUNCTION)
 
 
 _ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from sagestack.clusters.models import ClusterSpec
 from sagestack.core.model import StrictModel
@@ -19,6 +21,10 @@ from sagestack.tracking.models import TrackingSpec
 from sagestack.training.models import JobSpec
 from sagestack.transforms.models import TransformSpec
 from sagestack.tuning.models import TuningSpec
+
+# cdk-nag's compliance packs a project may run beside AwsSolutions (constructs/compliance.py maps
+# each to its pack)
+CompliancePack = Literal["nist-800-53-r5", "hipaa", "pci-dss-3.2.1"]
 
 
 class ProjectSpec(StrictModel):
@@ -45,6 +51,20 @@ class ProjectSpec(StrictModel):
         default=False,
         description="`sagestack promote` into this environment accepts only Approved model packages",
     )
+    compliance: list[CompliancePack] = Field(
+        default_factory=list,
+        description="cdk-nag compliance packs every synth of this environment runs beside AwsSolutions "
+        "(always on): NIST 800-53 rev 5, HIPAA Security, PCI DSS 3.2.1; a finding neither fixed nor "
+        "acknowledged with a reason fails the synth",
+    )
+
+    @field_validator("compliance")
+    @classmethod
+    def _each_pack_once(cls, packs: list[str]) -> list[str]:
+        twice = sorted({p for p in packs if packs.count(p) > 1})
+        if twice:
+            raise ValueError(f"compliance lists {', '.join(twice)} more than once; list each pack once")
+        return packs
 
     def job_of(self, source: str) -> str:
         """The key of the training job that feeds `source`: a job's own key, or the job a tuning
