@@ -165,6 +165,7 @@ class ServingStack(Stack):
             )
             if asynchronous
             else None,
+            alarm_topic=self._topic(self._plan, foundation),
             **endpoint_props(ep.spec),
         )
 
@@ -225,12 +226,14 @@ class ServingStack(Stack):
             poll_interval=Duration.seconds(plan.spec.pipeline.poll_interval),
             quota_codes=plan.files.quota_codes,
             tags=plan.tags,
+            topic=self._topic(plan, foundation),
         )
         self._grant_promoted(t.model_package.split(":")[4])
         return pipeline
 
     def _topic(self, plan: ResolvedEnvironment, foundation: FoundationStack) -> sns.Topic:
-        """Monitoring alarms and baseline notifications (made when first needed)."""
+        """What the serving side's alarms notify (rollback, waking from zero, drift, a failed
+        transform) and the baseline's notifications (made when first needed)."""
         if self.topic is None:
             self.topic = sns.Topic(
                 self,

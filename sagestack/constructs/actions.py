@@ -17,6 +17,9 @@ S3_LIST = ("s3:ListBucket",)
 S3_LOCATE = ("s3:GetBucketLocation",)
 S3_OBJECT_GET = ("s3:GetObject",)
 S3_OBJECT_PUT = ("s3:PutObject",)  # the artifact bucket's encryption refusals (a Deny)
+# CloudWatch alarms notifying a topic encrypted with the project key (constructs/alarm_actions.py)
+SNS_PUBLISH = ("sns:Publish",)
+KMS_FOR_ALARMS = ("kms:Decrypt", "kms:GenerateDataKey*")
 
 # KMS: the project key, used by SageMaker for volumes, outputs and the services' own grants.
 KMS_USE = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")

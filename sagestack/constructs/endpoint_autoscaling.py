@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
+from sagestack.constructs.alarm_actions import allow_alarms
 from sagestack.constructs.endpoint_config import VARIANT
 
 Policy = appscaling.CfnScalingPolicy
@@ -32,9 +34,16 @@ class AutoScaling:
 
 
 def scale_variant(
-    scope: Construct, a: AutoScaling, *, endpoint_name: str, endpoint: IConstruct, asynchronous: bool
+    scope: Construct,
+    a: AutoScaling,
+    *,
+    endpoint_name: str,
+    endpoint: IConstruct,
+    asynchronous: bool,
+    alarm_topic: sns.ITopic | None = None,
 ) -> appscaling.CfnScalableTarget:
-    """The variant's instance count between min and max, after `endpoint` exists."""
+    """The variant's instance count between min and max, after `endpoint` exists; the alarm that
+    wakes an async fleet from zero also notifies `alarm_topic`."""
     target = appscaling.CfnScalableTarget(
         scope,
         "ScalableTarget",
@@ -46,7 +55,7 @@ def scale_variant(
     )
     target.node.add_dependency(endpoint)
     if asynchronous:
-        _backlog_scaling(scope, a, endpoint_name, target)
+        _backlog_scaling(scope, a, endpoint_name, target, alarm_topic)
         return target
     Policy(
         scope,
@@ -104,7 +113,11 @@ def scale_copies(
 
 
 def _backlog_scaling(
-    scope: Construct, a: AutoScaling, endpoint_name: str, target: appscaling.CfnScalableTarget
+    scope: Construct,
+    a: AutoScaling,
+    endpoint_name: str,
+    target: appscaling.CfnScalableTarget,
+    topic: sns.ITopic | None,
 ) -> None:
     """Async: track the queue per instance; from zero instances, a step policy on
     HasBacklogWithoutCapacity adds the first one (target tracking cannot scale out from zero)."""
@@ -127,11 +140,15 @@ def _backlog_scaling(
         ),
     )
     if a.min_capacity <= 0:
-        _wake_on_backlog(scope, a, endpoint_name, target)
+        _wake_on_backlog(scope, a, endpoint_name, target, topic)
 
 
 def _wake_on_backlog(
-    scope: Construct, a: AutoScaling, endpoint_name: str, target: appscaling.CfnScalableTarget
+    scope: Construct,
+    a: AutoScaling,
+    endpoint_name: str,
+    target: appscaling.CfnScalableTarget,
+    topic: sns.ITopic | None,
 ) -> None:
     wake = Policy(
         scope,
@@ -148,6 +165,8 @@ def _wake_on_backlog(
             ],
         ),
     )
+    if topic is not None:
+        allow_alarms(topic)
     cloudwatch.CfnAlarm(
         scope,
         "BacklogWithoutCapacity",
@@ -163,5 +182,5 @@ def _wake_on_backlog(
         threshold=1,
         comparison_operator="GreaterThanOrEqualToThreshold",
         treat_missing_data="missing",
-        alarm_actions=[wake.ref],
+        alarm_actions=[wake.ref, *([topic.topic_arn] if topic is not None else [])],
     )

@@ -24,6 +24,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.alarm_actions import notify
+from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.endpoint_async import AsyncInference, async_inference_config
 from sagestack.constructs.endpoint_autoscaling import AutoScaling, scale_variant
 from sagestack.constructs.endpoint_components import InferenceComponent, inference_component
@@ -118,6 +120,7 @@ class InferenceEndpoint(InferenceEndpointBase):
     components: InferenceComponent entries instead of model_package: several models on the
       fleet, which managed instance scaling sizes between autoscaling's min and max.
     batching: Batching (default none: the container answers one request per forward pass).
+    alarm_topic: the topic the endpoint's alarms notify (rollback, waking from zero); default none.
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         vpc: VpcPlacement | None = None,
         components: Sequence[InferenceComponent] = (),
         batching: Batching | None = None,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, id)
         _check_props(
@@ -179,6 +183,8 @@ class InferenceEndpoint(InferenceEndpointBase):
             # Inference components name their models; the endpoint config names the role instead.
             execution_role_arn=role_arn if components else None,
         )
+        if serverless is not None:
+            acknowledge_compliance(self.config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
         self.alarms = rollback_alarms(
             self,
             rollout,
@@ -186,6 +192,9 @@ class InferenceEndpoint(InferenceEndpointBase):
             errors=self.metric_invocation_5xx_errors(),
             latency=self.metric_model_latency(),  # microseconds
         )
+        if alarm_topic is not None:
+            for alarm in self.alarms:
+                notify(alarm, alarm_topic)
         fleet = instance_type is not None and not components  # an instance fleet of one model
         self.endpoint = self._endpoint(
             rollout, retain=autoscaling is not None and fleet, shared=bool(components)
@@ -199,6 +208,7 @@ class InferenceEndpoint(InferenceEndpointBase):
                 endpoint_name=endpoint_name,
                 endpoint=self.endpoint,
                 asynchronous=async_inference is not None,
+                alarm_topic=alarm_topic,
             )
         self.components: dict[str, sagemaker.CfnInferenceComponent] = {}
         for c in components:

@@ -11,7 +11,6 @@ from typing import Any
 
 from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -20,6 +19,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.alarm_actions import notify
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.log_encryption import allow_log_group_encryption
@@ -154,7 +154,7 @@ class JobPipeline(JobPipelineBase):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         if topic is not None:
-            self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            notify(self.alarm, topic)
         self._acknowledge_role()
 
     def _log_group(self, name: str, key: kms.IKey | None) -> logs.LogGroup:

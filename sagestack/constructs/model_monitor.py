@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from aws_cdk import Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
@@ -17,6 +16,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.alarm_actions import notify
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.image_digests import ImageDigests
@@ -261,7 +261,7 @@ class ModelMonitor(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         if topic is not None:
-            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            notify(alarm, topic)
         return alarm
 
     def metric_feature_drift(self, feature: str) -> cloudwatch.Metric:

@@ -115,7 +115,10 @@ def test_async_endpoint_writes_results_and_failures_to_the_bucket_and_notifies(p
     assert out["S3OutputPath"]["Fn::Join"][1][-1] == "/async/digits/output/"
     assert out["S3FailurePath"]["Fn::Join"][1][-1] == "/async/digits/failures/"
     assert out["KmsKeyId"]
-    topics = t.find_resources("AWS::SNS::Topic")
+    # the async results' two topics, beside the environment's (which the endpoint's alarms notify)
+    topics = {
+        k: v for k, v in t.find_resources("AWS::SNS::Topic").items() if not k.startswith("Notifications")
+    }
     assert len(topics) == 2 and all("KmsMasterKeyId" in v["Properties"] for v in topics.values())
     assert {
         out["NotificationConfig"]["SuccessTopic"]["Ref"],
@@ -152,9 +155,13 @@ def test_async_endpoint_writes_results_and_failures_to_the_bucket_and_notifies(p
         "AWS::ApplicationAutoScaling::ScalingPolicy", {"Properties": {"PolicyType": "StepScaling"}}
     )
     (wake_id,) = wake
-    t.has_resource_properties(
+    (notifications,) = [k for k in t.find_resources("AWS::SNS::Topic") if k.startswith("Notifications")]
+    t.has_resource_properties(  # waking from zero starts an instance and tells the environment's topic
         "AWS::CloudWatch::Alarm",
-        {"MetricName": "HasBacklogWithoutCapacity", "AlarmActions": [{"Ref": wake_id}]},
+        {
+            "MetricName": "HasBacklogWithoutCapacity",
+            "AlarmActions": [{"Ref": wake_id}, {"Ref": notifications}],
+        },
     )
     _lint(tmp_path)
 
