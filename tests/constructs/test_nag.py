@@ -86,11 +86,24 @@ transforms:
 """
 
 
+CLUSTER_AND_DELIVERY = """\
+clusters:
+  research:
+    instance_groups:
+      controller: {instance_type: ml.m5.xlarge, node_type: Controller}
+      workers: {instance_type: ml.p5.48xlarge, count: 2, partitions: [gpu]}
+delivery:
+  account: "333333333333"
+  source: {connection: "arn:aws:codeconnections:us-east-1:333333333333:connection/0a1b", repository: o/r, branch: main}
+  environments: [prod]
+"""
+
+
 @pytest.fixture(scope="module")
 def compliant(tmp_path_factory):
-    """The example, the broad project (its config chooses the packs) and a project with every
-    serving kind, each synthesized with the three compliance packs on: BuiltApp fails on any
-    finding neither fixed nor acknowledged."""
+    """The example, the broad project (its config chooses the packs), a project with every serving
+    kind and one with a cluster and the delivery pipeline, each synthesized with the three
+    compliance packs on: BuiltApp fails on any finding neither fixed nor acknowledged."""
     import shutil
 
     from tests.conftest import REPO, Project
@@ -119,10 +132,29 @@ def compliant(tmp_path_factory):
         "example": BuiltApp(example, tmp_path_factory.mktemp("example-out")),
         "broad": BuiltApp(BASELINE / "broad", tmp_path_factory.mktemp("broad-out")),
         "serving": BuiltApp(serving.root, tmp_path_factory.mktemp("serving-out"), ["prod"]),
+        "cluster-delivery": BuiltApp(
+            _cluster_and_delivery(tmp_path_factory), tmp_path_factory.mktemp("cd-out")
+        ),
     }
 
 
-@pytest.mark.parametrize("name", ["example", "broad", "serving"])
+def _cluster_and_delivery(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A HyperPod cluster (its VPC, lifecycle-script deployment) and the delivery pipeline."""
+    from importlib import resources
+
+    from tests.conftest import Project
+
+    project = Project(tmp_path_factory.mktemp("cluster-delivery") / "p")
+    project.spec(MINIMAL + COMPLIANCE + CLUSTER_AND_DELIVERY)
+    project.env("prod", 'account: "111111111111"\n')
+    script = project.root / "cluster_src" / "on_create.sh"
+    script.parent.mkdir()
+    script.write_text(resources.files("sagestack.templates").joinpath("on_create.sh").read_text())
+    script.chmod(0o755)
+    return project.root
+
+
+@pytest.mark.parametrize("name", ["example", "broad", "serving", "cluster-delivery"])
 def test_the_compliance_packs_run_and_leave_no_finding_unanswered(compliant, name):
     from sagestack.constructs.nag import unacknowledged_findings
 
@@ -131,6 +163,10 @@ def test_the_compliance_packs_run_and_leave_no_finding_unanswered(compliant, nam
     for stage in built.stages.values():  # each environment's stage runs the packs its spec chose
         ran = {p.name for p in stage.policy_validation_beta1}
         assert ran == {"NIST.800.53.R5", "HIPAA.Security", "PCI.DSS.321"}, (stage.plan.env, ran)
+    # the app runs AwsSolutions over everything, and the packs over the delivery stack, when there is one
+    on_app = {p.name for p in built.app.policy_validation_beta1}
+    delivery = {"NIST.800.53.R5", "HIPAA.Security", "PCI.DSS.321"} if name == "cluster-delivery" else set()
+    assert on_app == {"AwsSolutions"} | delivery, on_app
 
 
 def _templates(built) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
