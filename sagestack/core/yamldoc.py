@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.errors import Location, Path_, SpecError, SpecIssue
+from sagestack.core.yamlevents import read_events
 
 
 @dataclass
@@ -188,16 +189,27 @@ def _depth_scanner() -> type:
 
 
 def _parse(data: bytes, display: str) -> Document:
-    from ruamel.yaml import YAML
+    text = _decode(data, display)
+    fast = read_events(text, display, MAX_DEPTH, MAX_NODES)
+    if fast is not None:
+        return Document({} if fast[0] is None else fast[0], fast[1], fast[2], display)
+    return read_with_ruamel(text, display)
+
+
+def read_with_ruamel(text: str, display: str) -> Document:
+    """The reference reading of a spec's text (ruamel's round-trip loader): every construct YAML
+    has, every error with ruamel's message and mark."""
     from ruamel.yaml.composer import MaxDepthExceededError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-    yaml = YAML(typ="rt")
-    yaml.Scanner = _depth_scanner()
-    yaml.max_depth = MAX_DEPTH + 1  # the composer counts the top node as 1; a path, as 0
-    text = _decode(data, display)
+    yaml = _ruamel()
     try:
         raw = yaml.load(text)
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+        # ruamel's constructor failing on a value it resolved (2024-13-45 as a date, `!!int abc`)
+        # or on a key it cannot hash (`? {a: {b: c}}`): find the node, for a location
+        message, line, column = _unconstructable(text)
+        raise _issue(display, f"invalid YAML: {message}", line, column) from None
     except MaxDepthExceededError as e:
         mark = e.problem_mark
         raise _issue(
@@ -225,6 +237,45 @@ def _parse(data: bytes, display: str) -> Document:
     if doc.data is None:
         doc.data = {}
     return doc
+
+
+def _ruamel() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.Scanner = _depth_scanner()
+    yaml.max_depth = MAX_DEPTH + 1  # the composer counts the top node as 1; a path, as 0
+    return yaml
+
+
+def _unconstructable(text: str) -> tuple[str, int, int]:
+    """The first value in `text` that ruamel composes but cannot construct, or the first key that
+    is a mapping or list: what is wrong, and its line and column (the text composed before)."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    yaml = _ruamel()
+    pending, seen, bad_key = [yaml.compose(text)], set(), None
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            try:
+                yaml.constructor.construct_object(node, deep=True)
+            except Exception as e:
+                kind = str(node.tag).rsplit(":", 1)[-1]
+                message = f"{node.value!r} cannot be read as {kind} ({e}); quote it to keep it as text"
+                return message, node.start_mark.line + 1, node.start_mark.column + 1
+            continue
+        children = [c for pair in node.value for c in pair] if isinstance(node, MappingNode) else node.value
+        if isinstance(node, MappingNode) and bad_key is None:
+            bad_key = next((k for k, _ in node.value if not isinstance(k, ScalarNode)), None)
+        if isinstance(node, (MappingNode, SequenceNode)):
+            pending.extend(reversed(children))
+    mark = bad_key.start_mark if bad_key is not None else None
+    where = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    return "a mapping or list used as a key (a key is a name)", *where
 
 
 class _TooLarge(Exception):
@@ -316,11 +367,11 @@ def merge(base: Document, overlay: Document) -> Document:
         return take(b, o, path)
 
     def take(old: Any, value: Any, path: Path_) -> Any:
-        for p in _paths(old, path):
+        for p in _paths(old, path) if isinstance(old, (dict, list)) else (path,):
             if p != path:
                 out.keys.pop(p, None)
             out.values.pop(p, None)
-        for p in _paths(value, path):
+        for p in _paths(value, path) if isinstance(value, (dict, list)) else (path,):
             if p in overlay.keys:
                 out.keys[p] = overlay.keys[p]
             if p in overlay.values:
