@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -50,14 +51,15 @@ def _copy_plain(value: Any) -> Any:
 
 
 def read_yaml(path: Path, display: str) -> Document:
-    """Parse one YAML file (round-trip loader, so line numbers survive); SpecError on bad YAML.
+    """Parse one YAML file with the line and column of every key and value (libyaml's events where
+    the text allows, else ruamel's round-trip loader: core/yamlevents.py); SpecError on bad YAML.
 
     Parses are memoized by the file's bytes (read again each time: cheap, and never stale, where a
     file rewritten within the clock's tick keeps its mtime), failures included: a command that loads
     N environments parses the project file once, even one the parser refuses."""
     data = read_bounded(path, display)
     if data is None:
-        raise _issue(display, f"cannot read {display}: {os.strerror(2)}")
+        raise _issue(display, f"cannot read {display}: {os.strerror(errno.ENOENT)}")
     key = (display, hashlib.blake2b(data, digest_size=20).digest())
     found = _PARSED.get(key)
     if found is None:
