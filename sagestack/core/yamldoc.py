@@ -127,17 +127,14 @@ def read_bounded(
                 display, f"{st.st_size / 1024 / 1024:.1f} MiB", f"{what} is at most {_mib(limit)} of {fmt}"
             )
         # O_NONBLOCK: should the file be swapped for a FIFO after the stat, open does not wait
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        try:
-            mode = os.fstat(fd).st_mode
+        with open(path, "rb", buffering=0, opener=_nonblocking) as f:
+            mode = os.fstat(f.fileno()).st_mode
             if not stat.S_ISREG(mode):
                 raise _not_regular(display, mode, what, fmt)
             chunks, left = [], limit + 1
-            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            while left > 0 and (chunk := f.read(min(left, 1 << 20))):
                 chunks.append(chunk)
                 left -= len(chunk)
-        finally:
-            os.close(fd)
     except FileNotFoundError:
         return None
     except OSError as e:
@@ -146,6 +143,10 @@ def read_bounded(
     if len(data) > limit:
         raise _too_large(display, f"more than {_mib(limit)}", f"{what} is at most {_mib(limit)} of {fmt}")
     return data
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
 
 
 def _mib(n: int) -> str:
