@@ -81,7 +81,9 @@ def save_atomic(state: dict[str, Any], folder: Path, step: int, keep_last: int) 
     try:
         staging.mkdir(exist_ok=True)
         tmp = _write_temp(state, staging)
-    except PermissionError:  # the folder's parent is not ours to write: stage in the folder itself
+    except OSError as e:  # the folder's parent is not ours to write: stage in the folder itself
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
         tmp = _write_temp(state, folder)
     try:
         os.replace(tmp, final)

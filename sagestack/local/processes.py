@@ -62,8 +62,9 @@ def free_port() -> int:
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class Stopped(BaseException):  # like KeyboardInterrupt: not an error, a request to stop
-    """A signal ended the run; every process of it was killed first."""
+class Stopped(KeyboardInterrupt):
+    """A signal ended the run; every process of it was killed first. A KeyboardInterrupt, so what
+    handles Ctrl-C (pytest, click) handles SIGTERM and SIGHUP alike."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
@@ -186,15 +187,14 @@ class Processes:
         ]
         for t in pumps:
             t.start()
-        try:
-            with stopping_signals_raise():
+        with stopping_signals_raise():  # still ignoring a second signal while the run is killed
+            try:
                 codes = [p.wait() for p in self.processes]
-        except KeyboardInterrupt:
-            self.kill()
-            raise Stopped(signal.SIGINT) from None
-        except BaseException:
-            self.kill()
-            raise
+            except BaseException as e:
+                self.kill()
+                if isinstance(e, KeyboardInterrupt) and not isinstance(e, Stopped):
+                    raise Stopped(signal.SIGINT) from None
+                raise
         for t in pumps:
             t.join(timeout=10)
         return Outcome(codes, metrics, interrupted[0] if interrupted else None)

@@ -144,3 +144,23 @@ def test_the_training_state_loads_weights_only_and_restores_every_generator(monk
     train.seed_everything(99)
     train.set_rng_state(restored)
     assert (random.random(), np.random.rand(3).tolist(), torch.rand(2).tolist()) == expected
+
+
+def test_a_checkpoint_folder_on_a_mount_of_its_own_is_staged_inside_it(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    folder = tmp_path / "checkpoints"
+    real_replace, refused = os.replace, []
+
+    def across_mounts(src, dst):
+        if not refused:  # the first rename crosses file systems, as from a sibling of a mount point
+            refused.append(src)
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(ckpt.os, "replace", across_mounts)
+    ckpt.save_atomic(state(3), folder, 3, keep_last=3)
+    assert refused and not list(tmp_path.rglob(".tmp-checkpoint-*"))
+    step, loaded = ckpt.load_newest(folder, log=print)
+    assert step == 3 and torch.equal(loaded["model"]["w"], torch.full((4,), 3.0))
