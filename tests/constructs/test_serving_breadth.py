@@ -266,8 +266,8 @@ def test_a_pinned_transform_is_a_pipeline_of_its_own(project, tmp_path):
         "AWS::StepFunctions::StateMachine", {"StateMachineName": "digits-prod-transform-score"}
     )
     policies = json.dumps(template.find_resources("AWS::IAM::Policy"))
-    assert "sagemaker:CreateTransformJob" in policies and ":transform-job/digits-prod*" in policies
-    assert ":model/digits-prod*" in policies
+    assert "sagemaker:CreateTransformJob" in policies and ":transform-job/digits-prod-*" in policies
+    assert ":model/digits-prod-*" in policies
     _lint(tmp_path)
 
 
