@@ -141,3 +141,58 @@ def test_candidates_that_differ_name_the_first_difference():
         plan.loop_reason
         == "ml.g5.12xlarge and ml.g5.2xlarge differ in sagemaker_mpi_num_of_processes_per_host"
     )
+
+
+def test_torch_distributed_preferences_drop_the_per_candidate_instance_type_and_name_the_job_by_key():
+    plan = _plan({"instance_type": ALIKE[:2], "instance_count": 2, "distribution": {"torch_distributed": {}}})
+    assert plan.preferred is not None
+    assert plan.preferred.name == Names("digits", "dev").preference_job("c", plan.digest)
+    hps = plan.preferred.request["HyperParameters"]
+    assert (
+        "sagemaker_instance_type" not in hps
+    )  # the toolkit reads the launched type from resourceconfig.json
+    assert hps["sagemaker_torch_distributed_enabled"] == "true"
+
+
+def test_smp_v1_runs_one_mpi_process_per_accelerator_unless_told():
+    body = {"instance_type": "ml.p4d.24xlarge", "instance_count": 2}
+    v1 = _request({**body, "distribution": {"smp": {"version": 1, "parameters": {"partitions": 2}}}})
+    assert v1["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    told = {"smp": {"version": 1, "processes_per_host": 2, "parameters": {"partitions": 2}}}
+    assert (
+        _request({**body, "distribution": told})["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"]
+        == "2"
+    )
+
+
+def test_the_specs_inter_container_encryption_wins_over_the_multi_node_default():
+    body = {"instance_type": "ml.g5.xlarge", "instance_count": 2}
+    assert _request(body)["EnableInterContainerTrafficEncryption"] is True
+    assert (
+        _request({**body, "encrypt_inter_container_traffic": False})["EnableInterContainerTrafficEncryption"]
+        is False
+    )
+    assert _request({"instance_type": "ml.g5.xlarge", "encrypt_inter_container_traffic": True})[
+        "EnableInterContainerTrafficEncryption"
+    ]
+
+
+def test_a_channels_content_type_is_sent():
+    channels = {"train": {"key_prefix": "d/train", "content_type": "application/x-npz"}, "val": {}}
+    request = _request({"instance_type": "ml.g5.xlarge", "channels": channels})
+    train, val = request["InputDataConfig"]
+    assert train["ContentType"] == "application/x-npz" and "ContentType" not in val
+
+
+def test_the_stand_in_tracking_server_is_the_foundations_and_names_experiments_by_the_prefix():
+    from sagestack.core.deployment import Deployment
+    from sagestack.training.context import MlflowTarget
+
+    names = Names("digits", "dev")
+    deployment = Deployment.stand_ins(region="eu-west-1", account="111122223333")
+    target = MlflowTarget.stand_in(deployment, names)
+    assert (
+        target.arn
+        == f"arn:aws:sagemaker:eu-west-1:111122223333:mlflow-tracking-server/{names.tracking_server}"
+    )
+    assert target.experiment("classifier") == f"{names.prefix}-classifier" == "digits-dev-classifier"

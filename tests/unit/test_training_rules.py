@@ -206,6 +206,12 @@ def test_dataloader_workers_per_cpu(project):
     # without a distribution the container starts one process per host: all 48 vCPUs are its
     single = job("instance_type: ml.g5.12xlarge\nhyperparameters: {num_workers: 16}")
     assert findings(project, "dataloader-workers-per-cpu", single) == []
+    assert findings(project, "dataloader-workers-per-cpu", single.replace("16}", "48}")) == []
+    assert findings(project, "dataloader-workers-per-cpu", single.replace("16}", "49}")) == [
+        "jobs.big.hyperparameters.num_workers: num_workers=49 data-loader workers per process, but "
+        "ml.g5.12xlarge has 48 vCPUs for 1 training process(es) (48 each): the extra workers contend for "
+        "the same cores and slow every step; use at most 48"
+    ]
 
 
 def test_requirements_need_network(project):

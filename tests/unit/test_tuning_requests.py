@@ -136,3 +136,46 @@ def test_tuning_job_names_fit_32_characters():
         job_plan=_job_plan(),
     )
     assert len(long["HyperParameterTuningJobName"]) == 32
+
+
+def _spec(case: str, **changes) -> TuningSpec:
+    return TuningSpec.model_validate({"job": "classifier", "objective": OBJECTIVE, **CASES[case], **changes})
+
+
+def test_a_search_over_one_candidate_sends_its_resource_config_as_it_is():
+    plan = _job_plan({**JOB, "instance_type": ["ml.p3.2xlarge"]})
+    request = render_tuning_request(_spec("random"), key="s", names=Names("digits", "prod"), job_plan=plan)
+    definition = request["TrainingJobDefinition"]
+    assert definition["ResourceConfig"] == plan.candidates[0].request["ResourceConfig"]
+    assert "HyperParameterTuningResourceConfig" not in definition
+    validate_request("CreateHyperParameterTuningJob", request)
+
+
+def test_the_first_candidates_volume_key_goes_to_every_instance_config():
+    # ml.p3.2xlarge has no NVMe storage (its volume takes the key); ml.p4d.24xlarge has (it refuses one)
+    for order, keyed in (
+        (["ml.p3.2xlarge", "ml.p4d.24xlarge"], True),
+        (["ml.p4d.24xlarge", "ml.p3.2xlarge"], False),
+    ):
+        plan = _job_plan({**JOB, "instance_type": order})
+        request = render_tuning_request(
+            _spec("random"), key="s", names=Names("digits", "prod"), job_plan=plan
+        )
+        config = request["TrainingJobDefinition"]["HyperParameterTuningResourceConfig"]
+        assert ("VolumeKmsKeyId" in config) is keyed
+        if keyed:
+            assert config["VolumeKmsKeyId"] == plan.candidates[0].request["ResourceConfig"]["VolumeKmsKeyId"]
+        validate_request("CreateHyperParameterTuningJob", request)
+
+
+def test_the_number_of_trials_grid_derives_and_the_others_need():
+    from sagestack.tuning.request import grid_size, max_jobs
+
+    grid = _spec("grid")
+    assert grid_size(grid) == 6 and max_jobs(grid) == 6
+    assert max_jobs(_spec("grid", max_jobs=4)) == 4  # the spec's own count, when it gives one
+    one = _spec("grid", ranges={"optimizer": {"categorical": ["adam"]}})
+    assert grid_size(one) == 1 and max_jobs(one) == 1
+    assert max_jobs(_spec("random")) == 10
+    with pytest.raises(ValueError, match=r"^max_jobs is required unless the strategy is Grid$"):
+        max_jobs(_spec("random", max_jobs=None))
