@@ -240,3 +240,88 @@ def test_a_search_over_a_multi_node_job_needs_parallel_trials_times_its_instance
     )
     # the account-wide total holds the largest search (6), more than the jobs started on deploy (2 + 2)
     assert _row(report, "aggregate", "training").needed == 6
+
+
+BROAD = """\
+project: digits
+region: us-east-1
+images:
+  train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}
+jobs:
+  classifier:
+    image: train
+    instance_type: [ml.g5.2xlarge, ml.g4dn.2xlarge, ml.g5.4xlarge]
+    instance_count: 2
+    max_run: 1h
+    metric_definitions: {acc: 'acc=([0-9.]+)'}
+tuning:
+  search:
+    job: classifier
+    objective: {metric: acc, type: Maximize}
+    ranges: {lr: {continuous: [0.001, 0.1]}}
+    max_jobs: 4
+    max_parallel_jobs: 2
+endpoints:
+  fleet:
+    model: {from: classifier}
+    instance_type: ml.c5.xlarge
+    initial_instance_count: 2
+  pinned:
+    model_package: "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
+    instance_type: ml.c5.2xlarge
+    autoscaling: {min: 1, max: 3}
+  queue:
+    model: {from: classifier}
+    instance_type: ml.g5.xlarge
+    async: {}
+    autoscaling: {min: 0, max: 2}
+  lambda-like:
+    model: {from: classifier}
+    serverless: {memory_mb: 4096, max_concurrency: 7}
+transforms:
+  score:
+    model: {from: classifier}
+    instance_type: [ml.m5.xlarge, ml.c5.xlarge]
+    instance_count: 3
+  rescore:
+    model_package: "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
+    instance_type: ml.m5.2xlarge
+clusters:
+  lab:
+    instance_groups:
+      ctl: {instance_type: ml.m5.xlarge, node_type: Controller}
+      gpu: {instance_type: ml.g5.8xlarge, count: 4, training_plan: "arn:aws:sagemaker:us-east-1:111111111111:training-plan/lab"}
+    lifecycle: {source_dir: training_src}
+"""
+
+
+def test_every_row_of_a_broad_plan(project, snapshot):
+    """Each kind of work's row, word for word: what `sagestack plan` prints, its quotas and its costs.
+    (Prices come from the catalog; a price change shows here as a changed golden.)"""
+    import dataclasses
+
+    from syrupy.extensions.json import JSONSnapshotExtension
+
+    project.spec(BROAD).env("dev")
+    plan = resolve_environment(project.load("dev", run_rules=False))
+    quotas = {
+        "ml.g5.2xlarge for training job usage": 3,  # the search's 2 x 2 does not fit; the job's 2 does
+        "ml.g4dn.2xlarge for training job usage": 8,
+        "ml.c5.xlarge for endpoint usage": 2,
+        "ml.c5.2xlarge for endpoint usage": 2,  # short of the autoscaling maximum
+        "ml.m5.xlarge for transform job usage": 1,  # short: the second candidate is chosen
+        "ml.c5.xlarge for transform job usage": 3,
+        "ml.g5.8xlarge for cluster usage": 4,
+        TRAINING_INSTANCES_TOTAL: 3,
+    }
+    report = evaluate(
+        plan,
+        QuotaBook(
+            "snapshot", "t", {n: QuotaValue(n, f"L-{i}", v) for i, (n, v) in enumerate(quotas.items())}
+        ),
+    )
+    golden = {
+        "rows": [dataclasses.asdict(r) for r in report.rows],
+        "shortfalls": [s.message() for s in report.shortfalls],
+    }
+    assert golden == snapshot.use_extension(JSONSnapshotExtension)
