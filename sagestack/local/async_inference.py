@@ -26,6 +26,7 @@ from typing import Any
 
 from sagestack.local.asgi import Receive, Scope, Send, read_body, request_headers, respond
 from sagestack.local.handlers import ClientError, error_response
+from sagestack.local.private import open_private, private_dir, write_private_bytes
 
 # What InvokeEndpointAsync gets from an endpoint that serves in real time only.
 REAL_TIME_ONLY = b'{"message": "this endpoint is real-time; serve it with --async (or async: in the spec)"}'
@@ -225,14 +226,15 @@ class AsyncInvocations:
             message["failureReason"] = (
                 f'ClientError: Received client error ({detail.get("code")}) from model with message "{detail.get("reason")}".'
             )
-        a.notifications.parent.mkdir(parents=True, exist_ok=True)
-        with open(a.notifications, "a") as f:
+        private_dir(a.notifications.parent)
+        with open_private(a.notifications) as f:
             f.write(json.dumps(message) + "\n")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write to a temporary name, then rename: a reader polling for the result never sees half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write to a temporary name, then rename: a reader polling for the result never sees half.
+    The result holds request data: a 0600 file, in folders made 0700."""
+    private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
+    write_private_bytes(tmp, data)
     tmp.replace(path)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.local.handlers import Handlers, error_response
+from sagestack.local.private import private_dir, write_private_bytes
 from sagestack.transforms.models import TransformSpec
 
 TEXT_TYPES = ("application/json", "application/jsonlines", "text/csv")
@@ -227,9 +228,9 @@ def transform_file(handlers: Handlers, source: Path, target: Path, spec: Transfo
         if spec.assemble_with == "Line" and not response.endswith(b"\n"):
             response += b"\n"
         pieces.append(response)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)  # the model's answers on the user's data: the user's alone
     tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_bytes(b"".join(pieces))
+    write_private_bytes(tmp, b"".join(pieces))
     tmp.replace(target)  # a file's output appears whole or not at all
     return FileResult(source, target, len(records), requests)
 

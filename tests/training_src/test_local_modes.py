@@ -83,3 +83,14 @@ def test_the_compiled_model_archive_is_private(digits_project, tmp_path, usual_u
     result = compile_locally(loaded, "digits", model_dir=trained.model_dir, output=out)
     assert result.archive == out
     assert _private(_modes(tmp_path / "compiled"), tmp_path / "compiled") == {}
+
+
+def test_async_results_and_failures_are_private(tmp_path, usual_umask):
+    from sagestack.local.async_inference import write_atomically
+
+    root = tmp_path / "s3"
+    write_atomically(root / "bucket" / "output" / "id-1.out", b'{"predictions": [3]}')
+    write_atomically(root / "bucket" / "failures" / "id-2-error.out", b"bad input")
+    modes = _modes(root)
+    assert len(modes) == 6  # s3, bucket, two folders, two files
+    assert _private(modes, root) == {}

@@ -161,3 +161,19 @@ def test_the_cli_scores_the_trained_model_of_the_source_job(tmp_path):
     assert all(0 <= x["SageMakerOutput"]["label"] <= 9 for x in lines)
     missing = run_cli("local", "transform", "nope", "--env", "dev", "--root", str(root))
     assert missing.returncode == 2 and "score" in missing.stderr + missing.stdout
+
+
+def test_transform_outputs_are_private_whatever_the_umask(handlers, tmp_path):
+    import os
+    import stat
+
+    _write(tmp_path / "in", "a.jsonl", _records(3))
+    previous = os.umask(0o022)
+    try:
+        spec = _spec(content_type="application/jsonlines", accept="application/jsonlines")
+        result = run_transform(handlers, spec, tmp_path / "in", tmp_path / "out" / "day1")
+    finally:
+        os.umask(previous)
+    (f,) = result.files
+    assert stat.S_IMODE(f.output.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "out" / "day1").stat().st_mode) == 0o700
