@@ -169,3 +169,87 @@ def test_did_you_mean_offers_the_one_closest_value_as_written_or_nothing():
     assert closest("ML.G5.XLARG", types, n=2) == ["ml.g5.xlarge", "ml.g5.2xlarge"]  # best first
     assert did_you_mean("ml.g5.xlarg", ["ml.G5.xlarge"]) == "; did you mean 'ml.G5.xlarge'?"  # as written
     assert did_you_mean("zzz", types) == ""
+
+
+@pytest.fixture
+def fresh_image_cache(tmp_path, monkeypatch):
+    """The DLC URI cache in a folder of the test's own: every lookup resolves (none is served from
+    the user's ~/.cache), and what it stores can be read back."""
+    from sagestack.core.catalog import images
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    images._disk_cache.cache_clear()
+    yield tmp_path / "sagestack"
+    images._disk_cache.cache_clear()
+
+
+def test_trainium_and_inferentia2_images_come_from_the_neuron_table(fresh_image_cache):
+    ecr = "763104351884.dkr.ecr.us-west-2.amazonaws.com"
+    trn = dlc_image_uri("pytorch", "2.5", "py310", region="us-west-2", instance_type="ml.trn1.32xlarge")
+    assert trn == f"{ecr}/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+    inf2 = dlc_image_uri(
+        "pytorch", "2.5", "py310", region="us-west-2", instance_type="ml.inf2.xlarge", scope="inference"
+    )
+    assert inf2 == f"{ecr}/pytorch-inference-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+    refused = {
+        ("tensorflow", "2.5", "py310", "us-west-2"): "no Neuron-x tensorflow container; Trainium/Inferentia2 "
+        "images exist for: pytorch",
+        ("pytorch", "9.9", "py310", "us-west-2"): "no Neuron-x pytorch 9.9 container for ml.trn1.32xlarge; "
+        "available versions: 2.1, 2.5",
+        ("pytorch", "2.5", "py311", "us-west-2"): "the Neuron-x pytorch 2.5 container ships py310, not py311",
+    }
+    for (framework, version, py, region), message in refused.items():
+        with pytest.raises(ImageLookupError) as info:
+            dlc_image_uri(framework, version, py, region=region, instance_type="ml.trn1.32xlarge")
+        assert str(info.value) == message
+    with pytest.raises(
+        ImageLookupError, match=r"^no Neuron-x container in af-south-1 for ml\.trn1\.32xlarge; "
+    ):
+        dlc_image_uri("pytorch", "2.5", "py310", region="af-south-1", instance_type="ml.trn1.32xlarge")
+
+
+def test_smp_v2_and_debugger_images_resolve_as_the_sdk_does(fresh_image_cache):
+    from sagestack.core.catalog.images import debugger_rules_image_uri, smp_image_uri
+
+    smp = smp_image_uri("2.5", "py311", region="us-east-1", instance_type="ml.p5.48xlarge")
+    assert (
+        smp
+        == "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
+    )
+    with pytest.raises(ImageLookupError) as info:
+        smp_image_uri("1.0", "py311", region="us-east-1", instance_type="ml.p5.48xlarge")
+    assert str(info.value).startswith("SMP v2 has no container for PyTorch 1.0; it has PyTorch 2.0, 2.1, ")
+    with pytest.raises(ImageLookupError) as info:
+        smp_image_uri("2.5", "py38", region="us-east-1", instance_type="ml.p5.48xlarge")
+    assert (
+        str(info.value)
+        == "SMP v2, PyTorch 2.5.1: Unsupported Python version: py38. Supported Python version(s): py311."
+    )
+    rules = debugger_rules_image_uri("eu-west-1")
+    assert rules == "929884845733.dkr.ecr.eu-west-1.amazonaws.com/sagemaker-debugger-rules:latest"
+    with pytest.raises(ImageLookupError, match=r"^no Debugger rule evaluator image in xx-nowhere-1: "):
+        debugger_rules_image_uri("xx-nowhere-1")
+
+
+def test_a_lookup_and_its_refusal_are_cached_on_disk(fresh_image_cache, monkeypatch):
+    from sagestack.core.catalog import images
+
+    calls = []
+
+    def resolve() -> str:
+        calls.append(1)
+        return "uri-1"
+
+    def refuse() -> str:
+        calls.append(1)
+        raise ImageLookupError("no such image")
+
+    assert images.cached_lookup("k", resolve) == "uri-1" and images.cached_lookup("k", resolve) == "uri-1"
+    for _ in range(2):
+        with pytest.raises(ImageLookupError, match=r"^no such image$"):
+            images.cached_lookup("bad", refuse)
+    assert len(calls) == 2  # each resolved once
+    (stored,) = fresh_image_cache.glob("dlc-uris-sagemaker-core-*.json")
+    assert json.loads(stored.read_text()) == {"bad": {"error": "no such image"}, "k": {"uri": "uri-1"}}
+    images._disk_cache.cache_clear()  # a new process reads the file
+    assert images.cached_lookup("k", refuse) == "uri-1"
