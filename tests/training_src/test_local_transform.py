@@ -167,7 +167,7 @@ def test_transform_outputs_are_private_whatever_the_umask(handlers, tmp_path):
     import os
     import stat
 
-    _write(tmp_path / "in", "a.jsonl", _records(3))
+    _write(tmp_path / "in", "a.jsonl", [r["features"] for r in _records(3)])
     previous = os.umask(0o022)
     try:
         spec = _spec(content_type="application/jsonlines", accept="application/jsonlines")
@@ -175,5 +175,6 @@ def test_transform_outputs_are_private_whatever_the_umask(handlers, tmp_path):
     finally:
         os.umask(previous)
     (f,) = result.files
+    assert f.error is None and f.output is not None
     assert stat.S_IMODE(f.output.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "out" / "day1").stat().st_mode) == 0o700
