@@ -253,3 +253,58 @@ def test_a_lookup_and_its_refusal_are_cached_on_disk(fresh_image_cache, monkeypa
     assert json.loads(stored.read_text()) == {"bad": {"error": "no such image"}, "k": {"uri": "uri-1"}}
     images._disk_cache.cache_clear()  # a new process reads the file
     assert images.cached_lookup("k", refuse) == "uri-1"
+
+
+def test_neo_framework_versions_and_compiled_images_follow_sagemaker_cores_tables(fresh_image_cache):
+    from sagestack.core.catalog.neo import (
+        cloud_target,
+        compiled_image_uri,
+        framework_versions,
+        normalize_version,
+        target_for_family,
+    )
+
+    c5, g4dn, inf1, inf2 = (cloud_target(d) for d in ("ml_c5", "ml_g4dn", "ml_inf1", "ml_inf2"))
+    assert c5 is not None and g4dn is not None and inf1 is not None and inf2 is not None
+    cpu = framework_versions("PYTORCH", c5)
+    assert cpu is not None and cpu[:8] == ["1.4", "1.5", "1.6", "1.7", "1.8", "1.12", "1.13", "2.0"]
+    assert "2.0.1" in cpu and "2.1" not in cpu  # the table's aliases count, as sagemaker-core resolves them
+    assert framework_versions("PYTORCH", inf1) == ["1.7", "1.8", "1.9"]
+    assert framework_versions("PYTORCH", inf2) == ["2.1", "2.5"]  # sagestack's Neuron-x table
+    assert framework_versions("TENSORFLOW", c5) is None  # no table: CreateCompilationJob judges
+    assert (
+        normalize_version("PYTORCH", "2.0.1", c5) == "2.0"
+        and normalize_version("PYTORCH", "2.0", c5) == "2.0"
+    )
+    assert normalize_version("PYTORCH", "2.0.1", inf2) == "2.0.1"
+    assert normalize_version("TENSORFLOW", "2.0.1", c5) == "2.0.1"
+    assert compiled_image_uri("PYTORCH", "2.0.1", c5, "us-east-1") == (
+        "785573368785.dkr.ecr.us-east-1.amazonaws.com/sagemaker-inference-pytorch:2.0-cpu-py3"
+    )
+    assert compiled_image_uri("PYTORCH", "2.0", g4dn, "eu-west-1") == (
+        "802834080501.dkr.ecr.eu-west-1.amazonaws.com/sagemaker-inference-pytorch:2.0-gpu-py3"
+    )
+    assert compiled_image_uri("PYTORCH", "1.9", inf1, "us-east-1") == (
+        "785573368785.dkr.ecr.us-east-1.amazonaws.com/sagemaker-neo-pytorch:1.9-inf-py3"
+    )
+    assert compiled_image_uri("PYTORCH", "2.5", inf2, "us-west-2") == (
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-inference-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+    )
+    refused = [
+        (
+            ("TENSORFLOW", "2.0", c5, "us-east-1"),
+            "sagestack has no inference image table for TENSORFLOW Neo targets",
+        ),
+        (("PYTORCH", "9.9", inf2, "us-west-2"), "no Neuron-x PyTorch 9.9 inference image in us-west-2"),
+        (("PYTORCH", "2.5", inf2, "af-south-1"), "no Neuron-x PyTorch 2.5 inference image in af-south-1"),
+        (
+            ("PYTORCH", "9.9", c5, "us-east-1"),
+            "no neo-pytorch 9.9 image for ml_c5 in us-east-1: Unsupported ",
+        ),
+    ]
+    for args, message in refused:
+        with pytest.raises(ImageLookupError) as info:
+            compiled_image_uri(*args)
+        assert str(info.value).startswith(message)
+    assert target_for_family("inf2") == inf2 and target_for_family("g5") is None
+    assert c5.instance_prefix == "ml.c5."
