@@ -312,3 +312,25 @@ def test_plan_tables_stay_readable_at_80_columns_and_in_wide_terminals(width):
         assert entry.replace(" ", "") in squashed, entry
     if width >= 120:
         assert "…" not in text
+
+
+def test_a_refused_serving_update_names_the_lock_and_each_problem():
+    from sagestack.ops.lock import ServingUpdateError
+
+    error = ServingUpdateError("prod", ["endpoints.web: a", "endpoints.api: b"])
+    assert (error.env, error.problems) == ("prod", ["endpoints.web: a", "endpoints.api: b"])
+    assert str(error) == (
+        "prod: against config/envs/prod.lock.json (what was last locked for deployment):\n"
+        "  ✗ endpoints.web: a\n  ✗ endpoints.api: b"
+    )
+
+
+def test_a_quota_books_codes_and_what_is_free():
+    from sagestack.ops.capacity import QuotaBook, QuotaValue
+
+    name = "ml.g5.xlarge for training job usage"
+    book = QuotaBook("snapshot", "t", {name: QuotaValue(name, "L-G5X", 4)})
+    book.usage[name] = 1
+    assert book.code(name) == "L-G5X" and book.available(name) == 3
+    assert book.code("ml.p5.48xlarge for training job usage") is None
+    assert book.available("ml.p5.48xlarge for training job usage") is None
