@@ -218,3 +218,11 @@ def test_an_endpoint_served_from_a_tuning_entry_is_checked_against_the_job_it_se
         "handle() over its input_fn / predict_fn / output_fn), or set handler: toolkit to keep the container's "
         "handler (one forward pass per request)"
     ]
+
+
+def test_rules_that_follow_model_from_leave_an_unknown_source_to_endpoint_model_source(project):
+    unknown = endpoint("    model: {from: nowhere}\n    instance_type: ml.c5.xlarge\n")
+    assert findings(project, "endpoint-inference-image", unknown) == []
+    batched = unknown + "    batching: {max_batch_size: 8, max_delay_ms: 5}\n"
+    assert findings(project, "endpoint-batching-handler", batched) == []
+    assert len(findings(project, "endpoint-model-source", unknown)) == 1

@@ -179,3 +179,14 @@ def test_the_number_of_trials_grid_derives_and_the_others_need():
     assert max_jobs(_spec("random")) == 10
     with pytest.raises(ValueError, match=r"^max_jobs is required unless the strategy is Grid$"):
         max_jobs(_spec("random", max_jobs=None))
+
+
+def test_only_hyperband_sends_a_strategy_config():
+    # (the tuning-hyperband rule refuses hyperband: under another strategy; the renderer sends none either way)
+    request = render_tuning_request(
+        _spec("bayesian", hyperband={"min_resource": 1, "max_resource": 10}),
+        key="s",
+        names=Names("digits", "prod"),
+        job_plan=_job_plan(),
+    )
+    assert "StrategyConfig" not in request["HyperParameterTuningJobConfig"]
