@@ -10,6 +10,7 @@ from sagestack.core.model import StrictModel
 from sagestack.core.types import (
     ClusterInstanceType,
     EntryName,
+    ProjectPath,
 )
 
 
@@ -42,10 +43,12 @@ class ClusterFsxSpec(StrictModel):
 
 
 class LifecycleSpec(StrictModel):
-    source_dir: str = Field(
+    source_dir: ProjectPath = Field(
         default="cluster_src", description="the lifecycle scripts, relative to the project root"
     )
-    on_create: str = Field(default="on_create.sh", description="the script each node runs when it is created")
+    on_create: ProjectPath = Field(
+        default="on_create.sh", description="the script each node runs when it is created"
+    )
 
 
 class ClusterSpec(StrictModel):

@@ -48,6 +48,36 @@ Seconds = Annotated[
     ),
 ]
 
+PATH_MAX = 1024  # characters of a path in the spec
+NAME_MAX = 255  # bytes of one of its parts (Linux's NAME_MAX)
+
+
+def check_path(value: Any) -> Any:
+    """A path the file system can be asked about: no NUL byte, no part over 255 bytes, at most 1024
+    characters (beyond them `Path.is_file()` itself raises, where a rule asks it)."""
+    if not isinstance(value, str):
+        return value  # the str type says what is wrong
+    if "\0" in value:
+        raise PydanticCustomError("path", "a path cannot hold a NUL character")
+    if len(value) > PATH_MAX:
+        raise PydanticCustomError(
+            "path",
+            "a path of {length} characters; at most {limit}",
+            {"length": len(value), "limit": PATH_MAX},
+        )
+    long = next((part for part in value.split("/") if len(part.encode()) > NAME_MAX), None)
+    if long is not None:
+        raise PydanticCustomError(
+            "path",
+            "'{part}…' is a file name of {size} bytes; at most {limit}",
+            {"part": long[:40], "size": len(long.encode()), "limit": NAME_MAX},
+        )
+    return value
+
+
+ProjectPath = Annotated[str, BeforeValidator(check_path)]
+
+
 NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
 
 

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from sagestack.core.model import StrictModel, exactly_one
 from sagestack.core.types import (
+    ProjectPath,
     Seconds,
 )
 
@@ -21,17 +22,25 @@ class DlcImage(StrictModel):
 
 
 class DockerfileImage(StrictModel):
-    directory: str = Field(description="folder holding the Dockerfile, relative to the project root")
+    directory: ProjectPath = Field(description="folder holding the Dockerfile, relative to the project root")
     build_args: dict[str, str] = Field(default_factory=dict)
     target: str | None = None
+
+
+def _string_shorthand(schema: dict[str, Any]) -> None:
+    """The schema also offers the string shorthand the before-validator expands."""
+    schema["anyOf"].insert(1, {"type": "string"})
 
 
 class ImageSpec(StrictModel):
     """Exactly one of: dlc, dockerfile, uri."""
 
     dlc: DlcImage | None = None
-    # A string is shorthand for {directory: …}; the before-validator expands it, so code sees a model.
-    dockerfile: DockerfileImage | str | None = None
+    # A string is shorthand for {directory: …}; the before-validator expands it, so code sees a model
+    # (and a bad folder is one error, not a second "not a string" from a str branch of a union).
+    dockerfile: DockerfileImage | None = Field(
+        default=None, title="Dockerfile", json_schema_extra=_string_shorthand
+    )
     uri: str | None = Field(default=None, pattern=r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/.+")
 
     @model_validator(mode="before")

@@ -15,6 +15,7 @@ from sagestack.core.types import (
     EmailAddress,
     HyperparameterValue,
     PhoneNumber,
+    ProjectPath,
     Seconds,
     TrainingInstanceCandidates,
 )
@@ -297,8 +298,8 @@ class ModelSizing(StrictModel):
 
 class JobSpec(StrictModel):
     image: str = Field(description="a key of images:")
-    source_dir: str = "training_src"
-    entry_point: str = "train.py"
+    source_dir: ProjectPath = "training_src"
+    entry_point: ProjectPath = "train.py"
     instance_type: TrainingInstanceCandidates
     instance_count: int = Field(default=1, ge=1, le=1000)
     volume_size_gb: int = Field(default=30, ge=1, le=16384)

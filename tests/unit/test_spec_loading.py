@@ -358,3 +358,30 @@ def test_an_overlay_cannot_invent_an_entry_of_any_section(project, section):
     assert len(errors) == 1, errors
     assert errors[0].startswith(f"config/envs/dev.yaml:2:3: {section}.invented: the environment overrides ")
     assert "'invented', which config/sagestack.yaml does not define" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("source_dir", "x" * 300_000, "a path of 300000 characters; at most 1024"),
+        ("entry_point", "train-" + "y" * 300 + ".py", "is a file name of 309 bytes; at most 255"),
+        ("source_dir", "src\\0dir", "a path cannot hold a NUL character"),
+    ],
+)
+def test_a_path_the_file_system_cannot_be_asked_about_is_a_located_error(project, key, value, says):
+    """Fuzzing found `Path.is_file()` raising OSError (name too long) or ValueError (NUL) inside the
+    rules that look for the job's source and Dockerfile: exit 1 with a traceback."""
+    project.spec(MINIMAL + f'    {key}: "{value}"\n')
+    (error,) = project.errors()
+    assert error.startswith("config/sagestack.yaml:9:") and f"jobs.classifier.{key}:" in error
+    assert says in error
+
+
+def test_a_dockerfile_folder_with_a_name_too_long_is_a_located_error(project):
+    spec = MINIMAL.replace(
+        '  train: {dlc: {framework: pytorch, version: "2.5", py_version: py311}}',
+        '  train: {dockerfile: "' + "d" * 256 + '"}',
+    )
+    project.spec(spec)
+    (error,) = project.errors()
+    assert error.startswith("config/sagestack.yaml:4:") and "is a file name of 256 bytes" in error
