@@ -95,6 +95,56 @@ def test_the_contract_of_a_two_host_mpi_job(host, monkeypatch, snapshot_json):
     assert _contract(host, monkeypatch) == snapshot_json
 
 
+# What a bare resourceconfig.json and a script that is not a .py leave to the toolkit's defaults; and a
+# heterogeneous cluster whose distribution runs on one of its two instance groups, with a topology.
+SPARSE_RESOURCES = {"current_host": "algo-1", "hosts": ["algo-1"]}
+HETERO_RESOURCES = {
+    "current_host": "algo-3",
+    "current_instance_type": "ml.p4d.24xlarge",
+    "current_group_name": "gpus",
+    "hosts": ["algo-1", "algo-2", "algo-3"],
+    "instance_groups": [
+        {"instance_group_name": "cpus", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
+        {"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-3", "algo-2"]},
+    ],
+    "network_interface_name": "ens5",
+    "topology": [{"name": "t"}],
+}
+CASES = {
+    "sparse": (SPARSE_RESOURCES, {"sagemaker_program": '"run.sh"', "n": "1"}, Devices()),
+    "hetero": (
+        HETERO_RESOURCES,
+        {
+            "sagemaker_program": '"train.py"',
+            "sagemaker_torch_distributed_enabled": "true",
+            "sagemaker_distribution_instance_groups": '["gpus"]',
+        },
+        Devices(gpus=8, cpus=96),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_contract_where_the_toolkits_defaults_and_groups_decide(case, monkeypatch, snapshot_json):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    resources, hyperparameters, devices = CASES[case]
+    layout = HostLayout(resources["current_host"], Path("/opt/ml"))
+    env = training_environment(
+        layout,
+        hyperparameters=hyperparameters,
+        resources=resources,
+        data_config={},
+        devices=devices,
+        job_name=None,
+    )
+    assert {
+        "training_environment": env,
+        "sm_variables": sm_variables(env),
+        "toolkit_exports": toolkit_exports(env, code_dir=layout.code),
+        "process_exports": sagemaker_process_exports(hyperparameters),
+    } == snapshot_json
+
+
 def test_the_host_config_files_are_what_the_platform_writes(tmp_path):
     layout = HostLayout("algo-1", tmp_path)
     layout.output.mkdir(parents=True)
@@ -120,3 +170,35 @@ def test_the_host_config_files_are_what_the_platform_writes(tmp_path):
 def test_container_paths_are_opt_ml_and_below():
     assert is_container_path("/opt/ml") and is_container_path("/opt/ml/checkpoints")
     assert not is_container_path("/opt/mlx") and not is_container_path("/tmp/opt/ml")
+
+
+def test_a_rerun_writes_the_host_config_again_and_a_first_run_finds_nothing_to_clear(tmp_path):
+    layout = HostLayout("algo-1", tmp_path / "fresh")
+    resources = resource_config("algo-1", ["algo-1"], "ml.m5.xlarge", "eth0")
+    for _ in range(2):  # no failure/success marker on the first run; every folder already there on the second
+        write_host_config(layout, hyperparameters={}, resources=resources, data_config={})
+    assert (layout.config / "resourceconfig.json").read_text() == json.dumps(resources, indent=2)
+
+
+def test_a_request_without_channels_or_an_input_mode_gets_the_platforms_defaults():
+    assert input_data_config({"AlgorithmSpecification": {}}) == {}
+    channel = {"ChannelName": "train", "DataSource": {"S3DataSource": {}}}
+    request = {"AlgorithmSpecification": {}, "InputDataConfig": [channel]}
+    assert input_data_config(request) == {
+        "train": {
+            "TrainingInputMode": "File",
+            "S3DistributionType": "FullyReplicated",
+            "RecordWrapperType": "None",
+        }
+    }
+
+
+def test_arguments_and_variable_values_are_the_toolkits_own():
+    """sagemaker_training.mapping is the judge (the conformance extra installs it)."""
+    mapping = pytest.importorskip("sagemaker_training.mapping")
+    from sagestack.core.contract import env_value, to_cmd_args
+
+    for value in ({"name": "café", "n": [1, 2]}, "é", None, b"\xe9t\xe9", 3, True):
+        assert env_value(value) == mapping.to_env_vars({"x": value})["SM_X"], value
+    for hps in ({"a": 1, "bb": "x y", "": 2}, {"k": {"b": 1, "a": 2}}):
+        assert to_cmd_args(hps) == mapping.to_cmd_args(hps), hps
