@@ -202,3 +202,16 @@ def test_arguments_and_variable_values_are_the_toolkits_own():
         assert env_value(value) == mapping.to_env_vars({"x": value})["SM_X"], value
     for hps in ({"a": 1, "bb": "x y", "": 2}, {"k": {"b": 1, "a": 2}}):
         assert to_cmd_args(hps) == mapping.to_cmd_args(hps), hps
+
+
+def test_local_threads_are_sized_by_the_cores_this_process_may_use(monkeypatch):
+    import os
+
+    from sagestack.core.contract import cpu_count
+
+    assert cpu_count() == len(os.sched_getaffinity(0))
+    monkeypatch.delattr(os, "sched_getaffinity")  # where the platform has no affinity (macOS)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert cpu_count() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # undeterminable
+    assert cpu_count() == 1
