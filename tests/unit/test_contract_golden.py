@@ -210,6 +210,9 @@ def test_local_threads_are_sized_by_the_cores_this_process_may_use(monkeypatch):
     from sagestack.core.contract import cpu_count
 
     assert cpu_count() == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)  # pinned to one of six
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert cpu_count() == 1
     monkeypatch.delattr(os, "sched_getaffinity")  # where the platform has no affinity (macOS)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert cpu_count() == 6
