@@ -190,6 +190,17 @@ def _load(files: ProjectFiles, env: str | None, run_rules: bool) -> LoadedSpec:
     return LoadedSpec(spec=spec, env=env, root=root, document=doc, warnings=warnings, files=env_files)
 
 
+def _bad_environment_name(env: str, display: str) -> SpecIssue:
+    """The name becomes part of every physical name: say what is allowed, and offer one that is."""
+    fixed = re.sub(r"[^a-z0-9-]+", "-", env.lower()).lstrip("-0123456789")[:16].rstrip("-")
+    hint = f"; rename {display} to {ENV_DIR}/{fixed}.yaml" if fixed and fixed != env else ""
+    return SpecIssue(
+        f"environment name '{env}' must be 1-16 lowercase letters, digits and hyphens, starting with a "
+        f"letter (it is part of every stack, job, endpoint and bucket name){hint}",
+        location=Location(display, 1, 1),
+    )
+
+
 def _apply_overlay(files: ProjectFiles, base: Document, env: str) -> tuple[Document, list[SpecIssue]]:
     known = files.environments()
     display = f"{ENV_DIR}/{env}.yaml"
@@ -205,9 +216,7 @@ def _apply_overlay(files: ProjectFiles, base: Document, env: str) -> tuple[Docum
             ]
         )
     if not _ENV_NAME.match(env):
-        raise SpecError(
-            [SpecIssue(f"environment name '{env}' must be 1-16 lowercase letters, digits, hyphens")]
-        )
+        raise SpecError([_bad_environment_name(env, display)])
     overlay = files.document(display)
     if not isinstance(overlay.data, dict):
         raise SpecError([SpecIssue("an environment overlay must be a mapping", location=overlay.locate(()))])

@@ -16,11 +16,21 @@ def test_names_every_physical_name_accepts_load(project, name):
 
 
 @pytest.mark.parametrize(
-    "name",
-    ["a" * 17, "Dev", "dev_1", "1dev", "-dev", "dev.1", "prod eu"],
+    ("name", "suggested"),
+    [
+        ("a" * 17, "a" * 16),
+        ("Dev", "dev"),
+        ("dev_1", "dev-1"),
+        ("1dev", "dev"),
+        ("-dev", "dev"),
+        ("dev.1", "dev-1"),
+        ("prod eu", "prod-eu"),
+    ],
 )
-def test_other_names_are_refused_with_what_is_allowed(project, name):
+def test_other_names_are_refused_with_what_is_allowed(project, name, suggested):
     project.spec(MINIMAL).env(name)
     assert project.errors(name) == [
-        f"(top level): environment name '{name}' must be 1-16 lowercase letters, digits, hyphens"
+        f"config/envs/{name}.yaml:1:1: (top level): environment name '{name}' must be 1-16 lowercase letters, digits and "
+        "hyphens, starting with a letter (it is part of every stack, job, endpoint and bucket name); "
+        f"rename config/envs/{name}.yaml to config/envs/{suggested}.yaml"
     ]

@@ -46,6 +46,14 @@ class DlcRequest:
         )
 
 
+def without_sdk_advice(error: Exception) -> str:
+    """sagemaker-core's lookup errors end with "You may need to upgrade your SDK version (pip install
+    -U sagemaker)…", which is not the fix for a spec that names an image the catalog does not have."""
+    return re.sub(
+        r" You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.", "", str(error)
+    )
+
+
 @cache
 def neuronx_table() -> dict[str, Any]:
     text = resources.files("sagestack.core.catalog").joinpath("data/neuronx_images.json").read_text()
@@ -91,11 +99,7 @@ def _sagemaker_core_uri(req: DlcRequest) -> str:
             image_scope=req.scope,
         )
     except (ValueError, KeyError) as e:
-        # sagemaker-core's text ends with "You may need to upgrade your SDK…", which is not the fix here.
-        text = re.sub(
-            r" You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.", "", str(e)
-        )
-        raise ImageLookupError(text) from None
+        raise ImageLookupError(without_sdk_advice(e)) from None
     return uri
 
 
@@ -170,7 +174,9 @@ def debugger_rules_image_uri(region: str) -> str:
         try:
             uri: str = image_uris.retrieve("debugger", region)
         except ValueError as e:
-            raise ImageLookupError(f"no Debugger rule evaluator image in {region}: {e}") from None
+            raise ImageLookupError(
+                f"no Debugger rule evaluator image in {region}: {without_sdk_advice(e)}"
+            ) from None
         return uri
 
     return cached_lookup(f"debugger|{region}", resolve)
@@ -220,10 +226,7 @@ def smp_image_uri(version: str, py_version: str, *, region: str, instance_type: 
                 instance_type=instance_type,
             )
         except (ValueError, KeyError) as e:
-            text = re.sub(
-                r" You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.", "", str(e)
-            )
-            raise ImageLookupError(f"SMP v2, PyTorch {full}: {text}") from None
+            raise ImageLookupError(f"SMP v2, PyTorch {full}: {without_sdk_advice(e)}") from None
         return uri
 
     return cached_lookup(f"smp|{version}|{py_version}|{region}|{instance_type}", resolve)
