@@ -29,12 +29,20 @@ def transform_app(tmp_path_factory):
     shutil.rmtree(root / "config")
     shutil.copytree(REPO / "config", root / "config")
     shutil.copytree(REPO / "containers", root / "containers")
-    # The example's `score` transform (model: {from: classifier}, on ml.m5.xlarge or ml.c5.xlarge).
+    # The example's `score` transform (model: {from: classifier}, on ml.m5.xlarge or ml.c5.xlarge), and a
+    # pinned one the project file declares (an overlay may not invent an entry).
+    spec = root / "config/sagestack.yaml"
+    spec.write_text(
+        spec.read_text().replace(
+            "transforms:\n",
+            f'transforms:\n  nightly:\n    model_package: "{PIN}"\n    instance_type: [ml.c5.xlarge]\n',
+            1,
+        )
+    )
     dev = root / "config/envs/dev.yaml"
     dev.write_text(
         dev.read_text()
         + "pipeline: {poll_interval: 1s, backoff: 1s}\n"
-        + f'transforms:\n  nightly:\n    model_package: "{PIN}"\n    instance_type: [ml.c5.xlarge]\n'
         + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n    monitor: {{dataset_format: json}}\n'
     )
     # The snapshot names the transform quotas' codes (their values are read at run time).
