@@ -5,6 +5,7 @@ killed) and a resume that ends bitwise-equal to an uninterrupted run; bad input 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +96,9 @@ def test_truncated_newest_checkpoint_and_partial_writes_are_dealt_with_on_resume
     assert resumed.succeeded, resumed.failure
     log = resumed.log_files[0].read_text()
     assert f"checkpoint {newest.name} is unreadable" in log and "resumed from checkpoint at step" in log
-    assert "removed 2 partial checkpoint write(s) left by an earlier run" in log
+    # the two planted, and any the kill itself left mid-write (it may land during a save)
+    removed = re.search(r"removed (\d+) partial checkpoint write\(s\) left by an earlier run", log)
+    assert removed and int(removed.group(1)) >= 2, log[:500]
     assert not any(p.exists() for p in partials)
     assert not list(workdir.rglob(".tmp-checkpoint-*"))
     a, b = weights(straight), weights(resumed)
