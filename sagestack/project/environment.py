@@ -68,7 +68,8 @@ class ResolvedEnvironment:
 
     @property
     def tags(self) -> dict[str, str]:
-        return {**self.spec.tags, "sagestack:project": self.spec.project, "sagestack:environment": self.env}
+        """The spec's tags and the environment's own (`Names.tags`, which IAM conditions name)."""
+        return {**self.spec.tags, **self.names.tags}
 
 
 def resolve_environment(loaded: LoadedSpec) -> ResolvedEnvironment:
