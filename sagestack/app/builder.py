@@ -15,7 +15,7 @@ from sagestack.core.digests import MovedTagError, moved_tags
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.delivery.models import DeliverySpec
 from sagestack.ops.account import QuotaSourceError, image_digest, quota_book
-from sagestack.ops.capacity import QuotaShortfallError, evaluate, snapshot_book
+from sagestack.ops.capacity import QuotaShortfallError, evaluate
 from sagestack.ops.lock import (
     LockMismatchError,
     ServingUpdateError,
@@ -24,6 +24,7 @@ from sagestack.ops.lock import (
     lock_document,
     locked_digests,
 )
+from sagestack.ops.quota_book import snapshot_book
 from sagestack.project import ResolvedEnvironment, resolve_environment
 from sagestack.project.loader import ProjectFiles
 from sagestack.project.requests import render_environment

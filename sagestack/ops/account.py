@@ -21,7 +21,7 @@ from sagestack.core.catalog.quotas import (
 )
 from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.digests import ImageRef
-from sagestack.ops.capacity import QuotaBook, book_from_document, snapshot_book
+from sagestack.ops.quota_book import QuotaBook, book_from_document, snapshot_book
 from sagestack.project.environment import ResolvedEnvironment
 
 CREDENTIAL_VARIABLES = (

@@ -11,14 +11,14 @@ checked too. Pure: the quota values come in a QuotaBook (live, or a snapshot fil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from sagestack.clusters.models import ClusterSpec
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, training_usage
-from sagestack.core.config import ENV_DIR
 from sagestack.endpoints.components import pack
 from sagestack.endpoints.models import EndpointSpec
+from sagestack.ops.quota_book import QuotaBook
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.models import JobSpec
 from sagestack.transforms.models import TransformSpec
@@ -27,54 +27,6 @@ from sagestack.tuning.models import TuningSpec
 SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
 HOURS_PER_MONTH = 730
 Status = Literal["ok", "short", "unchecked"]
-
-
-@dataclass(frozen=True)
-class QuotaValue:
-    name: str
-    code: str
-    value: float
-
-
-@dataclass
-class QuotaBook:
-    """Quota values and current usage of one account and region."""
-
-    source: Literal["live", "snapshot", "none"]
-    detail: str  # where the values come from, for the report
-    values: dict[str, QuotaValue] = field(default_factory=dict)
-    usage: dict[str, float] = field(default_factory=dict)
-
-    def available(self, name: str) -> float | None:
-        q = self.values.get(name)
-        return None if q is None else q.value - self.usage.get(name, 0.0)
-
-    def code(self, name: str) -> str | None:
-        q = self.values.get(name)
-        return q.code if q else None
-
-    @classmethod
-    def none(cls, why: str) -> QuotaBook:
-        return cls("none", why)
-
-
-def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"], detail: str) -> QuotaBook:
-    values = {
-        q["QuotaName"]: QuotaValue(q["QuotaName"], q["QuotaCode"], float(q["Value"]))
-        for q in data.get("quotas", [])
-    }
-    usage = {k: float(v) for k, v in data.get("usage", {}).items()}
-    return QuotaBook(source, detail, values, usage)
-
-
-def snapshot_book(plan: ResolvedEnvironment) -> QuotaBook | None:
-    """The environment's quota snapshot (config/envs/<env>.quotas.json, read with its spec), or None."""
-    data = plan.files.quotas
-    if data is None:
-        return None
-    taken = data.get("taken_at")
-    detail = f"snapshot {ENV_DIR}/{plan.env}.quotas.json" + (f" (taken {taken})" if taken else "")
-    return book_from_document(data, "snapshot", detail)
 
 
 @dataclass

@@ -9,7 +9,8 @@ from typing import Any
 
 from sagestack.core.catalog.service_model import sagemaker_regions
 from sagestack.ops.account import Check, aws_client, live_book
-from sagestack.ops.capacity import evaluate, snapshot_book
+from sagestack.ops.capacity import evaluate
+from sagestack.ops.quota_book import snapshot_book
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import delivery_of
 

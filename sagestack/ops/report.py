@@ -10,8 +10,9 @@ from typing import Any
 
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.endpoints.components import describe, pack
-from sagestack.ops.capacity import CapacityReport, QuotaBook, Row, evaluate
+from sagestack.ops.capacity import CapacityReport, Row, evaluate
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
+from sagestack.ops.quota_book import QuotaBook
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.requests import EnvironmentRequests, render_environment
 from sagestack.training.sizing import GIB, MIB, Sizing, size_job

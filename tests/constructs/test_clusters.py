@@ -275,7 +275,8 @@ def test_the_create_cluster_request_is_valid_for_botocore():
 
 
 def test_plan_counts_cluster_nodes_against_their_quota_and_prices_them(project):
-    from sagestack.ops.capacity import QuotaBook, evaluate
+    from sagestack.ops.capacity import evaluate
+    from sagestack.ops.quota_book import QuotaBook
     from sagestack.project import resolve_environment
 
     project.spec(SPEC).env("dev", "retain_data: false\n")

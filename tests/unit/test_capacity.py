@@ -6,7 +6,8 @@ import pytest
 
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
-from sagestack.ops.capacity import SPOT_SAVINGS, QuotaBook, QuotaValue, evaluate
+from sagestack.ops.capacity import SPOT_SAVINGS, evaluate
+from sagestack.ops.quota_book import QuotaBook, QuotaValue
 from sagestack.project import resolve_environment
 from tests.conftest import MINIMAL
 
