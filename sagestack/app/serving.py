@@ -61,7 +61,7 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
     r = spec.rollout
     a = spec.autoscaling
     return {
-        "instance_type": spec.instance_type,
+        "instance_type": spec.primary_instance_type,
         "initial_instance_count": spec.initial_instance_count,
         "serverless": ServerlessConfig(
             memory_size=Size.mebibytes(spec.serverless.memory_mb),
@@ -88,7 +88,7 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
         "components": [
             InferenceComponent(
                 name=name,
-                model_package=c.model_package,
+                model_package=c.model_package or "",  # llm components: see constructs/endpoint_llm
                 memory=Size.mebibytes(c.memory_mb),
                 cpu_cores=c.cpu_cores,
                 accelerators=c.accelerators,
@@ -200,7 +200,11 @@ class ServingStack(Stack):
         if ep.image_uri:
             TrainingImage.from_registry(ep.image_uri).grant_pull(role)
         package = ep.spec.model_package
-        packages = [package] if package else [c.model_package for c in ep.spec.components.values()]
+        packages = (
+            [package]
+            if package
+            else [c.model_package for c in ep.spec.components.values() if c.model_package]
+        )
         for source_account in sorted({p.split(":")[4] for p in packages}):
             self._grant_promoted(source_account)
 

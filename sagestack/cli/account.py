@@ -49,11 +49,7 @@ def quota_snapshot(
             for j in resolved.spec.jobs.values()
             for t in j.instance_type
         }
-        | {
-            quota_name(e.instance_type, "endpoint")
-            for e in resolved.spec.endpoints.values()
-            if e.instance_type
-        }
+        | {quota_name(t, "endpoint") for e in resolved.spec.endpoints.values() for t in e.instance_type or ()}
     )
     table = Table("quota", "code", "value", "in use", title=f"{resolved.env}: quotas the spec uses")
     for name in wanted:

@@ -269,3 +269,29 @@ PhoneNumber = Annotated[
 ]
 
 TransformInstanceCandidates = _candidates(TransformInstanceType)
+
+
+def _pools(item: Any) -> Any:
+    """One instance type, or up to five in order of priority (a variant's InstancePools)."""
+    return Annotated[
+        list[item],
+        BeforeValidator(_one_or_many),
+        Field(
+            min_length=1,
+            max_length=5,
+            description="one instance type, or up to five in order of priority (InstancePools: "
+            "SageMaker places the variant on the first with capacity)",
+        ),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5},
+                ],
+                "description": "one instance type, or up to five in order of priority",
+            }
+        ),
+    ]
+
+
+HostingInstanceCandidates = _pools(HostingInstanceType)

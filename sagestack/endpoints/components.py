@@ -70,10 +70,10 @@ def copy_needs(c: ComponentSpec) -> Capacity:
 def pack(ep: EndpointSpec, *, copies: str = "initial") -> Packing:
     """Place every component's copies (initial: `copies`; max: `max_copies` or `copies`) on as few
     instances of the endpoint's type as first-fit-decreasing finds."""
-    assert ep.instance_type is not None
-    per = instance_capacity(ep.instance_type)
+    assert ep.primary_instance_type is not None
+    per = instance_capacity(ep.primary_instance_type)
     if per is None:
-        return Packing(ep.instance_type, None, (), ())
+        return Packing(ep.primary_instance_type, None, (), ())
     wanted: list[tuple[str, Capacity]] = []
     unplaceable = []
     for name, c in ep.components.items():
@@ -93,7 +93,7 @@ def pack(ep: EndpointSpec, *, copies: str = "initial") -> Packing:
                 break
         else:
             instances.append(Instance(per.minus(need), [name]))
-    return Packing(ep.instance_type, per, tuple(instances), tuple(unplaceable))
+    return Packing(ep.primary_instance_type, per, tuple(instances), tuple(unplaceable))
 
 
 def describe(p: Packing) -> list[str]:

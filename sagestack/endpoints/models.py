@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sagestack.core.model import StrictModel, VpcSpec
 from sagestack.core.types import (
     EntryName,
-    HostingInstanceType,
+    HostingInstanceCandidates,
     ModelPackageArn,
     Seconds,
 )
+from sagestack.llm.models import LlmSpec, ShadowSpec
 from sagestack.monitoring.models import MonitorSpec
 
 
@@ -129,8 +130,27 @@ class EndpointSpec(StrictModel):
         description="the model package ARN this environment serves (the promotion pin)",
     )
     compile: CompileSpec | None = None
-    instance_type: HostingInstanceType | None = None
+    llm: LlmSpec | None = Field(
+        default=None, description="a large language model in an LLM serving container (instead of model:)"
+    )
+    instance_type: HostingInstanceCandidates | None = None
     initial_instance_count: int = Field(default=1, ge=1)
+    provision_timeout: Seconds | None = Field(
+        default=None,
+        ge=300,
+        le=3600,
+        description="VariantInstanceProvisionTimeoutInSeconds: how long SageMaker tries one instance "
+        "pool before the next (several instance types)",
+    )
+    capacity_reservation: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$",
+        description="a training plan ARN reserving the endpoint's capacity (CapacityReservationConfig, "
+        "capacity-reservations-only)",
+    )
+    shadow: ShadowSpec | None = Field(
+        default=None, description="a shadow variant: a candidate model receives a copy of the traffic"
+    )
     serverless: ServerlessSpec | None = None
     autoscaling: AutoscalingSpec | None = None
     data_capture: DataCaptureSpec | None = None
@@ -153,6 +173,11 @@ class EndpointSpec(StrictModel):
         default=None, description="Model Monitor data quality (needs data_capture)"
     )
 
+    @property
+    def primary_instance_type(self) -> str | None:
+        """The first (highest-priority) instance type; None when serverless."""
+        return self.instance_type[0] if self.instance_type else None
+
 
 class AsyncSpec(StrictModel):
     """AsyncInferenceConfig: results under s3://<bucket>/async/<endpoint>/output/, failures under
@@ -170,7 +195,13 @@ class AsyncSpec(StrictModel):
 class ComponentSpec(StrictModel):
     """One model on a shared endpoint (CreateInferenceComponent): its copies and what each needs."""
 
-    model_package: ModelPackageArn = Field(description="the model package ARN this component serves")
+    model_package: ModelPackageArn | None = Field(
+        default=None, description="the model package ARN this component serves (or llm:)"
+    )
+    llm: LlmSpec | None = Field(
+        default=None,
+        description="a large language model in an LLM serving container (instead of model_package)",
+    )
     copies: int = Field(default=1, ge=1, description="copies deployed at first")
     max_copies: int | None = Field(
         default=None, ge=1, description="autoscale copies up to this on invocations per copy"
@@ -179,3 +210,9 @@ class ComponentSpec(StrictModel):
     cpu_cores: float = Field(default=1, gt=0, description="CPU cores per copy")
     memory_mb: int = Field(ge=128, description="memory per copy (MinMemoryRequiredInMb)")
     accelerators: int | None = Field(default=None, ge=1, description="GPUs / Neuron devices per copy")
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ComponentSpec:
+        if (self.model_package is None) == (self.llm is None):
+            raise ValueError("a component serves either model_package or llm (give exactly one)")
+        return self

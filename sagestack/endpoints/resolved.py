@@ -73,7 +73,7 @@ def resolve_endpoint(plan: ResolvedEnvironment, key: str) -> ResolvedEndpoint:
     inference_image = ""  # served only from a pinned package, which carries its own image
     if ep.model is not None and not (ep.compile and ep.compile.target_device):
         inference_image = _inference_image(
-            plan, f"endpoint '{key}'", ep.model.from_, ep.instance_type or SERVERLESS_INSTANCE_HINT
+            plan, f"endpoint '{key}'", ep.model.from_, ep.primary_instance_type or SERVERLESS_INSTANCE_HINT
         )
     return resolved_endpoint(
         names=plan.names, key=key, spec=ep, region=plan.region, inference_image=inference_image
@@ -92,8 +92,8 @@ def resolved_endpoint(
     hosting = instance_types_for("hosting")
     if target is not None:
         supported = tuple(t for t in hosting if t.startswith(target.instance_prefix))
-    elif spec.instance_type is not None:
-        family = spec.instance_type.rsplit(".", 1)[0] + "."
+    elif spec.primary_instance_type is not None:
+        family = spec.primary_instance_type.rsplit(".", 1)[0] + "."
         supported = tuple(t for t in hosting if t.startswith(family))
     else:
         supported = tuple(t for t in hosting if t.startswith("ml.m5."))

@@ -79,7 +79,7 @@ def endpoint_model_source(ctx: RuleContext) -> Iterator[Finding]:
 def endpoint_capacity(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         path = ("endpoints", name)
-        if (ep.instance_type is None) == (ep.serverless is None):
+        if (ep.primary_instance_type is None) == (ep.serverless is None):
             yield Finding(
                 path,
                 "give exactly one of instance_type (a fleet of instances) or serverless "
@@ -179,20 +179,20 @@ def endpoint_compile_target(ctx: RuleContext) -> Iterator[Finding]:
 def endpoint_compile_family(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         c = ep.compile
-        if c is None or c.target_device is None or ep.instance_type is None:
+        if c is None or c.target_device is None or ep.primary_instance_type is None:
             continue
         target = cloud_target(c.target_device)
-        if target is None or ep.instance_type.startswith(target.instance_prefix):
+        if target is None or ep.primary_instance_type.startswith(target.instance_prefix):
             continue
-        fits = target_for_family(_family(ep.instance_type))
+        fits = target_for_family(_family(ep.primary_instance_type))
         hint = (
             f"compile for {fits.device} (target_device: {fits.device})"
             if fits
-            else f"Neo has no target for {_family(ep.instance_type)}"
+            else f"Neo has no target for {_family(ep.primary_instance_type)}"
         )
         yield Finding(
             ("endpoints", name, "instance_type"),
-            f"{ep.instance_type} cannot run a model compiled for {target.device}, which runs on "
+            f"{ep.primary_instance_type} cannot run a model compiled for {target.device}, which runs on "
             f"{target.instance_prefix}* instances; use an {target.instance_prefix}* instance_type, or {hint}",
         )
 
@@ -268,7 +268,7 @@ def endpoint_input_shapes(ctx: RuleContext) -> Iterator[Finding]:
 def endpoint_autoscaling(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         a = ep.autoscaling
-        if a is None or ep.instance_type is None:
+        if a is None or ep.primary_instance_type is None:
             continue
         path = ("endpoints", name, "autoscaling")
         if a.min > a.max:
@@ -341,7 +341,7 @@ def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
         if trained is None or trained[1].image not in spec.images:
             continue  # endpoint-model-source and the job rules report these
         job_key, job = trained
-        itype = ep.instance_type or SERVERLESS_INSTANCE_HINT
+        itype = ep.primary_instance_type or SERVERLESS_INSTANCE_HINT
         try:
             inference_image_uri(spec.images[job.image], region=spec.region, instance_type=itype)
         except InferenceImageError as e:

@@ -56,7 +56,7 @@ def endpoint_rollout(ctx: RuleContext) -> Iterator[Finding]:
                 path,
                 "SageMaker does not roll serverless endpoints (a deployment-guardrails exclusion); use all_at_once",
             )
-        if ep.instance_type and ep.instance_type.startswith("ml.inf1."):
+        if ep.primary_instance_type and ep.primary_instance_type.startswith("ml.inf1."):
             yield Finding(
                 path,
                 "Inf1 endpoints fall back to blue/green all at once (a deployment-guardrails exclusion); "
@@ -89,13 +89,13 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
                     (*path, key),
                     f"an endpoint with components serves each component's model_package; remove {key}",
                 )
-        if ep.instance_type is None:
+        if ep.primary_instance_type is None:
             yield Finding(path, "inference components run on an instance fleet: give instance_type")
             continue
-        per = instance_capacity(ep.instance_type)
+        per = instance_capacity(ep.primary_instance_type)
         for cname, c in ep.components.items():
             cpath = (*path, "components", cname)
-            region = c.model_package.split(":")[3]
+            region = c.model_package.split(":")[3] if c.model_package else ctx.spec.region
             if region != ctx.spec.region:
                 yield Finding(
                     (*cpath, "model_package"),
@@ -110,7 +110,7 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
                 yield Finding(
                     cpath,
                     f"one copy needs {need.cpu:g} CPU cores, {need.memory_mb:g} MB and {need.accelerators} "
-                    f"accelerator(s); {ep.instance_type} has {per.cpu:g}, {per.memory_mb:g} MB and "
+                    f"accelerator(s); {ep.primary_instance_type} has {per.cpu:g}, {per.memory_mb:g} MB and "
                     f"{per.accelerators}: ask for less or choose a larger instance type",
                 )
         if per is None:
@@ -120,7 +120,7 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
         if not packing.unplaceable and packing.instances_needed > high:
             yield Finding(
                 (*path, "components"),
-                f"the initial copies need {packing.instances_needed} {ep.instance_type} instances; managed "
+                f"the initial copies need {packing.instances_needed} {ep.primary_instance_type} instances; managed "
                 f"scaling allows at most {high}: raise autoscaling.max or lower copies",
             )
 

@@ -307,7 +307,7 @@ def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
             )
         )
         return
-    assert ep.instance_type is not None
+    assert ep.primary_instance_type is not None
     high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
     low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
     note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
@@ -317,15 +317,15 @@ def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
         note = f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"
     elif ep.async_ is not None:
         note += ", async" + (" (scales to zero)" if low == 0 else "")
-    qn = quota_name(ep.instance_type, "endpoint")
+    qn = quota_name(ep.primary_instance_type, "endpoint")
     avail = tally.book.available(qn)
     status = _status(avail, float(high))
-    price = instance_type(ep.instance_type).price_per_hour
+    price = instance_type(ep.primary_instance_type).price_per_hour
     tally.rows.append(
         Row(
             kind="endpoint",
             key=key,
-            instance_type=ep.instance_type,
+            instance_type=ep.primary_instance_type,
             count=high,
             quota=qn,
             needed=float(high),

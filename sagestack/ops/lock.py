@@ -102,9 +102,9 @@ def deployed_serving(plan: ResolvedEnvironment) -> dict[str, Any]:
     variant's instance type cannot change in one update)."""
     out: dict[str, Any] = {}
     for key, ep in plan.spec.endpoints.items():
-        if not (ep.model_package or ep.components) or ep.instance_type is None:
+        if not (ep.model_package or ep.components) or ep.primary_instance_type is None:
             continue
-        out[key] = {"instance_type": ep.instance_type, "autoscaled": ep.autoscaling is not None}
+        out[key] = {"instance_type": ep.primary_instance_type, "autoscaled": ep.autoscaling is not None}
     return out
 
 

@@ -54,7 +54,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
         return PinTarget(
             ("endpoints", endpoint, "components", component),
             f"endpoints.{endpoint}.components.{component}",
-            (ep.instance_type,) if ep.instance_type else (),
+            (ep.primary_instance_type,) if ep.primary_instance_type else (),
             "SupportedRealtimeInferenceInstanceTypes",
         )
     if key in endpoints:
@@ -62,7 +62,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
         return PinTarget(
             ("endpoints", key),
             f"endpoints.{key}",
-            (ep.instance_type,) if ep.instance_type else (),
+            (ep.primary_instance_type,) if ep.primary_instance_type else (),
             "SupportedRealtimeInferenceInstanceTypes",
         )
     if key in transforms:

@@ -243,12 +243,12 @@ def _render_serving(result: PlanResult, console: Any, narrow: bool) -> None:
 def _render_components(result: PlanResult, console: Any) -> None:
     """How each endpoint's inference components pack onto its instances (initial copies)."""
     for key, ep in result.plan.spec.endpoints.items():
-        if not ep.components or ep.instance_type is None:
+        if not ep.components or ep.primary_instance_type is None:
             continue
 
         packing = pack(ep)
         console.print(
-            f"  {key}: inference components on {ep.instance_type} (initial copies, first fit):",
+            f"  {key}: inference components on {ep.primary_instance_type} (initial copies, first fit):",
             markup=False,
             highlight=False,
         )

@@ -22,6 +22,7 @@ FEATURES = (
     "training",
     "tuning",
     "endpoints",
+    "llm",
     "transforms",
     "monitoring",
     "clusters",
