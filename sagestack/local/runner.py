@@ -19,6 +19,7 @@ from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
+from sagestack.local.failure import failure_text
 from sagestack.local.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError
@@ -81,7 +82,7 @@ def run_local_training(
     outcome = Processes([c for _, c in commands]).follow(
         interrupt_at=options.interrupt_at, on_line=on_line, on_metrics=on_metrics
     )
-    failure = _conclude_hosts(plans, [plan for plan, _ in commands], outcome)
+    failure = _conclude_hosts(plans, commands, outcome)
     exit_code = next((c for c in outcome.codes if c != 0), 0)
     model_dir = workdir / "model"
     if exit_code == 0 and outcome.interrupted_at is None:
@@ -214,22 +215,21 @@ def _commands(plan: SimulatedHost, workdir: Path, port: int, tracking_env: dict[
     return commands
 
 
-def _failure_text(code: int, command: list[str]) -> str:
-    # The toolkit's report when the script exits non-zero and left no failure file of its own.
-    return f'Framework Error: \nExecuteUserScriptError:\nExitCode {code}\nCommand "{" ".join(command)}"'
-
-
-def _conclude_hosts(plans: list[SimulatedHost], owners: list[SimulatedHost], outcome: Outcome) -> str | None:
+def _conclude_hosts(
+    plans: list[SimulatedHost], commands: list[tuple[SimulatedHost, Command]], outcome: Outcome
+) -> str | None:
     """The toolkit's last word on each host unless the run was interrupted: output/success, or
-    output/failure when the script left none of its own. Returns the first host's failure."""
+    output/failure (local/failure.py) when the script left none of its own. Returns the first
+    host's failure."""
     if outcome.interrupted_at is None:
         for plan in plans:
-            own = [c for c, o in zip(outcome.codes, owners, strict=True) if o is plan]
-            failed = next((c for c in own if c != 0), 0)
+            own = [(code, c) for code, (o, c) in zip(outcome.codes, commands, strict=True) if o is plan]
+            failed = next((code for code, _ in own if code != 0), 0)
             if failed == 0:
                 plan.layout.success.write_text("")
             elif not plan.layout.failure.exists():
-                plan.layout.failure.write_text(_failure_text(failed, plan.launch.container_command()))
+                text = failure_text(failed, plan.launch.container_command(), [c.log for _, c in own])
+                plan.layout.failure.write_text(text)
     for plan in plans:
         if plan.layout.failure.exists():
             return plan.layout.failure.read_text().split("\n\n", 1)[0].strip()
