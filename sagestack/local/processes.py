@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -53,7 +54,31 @@ def parse_metrics(line: str) -> dict[str, float]:
     return out
 
 
-def free_port() -> int:
+def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
+    """The ports the kernel hands out by itself (outgoing connections, bind to port 0)."""
+    try:
+        low, high = (int(v) for v in path.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def free_port(attempts: int = 64) -> int:
+    """A free port for the run's rendezvous (torchrun's --master_port), taken from below the
+    kernel's ephemeral range: the launcher binds it a few seconds later, and in those seconds any
+    process on the machine (another run's gloo connections, say) could be given an ephemeral port
+    by the kernel — never one outside that range. Falls back to a kernel-chosen port when the
+    ephemeral range leaves no room below it."""
+    ephemeral = ephemeral_ports()
+    below = range(max(10000, ephemeral.start - 20000), ephemeral.start)
+    rng = random.SystemRandom()
+    for port in rng.sample(below, min(attempts, len(below))) if len(below) > 0 else ():
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

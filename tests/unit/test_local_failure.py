@@ -67,3 +67,22 @@ def test_the_failure_text_names_code_message_and_command(tmp_path):
     assert text.endswith('Command "torchrun train.py"')
     # LocalTrainResult.failure is the text up to the first blank line: the message must not hold one
     assert "\n\n" not in text
+
+
+def test_the_rendezvous_port_is_free_and_outside_the_kernels_ephemeral_range(tmp_path):
+    """torchrun binds --master_port seconds after sagestack picked it; a port from the ephemeral
+    range could meanwhile be handed to any connection on the machine (CI saw a resumed run fail)."""
+    import socket
+
+    from sagestack.local.processes import ephemeral_ports, free_port
+
+    ephemeral = ephemeral_ports()
+    ports = {free_port() for _ in range(20)}
+    assert all(p not in ephemeral and 1024 < p < 65536 for p in ports)
+    assert len(ports) > 1  # chosen at random: concurrent runs rarely try the same one
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # free when returned
+    custom = tmp_path / "range"
+    custom.write_text("1024\t65535\n")
+    assert ephemeral_ports(custom) == range(1024, 65536)
