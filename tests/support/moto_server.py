@@ -4,7 +4,6 @@ Step Functions executing state machines and their aws-sdk tasks sent back to it.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,14 +11,15 @@ from typing import Any
 import boto3
 import requests
 
+from sagestack.local.processes import free_port as outside_ephemeral
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port outside the kernel's ephemeral range (the servers bind it seconds later)."""
+    return outside_ephemeral()
 
 
 class MotoServer:

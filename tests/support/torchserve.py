@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from sagestack.local.processes import free_port
 
 BIN = Path(sys.executable).parent
 LOCK = Path(tempfile.gettempdir()) / "sagestack-torchserve.lock"
@@ -58,9 +59,7 @@ def missing() -> str | None:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()  # outside the ephemeral range: Java binds it seconds later
 
 
 class ContainerServer:
