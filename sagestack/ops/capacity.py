@@ -11,13 +11,23 @@ checked too. Pure: the quota values come in a QuotaBook (live, or a snapshot fil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from sagestack.clusters.models import ClusterSpec
 from sagestack.core.catalog.instances import instance_type
-from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, QuotaUsage, quota_name, training_usage
-from sagestack.endpoints.components import pack
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
 from sagestack.endpoints.models import EndpointSpec
+
+# Row and Shortfall are re-exported: callers name them here.
+from sagestack.ops.capacity_rows import Row as Row
+from sagestack.ops.capacity_rows import Shortfall as Shortfall
+from sagestack.ops.capacity_rows import (
+    choose_first_with_room,
+    price_of,
+    shortfall_of,
+    status_of,
+    types_with_quota,
+)
+from sagestack.ops.endpoint_capacity import deployed, endpoint_capacity
 from sagestack.ops.quota_book import QuotaBook
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.models import JobSpec
@@ -26,67 +36,6 @@ from sagestack.tuning.models import TuningSpec
 
 SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
 HOURS_PER_MONTH = 730
-Status = Literal["ok", "short", "unchecked"]
-
-
-@dataclass
-class Row:
-    kind: Literal["job", "tuning", "endpoint", "transform", "cluster", "aggregate"]
-    key: str
-    instance_type: str
-    count: int
-    quota: str
-    needed: float
-    available: float | None
-    status: Status
-    chosen: bool
-    price_per_hour: float | None = None  # per instance, on-demand
-    cost_on_demand: float | None = None  # USD, bound (max_run) or per month for endpoints
-    cost_spot: float | None = None
-    cost_basis: str = ""
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Shortfall:
-    kind: str
-    key: str
-    quota: str
-    code: str
-    needed: float
-    available: float
-    value: float
-    alternatives: tuple[str, ...] = ()
-
-    def message(self) -> str:
-        free = max(0.0, self.available)
-        what = {
-            "job": "job",
-            "tuning": "tuning entry",
-            "endpoint": "endpoint",
-            "transform": "batch transform",
-            "cluster": "cluster group",
-            "aggregate": "the environment",
-        }[self.kind]
-        subject = f"{what} '{self.key}'" if self.kind != "aggregate" else what
-        fixes = []
-        if free >= 1 and self.kind in ("job", "endpoint", "transform", "cluster"):
-            fixes.append(f"lower the count to {int(free)}")
-        if self.kind == "tuning" and free >= 1:
-            fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
-        if self.alternatives:
-            verb = "add a candidate" if self.kind == "job" else "use a candidate"
-            fixes.append(f"{verb} with quota ({', '.join(self.alternatives)})")
-        desired = self.value - self.available + self.needed
-        fixes.append(
-            "ask for more: aws service-quotas request-service-quota-increase --service-code sagemaker "
-            f"--quota-code {self.code} --desired-value {desired:g}"
-        )
-        return (
-            f"{subject} needs {self.needed:g} of '{self.quota}' ({self.code}); the account allows "
-            f"{self.value:g} with {self.value - self.available:g} in use, so {free:g} are free. To fix: "
-            + "; or ".join(fixes)
-        )
 
 
 @dataclass
@@ -95,44 +44,24 @@ class CapacityReport:
     book: QuotaBook
     rows: list[Row]
     shortfalls: list[Shortfall]
+    warnings: list[str] = field(default_factory=list)  # worth a look, never a failure
 
     @property
     def short(self) -> bool:
         return bool(self.shortfalls)
 
+    def monthly_cost(self, endpoint: str) -> tuple[float, float] | None:
+        """An instance endpoint's cost per month on its cheapest and dearest priced pool (its
+        shadow aside); None when the catalog prices none of them."""
+        costs = [
+            r.cost_on_demand
+            for r in self.rows
+            if r.kind == "endpoint" and r.key == endpoint and r.cost_on_demand is not None
+        ]
+        return (min(costs), max(costs)) if costs else None
+
     def chosen(self, kind: str, key: str) -> Row | None:
         return next((r for r in self.rows if r.kind == kind and r.key == key and r.chosen), None)
-
-
-def _shortfall(
-    book: QuotaBook, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
-) -> Shortfall:
-    """A short quota was checked, so the book has its value and code."""
-    q = book.values[quota]
-    available = book.available(quota)
-    assert available is not None
-    return Shortfall(kind, key, quota, q.code, needed, available, q.value, alternatives)
-
-
-def _types_with_quota(
-    book: QuotaBook, usage: QuotaUsage, needed: float, *, like: str, exclude: list[str], most: int = 3
-) -> tuple[str, ...]:
-    """Instance types whose quota (same usage) has `needed` free, the ones with the same kind of
-    accelerator as `like` first, cheapest first: candidates to add to the job."""
-    suffix = quota_name("", usage).strip()
-    wanted = instance_type(like).accelerator
-    found = []
-    for name, q in book.values.items():
-        itype = name.removesuffix(" " + suffix)
-        if itype == name or itype in exclude or q.value - book.usage.get(name, 0.0) < needed:
-            continue
-        try:
-            it = instance_type(itype)
-        except KeyError:
-            continue
-        same = (it.accelerator.kind if it.accelerator else None) == (wanted.kind if wanted else None)
-        found.append((not same, it.price_per_hour if it.price_per_hour is not None else float("inf"), itype))
-    return tuple(t for _, _, t in sorted(found)[:most])
 
 
 def _training_cost(itype: str, instance_hours: float) -> tuple[float | None, float | None, float | None]:
@@ -145,29 +74,6 @@ def _training_cost(itype: str, instance_hours: float) -> tuple[float | None, flo
     return price, on_demand, on_demand * (1 - SPOT_SAVINGS)
 
 
-def _price(itype: str) -> float | None:
-    """On-demand $/h of a type, None where the catalog does not know it."""
-    try:
-        return instance_type(itype).price_per_hour
-    except (KeyError, ValueError):
-        return None
-
-
-def _choose_first_with_room(candidates: list[Row]) -> int | None:
-    """Mark the first candidate whose quota is not short as chosen; its index (None: all short)."""
-    for i, row in enumerate(candidates):
-        if row.status != "short":
-            row.chosen = True
-            return i
-    return None
-
-
-def _status(available: float | None, needed: float) -> Status:
-    if available is None:
-        return "unchecked"
-    return "ok" if available >= needed else "short"
-
-
 def evaluate(plan: ResolvedEnvironment, book: QuotaBook) -> CapacityReport:
     """Every job's, search's, endpoint's, transform's and cluster group's quota against `book`,
     with what runs at once after a deploy summed, and the environment's training total."""
@@ -178,14 +84,14 @@ def evaluate(plan: ResolvedEnvironment, book: QuotaBook) -> CapacityReport:
     for key, tuning in spec.tuning.items():
         _add_tuning(tally, key, tuning, spec.jobs[tuning.job])
     for key, ep in spec.endpoints.items():
-        if ep.model_package is not None or ep.model is not None or ep.components:
+        if ep.model is not None or deployed(ep):
             _add_endpoint(tally, key, ep)
     for key, transform in spec.transforms.items():
         _add_transform(tally, key, transform)
     for key, cluster in spec.clusters.items():
         _add_cluster(tally, key, cluster)
     _add_training_total(tally)
-    return CapacityReport(plan.env, book, tally.rows, tally.shortfalls)
+    return CapacityReport(plan.env, book, tally.rows, tally.shortfalls, tally.warnings)
 
 
 @dataclass
@@ -195,6 +101,7 @@ class _Tally:
     book: QuotaBook
     rows: list[Row] = field(default_factory=list)
     shortfalls: list[Shortfall] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     at_once: dict[str, float] = field(default_factory=dict)  # quota -> instances of jobs run on deploy
     training_at_once: float = 0.0
     largest_training: float = 0.0  # the largest job or search: the total must fit it alone
@@ -202,7 +109,7 @@ class _Tally:
     def short(
         self, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
     ) -> None:
-        self.shortfalls.append(_shortfall(self.book, kind, key, quota, needed, alternatives))
+        self.shortfalls.append(shortfall_of(self.book, kind, key, quota, needed, alternatives))
 
 
 def _add_job(tally: _Tally, key: str, job: JobSpec) -> None:
@@ -227,7 +134,7 @@ def _add_job(tally: _Tally, key: str, job: JobSpec) -> None:
                 quota=qn,
                 needed=need + together,
                 available=avail,
-                status=_status(None if avail is None else avail - together, need),
+                status=status_of(None if avail is None else avail - together, need),
                 chosen=False,
                 price_per_hour=price,
                 cost_on_demand=on_demand,
@@ -236,11 +143,11 @@ def _add_job(tally: _Tally, key: str, job: JobSpec) -> None:
                 note="run on deploy" if job.run_on_deploy else "",
             )
         )
-    chosen_index = _choose_first_with_room(job_rows)
+    chosen_index = choose_first_with_room(job_rows)
     tally.rows += job_rows
     if chosen_index is None:
         first = job_rows[0]
-        others = _types_with_quota(book, usage, need, like=job.instance_type[0], exclude=job.instance_type)
+        others = types_with_quota(book, usage, need, like=job.instance_type[0], exclude=job.instance_type)
         tally.short("job", key, first.quota, first.needed, others)
     elif job.run_on_deploy:
         qn = job_rows[chosen_index].quota
@@ -258,7 +165,7 @@ def _add_tuning(tally: _Tally, key: str, tuning: TuningSpec, job: JobSpec) -> No
     qn = quota_name(itype, kind)
     need = float(tuning.max_parallel_jobs * job.instance_count)
     avail = book.available(qn)
-    status = _status(avail, need)
+    status = status_of(avail, need)
     trials = tuning.max_jobs or 1
     price, on_demand, spot = _training_cost(itype, trials * job.instance_count * job.max_run / 3600)
     tally.rows.append(
@@ -281,15 +188,15 @@ def _add_tuning(tally: _Tally, key: str, tuning: TuningSpec, job: JobSpec) -> No
     )
     if status == "short":
         alternatives = tuple(
-            c for c in job.instance_type[1:] if _status(book.available(quota_name(c, kind)), need) == "ok"
+            c for c in job.instance_type[1:] if status_of(book.available(quota_name(c, kind)), need) == "ok"
         )
         tally.short("tuning", key, qn, need, alternatives)
     tally.largest_training = max(tally.largest_training, need)
 
 
 def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
-    """An endpoint needs its autoscaling maximum; it costs its minimum per month. Serverless
-    concurrency has no instance quota to check."""
+    """Serverless concurrency has no instance quota to check; an instance endpoint is placeable
+    when one of its pools has room (ops/endpoint_capacity.py)."""
     if ep.serverless is not None:
         tally.rows.append(
             Row(
@@ -307,39 +214,10 @@ def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
             )
         )
         return
-    assert ep.primary_instance_type is not None
-    high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
-    low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
-    note = "deployed" if (ep.model_package or ep.components) else "no package pinned yet"
-    if ep.components:
-        packing = pack(ep)
-        low = max(low, packing.instances_needed)
-        note = f"{len(ep.components)} components: initial copies on {packing.instances_needed} instance(s)"
-    elif ep.async_ is not None:
-        note += ", async" + (" (scales to zero)" if low == 0 else "")
-    qn = quota_name(ep.primary_instance_type, "endpoint")
-    avail = tally.book.available(qn)
-    status = _status(avail, float(high))
-    price = instance_type(ep.primary_instance_type).price_per_hour
-    tally.rows.append(
-        Row(
-            kind="endpoint",
-            key=key,
-            instance_type=ep.primary_instance_type,
-            count=high,
-            quota=qn,
-            needed=float(high),
-            available=avail,
-            status=status,
-            chosen=True,
-            price_per_hour=price,
-            cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
-            cost_basis=f"per month at {low} instance(s) ({high} at most)",
-            note=note,
-        )
-    )
-    if status == "short":
-        tally.short("endpoint", key, qn, float(high))
+    found = endpoint_capacity(tally.book, key, ep)
+    tally.rows += found.rows
+    tally.shortfalls += found.shortfalls
+    tally.warnings += found.warnings
 
 
 def _add_transform(tally: _Tally, key: str, t: TransformSpec) -> None:
@@ -349,7 +227,7 @@ def _add_transform(tally: _Tally, key: str, t: TransformSpec) -> None:
     for itype in t.instance_type:
         qn = quota_name(itype, "transform")
         avail = tally.book.available(qn)
-        price = _price(itype)
+        price = price_of(itype)
         transform_rows.append(
             Row(
                 kind="transform",
@@ -359,7 +237,7 @@ def _add_transform(tally: _Tally, key: str, t: TransformSpec) -> None:
                 quota=qn,
                 needed=need,
                 available=avail,
-                status=_status(avail, need),
+                status=status_of(avail, need),
                 chosen=False,
                 price_per_hour=price,
                 cost_on_demand=price * need if price is not None else None,
@@ -370,7 +248,7 @@ def _add_transform(tally: _Tally, key: str, t: TransformSpec) -> None:
             )
         )
     tally.rows += transform_rows
-    if _choose_first_with_room(transform_rows) is None:
+    if choose_first_with_room(transform_rows) is None:
         tally.short("transform", key, transform_rows[0].quota, need)
 
 
@@ -379,8 +257,8 @@ def _add_cluster(tally: _Tally, key: str, cluster: ClusterSpec) -> None:
     for group_name, group in cluster.instance_groups.items():
         qn = quota_name(group.instance_type, "cluster")
         avail = tally.book.available(qn)
-        status = _status(avail, float(group.count))
-        price = _price(group.instance_type)
+        status = status_of(avail, float(group.count))
+        price = price_of(group.instance_type)
         tally.rows.append(
             Row(
                 kind="cluster",
@@ -410,7 +288,7 @@ def _add_training_total(tally: _Tally) -> None:
     if not total_need:
         return
     avail = tally.book.available(TRAINING_INSTANCES_TOTAL)
-    status = _status(avail, total_need)
+    status = status_of(avail, total_need)
     tally.rows.append(
         Row(
             kind="aggregate",

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
-from sagestack.endpoints.components import describe, pack
+from sagestack.endpoints.components import describe
 from sagestack.ops.capacity import CapacityReport, Row, evaluate
+from sagestack.ops.endpoint_capacity import LlmFit, llm_fits, packing_on
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
 from sagestack.ops.quota_book import QuotaBook
 from sagestack.project.environment import ResolvedEnvironment
@@ -24,6 +25,7 @@ class PlanResult:
     requests: EnvironmentRequests
     capacity: CapacityReport
     sizing: dict[str, list[Sizing]] = field(default_factory=dict)
+    llm: list[LlmFit] = field(default_factory=list)  # each LLM on each pool type of its endpoint
     lock_state: str = "none"  # none | matches | differs
     lock_changes: list[str] = field(default_factory=list)
     refused_updates: list[str] = field(default_factory=list)  # updates SageMaker would refuse
@@ -42,7 +44,8 @@ def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanR
         rows = [s for c in job.instance_type if (s := size_job(job, c)) is not None]
         if rows:
             sizing[key] = rows
-    result = PlanResult(plan, requests, capacity, sizing)
+    llm = [fit for key, ep in plan.spec.endpoints.items() for fit in llm_fits(key, ep)]
+    result = PlanResult(plan, requests, capacity, sizing, llm)
     locked = plan.files.lock
     if locked is not None:
         changes = lock_changes(locked, lock_document(plan, requests))
@@ -136,8 +139,11 @@ def render(result: PlanResult, console: Any) -> None:
     _render_capacity_kinds(result, console)
     _render_serving(result, console, narrow)
     _render_components(result, console)
+    _render_llm(result, console)
     _render_sizing(result, console, narrow)
     _render_lock(result, console)
+    for warning in cap.warnings:
+        console.print(f"[yellow]![/] {warning}", highlight=False)
     for shortfall in cap.shortfalls:
         console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
     for refused in result.refused_updates:
@@ -207,53 +213,103 @@ def _render_capacity_kinds(result: PlanResult, console: Any) -> None:
 
 
 def _render_serving(result: PlanResult, console: Any, narrow: bool) -> None:
-    """Endpoints, transforms (their candidates, → the one allowed), clusters and the account-wide rows."""
-    rows = [r for r in result.capacity.rows if r.kind in ("endpoint", "transform", "cluster", "aggregate")]
+    """Endpoints (each instance pool, → the first the quotas allow; a shadow variant), transforms
+    (their candidates, → the one allowed), clusters and the account-wide rows."""
+    kinds = ("endpoint", "shadow", "transform", "cluster", "aggregate")
+    rows = [r for r in result.capacity.rows if r.kind in kinds]
     if not rows:
         return
-    t = _table(console, "Endpoints, transforms, clusters and account-wide quotas (→ a transform's candidate)")
+    t = _table(
+        console, "Endpoints, transforms, clusters and account-wide quotas (→ the pool or candidate allowed)"
+    )
     if narrow:
         for col in ("entry", "instance", "quota", "need/free", "", "cost"):
-            t.add_column(col, justify="right" if col in ("need/free", "cost") else "left")
+            t.add_column(
+                col,
+                justify="right" if col in ("need/free", "cost") else "left",
+                no_wrap=col == "instance",
+                overflow="fold" if col == "entry" else "ellipsis",
+            )
     else:
         for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
             t.add_column(col)
+    pools = {k: len(ep.instance_type or ()) for k, ep in result.plan.spec.endpoints.items()}
     notes = []
+    shown: set[str] = set()
     for r in rows:
-        pick = ("→ " if r.chosen else "  ") if r.kind == "transform" else ""
-        entry = f"{r.key} (transform)" if r.kind == "transform" else r.key
+        several = r.kind == "transform" or (r.kind == "endpoint" and pools.get(r.key, 1) > 1)
+        pick = ("→ " if r.chosen else "  ") if several else ""
+        entry = f"{r.key} ({r.kind})" if r.kind in ("transform", "shadow") else r.key
+        label = entry if entry not in shown else ""
+        shown.add(entry)
         if narrow:
             t.add_row(
-                entry,
+                label,
                 f"{pick}{r.instance_type} x{r.count}",
                 _short_usage(r.quota),
                 f"{_num(r.needed)}/{_num(r.available)}",
                 SHORT_MARKS[r.status],
                 _money(r.cost_on_demand, cents=False),
             )
-            if r.chosen or r.kind != "transform":
+            if r.chosen:
                 notes.append(f"  {entry}: {_basis(r)}")
             continue
-        t.add_row(entry, pick + r.instance_type, str(r.count), *_quota_cells(r), _basis(r))
+        t.add_row(label, pick + r.instance_type, str(r.count), *_quota_cells(r), _basis(r))
     console.print(t)
     for line in notes:
         console.print(line, markup=False, highlight=False)
+    for key, n in pools.items():
+        cost = result.capacity.monthly_cost(key)
+        if n > 1 and cost is not None:
+            low, high = (_money(c, cents=False) for c in cost)
+            console.print(
+                f"  {key}: {low}..{high} a month on its cheapest..dearest priced pool",
+                markup=False,
+                highlight=False,
+            )
 
 
 def _render_components(result: PlanResult, console: Any) -> None:
-    """How each endpoint's inference components pack onto its instances (initial copies)."""
+    """How each endpoint's inference components pack onto instances of each pool type (initial
+    copies; an LLM copy spans its tensor-parallel degree in accelerators)."""
     for key, ep in result.plan.spec.endpoints.items():
-        if not ep.components or ep.primary_instance_type is None:
+        if not ep.components:
             continue
+        for itype in ep.instance_type or ():
+            console.print(
+                f"  {key}: inference components on {itype} (initial copies, first fit):",
+                markup=False,
+                highlight=False,
+            )
+            for line in describe(packing_on(ep, itype)):
+                console.print(f"    {line}", markup=False, highlight=False)
 
-        packing = pack(ep)
-        console.print(
-            f"  {key}: inference components on {ep.primary_instance_type} (initial copies, first fit):",
-            markup=False,
-            highlight=False,
+
+def _render_llm(result: PlanResult, console: Any) -> None:
+    """Each LLM on each pool type: the accelerators one copy spans and its weights against their
+    memory (less the KV-cache headroom)."""
+    if not result.llm:
+        return
+    t = _table(console, "LLMs per pool (GiB: weights / accelerator memory less KV-cache headroom)")
+    for col in ("endpoint", "instance", "accelerators", "tp", "GiB", "fits"):
+        t.add_column(
+            col,
+            justify="right" if col in ("tp", "GiB") else "left",
+            no_wrap=col in ("instance", "GiB"),
+            overflow="fold",
         )
-        for line in describe(packing):
-            console.print(f"    {line}", markup=False, highlight=False)
+    shown: set[str] = set()
+    for f in result.llm:
+        t.add_row(
+            f.endpoint if f.endpoint not in shown else "",
+            f.instance_type,
+            f"{f.accelerators}x {f.accelerator}" if f.accelerators else "none",
+            str(f.tensor_parallel_degree),
+            f"{f.weights_gib:.1f} / {f.available_gib:.1f}",
+            "[green]yes[/]" if f.fits else "[red]no[/]",
+        )
+        shown.add(f.endpoint)
+    console.print(t)
 
 
 def _render_sizing(result: PlanResult, console: Any, narrow: bool) -> None:
@@ -311,6 +367,8 @@ def as_json(result: PlanResult) -> dict[str, Any]:
         "quotas": {"source": cap.book.source, "detail": cap.book.detail},
         "rows": [asdict(r) for r in cap.rows],
         "shortfalls": [{**asdict(s), "message": s.message()} for s in cap.shortfalls],
+        "warnings": cap.warnings,
+        "endpoints": _endpoints_json(result),
         "sizing": {
             k: [
                 {
@@ -334,3 +392,27 @@ def as_json(result: PlanResult) -> dict[str, Any]:
         "lock": {"state": result.lock_state, "changes": result.lock_changes},
         "refused_updates": result.refused_updates,
     }
+
+
+def _endpoints_json(result: PlanResult) -> dict[str, Any]:
+    """Each instance endpoint's pools (priority order), its monthly cost range, the packing of its
+    components per pool and its LLMs per pool: what the tables show, as data."""
+    out: dict[str, Any] = {}
+    for key, ep in result.plan.spec.endpoints.items():
+        if not ep.instance_type:
+            continue
+        cost = result.capacity.monthly_cost(key)
+        out[key] = {
+            "pools": list(ep.instance_type),
+            "monthly_cost": list(cost) if cost else None,
+            "shadow": ep.shadow.model_dump(exclude_none=True) if ep.shadow else None,
+            "packing": {t: packing_on(ep, t).instances_needed for t in ep.instance_type}
+            if ep.components
+            else None,
+            "llm": [
+                {k: v for k, v in asdict(f).items() if k != "endpoint"} | {"model": f.endpoint}
+                for f in result.llm
+                if f.endpoint == key or f.endpoint.startswith(key + "/")
+            ],
+        }
+    return out

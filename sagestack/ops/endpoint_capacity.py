@@ -1,0 +1,252 @@
+"""An endpoint's quotas and cost: one row per instance pool, and the shadow variant's.
+
+SageMaker places a variant on ONE of its instance pools (InstancePools, in priority order: the
+first with capacity), so an endpoint is placeable when at least one pool type's quota ("<type>
+for endpoint usage") holds the variant's instances — its autoscaling maximum, or for inference
+components the fleet's managed-scaling maximum. A shadow variant (ShadowProductionVariants) runs
+beside production on its own instances: where it shares a pool's type, the two needs add up in one
+quota. Pure: the quota values come in a QuotaBook.
+
+What an LLM needs of each pool type (its accelerators, tensor-parallel degree, weights against
+accelerator memory) is shown beside the rows by `plan` (llm_fits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sagestack.core.catalog.instances import instance_type
+from sagestack.core.catalog.quotas import quota_name
+from sagestack.endpoints.components import Packing, pack
+from sagestack.endpoints.models import ComponentSpec, EndpointSpec
+from sagestack.llm.models import LlmSpec
+from sagestack.ops.capacity_rows import (
+    Row,
+    Shortfall,
+    choose_first_with_room,
+    price_of,
+    shortfall_of,
+    status_of,
+    types_with_quota,
+)
+from sagestack.ops.quota_book import QuotaBook
+
+HOURS_PER_MONTH = 730
+
+
+@dataclass
+class EndpointCapacity:
+    """One endpoint's rows (its pools, in priority order, then its shadow), what is short, and the
+    warnings worth a look (a first-priority pool without room)."""
+
+    rows: list[Row] = field(default_factory=list)
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def deployed(ep: EndpointSpec) -> bool:
+    """Whether the environment deploys the endpoint: a pinned package, components, or an LLM's
+    weights (which the container loads from S3)."""
+    return bool(ep.model_package or ep.components or ep.llm is not None)
+
+
+def with_accelerators(c: ComponentSpec, itype: str) -> ComponentSpec:
+    """An LLM component's copy spans its tensor-parallel degree in accelerators (unless it asks
+    for a number itself): what SageMaker must find free on an instance for each copy."""
+    if c.llm is None or c.accelerators is not None:
+        return c
+    return c.model_copy(update={"accelerators": tensor_parallel_degree(c.llm, itype)})
+
+
+def packing_on(ep: EndpointSpec, itype: str) -> Packing:
+    """How the endpoint's components' initial copies pack onto instances of `itype`."""
+    components = {name: with_accelerators(c, itype) for name, c in ep.components.items()}
+    return pack(ep.model_copy(update={"instance_type": [itype], "components": components}))
+
+
+def endpoint_capacity(book: QuotaBook, key: str, ep: EndpointSpec) -> EndpointCapacity:
+    """The pools' rows (the first with room chosen; the first, when none has), the shadow's row,
+    shortfalls and warnings."""
+    out = EndpointCapacity()
+    pools = list(ep.instance_type or ())
+    high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
+    low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
+    shadow_type, shadow_n = _shadow(ep)
+    for itype in pools:
+        together = shadow_n if itype == shadow_type else 0
+        out.rows.append(_pool_row(book, key, ep, itype, high, low, together))
+    chosen = choose_first_with_room(out.rows)
+    if shadow_type is not None:
+        shadow = _shadow_row(book, key, ep, shadow_type, shadow_n)
+        out.rows.append(shadow)
+        if shadow.status == "short":
+            out.shortfalls.append(shortfall_of(book, "shadow", key, shadow.quota, shadow.needed))
+    first = out.rows[0]
+    if chosen is None:
+        first.chosen = True  # what SageMaker tries first; the shortfall names it
+        others = tuple((r.instance_type, r.available or 0.0) for r in out.rows[1 : len(pools)])
+        alternatives = types_with_quota(book, "endpoint", float(high), like=pools[0], exclude=pools)
+        out.shortfalls.insert(
+            0, shortfall_of(book, "endpoint", key, first.quota, first.needed, alternatives, others)
+        )
+    elif chosen > 0 and first.status == "short":
+        out.warnings.append(_first_pool_warning(book, key, first, pools[chosen]))
+    return out
+
+
+def _shadow(ep: EndpointSpec) -> tuple[str | None, int]:
+    """The shadow variant's instance type (default: production's first) and count."""
+    if ep.shadow is None:
+        return None, 0
+    return ep.shadow.instance_type or ep.primary_instance_type, ep.shadow.initial_instance_count
+
+
+def _pool_row(
+    book: QuotaBook, key: str, ep: EndpointSpec, itype: str, high: int, low: int, together: int
+) -> Row:
+    """One pool type: the variant's instances (+ a shadow's of the same type) against its quota;
+    it costs its minimum (or what the initial copies take) per month."""
+    note = "deployed" if deployed(ep) else "no package pinned yet"
+    if ep.components:
+        taken = packing_on(ep, itype).instances_needed
+        low = max(low, taken)
+        note = f"{len(ep.components)} components: initial copies on {taken} instance(s)"
+    elif ep.async_ is not None:
+        note += ", async" + (" (scales to zero)" if low == 0 else "")
+    if together:
+        note += f", + the shadow's {together}"
+    qn = quota_name(itype, "endpoint")
+    avail = book.available(qn)
+    price = price_of(itype)
+    return Row(
+        kind="endpoint",
+        key=key,
+        instance_type=itype,
+        count=high,
+        quota=qn,
+        needed=float(high + together),
+        available=avail,
+        status=status_of(avail, float(high + together)),
+        chosen=False,
+        price_per_hour=price,
+        cost_on_demand=price * low * HOURS_PER_MONTH if price is not None else None,
+        cost_basis=f"per month at {low} instance(s) ({high} at most)",
+        note=note,
+    )
+
+
+def _shadow_row(book: QuotaBook, key: str, ep: EndpointSpec, itype: str, count: int) -> Row:
+    assert ep.shadow is not None
+    qn = quota_name(itype, "endpoint")
+    avail = book.available(qn)
+    price = price_of(itype)
+    return Row(
+        kind="shadow",
+        key=key,
+        instance_type=itype,
+        count=count,
+        quota=qn,
+        needed=float(count),
+        available=avail,
+        status=status_of(avail, float(count)),
+        chosen=True,
+        price_per_hour=price,
+        cost_on_demand=price * count * HOURS_PER_MONTH if price is not None else None,
+        cost_basis=f"per month at {count} instance(s)",
+        note=f"shadow: {ep.shadow.sampling_percent}% of requests copied",
+    )
+
+
+def _first_pool_warning(book: QuotaBook, key: str, first: Row, chosen: str) -> str:
+    q = book.values[first.quota]
+    free = max(0.0, first.available or 0.0)
+    desired = q.value - (first.available or 0.0) + first.needed
+    return (
+        f"endpoint '{key}': its first-priority pool {first.instance_type} has no room in "
+        f"'{first.quota}' ({q.code}; needs {first.needed:g}, {free:g} free), so SageMaker will place "
+        f"it on {chosen}. To serve on {first.instance_type}: aws service-quotas "
+        f"request-service-quota-increase --service-code sagemaker --quota-code {q.code} "
+        f"--desired-value {desired:g}"
+    )
+
+
+@dataclass(frozen=True)
+class LlmFit:
+    """An LLM on one pool type: what one copy spans and whether its weights fit."""
+
+    endpoint: str  # the endpoint, or endpoint/component
+    instance_type: str
+    accelerator: str  # e.g. "A10G", "NeuronCore" (Inferentia2 / Trainium), "none"
+    accelerators: int  # GPUs, or NeuronCores, of one instance
+    accelerator_gib: float | None  # memory of each
+    tensor_parallel_degree: int
+    weights_gib: float
+    available_gib: float
+    fits: bool
+
+
+def llm_fits(key: str, ep: EndpointSpec) -> list[LlmFit]:
+    """Each pool type's view of the endpoint's LLM, and of each LLM component's."""
+    models: list[tuple[str, LlmSpec, int | None]] = []
+    if ep.llm is not None:
+        models.append((key, ep.llm, None))
+    models += [(f"{key}/{n}", c.llm, c.accelerators) for n, c in ep.components.items() if c.llm is not None]
+    out = []
+    for label, spec, asked in models:
+        for itype in ep.instance_type or ():
+            devices, per, name = _devices(itype)
+            fit = memory_fit(spec, itype, asked)
+            out.append(
+                LlmFit(
+                    endpoint=label,
+                    instance_type=itype,
+                    accelerator=name,
+                    accelerators=devices,
+                    accelerator_gib=per,
+                    tensor_parallel_degree=tensor_parallel_degree(spec, itype, asked),
+                    weights_gib=fit.needed_gib,
+                    available_gib=fit.available_gib,
+                    fits=fit.ok,
+                )
+            )
+    return out
+
+
+def _devices(itype: str) -> tuple[int, float | None, str]:
+    """(devices a tensor-parallel group spans — GPUs or NeuronCores —, GiB each, their name)."""
+    acc = instance_type(itype).accelerator
+    if acc is None:
+        return 0, None, "none"
+    if acc.neuron_cores_per_chip:
+        per = acc.memory_gib / acc.neuron_cores_per_chip if acc.memory_gib else None
+        return acc.neuron_cores, per, "NeuronCore"
+    return acc.count, acc.memory_gib, acc.model
+
+
+# Stand-ins for sagestack.llm.sizing (helper A's module, same names and signatures) until it lands.
+_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+
+@dataclass(frozen=True)
+class Fit:
+    needed_gib: float
+    available_gib: float
+    ok: bool
+
+
+def weights_gib(spec: LlmSpec) -> float:
+    if spec.weights.size_gb is not None:
+        return spec.weights.size_gb * 1e9 / 2**30
+    return spec.parameters * _BYTES[spec.dtype] / 2**30
+
+
+def tensor_parallel_degree(spec: LlmSpec, itype: str, accelerators: int | None = None) -> int:
+    return spec.tensor_parallel_degree or accelerators or max(1, _devices(itype)[0])
+
+
+def memory_fit(spec: LlmSpec, itype: str, accelerators: int | None = None) -> Fit:
+    per = _devices(itype)[1]
+    tp = tensor_parallel_degree(spec, itype, accelerators)
+    available = per * tp * (1 - spec.kv_cache_headroom) if per else 0.0
+    needed = weights_gib(spec)
+    return Fit(needed, available, needed <= available)

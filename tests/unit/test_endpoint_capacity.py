@@ -1,0 +1,221 @@
+"""An endpoint's instance pools at plan and synth: every pool type's quota ("<type> for endpoint
+usage"), placeable when one pool has room, the shadow variant's instances on top, each pool priced,
+and an LLM's accelerators, tensor-parallel degree and memory per pool type."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagestack.core.catalog.instances import instance_type
+from sagestack.ops.capacity import evaluate
+from sagestack.ops.quota_book import QuotaBook, QuotaValue
+from sagestack.project import resolve_environment
+from tests.conftest import MINIMAL
+
+PACKAGE = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
+CANDIDATE = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/2"
+P5 = "ml.p5.48xlarge for endpoint usage"
+G6E = "ml.g6e.12xlarge for endpoint usage"
+G5 = "ml.g5.12xlarge for endpoint usage"
+
+POOLS = (
+    MINIMAL
+    + f"""\
+endpoints:
+  web:
+    model_package: "{PACKAGE}"
+    instance_type: [ml.p5.48xlarge, ml.g6e.12xlarge, ml.g5.12xlarge]
+    autoscaling: {{min: 1, max: 3}}
+"""
+)
+
+
+def _book(**values: float) -> QuotaBook:
+    names = {"p5": P5, "g6e": G6E, "g5": G5}
+    return QuotaBook(
+        "snapshot",
+        "test",
+        {names[k]: QuotaValue(names[k], f"L-{k.upper()}", v) for k, v in values.items()},
+    )
+
+
+def _plan(project, text: str, **load):
+    project.spec(text).env("dev")
+    return resolve_environment(project.load("dev", **load))
+
+
+def _rows(report, kind="endpoint", key="web"):
+    return [r for r in report.rows if r.kind == kind and r.key == key]
+
+
+def test_every_pool_type_is_a_row_and_the_first_with_room_is_marked(project):
+    report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
+    rows = _rows(report)
+    assert [(r.instance_type, r.quota, r.needed, r.available, r.status) for r in rows] == [
+        ("ml.p5.48xlarge", P5, 3, 0, "short"),
+        ("ml.g6e.12xlarge", G6E, 3, 3, "ok"),
+        ("ml.g5.12xlarge", G5, 3, 8, "ok"),
+    ]
+    assert [r.chosen for r in rows] == [False, True, False]
+    assert not report.short  # one pool with room is enough: SageMaker places the variant there
+
+
+def test_the_first_priority_pool_without_quota_is_a_warning_with_the_fix(project):
+    report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
+    (warning,) = report.warnings
+    assert warning == (
+        "endpoint 'web': its first-priority pool ml.p5.48xlarge has no room in "
+        "'ml.p5.48xlarge for endpoint usage' (L-P5; needs 3, 0 free), so SageMaker will place it on "
+        "ml.g6e.12xlarge. To serve on ml.p5.48xlarge: aws service-quotas request-service-quota-increase "
+        "--service-code sagemaker --quota-code L-P5 --desired-value 3"
+    )
+    assert evaluate(_plan(project, POOLS), _book(p5=3, g6e=0)).warnings == []
+
+
+def test_no_pool_with_room_is_a_shortfall_naming_every_pool_and_how_to_raise(project):
+    plan = _plan(project, POOLS)
+    book = _book(p5=0, g6e=2, g5=1)
+    book.values["ml.g6.12xlarge for endpoint usage"] = QuotaValue(
+        "ml.g6.12xlarge for endpoint usage", "L-G6", 4
+    )
+    report = evaluate(plan, book)
+    assert [r.chosen for r in _rows(report)] == [True, False, False]  # SageMaker tries it first
+    (short,) = report.shortfalls
+    assert short.kind == "endpoint" and short.quota == P5
+    assert short.message() == (
+        "endpoint 'web' needs 3 of 'ml.p5.48xlarge for endpoint usage' (L-P5); the account allows 0 "
+        "with 0 in use, so 0 are free; its other pools are short too (ml.g6e.12xlarge: 2 free, "
+        "ml.g5.12xlarge: 1 free). To fix: add a pool with quota (ml.g6.12xlarge); or ask for more: "
+        "aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-P5 "
+        "--desired-value 3"
+    )
+
+
+def test_unlisted_pools_are_unchecked_and_never_short(project):
+    report = evaluate(_plan(project, POOLS), QuotaBook.none("off"))
+    assert [r.status for r in _rows(report)] == ["unchecked"] * 3
+    assert [r.chosen for r in _rows(report)] == [True, False, False]
+    assert not report.short and report.warnings == []
+
+
+def test_one_type_endpoints_keep_their_single_row(project):
+    text = POOLS.replace("[ml.p5.48xlarge, ml.g6e.12xlarge, ml.g5.12xlarge]", "ml.g5.12xlarge")
+    report = evaluate(_plan(project, text), _book(g5=2))
+    (row,) = _rows(report)
+    assert (row.instance_type, row.needed, row.status, row.chosen) == ("ml.g5.12xlarge", 3, "short", True)
+    (short,) = report.shortfalls
+    assert "its other pools" not in short.message() and "lower the count to 2" in short.message()
+
+
+def test_each_pool_is_priced_and_the_endpoint_costs_a_range(project):
+    report = evaluate(_plan(project, POOLS), QuotaBook.none("off"))
+    p5, g6e, g5 = _rows(report)
+    price = instance_type("ml.p5.48xlarge").price_per_hour
+    assert p5.price_per_hour == price and p5.cost_on_demand == pytest.approx(price * 730)
+    assert g6e.price_per_hour is None and g6e.cost_on_demand is None  # the catalog has no price
+    assert g5.cost_on_demand == pytest.approx(instance_type("ml.g5.12xlarge").price_per_hour * 730)
+    assert report.monthly_cost("web") == pytest.approx((g5.cost_on_demand, p5.cost_on_demand))
+
+
+SHADOW = POOLS + f'    shadow: {{model_package: "{CANDIDATE}", initial_instance_count: 2}}\n'
+
+
+def test_a_shadow_adds_its_instances_to_its_types_quota(project):
+    """The shadow runs on the first pool type unless it names its own: on that type both variants'
+    instances count against one quota, and the shadow is a row of its own."""
+    report = evaluate(_plan(project, SHADOW), _book(p5=4, g6e=3, g5=8))
+    pools = _rows(report)
+    assert [(r.instance_type, r.needed) for r in pools] == [
+        ("ml.p5.48xlarge", 5),  # 3 production + 2 shadow
+        ("ml.g6e.12xlarge", 3),
+        ("ml.g5.12xlarge", 3),
+    ]
+    assert [r.status for r in pools] == ["short", "ok", "ok"]
+    (shadow,) = _rows(report, "shadow")
+    assert (shadow.instance_type, shadow.needed, shadow.available, shadow.status) == (
+        "ml.p5.48xlarge",
+        2,
+        4,
+        "ok",
+    )
+    assert shadow.cost_on_demand == pytest.approx(instance_type("ml.p5.48xlarge").price_per_hour * 2 * 730)
+    assert not report.short  # production on g6e, the shadow alone on p5
+
+
+def test_a_shadow_without_room_is_a_shortfall_of_its_own(project):
+    text = SHADOW.replace(
+        "initial_instance_count: 2}", "initial_instance_count: 2, instance_type: ml.g5.2xlarge}"
+    )
+    name = "ml.g5.2xlarge for endpoint usage"
+    book = _book(p5=4)
+    book.values[name] = QuotaValue(name, "L-G52X", 1)
+    report = evaluate(_plan(project, text), book)
+    assert [r.needed for r in _rows(report)] == [3, 3, 3]  # the shadow has a type of its own
+    (short,) = report.shortfalls
+    assert short.kind == "shadow" and short.quota == name
+    assert short.message().startswith(
+        "shadow variant of endpoint 'web' needs 2 of 'ml.g5.2xlarge for endpoint usage' (L-G52X)"
+    )
+
+
+def test_components_need_the_fleets_managed_scaling_max_on_each_pool(project):
+    text = (
+        MINIMAL
+        + "endpoints:\n  shared:\n    instance_type: [ml.g5.12xlarge, ml.g5.2xlarge]\n"
+        + "    autoscaling: {min: 1, max: 4}\n"
+        + f'    components:\n      small: {{model_package: "{PACKAGE}", memory_mb: 8192, accelerators: 1, copies: 3}}\n'
+    )
+    report = evaluate(_plan(project, text), QuotaBook.none("off"))
+    big, small = _rows(report, key="shared")
+    assert (big.needed, small.needed) == (4, 4)  # managed instance scaling's max
+    # three one-GPU copies: one 4-GPU instance, or three 1-GPU ones
+    assert big.note.endswith("initial copies on 1 instance(s)")
+    assert small.note.endswith("initial copies on 3 instance(s)")
+    assert small.cost_on_demand == pytest.approx(instance_type("ml.g5.2xlarge").price_per_hour * 3 * 730)
+
+
+LLM = (
+    MINIMAL
+    + """\
+endpoints:
+  chat:
+    instance_type: [ml.g5.12xlarge, ml.g5.2xlarge]
+    llm:
+      container: djl-lmi
+      weights: {s3: models/chat/}
+      parameters: 13.0e9
+      dtype: bf16
+"""
+)
+
+
+def test_an_llm_endpoint_is_quota_checked_like_a_pinned_one(project):
+    report = evaluate(_plan(project, LLM, run_rules=False), _book(g5=1))
+    big, small = _rows(report, key="chat")
+    assert (big.instance_type, big.needed, big.status, small.status) == (
+        "ml.g5.12xlarge",
+        1,
+        "ok",
+        "unchecked",
+    )
+
+
+def test_the_plan_json_carries_pools_cost_and_llm_fit(project):
+    from sagestack.ops.report import as_json, plan_report
+
+    plan = _plan(project, LLM, run_rules=False)  # the LLM rules are not this test's subject
+    data = as_json(plan_report(project.root, plan, QuotaBook.none("off")))
+    chat = data["endpoints"]["chat"]
+    assert chat["pools"] == ["ml.g5.12xlarge", "ml.g5.2xlarge"]
+    low, high = chat["monthly_cost"]
+    assert low == pytest.approx(instance_type("ml.g5.2xlarge").price_per_hour * 730)
+    assert high == pytest.approx(instance_type("ml.g5.12xlarge").price_per_hour * 730)
+    big, small = chat["llm"]
+    # 13e9 bf16 parameters: 24.2 GiB of weights; four 24 GiB A10Gs hold them, one does not
+    assert (big["instance_type"], big["accelerators"], big["tensor_parallel_degree"]) == (
+        "ml.g5.12xlarge",
+        4,
+        4,
+    )
+    assert big["weights_gib"] == pytest.approx(13e9 * 2 / 2**30) and big["fits"] is True
+    assert (small["accelerators"], small["tensor_parallel_degree"], small["fits"]) == (1, 1, False)
