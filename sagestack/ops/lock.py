@@ -16,6 +16,7 @@ from sagestack.core.catalog.instances import catalog_version
 from sagestack.core.config import ENV_DIR
 from sagestack.core.digests import images_in
 from sagestack.monitoring.states import analyzer_image
+from sagestack.ops.endpoint_capacity import deployed
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
 from sagestack.project.loader import read_json
@@ -99,26 +100,38 @@ def locked_digests(locked: dict[str, Any] | None) -> dict[str, str]:
 
 def deployed_serving(plan: ResolvedEnvironment) -> dict[str, Any]:
     """What the endpoints this environment deploys run on: a later synth compares it (an autoscaled
-    variant's instance type cannot change in one update)."""
+    variant's instance type cannot change in one update). One type is recorded as `instance_type`
+    (as before instance pools existed); several as `instance_types`, in priority order."""
     out: dict[str, Any] = {}
     for key, ep in plan.spec.endpoints.items():
-        if not (ep.model_package or ep.components) or ep.primary_instance_type is None:
+        if not deployed(ep) or not ep.instance_type:
             continue
-        out[key] = {"instance_type": ep.primary_instance_type, "autoscaled": ep.autoscaling is not None}
+        types: dict[str, Any] = (
+            {"instance_type": ep.instance_type[0]}
+            if len(ep.instance_type) == 1
+            else {"instance_types": list(ep.instance_type)}
+        )
+        out[key] = {**types, "autoscaled": ep.autoscaling is not None}
     return out
 
 
+def _pools(served: dict[str, Any]) -> list[str]:
+    return list(served.get("instance_types") or [served["instance_type"]])
+
+
 def autoscaled_type_changes(locked: dict[str, Any], plan: ResolvedEnvironment) -> list[str]:
-    """Endpoints whose autoscaled variant would change instance type in one update — which
-    SageMaker refuses — each with the steps that make the change."""
+    """Endpoints whose autoscaled variant would change instance type — or any of its instance
+    pools, their order included — in one update, which SageMaker refuses; each with the steps that
+    make the change."""
     problems = []
     current = deployed_serving(plan)
     for key, before in (locked.get("serving") or {}).items():
         now = current.get(key)
-        if now is None or not before.get("autoscaled") or now["instance_type"] == before["instance_type"]:
+        if now is None or not before.get("autoscaled") or _pools(now) == _pools(before):
             continue
+        old, new = ", ".join(_pools(before)), ", ".join(_pools(now))
         problems.append(
-            f"endpoint '{key}' would move from {before['instance_type']} to {now['instance_type']} while "
+            f"endpoint '{key}' would move from {old} to {new} while "
             "autoscaling is registered on it; SageMaker refuses that update (Application Auto Scaling "
             "blocks instance type changes of a scalable target). Make it two deploys: (1) remove "
             f"autoscaling: from endpoints.{key}, keep the old instance_type, `sagestack lock` and deploy "

@@ -219,3 +219,45 @@ def test_the_plan_json_carries_pools_cost_and_llm_fit(project):
     )
     assert big["weights_gib"] == pytest.approx(13e9 * 2 / 2**30) and big["fits"] is True
     assert (small["accelerators"], small["tensor_parallel_degree"], small["fits"]) == (1, 1, False)
+
+
+def test_the_lock_records_an_endpoints_pools_and_keeps_one_type_as_it_was(project):
+    from sagestack.ops.lock import deployed_serving
+
+    assert deployed_serving(_plan(project, POOLS)) == {
+        "web": {
+            "instance_types": ["ml.p5.48xlarge", "ml.g6e.12xlarge", "ml.g5.12xlarge"],
+            "autoscaled": True,
+        }
+    }
+    one = POOLS.replace("[ml.p5.48xlarge, ml.g6e.12xlarge, ml.g5.12xlarge]", "ml.g5.12xlarge")
+    assert deployed_serving(_plan(project, one)) == {
+        "web": {"instance_type": "ml.g5.12xlarge", "autoscaled": True}
+    }
+    llm = deployed_serving(_plan(project, LLM, run_rules=False))  # an LLM's weights are deployed
+    assert llm == {"chat": {"instance_types": ["ml.g5.12xlarge", "ml.g5.2xlarge"], "autoscaled": False}}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "refused"),
+    [
+        ("ml.g5.12xlarge", "[ml.g5.12xlarge, ml.g6e.12xlarge]", True),  # a pool added
+        ("[ml.g5.12xlarge, ml.g6e.12xlarge]", "[ml.g6e.12xlarge, ml.g5.12xlarge]", True),  # reordered
+        ("[ml.g5.12xlarge, ml.g6e.12xlarge]", "ml.g5.12xlarge", True),  # a pool removed
+        ("[ml.g5.12xlarge, ml.g6e.12xlarge]", "[ml.g5.12xlarge, ml.g6e.12xlarge]", False),
+    ],
+)
+def test_an_autoscaled_variants_pool_list_cannot_change_in_one_update(project, before, after, refused):
+    from sagestack.ops.lock import autoscaled_type_changes, deployed_serving
+
+    text = POOLS.replace("[ml.p5.48xlarge, ml.g6e.12xlarge, ml.g5.12xlarge]", before)
+    locked = {"serving": deployed_serving(_plan(project, text))}
+    problems = autoscaled_type_changes(locked, _plan(project, text.replace(before, after)))
+    assert bool(problems) == refused
+    if refused:
+        (problem,) = problems
+        shown = lambda t: t.strip("[]")  # noqa: E731
+        assert problem.startswith(
+            f"endpoint 'web' would move from {shown(before)} to {shown(after)} while autoscaling is registered"
+        )
+        assert "Make it two deploys" in problem
