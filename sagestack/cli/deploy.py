@@ -151,41 +151,77 @@ def promote(
     endpoint: Annotated[
         str, typer.Argument(help="an endpoint, an endpoint's component (ENDPOINT/COMPONENT) or a transform")
     ],
-    from_env: Annotated[str, typer.Option("--from", help="the environment whose model is promoted")],
     to_env: Annotated[str, typer.Option("--to", help="the environment whose config gets the pin")],
+    from_env: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="the environment whose model is promoted (its pin, else its newest Approved)"
+        ),
+    ] = None,
     package: Annotated[
         str | None,
         typer.Option(
             "--package", help="a model package ARN (default: --from's pin, else its newest Approved)"
         ),
     ] = None,
+    shadow: Annotated[
+        bool,
+        typer.Option(
+            "--shadow",
+            help="pin the package as the endpoint's shadow variant (a copy of production's requests); a "
+            "later plain promote makes it production",
+        ),
+    ] = False,
     offline: Annotated[
         bool, typer.Option("--offline", help="do not read the registry (refused where approval is required)")
     ] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Pin a model package in another environment's config (reviewed in git, deployed by cdk deploy)."""
+    """Pin a model package in another environment's config (reviewed in git, deployed by cdk deploy).
+    With --shadow, as the endpoint's shadow variant; an endpoint with a shadow is promoted by making
+    its shadow production."""
     from sagestack.core.errors import SpecError
     from sagestack.ops.promote import PromotionError
     from sagestack.ops.promote import promote as do_promote
 
     out, err = console(), console(stderr=True)
     try:
-        result = do_promote(root, endpoint, from_env, to_env, package_arn=package, offline=offline)
+        result = do_promote(
+            root, endpoint, from_env, to_env, package_arn=package, offline=offline, shadow=shadow
+        )
     except SpecError as e:
         raise spec_errors(e) from None
     except PromotionError as e:
-        err.print(f"[red]✗ not promoted[/]: {e}")
+        err.print(f"[red]✗ not promoted[/]: {e}", highlight=False)
         raise typer.Exit(1) from None
     status = f" ({result.status})" if result.status else " (status not checked: --offline)"
     if not result.changed:
-        out.print(f"{to_env} already serves {result.package_arn}{status} at '{endpoint}'; nothing to change")
+        where = " as its shadow" if result.kind == "shadow" else ""
+        out.print(
+            f"{to_env} already serves {result.package_arn}{status} at '{endpoint}'{where}; nothing to change",
+            highlight=False,
+        )
         return
-    out.print(f"[green]✓ promoted[/] {endpoint}: {from_env} → {to_env}{status}")
-    out.print(
-        f"  {result.config_file}: model_package {result.previous or '(none)'} → {result.package_arn}",
-        markup=False,
-    )
+    if result.kind == "shadow":
+        loaded = load_entry(root, to_env, endpoint, lambda spec: spec.endpoints, "endpoint")
+        shadow_spec = loaded.spec.endpoints[endpoint].shadow
+        percent = shadow_spec.sampling_percent if shadow_spec else 100
+        out.print(
+            f"[green]✓ shadow test[/]: {endpoint} in {to_env} copies {percent}% of its requests to "
+            f"{result.package_arn}{status}",
+            highlight=False,
+        )
+    elif result.kind == "shadow-promoted":
+        out.print(
+            f"[green]✓ promoted the shadow of {endpoint} to production in {to_env}[/]{status}",
+            highlight=False,
+        )
+    else:
+        out.print(
+            f"[green]✓ promoted[/] {endpoint}: {from_env or '--package'} → {to_env}{status}", highlight=False
+        )
+    for change in result.changes:
+        out.print(f"  {result.config_file}: {change}", markup=False, highlight=False)
     out.print(f"  review and commit it, then: cdk deploy '{to_env}/*'", markup=False)
 
 

@@ -11,13 +11,18 @@ a batch transform (`score`) — each has its own `model_package`.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
+from sagestack.core.config import PROJECT_FILE
 from sagestack.core.errors import SpecError
 from sagestack.core.names import Names
+from sagestack.endpoints.models import EndpointSpec
 from sagestack.ops.account import aws_client
 from sagestack.project import load_project
+from sagestack.project.loader import LoadedSpec
 
 
 class PromotionError(Exception):
@@ -54,7 +59,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
         return PinTarget(
             ("endpoints", endpoint, "components", component),
             f"endpoints.{endpoint}.components.{component}",
-            (ep.primary_instance_type,) if ep.primary_instance_type else (),
+            tuple(ep.instance_type or ()),  # every pool: SageMaker may place the fleet on any
             "SupportedRealtimeInferenceInstanceTypes",
         )
     if key in endpoints:
@@ -62,7 +67,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
         return PinTarget(
             ("endpoints", key),
             f"endpoints.{key}",
-            (ep.primary_instance_type,) if ep.primary_instance_type else (),
+            tuple(ep.instance_type or ()),  # every pool: SageMaker may place the variant on any
             "SupportedRealtimeInferenceInstanceTypes",
         )
     if key in transforms:
@@ -85,16 +90,18 @@ def _known(spec: object) -> str:
 @dataclass(frozen=True)
 class Promotion:
     endpoint: str
-    source_env: str
+    source_env: str | None
     target_env: str
     package_arn: str
     status: str | None  # the package's approval status (None: not read, --offline)
-    previous: str | None
+    previous: str | None  # what the changed key held (the pin, or the shadow's package)
     config_file: Path
+    kind: Literal["pin", "shadow", "shadow-promoted"] = "pin"
+    changes: list[str] = field(default_factory=list)  # 'key: old → new', as written
 
     @property
     def changed(self) -> bool:
-        return self.previous != self.package_arn
+        return bool(self.changes)
 
 
 def latest_approved(group: str, region: str) -> str:
@@ -144,80 +151,248 @@ def describe_status(
 def promote(
     root: Path,
     endpoint: str,
-    source_env: str,
+    source_env: str | None,
     target_env: str,
     *,
     package_arn: str | None = None,
     offline: bool = False,
+    shadow: bool = False,
 ) -> Promotion:
-    if source_env == target_env:
+    """Pin a package in `target_env`'s overlay: as what an endpoint, component or transform serves;
+    with `shadow`, as an endpoint's shadow variant; and, for an endpoint that has a shadow, its
+    shadow's package as production (the shadow removed)."""
+    if source_env is not None and source_env == target_env:
         raise PromotionError("--from and --to name the same environment")
-    source = load_project(root, source_env)
     target = load_project(root, target_env)
-    pins = []
-    for loaded, env in ((source, source_env), (target, target_env)):
-        found = pin_target(loaded.spec, endpoint)
-        if found is None:
-            raise PromotionError(
-                f"environment '{env}' has no endpoint, component or transform '{endpoint}' "
-                f"(there: {_known(loaded.spec)})"
-            )
-        pins.append(found)
-    source_pin, target_pin = pins
-    if package_arn is None:
-        package_arn = source_pin.pin(source.spec)
-    if package_arn is None:
-        if offline:
-            raise PromotionError(f"'{source_env}' pins no package for '{endpoint}'; pass --package ARN")
-        group = Names(source.spec.project, source_env).model_package_group
-        package_arn = latest_approved(group, source.spec.region)
-    region = package_arn.split(":")[3] if package_arn.count(":") >= 5 else ""
+    target_pin = pin_target(target.spec, endpoint)
+    if target_pin is None:
+        raise PromotionError(
+            f"environment '{target_env}' has no endpoint, component or transform '{endpoint}' "
+            f"(there: {_known(target.spec)})"
+        )
+    ep = target.spec.endpoints.get(endpoint)
+    if shadow:
+        return _to_shadow(root, target, endpoint, source_env, target_env, package_arn, offline)
+    if ep is not None and ep.shadow is not None:
+        return _shadow_to_production(root, target, endpoint, source_env, target_env, package_arn, offline)
+    arn = _candidate(root, endpoint, source_env, package_arn, offline)
+    status = _check(arn, target, target_env, target_pin, offline)
+    previous = target_pin.pin(target.spec)
+    path = overlay_path(root, target_env)
+    changes = []
+    if previous != arn:
+        _edit_overlay(root, path, target_env, target_pin.path, lambda node: _set(node, "model_package", arn))
+        changes.append(f"{target_pin.label}.model_package: {previous or '(none)'} → {arn}")
+    return Promotion(endpoint, source_env, target_env, arn, status, previous, path, "pin", changes)
+
+
+def overlay_path(root: Path, env: str) -> Path:
+    return root / "config" / "envs" / f"{env}.yaml"
+
+
+def _candidate(
+    root: Path, endpoint: str, source_env: str | None, package_arn: str | None, offline: bool
+) -> str:
+    """--package, else the source environment's pin, else its group's newest Approved package."""
+    if package_arn is not None:
+        return package_arn
+    if source_env is None:
+        raise PromotionError(
+            "say which package: give --from ENV or --package ARN (--from takes its pin, else its newest Approved package)"
+        )
+    source = load_project(root, source_env)
+    found = pin_target(source.spec, endpoint)
+    if found is None:
+        raise PromotionError(
+            f"environment '{source_env}' has no endpoint, component or transform '{endpoint}' "
+            f"(there: {_known(source.spec)})"
+        )
+    pinned = found.pin(source.spec)
+    if pinned is not None:
+        return pinned
+    if offline:
+        raise PromotionError(f"'{source_env}' pins no package for '{endpoint}'; pass --package ARN")
+    return latest_approved(Names(source.spec.project, source_env).model_package_group, source.spec.region)
+
+
+def _check(arn: str, target: LoadedSpec, target_env: str, pin: PinTarget, offline: bool) -> str | None:
+    """The package is in the target's region, not Rejected, Approved where that is required and
+    built for every instance type it would serve on; its approval status (None: --offline)."""
+    region = arn.split(":")[3] if arn.count(":") >= 5 else ""
     if region != target.spec.region:
         raise PromotionError(
-            f"{package_arn} is not a model package ARN in {target.spec.region}, where '{target_env}' deploys"
+            f"{arn} is not a model package ARN in {target.spec.region}, where '{target_env}' deploys"
         )
-
-    status: str | None = None
     if offline:
         if target.spec.require_approved_models:
             raise PromotionError(
                 f"'{target_env}' requires Approved model packages (require_approved_models: true); the approval "
                 "status cannot be checked with --offline"
             )
-    else:
-        status, supported = describe_status(package_arn, target_pin.supported_field)
-        if status == "Rejected":
-            raise PromotionError(f"{package_arn} is Rejected; promote another package")
-        if status != "Approved" and target.spec.require_approved_models:
-            raise PromotionError(
-                f"{package_arn} is {status}, and '{target_env}' takes Approved packages only "
-                "(require_approved_models: true). After review: `aws sagemaker update-model-package "
-                f"--model-package-arn {package_arn} --model-approval-status Approved`"
-            )
-        missing = [t for t in target_pin.instance_types if supported and t not in supported]
-        if missing:
-            raise PromotionError(
-                f"{package_arn} supports {', '.join(supported[:6])}{' …' if len(supported) > 6 else ''}, not "
-                f"{', '.join(missing)} ({target_pin.label}.instance_type in {target_env}); the model was "
-                "registered (or compiled) for other instance types"
-            )
-
-    previous = target_pin.pin(target.spec)
-    path = root / "config" / "envs" / f"{target_env}.yaml"
-    if previous != package_arn:
-        _write_pin(root, path, target_env, target_pin.path, package_arn)
-    return Promotion(endpoint, source_env, target_env, package_arn, status, previous, path)
+        return None
+    status, supported = describe_status(arn, pin.supported_field)
+    if status == "Rejected":
+        raise PromotionError(f"{arn} is Rejected; promote another package")
+    if status != "Approved" and target.spec.require_approved_models:
+        raise PromotionError(
+            f"{arn} is {status}, and '{target_env}' takes Approved packages only "
+            "(require_approved_models: true). After review: `aws sagemaker update-model-package "
+            f"--model-package-arn {arn} --model-approval-status Approved`"
+        )
+    missing = [t for t in pin.instance_types if supported and t not in supported]
+    if missing:
+        raise PromotionError(
+            f"{arn} supports {', '.join(supported[:6])}{' …' if len(supported) > 6 else ''}, not "
+            f"{', '.join(missing)} ({pin.label}.instance_type in {target_env}); the model was "
+            "registered (or compiled) for other instance types"
+        )
+    return status
 
 
-def _write_pin(root: Path, path: Path, env: str, where: tuple[str, ...], arn: str) -> None:
-    """Set <where>.model_package in the overlay (e.g. endpoints.digits), keeping its comments and
-    layout; restore the file if the result does not load."""
+def _shadow_refusal(ep: EndpointSpec, key: str, env: str) -> str | None:
+    """Why the endpoint cannot take a shadow variant (None: it can). SageMaker's shadow variants
+    run beside ONE real-time production variant on instances of their own."""
+    if ep.serverless is not None:
+        return "a serverless endpoint cannot have a shadow variant (shadow variants run on instances)"
+    if ep.components:
+        return (
+            "an endpoint with inference components cannot have a shadow variant (its models are "
+            "components, not a production variant's model); shadow-test a component on an endpoint of its own"
+        )
+    if ep.async_ is not None:
+        return "an asynchronous endpoint cannot have a shadow variant (shadow tests copy real-time requests)"
+    if not (ep.model_package or ep.llm is not None):
+        return (
+            f"'{env}' serves no production model at '{key}' yet (no model_package pinned): promote one "
+            f"first (`sagestack promote {key} --from ENV --to {env}`), then shadow-test the next"
+        )
+    return None
+
+
+def _to_shadow(
+    root: Path,
+    target: LoadedSpec,
+    key: str,
+    source_env: str | None,
+    target_env: str,
+    package_arn: str | None,
+    offline: bool,
+) -> Promotion:
+    """Pin a candidate as endpoints.<key>.shadow.model_package."""
+    ep = target.spec.endpoints.get(key)
+    if ep is None:
+        what = "a component" if "/" in key else "a transform"
+        raise PromotionError(f"only an endpoint has a shadow variant; '{key}' is {what}")
+    refusal = _shadow_refusal(ep, key, target_env)
+    if refusal is not None:
+        raise PromotionError(f"endpoints.{key} in '{target_env}': {refusal}")
+    arn = _candidate(root, key, source_env, package_arn, offline)
+    if arn == ep.model_package:
+        raise PromotionError(
+            f"{arn} is already production at '{key}' in '{target_env}'; nothing to shadow-test"
+        )
+    shadow_type = (ep.shadow.instance_type if ep.shadow else None) or ep.primary_instance_type
+    pin = PinTarget(
+        ("endpoints", key, "shadow"),
+        f"endpoints.{key}.shadow",
+        (shadow_type,) if shadow_type else (),
+        "SupportedRealtimeInferenceInstanceTypes",
+    )
+    status = _check(arn, target, target_env, pin, offline)
+    previous = ep.shadow.model_package if ep.shadow else None
+    path = overlay_path(root, target_env)
+    changes = []
+    if previous != arn:
+        _edit_overlay(root, path, target_env, pin.path, lambda node: _set(node, "model_package", arn))
+        changes.append(f"{pin.label}.model_package: {previous or '(none)'} → {arn}")
+    return Promotion(key, source_env, target_env, arn, status, previous, path, "shadow", changes)
+
+
+def _shadow_to_production(
+    root: Path,
+    target: LoadedSpec,
+    key: str,
+    source_env: str | None,
+    target_env: str,
+    package_arn: str | None,
+    offline: bool,
+) -> Promotion:
+    """The shadow's package becomes the endpoint's model_package; the shadow is removed (switched
+    off with `shadow: null` where the project file sets one)."""
+    ep = target.spec.endpoints[key]
+    assert ep.shadow is not None
+    arn = ep.shadow.model_package
+    source_pin = None
+    if source_env is not None and package_arn is None:
+        source = load_project(root, source_env)
+        found = pin_target(source.spec, key)
+        source_pin = found.pin(source.spec) if found else None
+    asked = package_arn or source_pin
+    if asked is not None and asked != arn:
+        raise PromotionError(
+            f"endpoints.{key} in '{target_env}' has a shadow under test ({arn}); promote it "
+            f"(`sagestack promote {key} --to {target_env}`), or shadow-test {asked} first "
+            f"(`sagestack promote {key} --to {target_env} --shadow --package {asked}`)"
+        )
+    pin = pin_target(target.spec, key)
+    assert pin is not None
+    status = _check(arn, target, target_env, pin, offline)
+    path = overlay_path(root, target_env)
+    from_base = _base_has_shadow(root, key)
+
+    def edit(node: Any) -> None:
+        _set(node, "model_package", arn)
+        if "shadow" in node:
+            del node["shadow"]
+        if from_base:
+            node["shadow"] = None
+
+    _edit_overlay(root, path, target_env, ("endpoints", key), edit)
+    changes = [
+        f"endpoints.{key}.model_package: {ep.model_package or '(none)'} → {arn}",
+        f"endpoints.{key}.shadow: removed (it tested {arn})",
+    ]
+    return Promotion(
+        key, source_env, target_env, arn, status, ep.model_package, path, "shadow-promoted", changes
+    )
+
+
+def _set(node: Any, key: str, value: str) -> None:
+    """node[key] = value, quoted as the value it replaces was (a reviewed diff shows one change)."""
+    from ruamel.yaml.scalarstring import ScalarString
+
+    old = node.get(key)
+    node[key] = type(old)(value) if isinstance(old, ScalarString) else value
+
+
+def _yaml() -> Any:
     from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap
 
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096
+    # `shadow: null` says what it means in a reviewed diff (ruamel writes None as nothing)
+    yaml.representer.add_representer(
+        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
+    return yaml
+
+
+def _base_has_shadow(root: Path, key: str) -> bool:
+    """Whether the project file itself gives endpoints.<key> a shadow."""
+    data = _yaml().load((root / PROJECT_FILE).read_text()) or {}
+    endpoint = (data.get("endpoints") or {}).get(key) or {}
+    return endpoint.get("shadow") is not None
+
+
+def _edit_overlay(
+    root: Path, path: Path, env: str, where: tuple[str, ...], edit: Callable[[Any], None]
+) -> None:
+    """Apply `edit` to the mapping at `where` in the overlay (created as needed), keeping its
+    comments and layout; restore the file if the result does not load."""
+    from ruamel.yaml.comments import CommentedMap
+
+    yaml = _yaml()
     original = path.read_text()
     data = yaml.load(original) or CommentedMap()
     node = data
@@ -226,7 +401,7 @@ def _write_pin(root: Path, path: Path, env: str, where: tuple[str, ...], arn: st
         if child is None:
             child = node[part] = CommentedMap()
         node = child
-    node["model_package"] = arn
+    edit(node)
     out = io.StringIO()
     yaml.dump(data, out)
     path.write_text(out.getvalue())
