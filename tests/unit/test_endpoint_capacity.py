@@ -4,6 +4,8 @@ and an LLM's accelerators, tensor-parallel degree and memory per pool type."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sagestack.core.catalog.instances import instance_type
@@ -261,3 +263,55 @@ def test_an_autoscaled_variants_pool_list_cannot_change_in_one_update(project, b
             f"endpoint 'web' would move from {shown(before)} to {shown(after)} while autoscaling is registered"
         )
         assert "Make it two deploys" in problem
+
+
+WIDE_LLM = SHADOW + LLM.removeprefix(MINIMAL).removeprefix("endpoints:\n").replace(
+    "[ml.g5.12xlarge, ml.g5.2xlarge]", "[ml.g5.12xlarge, ml.g6.12xlarge, ml.inf2.24xlarge]"
+)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_plan_shows_pools_shadow_and_llm_rows_in_80_columns(project, width):
+    """Every line fits; each pool type appears whole with its mark, the shadow has its row, the cost
+    range and the LLM's tensor-parallel degree and memory per pool are shown."""
+    from rich.console import Console
+
+    from sagestack.ops.report import plan_report, render
+
+    plan = _plan(project, WIDE_LLM, run_rules=False)
+    console = Console(width=width, record=True, color_system=None)
+    render(plan_report(project.root, plan, _book(p5=0, g6e=4, g5=8)), console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "→ ml.g6e.12xlarge" in text and "  ml.p5.48xlarge" in text  # p5 short, g6e has room
+    assert "(shadow)" in text.replace("\n", " ").replace("  ", " ")
+    cost = (instance_type("ml.g5.12xlarge").price_per_hour or 0) * 730
+    assert f"${cost:,.0f}..$" in text and "cheapest..dearest priced pool" in text
+    llm_rows = [line.replace("│", " ").split() for line in text.splitlines() if "NeuronCore" in line]
+    assert ["ml.inf2.24xlarge", "12x", "NeuronCore", "12", "24.2", "/", "153.6", "yes"] in llm_rows
+    assert "its first-priority pool ml.p5.48xlarge has no room" in " ".join(text.split())
+
+
+def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project):
+    """`cdk synth`'s quota check (-c sagestack:quotas=snapshot) is the plan's: one pool with room
+    passes; none fails with the plan's message."""
+    from aws_cdk import App
+
+    from sagestack.app.builder import check_quotas
+    from sagestack.ops.account import snapshot_document
+    from sagestack.ops.capacity import QuotaShortfallError
+
+    def synth_check(values: dict[str, float]) -> None:
+        quotas = [
+            {"QuotaName": n, "QuotaCode": f"L-{i}", "Value": v} for i, (n, v) in enumerate(values.items())
+        ]
+        document = snapshot_document("us-east-1", quotas, {}, "123456789012")
+        (project.root / "config/envs/dev.quotas.json").write_text(json.dumps(document))
+        plan = _plan(project, POOLS)
+        check_quotas(App(context={"sagestack:quotas": "snapshot"}), project.root, [plan])
+
+    synth_check({P5: 0, G6E: 0, G5: 3})  # the last pool has room: placeable
+    with pytest.raises(QuotaShortfallError) as e:
+        synth_check({P5: 0, G6E: 2, G5: 2})
+    assert "endpoint 'web' needs 3 of 'ml.p5.48xlarge for endpoint usage' (L-0)" in str(e.value)
+    assert "its other pools are short too (ml.g6e.12xlarge: 2 free, ml.g5.12xlarge: 2 free)" in str(e.value)

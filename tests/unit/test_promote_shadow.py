@@ -200,3 +200,17 @@ def test_the_cli_prints_each_step(example_project, sm):
     refused = runner.invoke(app, ["promote", "digits", "--to", "prod", "--shadow", *root])
     assert refused.exit_code == 1 and "give --from ENV or --package ARN" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_an_endpoints_package_must_support_every_instance_pool(project, sm):
+    """SageMaker may place the variant on any of its pools: a package built for the first only is
+    refused, naming the pool it lacks."""
+    from tests.conftest import MINIMAL
+
+    project.spec(
+        MINIMAL + "endpoints:\n  web:\n    model: {from: classifier}\n"
+        "    instance_type: [ml.c5.xlarge, ml.g5.xlarge]\n"
+    ).env("dev").env("prod", 'account: "111111111111"\n')
+    arn = _package(sm, "Approved", instance_types=("ml.c5.xlarge",))
+    with pytest.raises(PromotionError, match=r"not ml\.g5\.xlarge \(endpoints\.web\.instance_type in prod\)"):
+        promote(project.root, "web", "dev", "prod", package_arn=arn)
