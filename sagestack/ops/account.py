@@ -72,8 +72,9 @@ def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> Iterable[
 
 def count_usage(region: str, client: Any | None = None) -> dict[str, float]:
     """Instances in use per quota name: InProgress training jobs (on-demand and spot, and the
-    aggregate) and InService endpoints (current instance count per variant). Service Quotas does
-    not report usage for SageMaker, so it is counted."""
+    aggregate) and InService endpoints (current instance count per variant, shadow variants too,
+    per instance pool where a variant has pools). Service Quotas does not report usage for
+    SageMaker, so it is counted."""
     sm = client or aws_client("sagemaker", region)
     usage: dict[str, float] = {}
 
@@ -95,11 +96,22 @@ def count_usage(region: str, client: Any | None = None) -> dict[str, float]:
     for summary in _paginate(sm, "list_endpoints", "Endpoints", StatusEquals="InService"):
         endpoint = sm.describe_endpoint(EndpointName=summary["EndpointName"])
         config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
-        types = {v["VariantName"]: v.get("InstanceType") for v in config.get("ProductionVariants", [])}
-        for variant in endpoint.get("ProductionVariants", []):
-            itype = types.get(variant["VariantName"])
-            if itype:
-                add(quota_name(itype, "endpoint"), float(variant.get("CurrentInstanceCount", 0)))
+        configured = config.get("ProductionVariants", []) + config.get("ShadowProductionVariants", [])
+        types = {v["VariantName"]: v.get("InstanceType") for v in configured}
+        for variant in endpoint.get("ProductionVariants", []) + endpoint.get("ShadowProductionVariants", []):
+            # a variant with instance pools reports its instances per type (it may run on several)
+            pools = variant.get("InstancePools") or [
+                {
+                    "InstanceType": types.get(variant["VariantName"]),
+                    "CurrentInstanceCount": variant.get("CurrentInstanceCount", 0),
+                }
+            ]
+            for pool in pools:
+                if pool.get("InstanceType"):
+                    add(
+                        quota_name(pool["InstanceType"], "endpoint"),
+                        float(pool.get("CurrentInstanceCount", 0)),
+                    )
     return usage
 
 

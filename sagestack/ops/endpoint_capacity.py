@@ -65,8 +65,10 @@ def packing_on(ep: EndpointSpec, itype: str) -> Packing:
 
 
 def endpoint_capacity(book: QuotaBook, key: str, ep: EndpointSpec) -> EndpointCapacity:
-    """The pools' rows (the first with room chosen; the first, when none has), the shadow's row,
-    shortfalls and warnings."""
+    """The pools' rows, the shadow's row, shortfalls and warnings. The first pool that holds every
+    instance is chosen; else the pools that hold them together, in priority order (SageMaker
+    provisions each instance from the first pool with capacity, so a variant can run on mixed
+    types); else the first pool, with a shortfall."""
     out = EndpointCapacity()
     pools = list(ep.instance_type or ())
     high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
@@ -75,23 +77,45 @@ def endpoint_capacity(book: QuotaBook, key: str, ep: EndpointSpec) -> EndpointCa
     for itype in pools:
         together = shadow_n if itype == shadow_type else 0
         out.rows.append(_pool_row(book, key, ep, itype, high, low, together))
-    chosen = choose_first_with_room(out.rows)
+    pool_rows = list(out.rows)
+    chosen = choose_first_with_room(pool_rows)
     if shadow_type is not None:
         shadow = _shadow_row(book, key, ep, shadow_type, shadow_n)
         out.rows.append(shadow)
         if shadow.status == "short":
             out.shortfalls.append(shortfall_of(book, "shadow", key, shadow.quota, shadow.needed))
-    first = out.rows[0]
-    if chosen is None:
-        first.chosen = True  # what SageMaker tries first; the shortfall names it
-        others = tuple((r.instance_type, r.available or 0.0) for r in out.rows[1 : len(pools)])
-        alternatives = types_with_quota(book, "endpoint", float(high), like=pools[0], exclude=pools)
-        out.shortfalls.insert(
-            0, shortfall_of(book, "endpoint", key, first.quota, first.needed, alternatives, others)
-        )
-    elif chosen > 0 and first.status == "short":
-        out.warnings.append(_first_pool_warning(book, key, first, pools[chosen]))
+    first = pool_rows[0]
+    if chosen is not None:
+        if chosen > 0 and first.status == "short":
+            out.warnings.append(_first_pool_warning(book, key, first, f"on {pools[chosen]}"))
+        return out
+    spread = _spread(pool_rows, high, shadow_type, shadow_n)
+    if spread:
+        for i in spread:
+            pool_rows[i].chosen = True
+        held = ", ".join(f"{pool_rows[i].instance_type}: {n}" for i, n in spread.items())
+        out.warnings.append(_first_pool_warning(book, key, first, f"across its pools ({held})"))
+        return out
+    first.chosen = True  # what SageMaker tries first; the shortfall names it
+    others = tuple((r.instance_type, r.available or 0.0) for r in pool_rows[1:])
+    alternatives = types_with_quota(book, "endpoint", float(high), like=pools[0], exclude=pools)
+    out.shortfalls.insert(
+        0, shortfall_of(book, "endpoint", key, first.quota, first.needed, alternatives, others)
+    )
     return out
+
+
+def _spread(rows: list[Row], need: int, shadow_type: str | None, shadow_n: int) -> dict[int, int]:
+    """How many instances each pool takes, in priority order, when no pool holds all `need` but
+    the pools' free quota together does (a shadow's instances first on its own type); {} if not."""
+    taken: dict[int, int] = {}
+    left = need
+    for i, row in enumerate(rows):
+        free = int(row.available or 0) - (shadow_n if row.instance_type == shadow_type else 0)
+        if free > 0 and left > 0:
+            taken[i] = min(free, left)
+            left -= taken[i]
+    return taken if left <= 0 else {}
 
 
 def _shadow(ep: EndpointSpec) -> tuple[str | None, int]:
@@ -157,14 +181,14 @@ def _shadow_row(book: QuotaBook, key: str, ep: EndpointSpec, itype: str, count: 
     )
 
 
-def _first_pool_warning(book: QuotaBook, key: str, first: Row, chosen: str) -> str:
+def _first_pool_warning(book: QuotaBook, key: str, first: Row, placed: str) -> str:
     q = book.values[first.quota]
     free = max(0.0, first.available or 0.0)
     desired = q.value - (first.available or 0.0) + first.needed
     return (
         f"endpoint '{key}': its first-priority pool {first.instance_type} has no room in "
         f"'{first.quota}' ({q.code}; needs {first.needed:g}, {free:g} free), so SageMaker will place "
-        f"it on {chosen}. To serve on {first.instance_type}: aws service-quotas "
+        f"it {placed}. To serve on {first.instance_type}: aws service-quotas "
         f"request-service-quota-increase --service-code sagemaker --quota-code {q.code} "
         f"--desired-value {desired:g}"
     )

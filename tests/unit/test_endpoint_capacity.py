@@ -76,7 +76,7 @@ def test_the_first_priority_pool_without_quota_is_a_warning_with_the_fix(project
 
 def test_no_pool_with_room_is_a_shortfall_naming_every_pool_and_how_to_raise(project):
     plan = _plan(project, POOLS)
-    book = _book(p5=0, g6e=2, g5=1)
+    book = _book(p5=0, g6e=1, g5=1)
     book.values["ml.g6.12xlarge for endpoint usage"] = QuotaValue(
         "ml.g6.12xlarge for endpoint usage", "L-G6", 4
     )
@@ -86,11 +86,21 @@ def test_no_pool_with_room_is_a_shortfall_naming_every_pool_and_how_to_raise(pro
     assert short.kind == "endpoint" and short.quota == P5
     assert short.message() == (
         "endpoint 'web' needs 3 of 'ml.p5.48xlarge for endpoint usage' (L-P5); the account allows 0 "
-        "with 0 in use, so 0 are free; its other pools are short too (ml.g6e.12xlarge: 2 free, "
+        "with 0 in use, so 0 are free; its other pools are short too (ml.g6e.12xlarge: 1 free, "
         "ml.g5.12xlarge: 1 free). To fix: add a pool with quota (ml.g6.12xlarge); or ask for more: "
         "aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-P5 "
         "--desired-value 3"
     )
+
+
+def test_pools_that_hold_the_variant_only_together_place_it_on_mixed_types(project):
+    """SageMaker provisions each instance from the first pool with capacity (a variant's
+    InstancePools summary counts instances per type): 2 + 1 free hold 3 instances."""
+    report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=2, g5=1))
+    assert not report.short
+    assert [r.chosen for r in _rows(report)] == [False, True, True]
+    (warning,) = report.warnings
+    assert "so SageMaker will place it across its pools (ml.g6e.12xlarge: 2, ml.g5.12xlarge: 1)" in warning
 
 
 def test_unlisted_pools_are_unchecked_and_never_short(project):
@@ -312,6 +322,83 @@ def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project):
 
     synth_check({P5: 0, G6E: 0, G5: 3})  # the last pool has room: placeable
     with pytest.raises(QuotaShortfallError) as e:
-        synth_check({P5: 0, G6E: 2, G5: 2})
+        synth_check({P5: 0, G6E: 1, G5: 1})
     assert "endpoint 'web' needs 3 of 'ml.p5.48xlarge for endpoint usage' (L-0)" in str(e.value)
-    assert "its other pools are short too (ml.g6e.12xlarge: 2 free, ml.g5.12xlarge: 2 free)" in str(e.value)
+    assert "its other pools are short too (ml.g6e.12xlarge: 1 free, ml.g5.12xlarge: 1 free)" in str(e.value)
+    synth_check({P5: 0, G6E: 2, G5: 1})  # together they hold 3: mixed types, placeable
+
+
+def test_live_usage_counts_each_pools_instances_and_the_shadows():
+    """DescribeEndpoint reports a pooled variant's instances per type (InstancePools) and a shadow
+    variant's beside production's; botocore's Stubber holds the responses to the API's model."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from sagestack.ops.account import count_usage
+
+    sm = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    now = "2026-12-04T00:00:00Z"
+    with Stubber(sm) as stub:
+        stub.add_response("list_training_jobs", {"TrainingJobSummaries": []}, {"StatusEquals": "InProgress"})
+        stub.add_response(
+            "list_endpoints",
+            {
+                "Endpoints": [
+                    {
+                        "EndpointName": "web",
+                        "EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/web",
+                        "CreationTime": now,
+                        "LastModifiedTime": now,
+                        "EndpointStatus": "InService",
+                    }
+                ]
+            },
+            {"StatusEquals": "InService"},
+        )
+        stub.add_response(
+            "describe_endpoint",
+            {
+                "EndpointName": "web",
+                "EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/web",
+                "EndpointConfigName": "web-1",
+                "EndpointStatus": "InService",
+                "CreationTime": now,
+                "LastModifiedTime": now,
+                "ProductionVariants": [
+                    {
+                        "VariantName": "AllTraffic",
+                        "CurrentInstanceCount": 3,
+                        "InstancePools": [
+                            {"InstanceType": "ml.g6e.12xlarge", "CurrentInstanceCount": 2},
+                            {"InstanceType": "ml.g5.12xlarge", "CurrentInstanceCount": 1},
+                        ],
+                    }
+                ],
+                "ShadowProductionVariants": [{"VariantName": "Shadow", "CurrentInstanceCount": 1}],
+            },
+            {"EndpointName": "web"},
+        )
+        stub.add_response(
+            "describe_endpoint_config",
+            {
+                "EndpointConfigName": "web-1",
+                "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint-config/web-1",
+                "CreationTime": now,
+                "ProductionVariants": [
+                    {
+                        "VariantName": "AllTraffic",
+                        "ModelName": "m",
+                        "InstancePools": [
+                            {"InstanceType": "ml.g6e.12xlarge", "Priority": 1},
+                            {"InstanceType": "ml.g5.12xlarge", "Priority": 2},
+                        ],
+                    }
+                ],
+                "ShadowProductionVariants": [
+                    {"VariantName": "Shadow", "ModelName": "c", "InstanceType": "ml.g5.12xlarge"}
+                ],
+            },
+            {"EndpointConfigName": "web-1"},
+        )
+        usage = count_usage("us-east-1", sm)
+    assert usage == {G6E: 2.0, G5: 2.0}  # one production and the shadow's on g5
