@@ -26,6 +26,7 @@ def quota_snapshot(
 
     from sagestack.core.catalog.quotas import quota_name, training_usage
     from sagestack.ops.account import take_snapshot
+    from sagestack.ops.endpoint_capacity import endpoint_quotas
 
     out, err = console(), console(stderr=True)
     resolved = resolve_for(root, env)
@@ -49,7 +50,7 @@ def quota_snapshot(
             for j in resolved.spec.jobs.values()
             for t in j.instance_type
         }
-        | {quota_name(t, "endpoint") for e in resolved.spec.endpoints.values() for t in e.instance_type or ()}
+        | {q for e in resolved.spec.endpoints.values() for q in endpoint_quotas(e)}
     )
     table = Table("quota", "code", "value", "in use", title=f"{resolved.env}: quotas the spec uses")
     for name in wanted:

@@ -50,6 +50,13 @@ def deployed(ep: EndpointSpec) -> bool:
     return bool(ep.model_package or ep.components or ep.llm is not None)
 
 
+def endpoint_quotas(ep: EndpointSpec) -> set[str]:
+    """The endpoint-usage quotas an endpoint draws on: each pool's, and its shadow's."""
+    shadow_type, _ = _shadow(ep)
+    types = [*(ep.instance_type or ()), *([shadow_type] if shadow_type else [])]
+    return {quota_name(t, "endpoint") for t in types}
+
+
 def with_accelerators(c: ComponentSpec, itype: str) -> ComponentSpec:
     """An LLM component's copy spans its tensor-parallel degree in accelerators (unless it asks
     for a number itself): what SageMaker must find free on an instance for each copy."""

@@ -402,3 +402,14 @@ def test_live_usage_counts_each_pools_instances_and_the_shadows():
         )
         usage = count_usage("us-east-1", sm)
     assert usage == {G6E: 2.0, G5: 2.0}  # one production and the shadow's on g5
+
+
+def test_the_quotas_an_endpoint_draws_on_are_its_pools_and_its_shadows(project):
+    """What `sagestack quota snapshot` lists as the quotas the spec uses."""
+    from sagestack.ops.endpoint_capacity import endpoint_quotas
+
+    text = SHADOW.replace(
+        "initial_instance_count: 2}", "initial_instance_count: 2, instance_type: ml.g5.2xlarge}"
+    )
+    (web,) = _plan(project, text).spec.endpoints.values()
+    assert endpoint_quotas(web) == {P5, G6E, G5, "ml.g5.2xlarge for endpoint usage"}
