@@ -146,6 +146,8 @@ def _pool_row(
         note += ", async" + (" (scales to zero)" if low == 0 else "")
     if together:
         note += f", + the shadow's {together}"
+    if ep.capacity_reservation:
+        note += f", reserved on training plan {ep.capacity_reservation.rsplit('/', 1)[-1]} (paid up front)"
     qn = quota_name(itype, "endpoint")
     avail = book.available(qn)
     price = price_of(itype)

@@ -413,3 +413,10 @@ def test_the_quotas_an_endpoint_draws_on_are_its_pools_and_its_shadows(project):
     )
     (web,) = _plan(project, text).spec.endpoints.values()
     assert endpoint_quotas(web) == {P5, G6E, G5, "ml.g5.2xlarge for endpoint usage"}
+
+
+def test_a_reserved_endpoint_says_its_training_plan_is_paid_up_front(project):
+    plan_arn = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/serving-q1"
+    text = POOLS.replace("    autoscaling:", f'    capacity_reservation: "{plan_arn}"\n    autoscaling:')
+    rows = _rows(evaluate(_plan(project, text), QuotaBook.none("off")))
+    assert all(r.note.endswith(", reserved on training plan serving-q1 (paid up front)") for r in rows)
