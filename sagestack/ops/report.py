@@ -155,6 +155,8 @@ _RIGHT = {"x", "needs", "free", "need/free", "$/h", "on-demand", "spot est.", "c
 
 def _render_training(result: PlanResult, console: Any, narrow: bool) -> None:
     """Jobs and searches, one row per candidate, the one the quotas allow marked (→)."""
+    if not any(r.kind in ("job", "tuning") for r in result.capacity.rows):
+        return  # a serving-only project: no empty table
     table = _table(console, "Training jobs and searches (→ the candidate the quotas allow)")
     columns: tuple[str, ...]
     if narrow:

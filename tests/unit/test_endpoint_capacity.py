@@ -420,3 +420,16 @@ def test_a_reserved_endpoint_says_its_training_plan_is_paid_up_front(project):
     text = POOLS.replace("    autoscaling:", f'    capacity_reservation: "{plan_arn}"\n    autoscaling:')
     rows = _rows(evaluate(_plan(project, text), QuotaBook.none("off")))
     assert all(r.note.endswith(", reserved on training plan serving-q1 (paid up front)") for r in rows)
+
+
+def test_a_serving_only_plan_prints_no_empty_training_table(project):
+    from rich.console import Console
+
+    from sagestack.ops.report import plan_report, render
+
+    project.spec("project: chat\nregion: us-east-1\nendpoints:\n" + POOLS.split("endpoints:\n", 1)[1])
+    plan = resolve_environment(project.env("dev").load("dev"))
+    console = Console(width=80, record=True, color_system=None)
+    render(plan_report(project.root, plan, QuotaBook.none("off")), console)
+    text = console.export_text()
+    assert "Training jobs" not in text and "→ ml.p5.48xlarge" in text
