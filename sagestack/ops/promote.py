@@ -358,11 +358,15 @@ def _shadow_to_production(
 
 
 def _set(node: Any, key: str, value: str) -> None:
-    """node[key] = value, quoted as the value it replaces was (a reviewed diff shows one change)."""
-    from ruamel.yaml.scalarstring import ScalarString
+    """node[key] = value, quoted as the value it replaces was (a reviewed diff shows one change);
+    a new ARN double-quoted, as the example's pins are."""
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 
     old = node.get(key)
-    node[key] = type(old)(value) if isinstance(old, ScalarString) else value
+    if isinstance(old, ScalarString):
+        node[key] = type(old)(value)
+    else:
+        node[key] = value if isinstance(old, str) else DoubleQuotedScalarString(value)
 
 
 def _yaml() -> Any:

@@ -66,7 +66,7 @@ def test_a_shadow_then_its_full_promotion_on_the_example(example_project, sm):
     assert step1.changes == [f"endpoints.digits.shadow.model_package: (none) → {candidate}"]
     assert prod.read_text() == before.replace(
         "    autoscaling: {min: 2, max: 10}\n",
-        f"    autoscaling: {{min: 2, max: 10}}\n    shadow:\n      model_package: {candidate}\n",
+        f'    autoscaling: {{min: 2, max: 10}}\n    shadow:\n      model_package: "{candidate}"\n',
     )
     spec = _validates(example_project, "prod").endpoints["digits"]
     assert spec.model_package == PROD_PIN
