@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
-from sagestack.endpoints.components import describe
+from sagestack.endpoints.components import Packing, describe
 from sagestack.ops.capacity import CapacityReport, Row, evaluate
 from sagestack.ops.endpoint_capacity import LlmFit, llm_fits, packing_on
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
@@ -408,7 +408,7 @@ def _endpoints_json(result: PlanResult) -> dict[str, Any]:
             "pools": list(ep.instance_type),
             "monthly_cost": list(cost) if cost else None,
             "shadow": ep.shadow.model_dump(exclude_none=True) if ep.shadow else None,
-            "packing": {t: packing_on(ep, t).instances_needed for t in ep.instance_type}
+            "packing": {t: _packing_json(packing_on(ep, t)) for t in ep.instance_type}
             if ep.components
             else None,
             "llm": [
@@ -418,3 +418,7 @@ def _endpoints_json(result: PlanResult) -> dict[str, Any]:
             ],
         }
     return out
+
+
+def _packing_json(p: Packing) -> dict[str, Any]:
+    return {"instances": p.instances_needed, "unplaceable": list(p.unplaceable), "detail": describe(p)}

@@ -184,6 +184,15 @@ def test_components_need_the_fleets_managed_scaling_max_on_each_pool(project):
     assert big.note.endswith("initial copies on 1 instance(s)")
     assert small.note.endswith("initial copies on 3 instance(s)")
     assert small.cost_on_demand == pytest.approx(instance_type("ml.g5.2xlarge").price_per_hour * 3 * 730)
+    from sagestack.ops.report import as_json, plan_report
+
+    packing = as_json(plan_report(project.root, _plan(project, text), QuotaBook.none("off")))["endpoints"]
+    assert packing["shared"]["packing"]["ml.g5.12xlarge"] == {
+        "instances": 1,
+        "unplaceable": [],
+        "detail": ["instance 1: 3xsmall (free: 45 vCPU, 168.0 GiB, 1 accelerator(s))"],
+    }
+    assert packing["shared"]["packing"]["ml.g5.2xlarge"]["instances"] == 3
 
 
 LLM = (
