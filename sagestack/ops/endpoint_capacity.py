@@ -1,11 +1,13 @@
 """An endpoint's quotas and cost: one row per instance pool, and the shadow variant's.
 
-SageMaker places a variant on ONE of its instance pools (InstancePools, in priority order: the
-first with capacity), so an endpoint is placeable when at least one pool type's quota ("<type>
-for endpoint usage") holds the variant's instances — its autoscaling maximum, or for inference
-components the fleet's managed-scaling maximum. A shadow variant (ShadowProductionVariants) runs
-beside production on its own instances: where it shares a pool's type, the two needs add up in one
-quota. Pure: the quota values come in a QuotaBook.
+SageMaker provisions a variant's instances from its instance pools (InstancePools) in priority
+order, each from the first pool with capacity; DescribeEndpoint then counts the variant's instances
+per pool type, so one variant may run on several types. An endpoint is placeable when one pool
+type's quota ("<type> for endpoint usage") holds the variant's instances — its autoscaling maximum,
+or for inference components the fleet's managed-scaling maximum — or, failing that, when the pools'
+free quotas hold them together (mixed types: a warning). A shadow variant
+(ShadowProductionVariants) runs beside production on instances of its own: where it shares a
+pool's type, the two needs add up in one quota. Pure: the quota values come in a QuotaBook.
 
 What an LLM needs of each pool type (its accelerators, tensor-parallel degree, weights against
 accelerator memory) is shown beside the rows by `plan` (llm_fits).
@@ -37,7 +39,7 @@ HOURS_PER_MONTH = 730
 @dataclass
 class EndpointCapacity:
     """One endpoint's rows (its pools, in priority order, then its shadow), what is short, and the
-    warnings worth a look (a first-priority pool without room)."""
+    warnings worth a look (a first-priority pool without room, mixed instance types)."""
 
     rows: list[Row] = field(default_factory=list)
     shortfalls: list[Shortfall] = field(default_factory=list)
@@ -195,7 +197,7 @@ def _first_pool_warning(book: QuotaBook, key: str, first: Row, placed: str) -> s
     free = max(0.0, first.available or 0.0)
     desired = q.value - (first.available or 0.0) + first.needed
     return (
-        f"endpoint '{key}': its first-priority pool {first.instance_type} has no room in "
+        f"endpoint '{key}': its first-priority pool {first.instance_type} has too little quota in "
         f"'{first.quota}' ({q.code}; needs {first.needed:g}, {free:g} free), so SageMaker will place "
         f"it {placed}. To serve on {first.instance_type}: aws service-quotas "
         f"request-service-quota-increase --service-code sagemaker --quota-code {q.code} "

@@ -66,7 +66,7 @@ def test_the_first_priority_pool_without_quota_is_a_warning_with_the_fix(project
     report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
     (warning,) = report.warnings
     assert warning == (
-        "endpoint 'web': its first-priority pool ml.p5.48xlarge has no room in "
+        "endpoint 'web': its first-priority pool ml.p5.48xlarge has too little quota in "
         "'ml.p5.48xlarge for endpoint usage' (L-P5; needs 3, 0 free), so SageMaker will place it on "
         "ml.g6e.12xlarge. To serve on ml.p5.48xlarge: aws service-quotas request-service-quota-increase "
         "--service-code sagemaker --quota-code L-P5 --desired-value 3"
@@ -308,7 +308,7 @@ def test_the_plan_shows_pools_shadow_and_llm_rows_in_80_columns(project, width):
     assert f"${cost:,.0f}..$" in text and "cheapest..dearest priced pool" in text
     llm_rows = [line.replace("│", " ").split() for line in text.splitlines() if "NeuronCore" in line]
     assert ["ml.inf2.24xlarge", "12x", "NeuronCore", "12", "24.2", "/", "153.6", "yes"] in llm_rows
-    assert "its first-priority pool ml.p5.48xlarge has no room" in " ".join(text.split())
+    assert "its first-priority pool ml.p5.48xlarge has too little quota" in " ".join(text.split())
 
 
 def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project):
