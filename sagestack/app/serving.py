@@ -5,6 +5,7 @@ model and endpoint config and moves the endpoint to them by a blue/green update.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
+from sagestack.app.serving_llm import component_accelerators, llm_model_of
 from sagestack.constructs import (
     AsyncInference,
     AutoScaling,
@@ -23,11 +25,12 @@ from sagestack.constructs import (
     ModelMonitor,
     Rollout,
     ServerlessConfig,
+    ShadowVariant,
     TrainingImage,
     TransformPipeline,
     VpcPlacement,
 )
-from sagestack.endpoints.models import BatchingSpec, EndpointSpec
+from sagestack.endpoints.models import BatchingSpec, ComponentSpec, EndpointSpec
 from sagestack.endpoints.resolved import ResolvedEndpoint, resolve_endpoint
 from sagestack.monitoring.models import MonitorSpec
 from sagestack.project import ResolvedEnvironment
@@ -35,12 +38,14 @@ from sagestack.transforms.models import TransformSpec
 
 
 def served_endpoints(plan: ResolvedEnvironment) -> list[ResolvedEndpoint]:
-    """Endpoints this environment deploys: those with a pinned model package, or components."""
-    return [
-        resolve_endpoint(plan, k)
-        for k, ep in plan.spec.endpoints.items()
-        if ep.model_package or ep.components
-    ]
+    """Endpoints this environment deploys: those with a pinned model package, components, or an
+    LLM (its weights are given: it needs no pin)."""
+    return [resolve_endpoint(plan, k) for k, ep in plan.spec.endpoints.items() if is_served(ep)]
+
+
+def is_served(ep: EndpointSpec) -> bool:
+    """Whether an `endpoints:` entry deploys in its environment (stage.serving_needed asks too)."""
+    return bool(ep.model_package or ep.components or ep.llm)
 
 
 def batching_of(b: BatchingSpec) -> Batching:
@@ -55,14 +60,35 @@ def batching_of(b: BatchingSpec) -> Batching:
     )
 
 
-def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
+def endpoint_props(spec: EndpointSpec, *, region: str = "", bucket_name: str = "") -> dict[str, Any]:
     """An `endpoints:` entry as InferenceEndpoint props (the capture target and role come from the
-    foundation)."""
+    foundation; an LLM's image from `region`, its weights from `bucket_name` unless an s3:// URI)."""
     r = spec.rollout
     a = spec.autoscaling
+    types = list(spec.instance_type or ())
     return {
-        "instance_type": spec.primary_instance_type,
+        "instance_type": types or None,
         "initial_instance_count": spec.initial_instance_count,
+        "provision_timeout": Duration.seconds(spec.provision_timeout) if spec.provision_timeout else None,
+        "capacity_reservation": spec.capacity_reservation,
+        "shadow": ShadowVariant(
+            model_package=spec.shadow.model_package,
+            instance_type=spec.shadow.instance_type or types[0],
+            initial_instance_count=spec.shadow.initial_instance_count,
+            sampling_percent=spec.shadow.sampling_percent,
+        )
+        if spec.shadow and types
+        else None,
+        "llm": llm_model_of(
+            spec.llm,
+            region=region,
+            instance_types=types,
+            bucket_name=bucket_name,
+            model_package=spec.model_package,
+        )
+        if spec.llm and types
+        else None,
+        "model_package": None if spec.llm else spec.model_package,
         "serverless": ServerlessConfig(
             memory_size=Size.mebibytes(spec.serverless.memory_mb),
             max_concurrency=spec.serverless.max_concurrency,
@@ -86,16 +112,7 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
         if spec.vpc
         else None,
         "components": [
-            InferenceComponent(
-                name=name,
-                model_package=c.model_package or "",  # llm components: see constructs/endpoint_llm
-                memory=Size.mebibytes(c.memory_mb),
-                cpu_cores=c.cpu_cores,
-                accelerators=c.accelerators,
-                copies=c.copies,
-                max_copies=c.max_copies,
-                invocations_per_copy=c.invocations_per_copy,
-            )
+            component_of(name, c, region=region, instance_types=types, bucket_name=bucket_name)
             for name, c in spec.components.items()
         ],
         "rollout": Rollout(
@@ -107,6 +124,42 @@ def endpoint_props(spec: EndpointSpec) -> dict[str, Any]:
             max_latency=Duration.millis(r.max_latency_ms) if r.max_latency_ms is not None else None,
         ),
     }
+
+
+def component_of(
+    name: str, c: ComponentSpec, *, region: str, instance_types: Sequence[str], bucket_name: str
+) -> InferenceComponent:
+    """A `components:` entry as an InferenceComponent: an LLM's copy spans the tensor-parallel
+    degree's accelerators (unless `accelerators` says otherwise) and starts within its timeouts."""
+    llm = (
+        llm_model_of(
+            c.llm,
+            region=region,
+            instance_types=instance_types,
+            bucket_name=bucket_name,
+            accelerators=c.accelerators,
+            volume=False,
+        )
+        if c.llm and instance_types
+        else None
+    )
+    accelerators = (
+        component_accelerators(c.llm, instance_types[0], c.accelerators)
+        if c.llm and instance_types
+        else c.accelerators
+    )
+    return InferenceComponent(
+        name=name,
+        model_package=c.model_package,
+        llm=llm,
+        memory=Size.mebibytes(c.memory_mb),
+        cpu_cores=c.cpu_cores,
+        accelerators=accelerators,
+        copies=c.copies,
+        max_copies=c.max_copies,
+        min_copies=c.min_copies,
+        invocations_per_copy=c.invocations_per_copy,
+    )
 
 
 class ServingStack(Stack):
@@ -146,7 +199,6 @@ class ServingStack(Stack):
             self,
             f"Endpoint-{ep.key}",
             endpoint_name=ep.endpoint_name,
-            model_package=ep.spec.model_package,
             execution_role=foundation.execution_role,
             encryption_key=foundation.key,
             data_capture=DataCapture(
@@ -166,7 +218,7 @@ class ServingStack(Stack):
             if asynchronous
             else None,
             alarm_topic=self._topic(self._plan, foundation),
-            **endpoint_props(ep.spec),
+            **endpoint_props(ep.spec, region=self._plan.region, bucket_name=foundation.artifacts.bucket_name),
         )
 
     def _monitor(self, ep: ResolvedEndpoint, monitor: MonitorSpec) -> ModelMonitor:
@@ -205,6 +257,8 @@ class ServingStack(Stack):
             if package
             else [c.model_package for c in ep.spec.components.values() if c.model_package]
         )
+        if ep.spec.shadow is not None:
+            packages.append(ep.spec.shadow.model_package)
         for source_account in sorted({p.split(":")[4] for p in packages}):
             self._grant_promoted(source_account)
 

@@ -18,7 +18,13 @@ if TYPE_CHECKING:
     from sagestack.constructs.endpoint_async import AsyncInference
     from sagestack.constructs.endpoint_autoscaling import AutoScaling
     from sagestack.constructs.endpoint_components import InferenceComponent
-    from sagestack.constructs.endpoint_config import DataCapture, ServerlessConfig
+    from sagestack.constructs.endpoint_config import (
+        DataCapture,
+        InstancePools,
+        ServerlessConfig,
+        ShadowVariant,
+    )
+    from sagestack.constructs.endpoint_llm import LlmModel
     from sagestack.constructs.endpoint_model import Batching, VpcPlacement
     from sagestack.constructs.endpoint_rollout import Rollout
     from sagestack.constructs.execution_role import ExecutionRole, ExecutionRoleBase
@@ -58,8 +64,10 @@ _WHERE = {
     "InferenceComponent": "sagestack.constructs.endpoint_components",
     "InferenceEndpoint": "sagestack.constructs.inference_endpoint",
     "InferenceEndpointBase": "sagestack.constructs.inference_endpoint",
+    "InstancePools": "sagestack.constructs.endpoint_config",
     "JobPipeline": "sagestack.constructs.job_pipeline",
     "JobPipelineBase": "sagestack.constructs.job_pipeline",
+    "LlmModel": "sagestack.constructs.endpoint_llm",
     "MlflowTrackingServer": "sagestack.constructs.mlflow_server",
     "ModelMonitor": "sagestack.constructs.model_monitor",
     "ModelPackageGroup": "sagestack.constructs.model_registry",
@@ -70,6 +78,7 @@ _WHERE = {
     "RetrainingSchedule": "sagestack.constructs.retraining_schedule",
     "Rollout": "sagestack.constructs.endpoint_rollout",
     "ServerlessConfig": "sagestack.constructs.endpoint_config",
+    "ShadowVariant": "sagestack.constructs.endpoint_config",
     "TrainingImage": "sagestack.constructs.training_image",
     "TrainingJobProps": "sagestack.constructs.training_job_props",
     "TrainingPipeline": "sagestack.constructs.training_pipeline",
@@ -108,8 +117,10 @@ __all__ = [
     "InferenceComponent",
     "InferenceEndpoint",
     "InferenceEndpointBase",
+    "InstancePools",
     "JobPipeline",
     "JobPipelineBase",
+    "LlmModel",
     "MlflowTrackingServer",
     "ModelMonitor",
     "ModelPackageGroup",
@@ -119,6 +130,7 @@ __all__ = [
     "RetrainingSchedule",
     "Rollout",
     "ServerlessConfig",
+    "ShadowVariant",
     "TrainingImage",
     "TrainingJobProps",
     "TrainingPipeline",

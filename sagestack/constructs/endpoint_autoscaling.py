@@ -84,8 +84,10 @@ def scale_copies(
     copies: int,
     max_copies: int,
     invocations_per_copy: int,
+    alarm_topic: sns.ITopic | None = None,
 ) -> appscaling.CfnScalableTarget:
-    """An inference component's copy count between `copies` and `max_copies`, on invocations per copy."""
+    """An inference component's copy count between `copies` (the fewest) and `max_copies`, on
+    invocations per copy; with `copies` 0, a request the component has no copy for wakes one."""
     target = appscaling.CfnScalableTarget(
         scope,
         f"ScalableTarget-{name}",
@@ -109,7 +111,58 @@ def scale_copies(
             ),
         ),
     )
+    if copies <= 0:
+        _wake_component(scope, name, component_name, target, alarm_topic)
     return target
+
+
+def _wake_component(
+    scope: Construct,
+    name: str,
+    component_name: str,
+    target: appscaling.CfnScalableTarget,
+    topic: sns.ITopic | None,
+) -> None:
+    """A component scaled to zero gets one copy back when a request finds none: a step policy on an
+    alarm of its NoCapacityInvocationFailures, as SageMaker documents scaling inference components
+    out from zero (endpoint-auto-scaling-zero-instances: ChangeInCapacity +1, the alarm on the
+    metric with the InferenceComponentName dimension, >= 1)."""
+    wake = Policy(
+        scope,
+        f"WakeFromZero-{name}",
+        policy_name=f"{component_name}-wake",
+        policy_type="StepScaling",
+        scaling_target_id=target.ref,
+        step_scaling_policy_configuration=Policy.StepScalingPolicyConfigurationProperty(
+            adjustment_type="ChangeInCapacity",
+            metric_aggregation_type="Maximum",
+            cooldown=60,
+            step_adjustments=[
+                Policy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
+            ],
+        ),
+    )
+    if topic is not None:
+        allow_alarms(topic)
+    cloudwatch.CfnAlarm(
+        scope,
+        f"NoCapacity-{name}",
+        alarm_name=f"{component_name}-wake",
+        alarm_description=f"{component_name}: a request found no copy; start one",
+        namespace="AWS/SageMaker",
+        metric_name="NoCapacityInvocationFailures",
+        dimensions=[
+            cloudwatch.CfnAlarm.DimensionProperty(name="InferenceComponentName", value=component_name)
+        ],
+        statistic="Maximum",
+        period=60,
+        evaluation_periods=1,
+        datapoints_to_alarm=1,
+        threshold=1,
+        comparison_operator="GreaterThanOrEqualToThreshold",
+        treat_missing_data="missing",
+        alarm_actions=[wake.ref, *([topic.topic_arn] if topic is not None else [])],
+    )
 
 
 def _backlog_scaling(

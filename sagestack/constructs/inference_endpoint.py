@@ -32,11 +32,15 @@ from sagestack.constructs.endpoint_components import InferenceComponent, inferen
 from sagestack.constructs.endpoint_config import (
     VARIANT,
     DataCapture,
+    InstancePools,
     ServerlessConfig,
+    ShadowVariant,
     data_capture_config,
     endpoint_config,
     production_variant,
+    shadow_variant,
 )
+from sagestack.constructs.endpoint_llm import LlmModel, grant_llm, llm_model
 from sagestack.constructs.endpoint_model import Batching, VpcPlacement, default_workers, serving_model
 from sagestack.constructs.endpoint_rollout import Rollout, deployment_config, rollback_alarms
 from sagestack.constructs.validation import validate_as_request
@@ -63,13 +67,22 @@ class InferenceEndpointBase(Construct):
         )
 
     def metric(
-        self, metric_name: str, *, statistic: str = "Average", period: Duration | None = None
+        self,
+        metric_name: str,
+        *,
+        statistic: str = "Average",
+        period: Duration | None = None,
+        variant_name: str | None = None,
     ) -> cloudwatch.Metric:
-        """One of the variant's AWS/SageMaker metrics (per minute unless told)."""
+        """One of the variant's AWS/SageMaker metrics (per minute unless told); variant_name: another
+        variant's, e.g. the shadow's (endpoint_config.SHADOW), beside production's."""
         return cloudwatch.Metric(
             namespace="AWS/SageMaker",
             metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": self.variant_name},
+            dimensions_map={
+                "EndpointName": self.endpoint_name,
+                "VariantName": variant_name or self.variant_name,
+            },
             statistic=statistic,
             period=period or Duration.minutes(1),
         )
@@ -107,9 +120,16 @@ class InferenceEndpoint(InferenceEndpointBase):
     """Props:
     endpoint_name: the physical name (callers invoke it by name; see Names.endpoint).
     model_package: the model package ARN to serve (a pipeline's registration, pinned by promotion).
+    llm: LlmModel instead of model_package: an LLM container loading uncompressed weights from S3
+      (or an optimized package), with its download / start-up timeouts on the variant.
     execution_role: pulls the image and the model (ExecutionRole, or any IRole).
     encryption_key: encrypts the instances' storage volumes (instance fleets; serverless takes none).
-    instance_type / initial_instance_count (1): an instance fleet; or serverless: ServerlessConfig.
+    instance_type / initial_instance_count (1): an instance fleet — one type, or up to five in
+      priority order (InstancePools: SageMaker provisions from the first with capacity); or
+      serverless: ServerlessConfig.
+    provision_timeout: how long SageMaker tries the pools (VariantInstanceProvisionTimeoutInSeconds).
+    capacity_reservation: a training plan ARN the instances come from only.
+    shadow: ShadowVariant (default none): a candidate package receiving a copy of the traffic.
     autoscaling: AutoScaling (instance fleets only; default none). The current instance count is
       kept across updates (RetainAllVariantProperties), so a new model never drops an autoscaled
       fleet back to its initial count; a data capture change still takes effect.
@@ -118,7 +138,8 @@ class InferenceEndpoint(InferenceEndpointBase):
     async_inference: AsyncInference (instance fleets only; default: real-time).
     vpc: VpcPlacement (default: none; the execution role needs VPC access).
     components: InferenceComponent entries instead of model_package: several models on the
-      fleet, which managed instance scaling sizes between autoscaling's min and max.
+      fleet, which managed instance scaling sizes between autoscaling's min and max (0: the fleet
+      scales to zero with its components).
     batching: Batching (default none: the container answers one request per forward pass).
     alarm_topic: the topic the endpoint's alarms notify (rollback, waking from zero); default none.
     """
@@ -130,10 +151,14 @@ class InferenceEndpoint(InferenceEndpointBase):
         *,
         endpoint_name: str,
         model_package: str | None = None,
+        llm: LlmModel | None = None,
         execution_role: iam.IRole | iam.IGrantable,
         encryption_key: kms.IKey | None = None,
-        instance_type: str | None = None,
+        instance_type: str | Sequence[str] | None = None,
         initial_instance_count: int = 1,
+        provision_timeout: Duration | None = None,
+        capacity_reservation: str | None = None,
+        shadow: ShadowVariant | None = None,
         serverless: ServerlessConfig | None = None,
         autoscaling: AutoScaling | None = None,
         data_capture: DataCapture | None = None,
@@ -145,57 +170,44 @@ class InferenceEndpoint(InferenceEndpointBase):
         alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, id)
+        types = (instance_type,) if isinstance(instance_type, str) else tuple(instance_type or ())
         _check_props(
-            endpoint_name, model_package, instance_type, serverless, rollout, async_inference, components
+            endpoint_name, model_package, llm, types, serverless, rollout, async_inference, components
         )
+        _check_shadow(endpoint_name, shadow, serverless, async_inference, components, rollout)
         role_arn = execution_role.role_arn if hasattr(execution_role, "role_arn") else None
         if role_arn is None:
             raise ValueError("execution_role: give an ExecutionRole or an iam.IRole")
         self.endpoint_name = endpoint_name
-        self.instance_type = instance_type
+        self.instance_types = types
+        self.instance_type = types[0] if types else None
         self.serverless = serverless
         self.async_inference = async_inference
+        self.shadow = shadow
+        self._role = execution_role
         self._role_arn = role_arn
         self._vpc = vpc
         self._batching = batching
         rollout = rollout or Rollout()
-        self.model = (
-            self._model("Model", model_package, default_workers(instance_type)) if model_package else None
-        )
+        self.model = self._serving_model(model_package, llm)
+        self.shadow_model = self._model("ShadowModel", shadow.model_package, 1) if shadow else None
         self.success_topic: sns.Topic | None = None
         self.error_topic: sns.Topic | None = None
         asynchronous = (
             self._async(async_inference, encryption_key, execution_role) if async_inference else None
         )
-        self.config = endpoint_config(
-            self,
-            variant=production_variant(
-                model_name=self.model.attr_model_name if self.model else None,
-                instance_type=instance_type,
-                initial_instance_count=initial_instance_count,
-                serverless=serverless,
-                autoscaling=autoscaling,
-                shared=bool(components),
-            ),
-            kms_key_id=encryption_key.key_arn if (encryption_key is not None and instance_type) else None,
-            data_capture=data_capture_config(data_capture, endpoint_name) if data_capture else None,
-            async_inference=asynchronous,
-            # Inference components name their models; the endpoint config names the role instead.
-            execution_role_arn=role_arn if components else None,
+        self.config = self._config(
+            initial_instance_count,
+            InstancePools(types, provision_timeout, capacity_reservation),
+            autoscaling,
+            llm,
+            encryption_key=encryption_key,
+            data_capture=data_capture,
+            asynchronous=asynchronous,
+            shared=bool(components),
         )
-        if serverless is not None:
-            acknowledge_compliance(self.config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
-        self.alarms = rollback_alarms(
-            self,
-            rollout,
-            endpoint_name=endpoint_name,
-            errors=self.metric_invocation_5xx_errors(),
-            latency=self.metric_model_latency(),  # microseconds
-        )
-        if alarm_topic is not None:
-            for alarm in self.alarms:
-                notify(alarm, alarm_topic)
-        fleet = instance_type is not None and not components  # an instance fleet of one model
+        self._guard(rollout, alarm_topic)
+        fleet = bool(types) and not components  # an instance fleet of one model
         self.endpoint = self._endpoint(
             rollout, retain=autoscaling is not None and fleet, shared=bool(components)
         )
@@ -210,17 +222,92 @@ class InferenceEndpoint(InferenceEndpointBase):
                 asynchronous=async_inference is not None,
                 alarm_topic=alarm_topic,
             )
-        self.components: dict[str, sagemaker.CfnInferenceComponent] = {}
-        for c in components:
-            self.components[c.name] = inference_component(
-                self,
-                c,
-                endpoint_name=endpoint_name,
-                endpoint=self.endpoint,
-                model=self._model(f"Model-{c.name}", c.model_package, c.workers),
-                rollout=rollout,
-                alarms=self.alarms,
-            )
+        self.components: dict[str, sagemaker.CfnInferenceComponent] = {
+            c.name: self._component(c, rollout, alarm_topic) for c in components
+        }
+
+    def _serving_model(self, model_package: str | None, llm: LlmModel | None) -> sagemaker.CfnModel | None:
+        if llm is not None:
+            return self._llm_model("Model", llm)
+        if model_package is not None:
+            return self._model("Model", model_package, default_workers(self.instance_type))
+        return None
+
+    def _config(
+        self,
+        initial_instance_count: int,
+        pools: InstancePools,
+        autoscaling: AutoScaling | None,
+        llm: LlmModel | None,
+        *,
+        encryption_key: kms.IKey | None,
+        data_capture: DataCapture | None,
+        asynchronous: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None,
+        shared: bool,
+    ) -> sagemaker.CfnEndpointConfig:
+        config = endpoint_config(
+            self,
+            variant=production_variant(
+                model_name=self.model.attr_model_name if self.model else None,
+                instance_type=self.instance_type,
+                initial_instance_count=initial_instance_count,
+                serverless=self.serverless,
+                autoscaling=autoscaling,
+                shared=shared,
+                pools=pools,
+                llm=llm,
+            ),
+            shadow=shadow_variant(self.shadow, self.shadow_model.attr_model_name)
+            if self.shadow and self.shadow_model
+            else None,
+            kms_key_id=encryption_key.key_arn
+            if (encryption_key is not None and self.instance_types)
+            else None,
+            data_capture=data_capture_config(data_capture, self.endpoint_name) if data_capture else None,
+            async_inference=asynchronous,
+            # Inference components name their models; the endpoint config names the role instead.
+            execution_role_arn=self._role_arn if shared else None,
+        )
+        if self.serverless is not None:
+            acknowledge_compliance(config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
+        return config
+
+    def _guard(self, rollout: Rollout, alarm_topic: sns.ITopic | None) -> None:
+        """The alarms that roll an update back — on the production variant's metrics only, so a
+        shadow's errors never roll production back (they show in metric(..., variant_name=SHADOW))."""
+        self.alarms = rollback_alarms(
+            self,
+            rollout,
+            endpoint_name=self.endpoint_name,
+            errors=self.metric_invocation_5xx_errors(),
+            latency=self.metric_model_latency(),  # microseconds
+        )
+        if alarm_topic is not None:
+            for alarm in self.alarms:
+                notify(alarm, alarm_topic)
+
+    def _component(
+        self, c: InferenceComponent, rollout: Rollout, alarm_topic: sns.ITopic | None
+    ) -> sagemaker.CfnInferenceComponent:
+        model = (
+            self._llm_model(f"Model-{c.name}", c.llm)
+            if c.llm is not None
+            else self._model(f"Model-{c.name}", c.model_package or "", c.workers)
+        )
+        return inference_component(
+            self,
+            c,
+            endpoint_name=self.endpoint_name,
+            endpoint=self.endpoint,
+            model=model,
+            rollout=rollout,
+            alarms=self.alarms,
+            alarm_topic=alarm_topic,
+        )
+
+    def _llm_model(self, id: str, llm: LlmModel) -> sagemaker.CfnModel:
+        grant_llm(self._role, llm)
+        return llm_model(self, id, llm, role_arn=self._role_arn, vpc=self._vpc)
 
     def _model(self, id: str, model_package: str, workers: int) -> sagemaker.CfnModel:
         return serving_model(
@@ -249,7 +336,9 @@ class InferenceEndpoint(InferenceEndpointBase):
         is the truth. shared: inference components update themselves (their own rolling policy);
         the endpoint's config changes only with the fleet."""
         # Inf1 and serverless endpoints shift all traffic at once (SageMaker's guardrail exclusions).
-        all_at_once = self.serverless is not None or (self.instance_type or "").startswith("ml.inf1.")
+        all_at_once = self.serverless is not None or any(
+            t.startswith("ml.inf1.") for t in self.instance_types
+        )
         endpoint = sagemaker.CfnEndpoint(
             self,
             "Resource",
@@ -284,17 +373,48 @@ class InferenceEndpoint(InferenceEndpointBase):
 def _check_props(
     endpoint_name: str,
     model_package: str | None,
-    instance_type: str | None,
+    llm: LlmModel | None,
+    instance_types: tuple[str, ...],
     serverless: ServerlessConfig | None,
     rollout: Rollout | None,
     async_inference: AsyncInference | None,
     components: Sequence[InferenceComponent],
 ) -> None:
-    if (instance_type is None) == (serverless is None):
+    if (not instance_types) == (serverless is None):
         raise ValueError(f"endpoint '{endpoint_name}': give either instance_type or serverless")
-    if (model_package is None) == (not components):
-        raise ValueError(f"endpoint '{endpoint_name}': give either model_package or components")
-    if serverless is not None and (async_inference is not None or components):
-        raise ValueError(f"endpoint '{endpoint_name}': serverless endpoints are neither async nor shared")
+    if not 1 <= len(instance_types) <= 5 and serverless is None:
+        raise ValueError(f"endpoint '{endpoint_name}': give one to five instance types (InstancePools)")
+    models = sum(x is not None for x in (model_package, llm)) + bool(components)
+    if models != 1:
+        raise ValueError(f"endpoint '{endpoint_name}': give exactly one of model_package, llm or components")
+    if serverless is not None and (async_inference is not None or components or llm is not None):
+        raise ValueError(
+            f"endpoint '{endpoint_name}': serverless endpoints are neither async, shared nor LLM"
+        )
     if rollout is not None and rollout.traffic == "rolling" and serverless is not None:
         raise ValueError(f"endpoint '{endpoint_name}': serverless endpoints cannot roll; use all_at_once")
+
+
+def _check_shadow(
+    endpoint_name: str,
+    shadow: ShadowVariant | None,
+    serverless: ServerlessConfig | None,
+    async_inference: AsyncInference | None,
+    components: Sequence[InferenceComponent],
+    rollout: Rollout | None,
+) -> None:
+    """SageMaker refuses shadow variants on serverless and asynchronous endpoints (shadow tests'
+    exclusions); a shadow needs a model of its own (components name theirs); and a rolling update
+    excludes multi-variant endpoints (deployment guardrails' exclusions), so a shadow's endpoint
+    moves by blue/green."""
+    if shadow is None:
+        return
+    if serverless is not None or async_inference is not None or components:
+        raise ValueError(
+            f"endpoint '{endpoint_name}': a shadow variant needs a real-time instance fleet of one model"
+        )
+    if rollout is not None and rollout.traffic == "rolling":
+        raise ValueError(
+            f"endpoint '{endpoint_name}': rolling updates exclude multi-variant endpoints; with a shadow "
+            "use canary, linear or all_at_once"
+        )

@@ -42,7 +42,11 @@ class CompileSpec(StrictModel):
 class AutoscalingSpec(StrictModel):
     """Target tracking on SageMakerVariantInvocationsPerInstance."""
 
-    min: int = Field(default=1, ge=0, description="0 only for async endpoints (scale to zero)")
+    min: int = Field(
+        default=1,
+        ge=0,
+        description="0 only for async endpoints and endpoints of inference components (scale to zero)",
+    )
     max: int = Field(default=1, ge=1)
     invocations_per_instance: int = Field(default=1000, ge=1, description="per minute, the tracking target")
     backlog_per_instance: float = Field(
@@ -207,6 +211,12 @@ class ComponentSpec(StrictModel):
         default=None, ge=1, description="autoscale copies up to this on invocations per copy"
     )
     invocations_per_copy: int = Field(default=100, ge=1, description="per minute, the copy scaling target")
+    min_copies: int | None = Field(
+        default=None,
+        ge=0,
+        description="the fewest copies autoscaling keeps (default: copies); 0 scales the component to "
+        "zero, and a request that finds no copy wakes one (needs max_copies)",
+    )
     cpu_cores: float = Field(default=1, gt=0, description="CPU cores per copy")
     memory_mb: int = Field(ge=128, description="memory per copy (MinMemoryRequiredInMb)")
     accelerators: int | None = Field(default=None, ge=1, description="GPUs / Neuron devices per copy")

@@ -51,7 +51,7 @@ def endpoint_model_source(ctx: RuleContext) -> Iterator[Finding]:
     known = [*ctx.spec.jobs, *ctx.spec.tuning]
     for name, ep in _endpoints(ctx):
         if ep.model is None:
-            if ep.model_package is None and not ep.components:
+            if ep.model_package is None and not ep.components and ep.llm is None:
                 yield Finding(
                     ("endpoints", name),
                     "nothing to serve: give model: {from: <job or tuning entry>} (a pipeline registers it) "
@@ -263,7 +263,8 @@ def endpoint_input_shapes(ctx: RuleContext) -> Iterator[Finding]:
         "to 0 cannot serve (async endpoints queue requests and wake on the backlog); an "
         "initial count outside the bounds is corrected at once, hiding the spec's intent."
     ),
-    fix="Keep 1 <= min <= initial_instance_count <= max (min may be 0 for async endpoints).",
+    fix="Keep 1 <= min <= initial_instance_count <= max (min may be 0 for async endpoints and "
+    "endpoints of inference components).",
 )
 def endpoint_autoscaling(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
@@ -273,11 +274,11 @@ def endpoint_autoscaling(ctx: RuleContext) -> Iterator[Finding]:
         path = ("endpoints", name, "autoscaling")
         if a.min > a.max:
             yield Finding(path, f"min {a.min} is above max {a.max}")
-        if a.min < 1 and ep.async_ is None:
+        if a.min < 1 and ep.async_ is None and not ep.components:
             yield Finding(
                 (*path, "min"),
-                "a real-time instance endpoint keeps at least 1 instance; async endpoints and serverless "
-                "ones scale to zero",
+                "a real-time instance endpoint keeps at least 1 instance; async endpoints, serverless ones "
+                "and endpoints of inference components scale to zero",
             )
         if not max(a.min, 1) <= ep.initial_instance_count <= a.max:
             yield Finding(

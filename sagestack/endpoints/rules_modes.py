@@ -9,6 +9,7 @@ from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.endpoints.components import copy_needs, instance_capacity, pack
+from sagestack.endpoints.models import ComponentSpec, EndpointSpec
 
 
 @rule(
@@ -103,6 +104,7 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
                 )
             if c.max_copies is not None and c.max_copies < c.copies:
                 yield Finding((*cpath, "max_copies"), f"max_copies {c.max_copies} is below copies {c.copies}")
+            yield from _min_copies(ep, cpath, c)
             if per is None:
                 continue
             need = copy_needs(c)
@@ -123,6 +125,21 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
                 f"the initial copies need {packing.instances_needed} {ep.primary_instance_type} instances; managed "
                 f"scaling allows at most {high}: raise autoscaling.max or lower copies",
             )
+
+
+def _min_copies(ep: EndpointSpec, cpath: tuple[str, ...], c: ComponentSpec) -> Iterator[Finding]:
+    """Scale to zero: the endpoint's instances go to zero only once every component's copies can."""
+    if c.min_copies is not None:
+        if c.max_copies is None:
+            yield Finding((*cpath, "min_copies"), "min_copies bounds autoscaled copies: give max_copies too")
+        elif c.min_copies > c.copies:
+            yield Finding((*cpath, "min_copies"), f"min_copies {c.min_copies} is above copies {c.copies}")
+    if ep.autoscaling is not None and ep.autoscaling.min == 0 and c.min_copies != 0:
+        yield Finding(
+            (*cpath, "min_copies"),
+            "the endpoint scales to zero instances (autoscaling.min 0) only when every component scales "
+            "to zero copies: give min_copies: 0 and max_copies",
+        )
 
 
 @rule(
@@ -151,4 +168,43 @@ def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
             yield Finding(
                 (*path, "instance_type"),
                 f"'{m.instance_type}' is not a processing instance type{did_you_mean(m.instance_type, list(processing))}",
+            )
+
+
+@rule(
+    "endpoint-shadow",
+    "error",
+    "a shadow variant runs beside a real-time fleet of one model, updated by blue/green",
+    why=(
+        "SageMaker refuses shadow variants on serverless and asynchronous endpoints and on Inf1 "
+        "instances (shadow tests' exclusions); inference components name their own models, so there "
+        "is no production model to shadow; and rolling updates exclude multi-variant endpoints "
+        "(deployment guardrails' exclusions)."
+    ),
+    fix="Shadow an instance endpoint serving one model (model_package or llm), updated by canary, "
+    "linear or all_at_once, on a type other than Inf1.",
+)
+def endpoint_shadow(ctx: RuleContext) -> Iterator[Finding]:
+    for name, ep in ctx.spec.endpoints.items():
+        if ep.shadow is None:
+            continue
+        path = ("endpoints", name, "shadow")
+        kinds = (
+            ("serverless", "serverless"),
+            ("async_", "asynchronous"),
+            ("components", "inference component"),
+        )
+        for key, what in kinds:
+            if getattr(ep, key):
+                yield Finding(path, f"SageMaker runs no shadow variant on {what} endpoints")
+        shadow_type = ep.shadow.instance_type or ep.primary_instance_type or ""
+        if shadow_type.startswith("ml.inf1.") or (ep.primary_instance_type or "").startswith("ml.inf1."):
+            yield Finding(
+                path, "SageMaker runs no shadow variant on Inf1 endpoints (a shadow tests exclusion)"
+            )
+        if ep.rollout.traffic == "rolling":
+            yield Finding(
+                ("endpoints", name, "rollout", "traffic"),
+                "rolling updates exclude multi-variant endpoints, and a shadow makes two variants: use "
+                "canary, linear or all_at_once",
             )

@@ -70,7 +70,7 @@ def endpoint_model_reference(ctx: RuleContext) -> Iterator[Finding]:
                 ("endpoints", name, "model", "from"),
                 f"'{ep.model.from_}' is neither a job nor a tuning entry{did_you_mean(ep.model.from_, sources)}",
             )
-        if ep.model is None and ep.model_package is None and not ep.components:
+        if ep.model is None and ep.model_package is None and not ep.components and ep.llm is None:
             yield Finding(
                 ("endpoints", name),
                 "an endpoint needs model: {from: <job or tuning entry>} or a pinned model_package ARN",

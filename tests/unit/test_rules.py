@@ -196,6 +196,7 @@ REGISTRY_ORDER = [
     "endpoint-rollout",
     "endpoint-components",
     "endpoint-monitor",
+    "endpoint-shadow",
     "transform-model-source",
     "transform-payload",
     "smddp-instance-types",

@@ -24,7 +24,7 @@ def test_async_endpoints_may_scale_to_zero_real_time_ones_may_not(project):
     assert findings(project, "endpoint-autoscaling", ENDPOINT + zero + "    async: {}\n") == []
     assert findings(project, "endpoint-autoscaling", ENDPOINT + zero) == [
         "endpoints.digits.autoscaling.min: a real-time instance endpoint keeps at least 1 instance; async "
-        "endpoints and serverless ones scale to zero"
+        "endpoints, serverless ones and endpoints of inference components scale to zero"
     ]
 
 
@@ -121,4 +121,35 @@ def test_transform_payload_rule(project):
         "100 MB per instance",
         "transforms.score.join_source: SageMaker joins input and output for JSON, JSON Lines and CSV records, "
         "not application/x-npy",
+    ]
+
+
+SHARED = MINIMAL + (
+    "endpoints:\n  shared:\n    instance_type: ml.g5.2xlarge\n    autoscaling: {min: 0, max: 2}\n"
+    f'    components:\n      one: {{model_package: "{PIN}", memory_mb: 4096'
+)
+
+
+def test_components_scale_to_zero_only_when_every_component_can(project):
+    assert findings(project, "endpoint-autoscaling", SHARED + ", min_copies: 0, max_copies: 2}\n") == []
+    assert findings(project, "endpoint-components", SHARED + ", min_copies: 0, max_copies: 2}\n") == []
+    assert findings(project, "endpoint-components", SHARED + "}\n") == [
+        "endpoints.shared.components.one.min_copies: the endpoint scales to zero instances (autoscaling.min 0) "
+        "only when every component scales to zero copies: give min_copies: 0 and max_copies"
+    ]
+    assert findings(project, "endpoint-components", SHARED + ", min_copies: 0}\n") == [
+        "endpoints.shared.components.one.min_copies: min_copies bounds autoscaled copies: give max_copies too"
+    ]
+
+
+def test_a_shadow_runs_beside_a_real_time_fleet_updated_by_blue_green(project):
+    shadow = f'    shadow: {{model_package: "{PIN}"}}\n'
+    fleet = ENDPOINT + "    instance_type: ml.m5.large\n"
+    assert findings(project, "endpoint-shadow", fleet + shadow) == []
+    assert findings(project, "endpoint-shadow", fleet + shadow + "    rollout: {traffic: rolling}\n") == [
+        "endpoints.digits.rollout.traffic: rolling updates exclude multi-variant endpoints, and a shadow "
+        "makes two variants: use canary, linear or all_at_once"
+    ]
+    assert findings(project, "endpoint-shadow", fleet + shadow + "    async: {}\n") == [
+        "endpoints.digits.shadow: SageMaker runs no shadow variant on asynchronous endpoints"
     ]
