@@ -45,7 +45,7 @@ def served_endpoints(plan: ResolvedEnvironment) -> list[ResolvedEndpoint]:
 
 def is_served(ep: EndpointSpec) -> bool:
     """Whether an `endpoints:` entry deploys in its environment (stage.serving_needed asks too)."""
-    return bool(ep.model_package or ep.components or ep.llm)
+    return ep.deploy and bool(ep.model_package or ep.components or ep.llm)
 
 
 def batching_of(b: BatchingSpec) -> Batching:

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 def serving_needed(plan: ResolvedEnvironment) -> bool:
     spec = plan.spec
     # serving.is_served's test, without importing the serving stack's modules at start-up
-    return any(ep.model_package or ep.components or ep.llm for ep in spec.endpoints.values()) or any(
-        t.model_package for t in spec.transforms.values()
-    )
+    return any(
+        ep.deploy and (ep.model_package or ep.components or ep.llm) for ep in spec.endpoints.values()
+    ) or any(t.model_package for t in spec.transforms.values())
 
 
 class EnvironmentStage(Stage):

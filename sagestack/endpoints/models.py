@@ -176,6 +176,10 @@ class EndpointSpec(StrictModel):
     monitor: MonitorSpec | None = Field(
         default=None, description="Model Monitor data quality (needs data_capture)"
     )
+    deploy: bool = Field(
+        default=True,
+        description="false: this environment does not deploy the endpoint (an overlay sets true where it does)",
+    )
 
     @property
     def primary_instance_type(self) -> str | None:

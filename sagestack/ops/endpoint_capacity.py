@@ -48,8 +48,8 @@ class EndpointCapacity:
 
 def deployed(ep: EndpointSpec) -> bool:
     """Whether the environment deploys the endpoint: a pinned package, components, or an LLM's
-    weights (which the container loads from S3)."""
-    return bool(ep.model_package or ep.components or ep.llm is not None)
+    weights (which the container loads from S3) — unless its `deploy: false` says otherwise."""
+    return ep.deploy and bool(ep.model_package or ep.components or ep.llm is not None)
 
 
 def endpoint_quotas(ep: EndpointSpec) -> set[str]:

@@ -278,3 +278,16 @@ def test_the_constructs_refuse_what_sagemaker_would(tmp_path):
             execution_role=role,
             instance_type=["ml.m5.large"] * 6,
         )
+
+
+def test_an_llm_endpoint_deploys_only_where_its_environment_says_so(project, tmp_path):
+    project.spec(
+        MINIMAL
+        + f"endpoints:\n  chat:\n    deploy: false\n    llm: {LLM}\n    instance_type: ml.g5.2xlarge\n"
+    )
+    project.env("dev")
+    project.env("staging", 'account: "222222222222"\nendpoints:\n  chat: {deploy: true}\n')
+    app = BuiltApp(project.root, tmp_path / "out", ["dev", "staging"])
+    assert app.stages["dev"].serving is None
+    staging = Template.from_stack(app.stages["staging"].serving)
+    assert _one(staging, "AWS::SageMaker::Endpoint")["EndpointName"] == "digits-staging-chat"
