@@ -132,14 +132,19 @@ def _seconds(d: Duration | None) -> int | None:
     return int(d.to_seconds()) if d is not None else None
 
 
-def shadow_variant(shadow: ShadowVariant, model_name: str) -> Config.ProductionVariantProperty:
-    """The shadow: its weight against production's 1.0 is the share of requests copied to it."""
+def shadow_variant(
+    shadow: ShadowVariant, model_name: str, llm: LlmModel | None = None
+) -> Config.ProductionVariantProperty:
+    """The shadow: its weight against production's 1.0 is the share of requests copied to it; a
+    shadow of an LLM downloads and starts within the production LLM's timeouts."""
     return Config.ProductionVariantProperty(
         variant_name=shadow.variant_name,
         model_name=model_name,
         initial_instance_count=shadow.initial_instance_count,
         instance_type=shadow.instance_type,
         initial_variant_weight=shadow.sampling_percent / 100,
+        model_data_download_timeout_in_seconds=_seconds(llm.download_timeout) if llm else None,
+        container_startup_health_check_timeout_in_seconds=_seconds(llm.startup_timeout) if llm else None,
     )
 
 

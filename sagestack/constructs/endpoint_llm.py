@@ -25,20 +25,17 @@ from sagestack.constructs.endpoint_model import VpcPlacement
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.validation import validate_as_request
-
-# Families whose instances carry NVMe instance storage: SageMaker mounts it and provisions no EBS
-# volume, so VolumeSizeInGB is not theirs to set (SageMaker's ResourceConfig.VolumeSizeInGB: "ML
-# instance families with the NVMe-type instance storage include ml.p4d, ml.g4dn, and ml.g5").
-INSTANCE_STORAGE_FAMILIES = frozenset(
-    {"g4dn", "g5", "g6", "g6e", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "m5d", "c5d", "r5d"}
-    | {"m6gd", "c6gd", "r6gd", "r7gd", "trn1", "trn1n", "trn2"}
-)
+from sagestack.core.catalog.instances import instance_type as lookup
 
 
 def has_instance_storage(instance_type: str) -> bool:
-    """Whether `instance_type` (ml.<family>.<size>) has NVMe instance storage (no VolumeSizeInGB)."""
-    parts = instance_type.split(".")
-    return len(parts) == 3 and parts[1] in INSTANCE_STORAGE_FAMILIES
+    """Whether `instance_type` has NVMe instance storage: SageMaker mounts it and provisions no EBS
+    volume, so VolumeSizeInGB is not its to set (the catalog's has_instance_storage; an unknown
+    type counts as having none)."""
+    try:
+        return lookup(instance_type).has_instance_storage
+    except (KeyError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ and logical ID — stays where it was.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -190,7 +191,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         self._batching = batching
         rollout = rollout or Rollout()
         self.model = self._serving_model(model_package, llm)
-        self.shadow_model = self._model("ShadowModel", shadow.model_package, 1) if shadow else None
+        self.shadow_model = self._shadow_model(shadow, llm) if shadow else None
         self.success_topic: sns.Topic | None = None
         self.error_topic: sns.Topic | None = None
         asynchronous = (
@@ -233,6 +234,16 @@ class InferenceEndpoint(InferenceEndpointBase):
             return self._model("Model", model_package, default_workers(self.instance_type))
         return None
 
+    def _shadow_model(self, shadow: ShadowVariant, llm: LlmModel | None) -> sagemaker.CfnModel:
+        """The candidate's model; a shadow of an LLM is a package (e.g. an optimized one) served
+        with the production LLM's environment, downloaded and started within its timeouts."""
+        if llm is None:
+            return self._model("ShadowModel", shadow.model_package, default_workers(shadow.instance_type))
+        candidate = replace(
+            llm, image_uri=None, weights_uri=None, model_package=shadow.model_package, volume_size_gb=None
+        )
+        return self._llm_model("ShadowModel", candidate)
+
     def _config(
         self,
         initial_instance_count: int,
@@ -257,7 +268,7 @@ class InferenceEndpoint(InferenceEndpointBase):
                 pools=pools,
                 llm=llm,
             ),
-            shadow=shadow_variant(self.shadow, self.shadow_model.attr_model_name)
+            shadow=shadow_variant(self.shadow, self.shadow_model.attr_model_name, llm)
             if self.shadow and self.shadow_model
             else None,
             kms_key_id=encryption_key.key_arn

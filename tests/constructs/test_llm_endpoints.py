@@ -291,3 +291,24 @@ def test_an_llm_endpoint_deploys_only_where_its_environment_says_so(project, tmp
     assert app.stages["dev"].serving is None
     staging = Template.from_stack(app.stages["staging"].serving)
     assert _one(staging, "AWS::SageMaker::Endpoint")["EndpointName"] == "digits-staging-chat"
+
+
+def test_a_shadow_of_an_llm_serves_the_candidate_package_with_the_llm_s_settings(project, tmp_path):
+    t = _serving(
+        project,
+        tmp_path,
+        f"  chat:\n    llm: {LLM}\n    instance_type: [ml.g5.2xlarge, ml.g6.2xlarge]\n"
+        f'    shadow: {{model_package: "{CANDIDATE}", sampling_percent: 50}}\n',
+    )
+    config = _one(t, "AWS::SageMaker::EndpointConfig")
+    (shadow,) = config["ShadowProductionVariants"]
+    assert shadow["InstanceType"] == "ml.g5.2xlarge"  # the first pool's type
+    assert shadow["InitialVariantWeight"] == 0.5
+    production = config["ProductionVariants"][0]
+    assert shadow["ModelDataDownloadTimeoutInSeconds"] == production["ModelDataDownloadTimeoutInSeconds"]
+    containers = [
+        r["Properties"]["PrimaryContainer"] for r in t.find_resources("AWS::SageMaker::Model").values()
+    ]
+    (candidate,) = [c for c in containers if c.get("ModelPackageName") == CANDIDATE]
+    (weights,) = [c for c in containers if "ModelDataSource" in c]
+    assert candidate["Environment"] == weights["Environment"]
