@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -178,6 +179,8 @@ def check_quotas(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> 
         else:
             book = quota_book(root, plan, mode)  # type: ignore[arg-type]
         report = evaluate(plan, book)
+        for warning in report.warnings:  # what plan prints with '!': the synth says it too
+            print(f"warning: {plan.env}: {warning}", file=sys.stderr)
         if report.short:
             short.append(report)
     if short:

@@ -311,7 +311,7 @@ def test_the_plan_shows_pools_shadow_and_llm_rows_in_80_columns(project, width):
     assert "its first-priority pool ml.p5.48xlarge has too little quota" in " ".join(text.split())
 
 
-def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project):
+def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project, capsys):
     """`cdk synth`'s quota check (-c sagestack:quotas=snapshot) is the plan's: one pool with room
     passes; none fails with the plan's message."""
     from aws_cdk import App
@@ -330,6 +330,8 @@ def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project):
         check_quotas(App(context={"sagestack:quotas": "snapshot"}), project.root, [plan])
 
     synth_check({P5: 0, G6E: 0, G5: 3})  # the last pool has room: placeable
+    # ... and the synth warns, as plan does, that the first-priority pool has too little quota
+    assert "warning: dev: endpoint 'web': its first-priority pool ml.p5.48xlarge" in capsys.readouterr().err
     with pytest.raises(QuotaShortfallError) as e:
         synth_check({P5: 0, G6E: 1, G5: 1})
     assert "endpoint 'web' needs 3 of 'ml.p5.48xlarge for endpoint usage' (L-0)" in str(e.value)
