@@ -259,7 +259,6 @@ def main(root: Path) -> None:
     finding, 3 when a quota is short (`-c sagestack:quotas=live|snapshot|off`), 4 when a request
     differs from the environment's lock (`-c sagestack:locked=true`), a locked image tag moved, or an endpoint update would be
     refused halfway (an autoscaled variant changing instance type)."""
-    import sys
 
     exit_codes: tuple[tuple[type[Exception], int], ...] = (
         (SpecError, 2),
