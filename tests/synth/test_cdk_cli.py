@@ -54,8 +54,10 @@ def test_every_environment_is_synthesized(synthesized):
         for p in synthesized.glob("assembly-*/*.template.json")
     )
     assert stacks == [
-        f"sagestack digits-{env}" for env in ("dev", "dev", "prod", "prod", "prod", "staging", "staging")
-    ]  # foundation and training everywhere; serving where a model package is pinned (prod)
+        f"sagestack digits-{env}"
+        for env in ("dev", "dev", "prod", "prod", "prod", "staging", "staging", "staging")
+    ]  # foundation and training everywhere; serving where a model package is pinned (prod) or the
+    # LLM endpoint deploys (staging)
     names = {
         p.name.split("Foundation")[0].split("Training")[0].split("Serving")[0]
         for p in synthesized.glob("assembly-*/*.template.json")
