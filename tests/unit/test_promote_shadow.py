@@ -90,7 +90,12 @@ def test_a_shadow_then_its_full_promotion_on_the_example(example_project, sm):
 def test_the_candidate_can_come_from_a_source_environments_pin(example_project, sm):
     candidate = _package(sm, "Approved")
     staging = example_project.root / "config/envs/staging.yaml"
-    staging.write_text(staging.read_text() + f'endpoints:\n  digits:\n    model_package: "{candidate}"\n')
+    # staging's overlay already has an endpoints: section (its LLM endpoint); the pin joins it
+    staging.write_text(
+        staging.read_text().replace(
+            "endpoints:\n", f'endpoints:\n  digits:\n    model_package: "{candidate}"\n'
+        )
+    )
     result = promote(example_project.root, "digits", "staging", "prod", shadow=True)
     assert result.package_arn == candidate
     assert _validates(example_project, "prod").endpoints["digits"].shadow.model_package == candidate
