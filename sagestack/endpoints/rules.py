@@ -174,27 +174,31 @@ def endpoint_compile_target(ctx: RuleContext) -> Iterator[Finding]:
         "A model compiled for one device runs only there: an ml_c5 "
         "artifact on an ml.g4dn endpoint fails to load at deploy time."
     ),
-    fix="Make instance_type the family of target_device (ml_c5 -> ml.c5.*, ml_inf2 -> ml.inf2.*).",
+    fix="Make every instance_type the family of target_device (ml_c5 -> ml.c5.*, ml_inf2 -> ml.inf2.*).",
 )
 def endpoint_compile_family(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         c = ep.compile
-        if c is None or c.target_device is None or ep.primary_instance_type is None:
+        if c is None or c.target_device is None:
             continue
         target = cloud_target(c.target_device)
-        if target is None or ep.primary_instance_type.startswith(target.instance_prefix):
+        if target is None:
             continue
-        fits = target_for_family(_family(ep.primary_instance_type))
-        hint = (
-            f"compile for {fits.device} (target_device: {fits.device})"
-            if fits
-            else f"Neo has no target for {_family(ep.primary_instance_type)}"
-        )
-        yield Finding(
-            ("endpoints", name, "instance_type"),
-            f"{ep.primary_instance_type} cannot run a model compiled for {target.device}, which runs on "
-            f"{target.instance_prefix}* instances; use an {target.instance_prefix}* instance_type, or {hint}",
-        )
+        for i, itype in enumerate(ep.instance_type or ()):
+            if itype.startswith(target.instance_prefix):
+                continue
+            fits = target_for_family(_family(itype))
+            hint = (
+                f"compile for {fits.device} (target_device: {fits.device})"
+                if fits
+                else f"Neo has no target for {_family(itype)}"
+            )
+            at = ("endpoints", name, "instance_type", i)
+            yield Finding(
+                at if len(ep.instance_type or ()) > 1 else at[:-1],
+                f"{itype} cannot run a model compiled for {target.device}, which runs on "
+                f"{target.instance_prefix}* instances; use an {target.instance_prefix}* instance_type, or {hint}",
+            )
 
 
 @rule(

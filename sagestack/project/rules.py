@@ -18,6 +18,8 @@ from sagestack.training import rules_job as training_job
 from sagestack.training import rules_platform as training_platform
 from sagestack.tuning import rules as tuning
 from sagestack.training import rules_source as training_source
+from sagestack.endpoints import rules_pools as endpoint_pools
+from sagestack.llm import rules as llm
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -35,6 +37,8 @@ FEATURE_RULES = (
     training_platform,
     tuning,
     training_source,
+    endpoint_pools,
+    llm,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]
