@@ -1,0 +1,174 @@
+"""The LLM feature's core: each family's image from sagemaker-core's own tables, the environment each
+family documents, the weights' size, tensor-parallel degree, memory fit and timeouts."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from typing import Any
+
+import pytest
+
+from sagestack.llm.environment import container_environment, rendered_environment
+from sagestack.llm.images import (
+    CONTAINERS,
+    LlmImageError,
+    accelerator_kinds,
+    llm_image_uri,
+    newest_version,
+)
+from sagestack.llm.models import LlmSpec
+from sagestack.llm.sizing import memory_fit, tensor_parallel_degree, timeouts, weights_gib
+
+GPU_TYPE = "ml.g5.12xlarge"
+
+# The rules the LLM feature and the endpoint pools add (issue 27).
+RULES_EXPLAINED = (
+    "llm-container-instance",
+    "llm-image",
+    "llm-tensor-parallel",
+    "llm-memory-fit",
+    "llm-endpoint-shape",
+    "llm-quantization",
+    "llm-optimize-compilation",
+    "llm-environment",
+    "endpoint-provision-timeout",
+    "endpoint-pool-accelerators",
+    "endpoint-capacity-reservation",
+    "endpoint-shadow-region",
+)
+
+
+def spec(**fields: Any) -> LlmSpec:
+    return LlmSpec.model_validate(
+        {"container": "djl-lmi", "weights": {"s3": "m/"}, "parameters": 8e9, **fields}
+    )
+
+
+def table(container: str) -> dict[str, Any]:
+    path = metadata.distribution("sagemaker-core").locate_file(
+        f"sagemaker/core/image_uri_config/{container}.json"
+    )
+    data: dict[str, Any] = json.loads(path.read_text())  # type: ignore[union-attr]
+    return data.get("inference", data)
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_each_family_resolves_its_newest_image_on_an_instance_it_runs_on(container):
+    from sagemaker.core import image_uris
+
+    itype = "ml.inf2.xlarge" if "neuronx" in container else "ml.g5.2xlarge"
+    uri = llm_image_uri(spec(container=container), region="eu-west-1", instance_type=itype)
+    expected = image_uris.retrieve(
+        container,
+        region="eu-west-1",
+        version=newest_version(container),
+        instance_type=itype,
+        image_scope="inference",
+    )
+    assert uri == expected and ".eu-west-1." in uri
+    assert newest_version(container) in table(container)["versions"]
+
+
+def test_neuron_families_run_on_trainium_with_the_inferentia2_image():
+    neuron = spec(container="huggingface-llm-neuronx", dtype="bf16")
+    assert llm_image_uri(neuron, region="us-east-1", instance_type="ml.trn1.32xlarge") == llm_image_uri(
+        neuron, region="us-east-1", instance_type="ml.inf2.xlarge"
+    )
+    assert accelerator_kinds("djl-neuronx") == {"inferentia", "trainium"}
+    assert accelerator_kinds("djl-tensorrtllm") == {"nvidia"}
+
+
+def test_image_errors_say_why():
+    with pytest.raises(LlmImageError, match=r"no version '9\.9'.*known: 0\.38\.0"):
+        llm_image_uri(spec(version="9.9"), region="us-east-1", instance_type=GPU_TYPE)
+    with pytest.raises(LlmImageError, match=r"runs on NVIDIA GPUs; ml\.trn1\.2xlarge has Trainium"):
+        llm_image_uri(spec(container="vllm"), region="us-east-1", instance_type="ml.trn1.2xlarge")
+    with pytest.raises(LlmImageError, match="Unsupported region: mars-1"):
+        llm_image_uri(spec(), region="mars-1", instance_type=GPU_TYPE)
+
+
+def test_each_family_gets_its_own_variables():
+    s = spec(max_batch_size=32, max_input_tokens=2048, max_total_tokens=4096, tensor_parallel_degree=2)
+    lmi = container_environment(s, instance_type=GPU_TYPE)
+    assert lmi == {
+        "HF_MODEL_ID": "/opt/ml/model",
+        "OPTION_TENSOR_PARALLEL_DEGREE": "2",
+        "OPTION_ROLLING_BATCH": "vllm",
+        "OPTION_MAX_MODEL_LEN": "4096",
+        "OPTION_MAX_ROLLING_BATCH_SIZE": "32",
+        "OPTION_DTYPE": "fp16",
+    }
+    tgi = container_environment(s.model_copy(update={"container": "huggingface-llm"}), instance_type=GPU_TYPE)
+    assert (
+        tgi["SM_NUM_GPUS"] == "2" and tgi["MAX_INPUT_TOKENS"] == "2048" and tgi["MAX_TOTAL_TOKENS"] == "4096"
+    )
+    assert tgi["MAX_CONCURRENT_REQUESTS"] == "32" and tgi["DTYPE"] == "float16"
+    old_tgi = s.model_copy(update={"container": "huggingface-llm", "version": "1.4.5"})
+    assert "MAX_INPUT_LENGTH" in rendered_environment(old_tgi, instance_type=GPU_TYPE)
+    awq = rendered_environment(
+        s.model_copy(update={"container": "huggingface-llm", "quantization": "awq"}), instance_type=GPU_TYPE
+    )
+    assert awq["HF_MODEL_QUANTIZE"] == "awq" and "DTYPE" not in awq  # TGI refuses --dtype with --quantize
+    vllm = rendered_environment(s.model_copy(update={"container": "vllm"}), instance_type=GPU_TYPE)
+    assert vllm["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2" and vllm["SM_VLLM_MAX_NUM_SEQS"] == "32"
+    sglang = rendered_environment(s.model_copy(update={"container": "sglang"}), instance_type=GPU_TYPE)
+    assert sglang["SM_SGLANG_TP_SIZE"] == "2" and sglang["SM_SGLANG_CONTEXT_LENGTH"] == "4096"
+    trt = rendered_environment(s.model_copy(update={"container": "djl-tensorrtllm"}), instance_type=GPU_TYPE)
+    assert (trt["OPTION_ROLLING_BATCH"], trt["OPTION_MAX_INPUT_LEN"], trt["OPTION_MAX_OUTPUT_LEN"]) == (
+        "trtllm",
+        "2048",
+        "2048",
+    )
+    neuron = spec(container="huggingface-llm-neuronx", dtype="bf16", max_batch_size=4)
+    assert rendered_environment(neuron, instance_type="ml.inf2.48xlarge") == {
+        "HF_MODEL_ID": "/opt/ml/model",
+        "HF_NUM_CORES": "24",
+        "HF_AUTO_CAST_TYPE": "bf16",
+        "MAX_BATCH_SIZE": "4",
+    }
+
+
+def test_the_users_environment_wins_and_a_component_bounds_the_degree():
+    s = spec(environment={"OPTION_DTYPE": "bf16", "HF_TOKEN": "t"})
+    env = container_environment(s, instance_type=GPU_TYPE, accelerators=2)
+    assert env["OPTION_DTYPE"] == "bf16" and env["HF_TOKEN"] == "t"
+    assert env["OPTION_TENSOR_PARALLEL_DEGREE"] == "2"
+
+
+def test_sizing_per_instance_type():
+    assert weights_gib(spec()) == pytest.approx(8e9 * 2 / 2**30)
+    assert weights_gib(spec(quantization="awq")) == pytest.approx(8e9 * 0.5 / 2**30)
+    assert weights_gib(spec(weights={"s3": "m/", "size_gb": 16})) == pytest.approx(16e9 / 2**30)
+    assert tensor_parallel_degree(spec(), "ml.p4d.24xlarge") == 8
+    assert (
+        tensor_parallel_degree(spec(container="djl-neuronx"), "ml.inf2.24xlarge") == 12
+    )  # 6 chips x 2 cores
+    assert tensor_parallel_degree(spec(), "ml.g5.48xlarge", accelerators=2) == 2
+    big = spec(parameters=70e9)
+    assert memory_fit(big, "ml.p4d.24xlarge").ok  # 130 GiB / 0.8 within 8 x 40 GiB
+    small = memory_fit(big, "ml.g5.12xlarge")
+    assert (small.ok, small.available_gib, small.tensor_parallel_degree) == (False, 96.0, 4)
+    assert small.needed_gib == pytest.approx(small.weights_gib / 0.8)
+
+
+def test_timeouts_grow_with_the_weights_and_stay_in_the_apis_range():
+    tiny, huge = spec(parameters=1e8), spec(parameters=400e9)
+    assert timeouts(tiny) < timeouts(spec()) and timeouts(huge) == (3600, 3600)
+    assert all(60 <= t <= 3600 for t in timeouts(tiny))
+    neuron = spec(container="djl-neuronx")
+    assert timeouts(neuron)[1] > timeouts(spec())[1]  # compiles for the NeuronCores on start
+    assert timeouts(spec(download_timeout=120, startup_timeout=900)) == (120, 900)
+
+
+def test_sagestack_rules_explains_every_llm_rule():
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+
+    runner = CliRunner()
+    listed = runner.invoke(app, ["rules"], terminal_width=200)
+    for rule_id in RULES_EXPLAINED:
+        assert rule_id in listed.stdout
+        out = runner.invoke(app, ["rules", "--explain", rule_id])
+        assert out.exit_code == 0 and "Why:" in out.stdout and "What to do:" in out.stdout
