@@ -85,10 +85,10 @@ def test_an_llm_on_ebs_only_types_gets_a_volume_for_its_weights(project, tmp_pat
     t = _serving(
         project,
         tmp_path,
-        "  chat:\n    llm: {container: djl-lmi, weights: {s3: 's3://weights-bucket/llama/', size_gb: 16}, "
-        "parameters: 8.0e9, dtype: bf16}\n    instance_type: ml.p3.2xlarge\n",
+        "  chat:\n    llm: {container: djl-lmi, weights: {s3: 's3://weights-bucket/llama/', size_gb: 8}, "
+        "parameters: 4.0e9, dtype: fp16}\n    instance_type: ml.p3.2xlarge\n",
     )
-    assert _variant(t)["VolumeSizeInGB"] == 2 * 16 + 30
+    assert _variant(t)["VolumeSizeInGB"] == 2 * 8 + 30  # the weights twice (download, load) + 30 GB
     assert (
         _one(t, "AWS::SageMaker::Model")["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"]
         == "s3://weights-bucket/llama/"
