@@ -15,6 +15,7 @@ from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_u
 from sagestack.core.names import Names
 from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
+from sagestack.llm.images import LlmImageError, llm_image_uri
 from sagestack.transforms.request import ResolvedTransform
 
 if TYPE_CHECKING:  # the resolved environment is passed in; the project layer builds it
@@ -83,21 +84,27 @@ def resolve_endpoint(plan: ResolvedEnvironment, key: str) -> ResolvedEndpoint:
 def resolved_endpoint(
     *, names: Names, key: str, spec: EndpointSpec, region: str, inference_image: str = ""
 ) -> ResolvedEndpoint:
-    """An endpoint's names, compile target, image and supported instance types. A compiled model's
-    image comes from the Neo catalog (the compilation job reports it too); an uncompiled one is
-    served by `inference_image`."""
+    """An endpoint's names, compile target, image and supported instance types (every pool type's
+    family). A compiled model's image comes from the Neo catalog (the compilation job reports it
+    too); an LLM's from its container family for the first pool type; an uncompiled one is served
+    by `inference_image`."""
 
     c = spec.compile
     target = cloud_target(c.target_device) if c and c.target_device else None
     hosting = instance_types_for("hosting")
     if target is not None:
         supported = tuple(t for t in hosting if t.startswith(target.instance_prefix))
-    elif spec.primary_instance_type is not None:
-        family = spec.primary_instance_type.rsplit(".", 1)[0] + "."
-        supported = tuple(t for t in hosting if t.startswith(family))
+    elif spec.instance_type:
+        families = tuple(dict.fromkeys(t.rsplit(".", 1)[0] + "." for t in spec.instance_type))
+        supported = tuple(t for t in hosting if t.startswith(families))
     else:
         supported = tuple(t for t in hosting if t.startswith("ml.m5."))
     image = inference_image
+    if spec.llm is not None and spec.primary_instance_type is not None and not image:
+        try:
+            image = llm_image_uri(spec.llm, region=region, instance_type=spec.primary_instance_type)
+        except LlmImageError as e:
+            raise EndpointResolutionError(f"endpoint '{key}': {e}") from None
     if c is not None and target is not None:
         try:
             image = compiled_image_uri(

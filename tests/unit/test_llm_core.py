@@ -172,3 +172,19 @@ def test_sagestack_rules_explains_every_llm_rule():
         assert rule_id in listed.stdout
         out = runner.invoke(app, ["rules", "--explain", rule_id])
         assert out.exit_code == 0 and "Why:" in out.stdout and "What to do:" in out.stdout
+
+
+def test_an_llm_endpoint_resolves_to_its_familys_image_and_every_pools_family(project):
+    from sagestack.endpoints.resolved import resolve_endpoint
+    from sagestack.project import resolve_environment
+    from tests.conftest import MINIMAL
+
+    llm = "    llm: {container: huggingface-llm, weights: {s3: models/chat/}, parameters: 1.0e9}\n"
+    project.spec(
+        MINIMAL + "endpoints:\n  chat:\n    instance_type: [ml.g5.2xlarge, ml.g6.2xlarge]\n" + llm
+    ).env("dev")
+    ep = resolve_endpoint(resolve_environment(project.load("dev")), "chat")
+    assert ep.image_uri == llm_image_uri(ep.spec.llm, region="us-east-1", instance_type="ml.g5.2xlarge")
+    assert "huggingface-pytorch-tgi-inference" in ep.image_uri
+    families = {t.rsplit(".", 1)[0] for t in ep.supported_instance_types}
+    assert families == {"ml.g5", "ml.g6"}
