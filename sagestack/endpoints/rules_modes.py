@@ -105,16 +105,7 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
             if c.max_copies is not None and c.max_copies < c.copies:
                 yield Finding((*cpath, "max_copies"), f"max_copies {c.max_copies} is below copies {c.copies}")
             yield from _min_copies(ep, cpath, c)
-            if per is None:
-                continue
-            need = copy_needs(c)
-            if not per.fits(need):
-                yield Finding(
-                    cpath,
-                    f"one copy needs {need.cpu:g} CPU cores, {need.memory_mb:g} MB and {need.accelerators} "
-                    f"accelerator(s); {ep.primary_instance_type} has {per.cpu:g}, {per.memory_mb:g} MB and "
-                    f"{per.accelerators}: ask for less or choose a larger instance type",
-                )
+            yield from _copy_fits(ep, cpath, c)
         if per is None:
             continue
         packing = pack(ep)
@@ -124,6 +115,20 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
                 (*path, "components"),
                 f"the initial copies need {packing.instances_needed} {ep.primary_instance_type} instances; managed "
                 f"scaling allows at most {high}: raise autoscaling.max or lower copies",
+            )
+
+
+def _copy_fits(ep: EndpointSpec, cpath: tuple[str, ...], c: ComponentSpec) -> Iterator[Finding]:
+    """One copy fits an instance of every pool type (SageMaker may place the fleet on any)."""
+    need = copy_needs(c)
+    for itype in ep.instance_type or ():
+        per = instance_capacity(itype)
+        if per is not None and not per.fits(need):
+            yield Finding(
+                cpath,
+                f"one copy needs {need.cpu:g} CPU cores, {need.memory_mb:g} MB and {need.accelerators} "
+                f"accelerator(s); {itype} has {per.cpu:g}, {per.memory_mb:g} MB and "
+                f"{per.accelerators}: ask for less or choose a larger instance type",
             )
 
 

@@ -271,3 +271,16 @@ def test_llm_findings_are_located_through_the_loader(project):
         "config/sagestack.yaml:16:35: warning: endpoints.chat.llm.environment.OPTION_DTYPE: OPTION_DTYPE replaces the "
         "value sagestack renders from the llm: settings ('fp16' -> 'bf16') [llm-environment]"
     ]
+
+
+def test_endpoint_components_fit_every_pool_type(project):
+    pools = (
+        MINIMAL
+        + "endpoints:\n  shared:\n    instance_type: [ml.g5.12xlarge, ml.g6.12xlarge]\n    components:\n"
+        f'      small: {{model_package: "{PIN}", memory_mb: 8192, accelerators: 4}}\n'
+    )
+    assert findings(project, "endpoint-components", pools) == []
+    assert findings(project, "endpoint-components", pools.replace("ml.g6.12xlarge", "ml.g6.2xlarge")) == [
+        "endpoints.shared.components.small: one copy needs 1 CPU cores, 8192 MB and 4 accelerator(s); "
+        "ml.g6.2xlarge has 8, 32768 MB and 1: ask for less or choose a larger instance type"
+    ]
