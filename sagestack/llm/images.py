@@ -74,7 +74,10 @@ def instance_problem(container: str, instance_type: str) -> str | None:
     if acc is None:
         if runs_on_cpu(container):
             return None
-        return f"{container} needs an accelerator ({where}); {instance_type} has none"
+        cpu = ", ".join(f for f, (_, on_cpu) in FAMILIES.items() if on_cpu)
+        return (
+            f"{container} needs an accelerator ({where}); {instance_type} has none (only {cpu} runs on CPU)"
+        )
     if acc.kind not in kinds:
         return f"{container} runs on {where}; {instance_type} has {acc.model} ({acc.kind})"
     if container in NEURON_FAMILIES and acc.model == "Inferentia":

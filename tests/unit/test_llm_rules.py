@@ -30,8 +30,8 @@ def test_llm_container_instance(project):
         "ml.inf1.xlarge is Inf1: the container cannot start there"
     ]
     assert findings(project, "llm-container-instance", llm_endpoint("ml.m5.xlarge", container="vllm")) == [
-        "endpoints.chat.instance_type: vllm needs an accelerator (NVIDIA GPUs); ml.m5.xlarge has none: the "
-        "container cannot start there"
+        "endpoints.chat.instance_type: vllm needs an accelerator (NVIDIA GPUs); ml.m5.xlarge has none (only "
+        "sagemaker-tritonserver runs on CPU): the container cannot start there"
     ]
     triton = llm_endpoint("ml.m5.xlarge", container="sagemaker-tritonserver")
     assert findings(project, "llm-container-instance", triton) == []
