@@ -43,6 +43,7 @@ from sagestack.llm.sizing import tensor_parallel_degree
 MODEL_DIR = "/opt/ml/model"  # where SageMaker mounts ModelDataSource (uncompressed S3 prefix)
 _TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 _LMI_DTYPE = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+_TGI_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}  # the launcher's --dtype choices
 
 Renderer = Callable[[LlmSpec, int], dict[str, str]]
 
@@ -90,7 +91,7 @@ def _tgi(spec: LlmSpec, tp: int) -> dict[str, str]:
     _set(env, "MAX_CONCURRENT_REQUESTS", spec.max_batch_size)
     quantize = _quantize(spec)
     if quantize is None:
-        _set(env, "DTYPE", _TORCH_DTYPE.get(spec.dtype))
+        _set(env, "DTYPE", _TGI_DTYPE.get(spec.dtype))
     else:
         env["HF_MODEL_QUANTIZE"] = quantize
     return env
@@ -166,6 +167,8 @@ def unrendered(spec: LlmSpec) -> list[str]:
             ["quantization"] if spec.quantization else []
         )
     missing = []
+    if spec.dtype == "fp32" and spec.container in ("huggingface-llm", "huggingface-llm-neuronx"):
+        missing.append("dtype")  # TGI's --dtype and HF_AUTO_CAST_TYPE take 16-bit types only
     if spec.max_input_tokens is not None and spec.container in (
         "djl-lmi",
         "djl-neuronx",

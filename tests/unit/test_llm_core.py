@@ -188,3 +188,15 @@ def test_an_llm_endpoint_resolves_to_its_familys_image_and_every_pools_family(pr
     assert "huggingface-pytorch-tgi-inference" in ep.image_uri
     families = {t.rsplit(".", 1)[0] for t in ep.supported_instance_types}
     assert families == {"ml.g5", "ml.g6"}
+
+
+def test_settings_a_family_has_no_variable_for_are_named():
+    from sagestack.llm.environment import unrendered
+
+    tgi32 = spec(container="huggingface-llm", dtype="fp32")
+    assert "DTYPE" not in rendered_environment(tgi32, instance_type=GPU_TYPE)
+    assert unrendered(tgi32) == ["dtype"]
+    triton = spec(container="sagemaker-tritonserver", tensor_parallel_degree=2, max_batch_size=8)
+    assert unrendered(triton) == ["tensor_parallel_degree", "max_batch_size"]
+    assert unrendered(spec(max_input_tokens=10, max_total_tokens=20)) == ["max_input_tokens"]
+    assert unrendered(spec(container="huggingface-llm", max_input_tokens=10, max_total_tokens=20)) == []
