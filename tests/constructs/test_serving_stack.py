@@ -20,8 +20,11 @@ def _serving(app: BuiltApp, env: str) -> Template:
 
 def test_only_environments_with_a_pin_get_endpoints(example_app):
     assert example_app.stages["dev"].serving is None
-    assert example_app.stages["staging"].serving is None
     assert example_app.stages["prod"].serving is not None
+    # staging pins no digits package; it serves only the LLM endpoint its overlay deploys
+    staging = example_app.stages["staging"].serving
+    assert staging is not None and set(staging.endpoints) == {"chat"}
+    assert set(example_app.stages["prod"].serving.endpoints) == {"digits"}
 
 
 def test_endpoint_serves_the_pinned_package_with_kms_and_capture(example_app):
