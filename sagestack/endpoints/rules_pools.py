@@ -17,6 +17,8 @@ def accelerator_group(itype: str) -> str:
         return "unknown"
     if acc is None:
         return "CPU"
+    if acc.kind == "unknown":
+        return "unknown"
     if acc.kind == "nvidia":
         return "NVIDIA GPU"
     if acc.model == "Inferentia":

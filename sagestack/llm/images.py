@@ -71,6 +71,8 @@ def instance_problem(container: str, instance_type: str) -> str | None:
         return None  # the instance-type rules report an unknown type
     kinds = FAMILIES[container][0]
     where = _where(container)
+    if acc is not None and acc.kind == "unknown":
+        return None  # a type newer than the catalog's facts: nothing to judge by
     if acc is None:
         if runs_on_cpu(container):
             return None

@@ -178,9 +178,9 @@ def llm_memory_fit(ctx: RuleContext) -> Iterator[Finding]:
             if not _known(itype):
                 continue
             fit = memory_fit(s.spec, itype, s.accelerators)
-            if fit.ok:
-                continue
             d = devices(itype, s.accelerators)
+            if fit.ok or d.gib_each is None:
+                continue  # fits, or the catalog does not know the memory
             over = (
                 f"{fit.tensor_parallel_degree} x {d.gib_each:.1f} GiB {d.name}" if d.count else "host memory"
             )

@@ -284,3 +284,20 @@ def test_endpoint_components_fit_every_pool_type(project):
         "endpoints.shared.components.small: one copy needs 1 CPU cores, 8192 MB and 4 accelerator(s); "
         "ml.g6.2xlarge has 8, 32768 MB and 1: ask for less or choose a larger instance type"
     ]
+
+
+def test_types_the_catalog_knows_little_about_are_not_judged(project):
+    newer = llm_endpoint("[ml.g5.2xlarge, ml.g7e.2xlarge]")  # g7e: accelerator facts not in the catalog yet
+    for rule_id in (
+        "llm-container-instance",
+        "llm-memory-fit",
+        "llm-tensor-parallel",
+        "endpoint-pool-accelerators",
+    ):
+        assert findings(project, rule_id, newer) == []
+    triton = llm_endpoint("ml.t2.large", container="sagemaker-tritonserver")  # no memory figure
+    assert findings(project, "llm-memory-fit", triton) == []
+    assert (
+        findings(project, "endpoint-pool-accelerators", llm_endpoint("[ml.g7e.2xlarge, ml.inf2.xlarge]"))
+        == []
+    )
