@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from sagestack.core.catalog.instances import instance_type as lookup
 from sagestack.core.rules import Finding, RuleContext, rule
 
+_INTERCHANGEABLE = {"CPU", "NVIDIA GPU"}
+
 
 def accelerator_group(itype: str) -> str:
     """What a model built for `itype` needs of another type: the same kind of accelerator."""
@@ -49,13 +51,15 @@ def endpoint_provision_timeout(ctx: RuleContext) -> Iterator[Finding]:
 @rule(
     "endpoint-pool-accelerators",
     "error",
-    "an endpoint's instance pools all have the same kind of accelerator",
+    "an endpoint's instance pools are all Neuron (Inferentia2 / Trainium), all Inf1, or none",
     why=(
-        "SageMaker places a variant on whichever pool has capacity, with the same model and container: a "
-        "CUDA image or a model compiled for NVIDIA does not run on Neuron or CPU instances, nor a Neuron "
-        "one on a GPU, so a pool of another kind fails only when SageMaker falls back to it."
+        "SageMaker places a variant on whichever pool has capacity, with the same model and container: "
+        "Neuron images and Neuron-compiled models run only on Neuron devices, and CUDA or CPU images not "
+        "on Inferentia or Trainium, so a pool of another kind fails only when SageMaker falls back to it. "
+        "(A CPU and a GPU type may share a PyTorch model: the CUDA build runs on CPU; an LLM container's "
+        "needs are llm-container-instance's.)"
     ),
-    fix="Keep every instance type of the list on the same accelerator kind as the first (e.g. "
+    fix="Keep every instance type of the list on the same accelerator as the first (e.g. "
     "[ml.g5.2xlarge, ml.g6.2xlarge], or [ml.inf2.xlarge, ml.trn1.2xlarge]).",
 )
 def endpoint_pool_accelerators(ctx: RuleContext) -> Iterator[Finding]:
@@ -66,7 +70,7 @@ def endpoint_pool_accelerators(ctx: RuleContext) -> Iterator[Finding]:
         first = accelerator_group(types[0])
         for i, itype in enumerate(types[1:], start=1):
             group = accelerator_group(itype)
-            if "unknown" not in (group, first) and group != first:
+            if "unknown" not in (group, first) and group != first and {group, first} != _INTERCHANGEABLE:
                 yield Finding(
                     ("endpoints", name, "instance_type", i),
                     f"{itype} is {group}, but the first pool {types[0]} is {first}: SageMaker would serve the "

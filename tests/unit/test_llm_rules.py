@@ -301,3 +301,17 @@ def test_types_the_catalog_knows_little_about_are_not_judged(project):
         findings(project, "endpoint-pool-accelerators", llm_endpoint("[ml.g7e.2xlarge, ml.inf2.xlarge]"))
         == []
     )
+
+
+def test_a_cpu_and_a_gpu_pool_may_share_a_model_but_not_a_neuron_one(project):
+    pools = (
+        MINIMAL
+        + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n    instance_type: [ml.c5.xlarge, ml.g5.xlarge]\n'
+    )
+    assert findings(project, "endpoint-pool-accelerators", pools) == []
+    assert findings(
+        project, "endpoint-pool-accelerators", pools.replace("ml.g5.xlarge", "ml.inf1.xlarge")
+    ) == [
+        "endpoints.digits.instance_type.1: ml.inf1.xlarge is Inferentia (Inf1), but the first pool ml.c5.xlarge "
+        "is CPU: SageMaker would serve the same model and container on both; list only CPU types"
+    ]
