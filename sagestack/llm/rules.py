@@ -83,6 +83,12 @@ def _known(itype: str) -> bool:
     return True
 
 
+def _runs(s: Served, itype: str) -> bool:
+    """Whether sizing `itype` means anything: known, and the container runs there (else
+    llm-container-instance reports it)."""
+    return _known(itype) and instance_problem(s.spec.container, itype) is None
+
+
 @rule(
     "llm-container-instance",
     "error",
@@ -116,8 +122,8 @@ def llm_image(ctx: RuleContext) -> Iterator[Finding]:
     for _name, s in served(ctx):
         seen: set[str] = set()
         for itype in s.types:
-            if not _known(itype) or instance_problem(s.spec.container, itype) is not None:
-                continue  # llm-container-instance reports it
+            if not _runs(s, itype):
+                continue
             try:
                 llm_image_uri(s.spec, region=ctx.spec.region, instance_type=itype)
             except LlmImageError as e:
@@ -142,7 +148,7 @@ def llm_image(ctx: RuleContext) -> Iterator[Finding]:
 def llm_tensor_parallel(ctx: RuleContext) -> Iterator[Finding]:
     for name, s in served(ctx):
         for i, itype in enumerate(s.types):
-            if not _known(itype):
+            if not _runs(s, itype):
                 continue
             d = devices(itype, s.accelerators)
             tp = tensor_parallel_degree(s.spec, itype, s.accelerators)
@@ -155,7 +161,8 @@ def llm_tensor_parallel(ctx: RuleContext) -> Iterator[Finding]:
             )
             yield Finding(
                 where,
-                f"tensor_parallel_degree {tp} does not divide the {d.count} {d.name} device(s) of {of}; "
+                f"tensor_parallel_degree {tp} {'is more than' if tp > d.count else 'does not divide'} the "
+                f"{d.count} {d.name} device(s) of {of}; "
                 f"use one of {', '.join(map(str, divisors))}",
             )
 
@@ -175,15 +182,14 @@ def llm_tensor_parallel(ctx: RuleContext) -> Iterator[Finding]:
 def llm_memory_fit(ctx: RuleContext) -> Iterator[Finding]:
     for name, s in served(ctx):
         for i, itype in enumerate(s.types):
-            if not _known(itype):
+            if not _runs(s, itype):
                 continue
             fit = memory_fit(s.spec, itype, s.accelerators)
             d = devices(itype, s.accelerators)
             if fit.ok or d.gib_each is None:
                 continue  # fits, or the catalog does not know the memory
-            over = (
-                f"{fit.tensor_parallel_degree} x {d.gib_each:.1f} GiB {d.name}" if d.count else "host memory"
-            )
+            spans = min(fit.tensor_parallel_degree, d.count)
+            over = f"{spans} x {d.gib_each:.1f} GiB {d.name}" if d.count else "host memory"
             hints = ["a larger instance type"]
             if d.count > fit.tensor_parallel_degree:
                 hints.append(f"tensor_parallel_degree up to {d.count}")

@@ -98,7 +98,9 @@ def memory_fit(spec: LlmSpec, instance_type: str, accelerators: int | None = Non
     d = devices(instance_type, accelerators)
     if d.gib_each is None:
         return Fit(weights, needed, 0.0, tp, False)
-    available = float(d.gib_each) * (tp if d.count else 1)
+    available = float(d.gib_each) * (
+        min(tp, d.count) if d.count else 1
+    )  # a degree above the devices: tp rule
     return Fit(weights, needed, available, tp, needed <= available)
 
 

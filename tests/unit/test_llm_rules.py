@@ -53,7 +53,7 @@ def test_llm_tensor_parallel(project):
         "llm-tensor-parallel",
         ok.replace("[ml.g5.12xlarge, ml.g6.12xlarge]", "[ml.g5.12xlarge, ml.g5.2xlarge]"),
     ) == [
-        "endpoints.chat.llm.tensor_parallel_degree: tensor_parallel_degree 2 does not divide the 1 A10G "
+        "endpoints.chat.llm.tensor_parallel_degree: tensor_parallel_degree 2 is more than the 1 A10G "
         "device(s) of ml.g5.2xlarge; use one of 1"
     ]
     three = llm_endpoint("ml.g5.12xlarge", tensor_parallel_degree=3)
@@ -73,7 +73,7 @@ def test_llm_tensor_parallel_of_a_component_is_bounded_by_its_accelerators(proje
     assert findings(
         project, "llm-tensor-parallel", comp.replace("tensor_parallel_degree: 2", "tensor_parallel_degree: 4")
     ) == [
-        "endpoints.shared.components.chat.llm.tensor_parallel_degree: tensor_parallel_degree 4 does not divide "
+        "endpoints.shared.components.chat.llm.tensor_parallel_degree: tensor_parallel_degree 4 is more than "
         "the 2 A10G device(s) of the component's 2 accelerator(s); use one of 1, 2"
     ]
 
@@ -315,3 +315,14 @@ def test_a_cpu_and_a_gpu_pool_may_share_a_model_but_not_a_neuron_one(project):
         "endpoints.digits.instance_type.1: ml.inf1.xlarge is Inferentia (Inf1), but the first pool ml.c5.xlarge "
         "is CPU: SageMaker would serve the same model and container on both; list only CPU types"
     ]
+
+
+def test_a_degree_above_the_devices_is_sized_over_the_devices_there_are(project):
+    too_wide = llm_endpoint("[ml.g5.12xlarge, ml.g5.2xlarge]", parameters="13.0e9", tensor_parallel_degree=4)
+    assert findings(project, "llm-memory-fit", too_wide) == [
+        "endpoints.chat.instance_type.1: 1.3e+10 parameters in fp16 are 24.2 GiB of weights, 30.3 GiB with 20% "
+        "kept for the KV cache; one copy on ml.g5.2xlarge has 24.0 GiB (1 x 24.0 GiB A10G): use a larger "
+        "instance type, or quantization: awq (4-bit) or fp8"
+    ]
+    cuda_on_neuron = llm_endpoint("[ml.g5.12xlarge, ml.inf2.xlarge]", tensor_parallel_degree=4)
+    assert findings(project, "llm-tensor-parallel", cuda_on_neuron) == []  # llm-container-instance's
