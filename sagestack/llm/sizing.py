@@ -116,3 +116,13 @@ def timeouts(spec: LlmSpec) -> tuple[int, int]:
     compile_s = NEURON_COMPILE_S if spec.container in NEURON_FAMILIES else 0
     startup = _clamp(STARTUP_BASE_S + STARTUP_S_PER_GIB * gib + compile_s)
     return spec.download_timeout or download, spec.startup_timeout or startup
+
+
+def accelerator_devices(spec: LlmSpec, instance_type: str, accelerators: int | None = None) -> int:
+    """NumberOfAcceleratorDevicesRequired of an LLM component: as given, else the devices its
+    tensor-parallel group spans — GPUs, or Neuron devices (each holds neuron_cores_per_chip of the
+    NeuronCores the degree counts)."""
+    if accelerators is not None:
+        return accelerators
+    per = devices(instance_type).per_accelerator
+    return max(1, math.ceil(tensor_parallel_degree(spec, instance_type) / per))

@@ -200,3 +200,12 @@ def test_settings_a_family_has_no_variable_for_are_named():
     assert unrendered(triton) == ["tensor_parallel_degree", "max_batch_size"]
     assert unrendered(spec(max_input_tokens=10, max_total_tokens=20)) == ["max_input_tokens"]
     assert unrendered(spec(container="huggingface-llm", max_input_tokens=10, max_total_tokens=20)) == []
+
+
+def test_a_components_devices_count_gpus_or_neuron_devices_not_cores():
+    from sagestack.llm.sizing import accelerator_devices
+
+    assert accelerator_devices(spec(tensor_parallel_degree=2), "ml.g5.12xlarge") == 2
+    neuron = spec(container="djl-neuronx", tensor_parallel_degree=4)
+    assert accelerator_devices(neuron, "ml.inf2.24xlarge") == 2  # 4 NeuronCores on 2 Inferentia2 devices
+    assert accelerator_devices(neuron, "ml.inf2.24xlarge", accelerators=3) == 3
