@@ -124,7 +124,7 @@ def test_endpoint_autoscaling(project):
         project, "endpoint-autoscaling", endpoint(OK.replace("{min: 1, max: 4}", "{min: 0, max: 4}"))
     ) == [
         "endpoints.digits.autoscaling.min: a real-time instance endpoint keeps at least 1 instance; async "
-        "endpoints and serverless ones scale to zero"
+        "endpoints, serverless ones and endpoints of inference components scale to zero"
     ]
     assert findings(
         project, "endpoint-autoscaling", endpoint(OK.replace("{min: 1, max: 4}", "{min: 3, max: 2}"))
