@@ -15,7 +15,7 @@ from sagestack.constructs.endpoint_llm import has_instance_storage
 from sagestack.llm.environment import container_environment
 from sagestack.llm.images import llm_image_uri
 from sagestack.llm.models import LlmSpec
-from sagestack.llm.sizing import GIB, tensor_parallel_degree, timeouts, weights_gib
+from sagestack.llm.sizing import GIB, accelerator_devices, timeouts, weights_gib
 
 MAX_VOLUME_GB = 512  # ProductionVariant.VolumeSizeInGB's ceiling
 
@@ -61,5 +61,6 @@ def llm_model_of(
 
 
 def component_accelerators(spec: LlmSpec, instance_type: str, accelerators: int | None) -> int:
-    """NumberOfAcceleratorDevicesRequired of an LLM component: as given, else the tensor-parallel degree."""
-    return accelerators or tensor_parallel_degree(spec, instance_type, accelerators)
+    """NumberOfAcceleratorDevicesRequired of an LLM component: as given, else the devices its
+    tensor-parallel degree spans (GPUs, or Neuron devices: the degree counts NeuronCores)."""
+    return accelerator_devices(spec, instance_type, accelerators)

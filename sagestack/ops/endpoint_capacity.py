@@ -22,6 +22,7 @@ from sagestack.core.catalog.quotas import quota_name
 from sagestack.endpoints.components import Packing, pack
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
 from sagestack.llm.models import LlmSpec
+from sagestack.llm.sizing import accelerator_devices, memory_fit, tensor_parallel_degree
 from sagestack.ops.capacity_rows import (
     Row,
     Shortfall,
@@ -60,11 +61,12 @@ def endpoint_quotas(ep: EndpointSpec) -> set[str]:
 
 
 def with_accelerators(c: ComponentSpec, itype: str) -> ComponentSpec:
-    """An LLM component's copy spans its tensor-parallel degree in accelerators (unless it asks
-    for a number itself): what SageMaker must find free on an instance for each copy."""
+    """An LLM component's copy spans the accelerator devices of its tensor-parallel degree (GPUs,
+    or Neuron devices; unless it asks for a number itself): what SageMaker must find free on an
+    instance for each copy."""
     if c.llm is None or c.accelerators is not None:
         return c
-    return c.model_copy(update={"accelerators": tensor_parallel_degree(c.llm, itype)})
+    return c.model_copy(update={"accelerators": accelerator_devices(c.llm, itype)})
 
 
 def packing_on(ep: EndpointSpec, itype: str) -> Packing:
@@ -239,8 +241,9 @@ def llm_fits(key: str, ep: EndpointSpec) -> list[LlmFit]:
                     accelerators=devices,
                     accelerator_gib=per,
                     tensor_parallel_degree=tensor_parallel_degree(spec, itype, asked),
-                    weights_gib=fit.needed_gib,
-                    available_gib=fit.available_gib,
+                    weights_gib=fit.weights_gib,
+                    # the devices' memory less the KV-cache headroom: what the weights may take
+                    available_gib=fit.available_gib * (1 - spec.kv_cache_headroom),
                     fits=fit.ok,
                 )
             )
@@ -256,32 +259,3 @@ def _devices(itype: str) -> tuple[int, float | None, str]:
         per = acc.memory_gib / acc.neuron_cores_per_chip if acc.memory_gib else None
         return acc.neuron_cores, per, "NeuronCore"
     return acc.count, acc.memory_gib, acc.model
-
-
-# Stand-ins for sagestack.llm.sizing (helper A's module, same names and signatures) until it lands.
-_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
-
-
-@dataclass(frozen=True)
-class Fit:
-    needed_gib: float
-    available_gib: float
-    ok: bool
-
-
-def weights_gib(spec: LlmSpec) -> float:
-    if spec.weights.size_gb is not None:
-        return spec.weights.size_gb * 1e9 / 2**30
-    return spec.parameters * _BYTES[spec.dtype] / 2**30
-
-
-def tensor_parallel_degree(spec: LlmSpec, itype: str, accelerators: int | None = None) -> int:
-    return spec.tensor_parallel_degree or accelerators or max(1, _devices(itype)[0])
-
-
-def memory_fit(spec: LlmSpec, itype: str, accelerators: int | None = None) -> Fit:
-    per = _devices(itype)[1]
-    tp = tensor_parallel_degree(spec, itype, accelerators)
-    available = per * tp * (1 - spec.kv_cache_headroom) if per else 0.0
-    needed = weights_gib(spec)
-    return Fit(needed, available, needed <= available)
