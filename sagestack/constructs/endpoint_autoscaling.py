@@ -127,41 +127,17 @@ def _wake_component(
     alarm of its NoCapacityInvocationFailures, as SageMaker documents scaling inference components
     out from zero (endpoint-auto-scaling-zero-instances: ChangeInCapacity +1, the alarm on the
     metric with the InferenceComponentName dimension, >= 1)."""
-    wake = Policy(
+    _wake_from_zero(
         scope,
-        f"WakeFromZero-{name}",
-        policy_name=f"{component_name}-wake",
-        policy_type="StepScaling",
-        scaling_target_id=target.ref,
-        step_scaling_policy_configuration=Policy.StepScalingPolicyConfigurationProperty(
-            adjustment_type="ChangeInCapacity",
-            metric_aggregation_type="Maximum",
-            cooldown=60,
-            step_adjustments=[
-                Policy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
-            ],
-        ),
-    )
-    if topic is not None:
-        allow_alarms(topic)
-    cloudwatch.CfnAlarm(
-        scope,
-        f"NoCapacity-{name}",
-        alarm_name=f"{component_name}-wake",
-        alarm_description=f"{component_name}: a request found no copy; start one",
-        namespace="AWS/SageMaker",
-        metric_name="NoCapacityInvocationFailures",
-        dimensions=[
-            cloudwatch.CfnAlarm.DimensionProperty(name="InferenceComponentName", value=component_name)
-        ],
+        (f"WakeFromZero-{name}", f"NoCapacity-{name}"),
+        target,
+        name=f"{component_name}-wake",
+        description=f"{component_name}: a request found no copy; start one",
+        metric=("NoCapacityInvocationFailures", "InferenceComponentName", component_name),
         statistic="Maximum",
-        period=60,
-        evaluation_periods=1,
-        datapoints_to_alarm=1,
-        threshold=1,
-        comparison_operator="GreaterThanOrEqualToThreshold",
-        treat_missing_data="missing",
-        alarm_actions=[wake.ref, *([topic.topic_arn] if topic is not None else [])],
+        cooldown=60,
+        periods=1,
+        topic=topic,
     )
 
 
@@ -203,16 +179,46 @@ def _wake_on_backlog(
     target: appscaling.CfnScalableTarget,
     topic: sns.ITopic | None,
 ) -> None:
+    _wake_from_zero(
+        scope,
+        ("WakeOnBacklog", "BacklogWithoutCapacity"),
+        target,
+        name=f"{endpoint_name}-wake",
+        description=f"{endpoint_name}: requests wait and no instance runs; start one",
+        metric=("HasBacklogWithoutCapacity", "EndpointName", endpoint_name),
+        statistic="Average",
+        cooldown=int(a.scale_out_cooldown.to_seconds()),
+        periods=2,
+        topic=topic,
+    )
+
+
+def _wake_from_zero(
+    scope: Construct,
+    ids: tuple[str, str],
+    target: appscaling.CfnScalableTarget,
+    *,
+    name: str,
+    description: str,
+    metric: tuple[str, str, str],
+    statistic: str,
+    cooldown: int,
+    periods: int,
+    topic: sns.ITopic | None,
+) -> None:
+    """From zero, target tracking cannot scale out: a step policy adds one (instance or copy) when
+    an alarm on `metric` (name, dimension, value) reaches 1 over `periods` minutes; the alarm also
+    notifies `topic`. ids: the policy's and the alarm's construct IDs."""
     wake = Policy(
         scope,
-        "WakeOnBacklog",
-        policy_name=f"{endpoint_name}-wake",
+        ids[0],
+        policy_name=name,
         policy_type="StepScaling",
         scaling_target_id=target.ref,
         step_scaling_policy_configuration=Policy.StepScalingPolicyConfigurationProperty(
             adjustment_type="ChangeInCapacity",
-            metric_aggregation_type="Average",
-            cooldown=int(a.scale_out_cooldown.to_seconds()),
+            metric_aggregation_type=statistic,
+            cooldown=cooldown,
             step_adjustments=[
                 Policy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
             ],
@@ -220,18 +226,19 @@ def _wake_on_backlog(
     )
     if topic is not None:
         allow_alarms(topic)
+    metric_name, dimension, value = metric
     cloudwatch.CfnAlarm(
         scope,
-        "BacklogWithoutCapacity",
-        alarm_name=f"{endpoint_name}-wake",
-        alarm_description=f"{endpoint_name}: requests wait and no instance runs; start one",
+        ids[1],
+        alarm_name=name,
+        alarm_description=description,
         namespace="AWS/SageMaker",
-        metric_name="HasBacklogWithoutCapacity",
-        dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="EndpointName", value=endpoint_name)],
-        statistic="Average",
+        metric_name=metric_name,
+        dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name=dimension, value=value)],
+        statistic=statistic,
         period=60,
-        evaluation_periods=2,
-        datapoints_to_alarm=2,
+        evaluation_periods=periods,
+        datapoints_to_alarm=periods,
         threshold=1,
         comparison_operator="GreaterThanOrEqualToThreshold",
         treat_missing_data="missing",
