@@ -14,8 +14,23 @@ from sagestack.project import ResolvedEnvironment
 
 if TYPE_CHECKING:
     from sagestack.app.clusters import ClusterStack
+    from sagestack.app.llm_optimization import OptimizationStack
     from sagestack.app.serving import ServingStack
     from sagestack.app.training import TrainingStack
+
+
+def optimization_needed(plan: ResolvedEnvironment) -> bool:
+    """Whether a deployed endpoint's LLM (or a component's) has `optimize:` (llm_optimization's test,
+    without importing its modules at start-up)."""
+    return any(
+        ep.deploy
+        and ep.instance_type
+        and any(
+            llm is not None and llm.optimize is not None
+            for llm in (ep.llm, *(c.llm for c in ep.components.values()))
+        )
+        for ep in plan.spec.endpoints.values()
+    )
 
 
 def serving_needed(plan: ResolvedEnvironment) -> bool:
@@ -83,6 +98,19 @@ class EnvironmentStage(Stage):
                 stack_name=plan.names.stack("serving"),
                 description=f"sagestack {plan.names.prefix}: endpoints and batch transforms with the pinned "
                 "model packages",
+            )
+        # LLM optimization jobs: a pipeline each, started by `sagestack run <endpoint>`.
+        self.optimization: OptimizationStack | None = None
+        if optimization_needed(plan):
+            from sagestack.app.llm_optimization import OptimizationStack  # start-up: Step Functions, ~0.3 s
+
+            self.optimization = OptimizationStack(
+                self,
+                "Optimization",
+                plan=plan,
+                foundation=self.foundation,
+                stack_name=plan.names.stack("optimization"),
+                description=f"sagestack {plan.names.prefix}: LLM optimization pipelines (Step Functions)",
             )
         # HyperPod clusters, each in its own VPC with its file system.
         self.clusters: ClusterStack | None = None

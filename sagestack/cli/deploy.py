@@ -48,7 +48,13 @@ def synth(
 
 @app.command()
 def run(
-    job: Annotated[str, typer.Argument(help="a key of jobs:, tuning: or transforms: (a pinned one)")],
+    job: Annotated[
+        str,
+        typer.Argument(
+            help="a key of jobs:, tuning: or transforms: (a pinned one), or an endpoint (ENDPOINT/COMPONENT) "
+            "whose llm: has optimize:"
+        ),
+    ],
     env: Annotated[str, typer.Option("--env", "-e", help="environment to run in")],
     root: RootOption = Path("."),
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
@@ -63,15 +69,15 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Start a job's, tuning entry's or pinned transform's deployed pipeline and follow it (boto3;
-    AWS_ENDPOINT_URL is honoured)."""
+    """Start a job's, tuning entry's, pinned transform's or LLM optimization's deployed pipeline and
+    follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
     err = console(stderr=True)
     loaded = load_entry(
         root,
         env,
         job,
-        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms],
-        "job, tuning entry or transform",
+        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
+        "job, tuning entry, transform or optimized LLM",
     )
     spec = loaded.spec
     if job in spec.transforms and spec.transforms[job].model_package is None:
@@ -97,10 +103,7 @@ def run(
     from sagestack.ops.account import aws_client
 
     names = Names(spec.project, env)
-    if job in spec.transforms:
-        name = names.transform_state_machine(job)
-    else:
-        name = names.state_machine(job, tuning=job not in spec.jobs)
+    name, stack = pipeline_of(spec, env, job)
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -115,7 +118,7 @@ def run(
     except remote.PipelineNotFound:
         raise UserError(
             f"state machine '{name}' is not deployed in {spec.region}; run `cdk deploy "
-            f"{names.stack('serving' if job in spec.transforms else 'training')}` first"
+            f"{names.stack(stack)}` first"
         ) from None
     except NoCredentialsError:
         raise UserError(
@@ -144,6 +147,32 @@ def run(
     if result.cause:
         err.print(f"  {result.cause}", markup=False)
     raise typer.Exit(1)
+
+
+def optimized_pipelines(spec: Any, env: str) -> dict[str, str]:
+    """Each optimized LLM ('endpoint' or 'endpoint/component'; an endpoint's key alone when it has
+    one) -> its optimization pipeline's state machine."""
+    from sagestack.core.names import Names
+    from sagestack.llm.optimization_job import resolve_optimizations
+
+    found = list(resolve_optimizations(Names(spec.project, env), spec.endpoints))
+    out = {o.label: o.state_machine for o in found}
+    for o in found:
+        if sum(p.endpoint == o.endpoint for p in found) == 1:
+            out.setdefault(o.endpoint, o.state_machine)
+    return out
+
+
+def pipeline_of(spec: Any, env: str, entry: str) -> tuple[str, str]:
+    """The state machine `sagestack run ENTRY` starts, and the stack that deploys it."""
+    from sagestack.core.names import Names
+
+    names = Names(spec.project, env)
+    if entry in spec.jobs or entry in spec.tuning:
+        return names.state_machine(entry, tuning=entry not in spec.jobs), "training"
+    if entry in spec.transforms:
+        return names.transform_state_machine(entry), "serving"
+    return optimized_pipelines(spec, env)[entry], "optimization"
 
 
 @app.command()

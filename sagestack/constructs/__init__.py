@@ -74,6 +74,7 @@ _WHERE = {
     "ModelPackageGroupBase": "sagestack.constructs.model_registry",
     "ModelRegistration": "sagestack.constructs.model_registration",
     "Names": "sagestack.core.names",
+    "OptimizationPipeline": "sagestack.constructs.llm_optimization",
     "PREFIXES": "sagestack.constructs.artifact_bucket",
     "RetrainingSchedule": "sagestack.constructs.retraining_schedule",
     "Rollout": "sagestack.constructs.endpoint_rollout",

@@ -136,3 +136,10 @@ MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:UpdateModelPackage",
     "sagemaker:DescribeModelPackageGroup",
 )
+# An LLM's optimization pipeline: its job (CreateOptimizationJob with Tags needs AddTags).
+OPTIMIZATION_JOBS_RUN = (
+    "sagemaker:CreateOptimizationJob",
+    "sagemaker:DescribeOptimizationJob",
+    "sagemaker:StopOptimizationJob",
+    "sagemaker:AddTags",
+)

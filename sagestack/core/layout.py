@@ -17,6 +17,7 @@ PREFIXES: dict[str, str] = {
     "data": "training channels (data/<channel>/)",
     "checkpoints": "spot checkpoints (checkpoints/<job>/<hash>/)",
     "models": "compiled models (models/compiled/<endpoint>/)",
+    "optimized": "LLMs written by optimization jobs (optimized/<endpoint>/<job>/)",
     "output": "training outputs (output/<job>/<training job>/output/model.tar.gz)",
     "profiler": "SageMaker Profiler data",
     "debugger": "SageMaker Debugger tensors",
@@ -64,6 +65,10 @@ class S3Layout:
     # serving
     def compiled_models(self, endpoint: str) -> str:
         return self.uri(f"models/compiled/{endpoint}/")
+
+    def optimized(self, endpoint: str, job: str) -> str:
+        """What an LLM optimization job writes (uncompressed files, served as an S3 prefix)."""
+        return self.uri(f"optimized/{endpoint}/{job}/")
 
     def async_prefix(self, endpoint: str) -> str:
         return self.uri(f"async/{endpoint}")

@@ -159,6 +159,20 @@ class Names:
         """Transform jobs and models of this environment (their names start with its prefix)."""
         return self._cut_name_pattern
 
+    def optimization_job(self, key: str, digest: str) -> str:
+        """An LLM optimization job: '<prefix>-<key>-<hash12>', content-addressed by the llm spec (an
+        unchanged spec starts no second job), the front cut to SageMaker's 63 characters."""
+        suffix = f"-{digest[:12]}"
+        return f"{self.prefix}-{key}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
+
+    def optimization_state_machine(self, key: str) -> str:
+        return f"{self.prefix}-optimize-{key}"
+
+    @property
+    def optimization_job_pattern(self) -> str:
+        """Optimization jobs of this environment (their names start with its prefix)."""
+        return f"{self.prefix}-*"
+
     def baseline_state_machine(self, endpoint_key: str) -> str:
         return f"{self.prefix}-baseline-{endpoint_key}"
 

@@ -72,6 +72,16 @@ def lock_document(
             if requests.transforms
             else {}
         ),
+        **(
+            {
+                "optimizations": {
+                    k: {op: request_sha256(r) for op, r in ops.items()}
+                    for k, ops in requests.optimizations.items()
+                }
+            }
+            if requests.optimizations
+            else {}
+        ),
         **({"serving": serving} if (serving := deployed_serving(plan)) else {}),
         **({"images": pinned} if pinned else {}),
     }
@@ -87,7 +97,7 @@ def request_images(plan: ResolvedEnvironment, requests: EnvironmentRequests) -> 
         found += [c.request for c in job_plan.candidates]
         if job_plan.preferred is not None:
             found.append(job_plan.preferred.request)
-    found += [requests.tuning, requests.endpoints, requests.transforms]
+    found += [requests.tuning, requests.endpoints, requests.transforms, requests.optimizations]
     if any(ep.monitor is not None for ep in plan.spec.endpoints.values()):
         found.append(analyzer_image(plan.region))
     return images_in(found)

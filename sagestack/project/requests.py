@@ -22,6 +22,8 @@ from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
 from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
 from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_registration
+from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.llm.optimization_job import stand_in_requests as optimization_requests
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
@@ -102,6 +104,8 @@ class EnvironmentRequests:
     transforms: dict[str, dict[str, dict[str, Any]]] = field(
         default_factory=dict
     )  # key -> operation -> request
+    # an LLM with optimize: ('chat', or 'chat/<component>') -> operation -> request
+    optimizations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> instance type -> identity
     sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
 
@@ -153,7 +157,9 @@ def render_environment(
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
 
     # The training part is the environment's one rendering; endpoints and transforms join a copy.
-    out = replace(render_training(plan, root, validate=validate), endpoints={}, transforms={})
+    out = replace(
+        render_training(plan, root, validate=validate), endpoints={}, transforms={}, optimizations={}
+    )
     ctx = stand_in_model_context(plan)
     for key, spec in plan.spec.endpoints.items():
         if spec.model is None:
@@ -176,6 +182,13 @@ def render_environment(
             for operation, request in requests.items():
                 validate_request(operation.split(" ")[0], request)
         out.transforms[key] = requests
+
+    for o in resolve_optimizations(plan.names, plan.spec.endpoints):
+        requests = optimization_requests(o, ctx.deployment, env=plan.env, group=ctx.group_name)
+        if validate:
+            for operation, request in requests.items():
+                validate_request(operation, request)
+        out.optimizations[o.label] = requests
     return out
 
 
@@ -247,6 +260,9 @@ def requests_named(
         shown += [(op, name, request) for op, request in out.endpoints[name].items()]
     elif name in out.transforms:
         shown += [(op.split(" ")[0], op, request) for op, request in out.transforms[name].items()]
-    else:
+    optimized = [label for label in out.optimizations if name in (label, label.split("/")[0])]
+    for label in optimized:  # an endpoint's optimization jobs, after its model steps
+        shown += [(op, f"optimize {label}", request) for op, request in out.optimizations[label].items()]
+    if not shown:
         raise KeyError(name)
     return [ShownRequest(op, label, req, _stand_ins(plan, req)) for op, label, req in shown]

@@ -20,6 +20,7 @@ from sagestack.tuning import rules as tuning
 from sagestack.training import rules_source as training_source
 from sagestack.endpoints import rules_pools as endpoint_pools
 from sagestack.llm import rules as llm
+from sagestack.llm import rules_optimize as llm_optimize
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -39,6 +40,7 @@ FEATURE_RULES = (
     training_source,
     endpoint_pools,
     llm,
+    llm_optimize,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]
