@@ -33,7 +33,6 @@ class OptimizationStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
-        self.add_dependency(foundation)
         topic = sns.Topic(
             self,
             "Notifications",
