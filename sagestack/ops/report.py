@@ -140,6 +140,7 @@ def render(result: PlanResult, console: Any) -> None:
     _render_serving(result, console, narrow)
     _render_components(result, console)
     _render_llm(result, console)
+    _render_optimizations(result, console)
     _render_sizing(result, console, narrow)
     _render_lock(result, console)
     for warning in cap.warnings:
@@ -314,6 +315,46 @@ def _render_llm(result: PlanResult, console: Any) -> None:
     console.print(t)
 
 
+def optimization_rows(result: PlanResult) -> list[dict[str, Any]]:
+    """Each LLM optimization job `sagestack run <endpoint>` would start, from its rendered request."""
+    rows = []
+    for label, requests in result.requests.optimizations.items():
+        r = requests["CreateOptimizationJob"]
+        rows.append(
+            {
+                "llm": label,
+                "job": r["OptimizationJobName"],
+                "instance_type": r["DeploymentInstanceType"],
+                "techniques": [
+                    next(iter(c)).removeprefix("Model").removesuffix("Config")
+                    for c in r["OptimizationConfigs"]
+                ],
+                "max_runtime_seconds": r["StoppingCondition"]["MaxRuntimeInSeconds"],
+            }
+        )
+    return rows
+
+
+def _render_optimizations(result: PlanResult, console: Any) -> None:
+    rows = optimization_rows(result)
+    if not rows:
+        return
+    t = _table(
+        console, "LLM optimization jobs (sagestack run <endpoint>; the output is registered for review)"
+    )
+    for col in ("llm", "job", "for", "techniques", "max runtime"):
+        t.add_column(col, justify="right" if col == "max runtime" else "left", overflow="fold")
+    for row in rows:
+        t.add_row(
+            row["llm"],
+            row["job"],
+            row["instance_type"],
+            ", ".join(row["techniques"]),
+            f"{row['max_runtime_seconds'] // 60} min",
+        )
+    console.print(t)
+
+
 def _render_sizing(result: PlanResult, console: Any, narrow: bool) -> None:
     """Memory per device of each job's candidates, and what its all-reduce costs."""
     if not result.sizing:
@@ -391,6 +432,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             k: {"hash": p.digest, "names": [c.name for c in p.candidates]}
             for k, p in result.requests.jobs.items()
         },
+        "optimizations": optimization_rows(result),
         "lock": {"state": result.lock_state, "changes": result.lock_changes},
         "refused_updates": result.refused_updates,
     }

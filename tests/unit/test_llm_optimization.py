@@ -203,3 +203,26 @@ def test_render_lock_and_run_see_the_example_s_optimization():
     )
     dev = resolve_environment(load_project(REPO, "dev"))  # chat is not deployed in dev
     assert render_environment(dev, REPO).optimizations == {}
+
+
+def test_plan_lists_the_optimization_job():
+    import io
+
+    from rich.console import Console
+
+    from sagestack.ops.quota_book import QuotaBook
+    from sagestack.ops.report import as_json, plan_report, render
+    from sagestack.project import load_project, resolve_environment
+    from tests.conftest import REPO
+
+    result = plan_report(REPO, resolve_environment(load_project(REPO, "staging")), QuotaBook.none("off"))
+    (row,) = as_json(result)["optimizations"]
+    assert row["llm"] == "chat/chat" and row["job"].startswith("digits-staging-chat-chat-")
+    assert (row["instance_type"], row["techniques"], row["max_runtime_seconds"]) == (
+        "ml.g5.2xlarge",
+        ["Quantization"],
+        3600,
+    )
+    out = io.StringIO()
+    render(result, Console(file=out, width=200))
+    assert "LLM optimization jobs" in out.getvalue() and row["job"] in out.getvalue()
