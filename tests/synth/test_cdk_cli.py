@@ -55,11 +55,11 @@ def test_every_environment_is_synthesized(synthesized):
     )
     assert stacks == [
         f"sagestack digits-{env}"
-        for env in ("dev", "dev", "prod", "prod", "prod", "staging", "staging", "staging")
+        for env in ("dev", "dev", "prod", "prod", "prod", "staging", "staging", "staging", "staging")
     ]  # foundation and training everywhere; serving where a model package is pinned (prod) or the
-    # LLM endpoint deploys (staging)
+    # LLM endpoint deploys (staging), with its LLM's optimization pipeline (staging)
     names = {
-        p.name.split("Foundation")[0].split("Training")[0].split("Serving")[0]
+        p.name.split("Foundation")[0].split("Training")[0].split("Serving")[0].split("Optimization")[0]
         for p in synthesized.glob("assembly-*/*.template.json")
     }
     assert names == {"dev", "prod", "staging"}
