@@ -32,3 +32,15 @@ def test_llm_optimize_instance(project):
     assert error.startswith(
         "config/sagestack.yaml:16:52: endpoints.chat.llm.optimize.instance_type: ml.p3.2xlarge"
     )
+
+
+def test_sagestack_rules_explains_llm_optimize_instance():
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+
+    runner = CliRunner()
+    assert "llm-optimize-instance" in runner.invoke(app, ["rules"], terminal_width=200).stdout
+    out = runner.invoke(app, ["rules", "--explain", "llm-optimize-instance"])
+    assert out.exit_code == 0 and "OptimizationJobDeploymentInstanceType" in out.stdout
+    assert "Why:" in out.stdout and "What to do:" in out.stdout
