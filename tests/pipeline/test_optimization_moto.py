@@ -25,7 +25,9 @@ def staging_app(tmp_path_factory):
     project = example_copy(tmp_path_factory)
     staging = project.root / "config/envs/staging.yaml"
     staging.write_text(staging.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
-    return BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["staging"])
+    built = BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["staging"])
+    built.root = project.root  # type: ignore[attr-defined]
+    return built
 
 
 class FakeJobs:
@@ -77,16 +79,20 @@ class FakeJobs:
         )
 
 
-def _run(moto, app) -> dict:
+def _deploy(moto, app) -> str:
     moto.reset()
     moto.client("sagemaker").create_model_package_group(ModelPackageGroupName="digits-staging")
     topic = moto.client("sns").create_topic(Name="digits-staging-optimization")["TopicArn"]
-    sfn = moto.client("stepfunctions")
-    machine = sfn.create_state_machine(
+    return moto.client("stepfunctions").create_state_machine(
         name=MACHINE,
         definition=definition(app, MACHINE, topic, env="staging", stack="optimization"),
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
     )["stateMachineArn"]
+
+
+def _run(moto, app) -> dict:
+    machine = _deploy(moto, app)
+    sfn = moto.client("stepfunctions")
     execution = sfn.start_execution(stateMachineArn=machine, name=f"run-{time.monotonic_ns()}")[
         "executionArn"
     ]
@@ -164,3 +170,16 @@ def test_a_job_of_the_same_spec_is_followed_not_repeated(moto, staging_app, monk
     result = _run(moto, staging_app)  # the job exists (jobs.created keeps it): ResourceInUse
     assert result["status"] == "SUCCEEDED", result
     assert "Optimize refused chat-chat?" in result["entered"] and len(jobs.created) == 1
+
+
+def test_sagestack_run_endpoint_starts_its_optimization(moto, staging_app, monkeypatch):
+    from tests.pipeline.test_training_pipeline_moto import _cli
+
+    FakeJobs(["INPROGRESS", "COMPLETED"]).install(monkeypatch)
+    _deploy(moto, staging_app)
+    result = _cli(moto, staging_app.root, "run", "chat", "--env", "staging", "--poll", "0.2")
+    assert result.returncode == 0, result.stderr
+    assert "→ Optimize chat-chat" in result.stdout and "✓ succeeded" in result.stdout
+    assert "model-package/digits-staging/1" in result.stdout
+    result = _cli(moto, staging_app.root, "run", "chta", "--env", "staging")
+    assert result.returncode == 2 and "did you mean 'chat'" in result.stderr.replace("\n", " ")
