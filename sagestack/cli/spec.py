@@ -212,7 +212,7 @@ def render_requests(
     try:
         shown = requests_named(resolved, out, name, candidate)
     except KeyError:
-        known = [*out.jobs, *out.tuning, *out.endpoints]
+        known = [*out.jobs, *out.tuning, *out.endpoints, *out.optimizations]
         console(stderr=True).print(
             f"no job, search or endpoint '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
             markup=False,

@@ -226,3 +226,19 @@ def test_plan_lists_the_optimization_job():
     out = io.StringIO()
     render(result, Console(file=out, width=200))
     assert "LLM optimization jobs" in out.getvalue() and row["job"] in out.getvalue()
+
+
+def test_sagestack_render_shows_an_endpoint_s_optimization_requests():
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+    from tests.conftest import REPO
+
+    runner = CliRunner()
+    for name in ("chat", "chat/chat"):
+        out = runner.invoke(app, ["render", name, "--env", "staging", "--root", str(REPO)])
+        assert out.exit_code == 0, out.output
+        assert "# CreateOptimizationJob (optimize chat/chat), environment staging" in out.stdout
+        assert "# CreateModelPackage (optimize chat/chat), environment staging" in out.stdout
+    out = runner.invoke(app, ["render", "chat/chta", "--env", "staging", "--root", str(REPO)])
+    assert out.exit_code == 2 and "did you mean 'chat/chat'" in out.output
