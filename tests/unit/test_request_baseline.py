@@ -44,6 +44,7 @@ def rendered(root: Path) -> dict[str, Any]:
             "tuning": requests.tuning,
             "endpoints": requests.endpoints,
             "transforms": requests.transforms,
+            **({"optimizations": requests.optimizations} if requests.optimizations else {}),
             "images": requests.images,
             "sources": requests.sources,
         }
