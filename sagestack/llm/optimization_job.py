@@ -174,6 +174,9 @@ def package_request(
     }
     techniques = [k for k, v in _asked(o.optimize).items() if v]
     request: dict[str, Any] = {
+        # Idempotent per job: a rerun that follows the existing job registers its output once
+        # (ClientToken: 36 characters at most, so the job name's hash).
+        "ClientToken": hashlib.md5(f"{group}/{o.job_name}".encode(), usedforsecurity=False).hexdigest(),
         "ModelPackageGroupName": group,
         "ModelPackageDescription": f"sagestack {env}: LLM for endpoint '{o.label}', optimized "
         f"({', '.join(techniques)}) for {o.instance_type}",

@@ -123,6 +123,13 @@ def test_the_output_is_registered_for_review_as_the_job_quantized_it():
         "ml.g6.2xlarge",
     ]
     assert r["CustomerMetadataProperties"]["sagestack:optimization-job"] == o.job_name
+    # one package per job: the same token for the same job, another for another job
+    assert (
+        r["ClientToken"]
+        == package_request(o, DEPLOYMENT, env="staging", group="digits-staging")["ClientToken"]
+    )
+    other = package_request(_one({"quantization": "fp8"}), DEPLOYMENT, env="staging", group="digits-staging")
+    assert other["ClientToken"] != r["ClientToken"]
 
 
 def test_botocore_refuses_what_sagemaker_would():
