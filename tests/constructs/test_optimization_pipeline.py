@@ -106,3 +106,27 @@ def test_no_optimize_or_no_deploy_means_no_optimization_stack(project, tmp_path)
     assert BuiltApp(project.root, tmp_path / "a", ["prod"]).stages["prod"].optimization is None
     app = _built(project, tmp_path, "{quantization: awq}", deploy=False)
     assert app.stages["prod"].optimization is None
+
+
+def test_weights_in_another_bucket_are_readable_by_the_execution_role(project, tmp_path):
+    project.spec(
+        MINIMAL
+        + "endpoints:\n  chat:\n"
+        + "    llm: {container: djl-lmi, weights: {s3: 's3://vendor-weights/llama/'}, parameters: 1.0e9,"
+        + " dtype: fp16, optimize: {quantization: awq}}\n"
+        + "    instance_type: [ml.g5.2xlarge]\n"
+    )
+    project.env("prod", 'account: "111111111111"\n')
+    app = BuiltApp(project.root, tmp_path / "out", ["prod"])  # cdk-nag clean, with reasons
+    stage = app.stages["prod"]
+    statements = [
+        s
+        for stack in (stage.foundation, stage.optimization)
+        for policy in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    text = json.dumps(statements)
+    assert "arn:aws:s3:::vendor-weights/llama/*" in text
+    (listing,) = [s for s in statements if s["Resource"] == "arn:aws:s3:::vendor-weights"]
+    assert listing["Action"] == "s3:ListBucket"
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["llama/*", "llama/"]}}
