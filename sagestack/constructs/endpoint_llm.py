@@ -22,6 +22,7 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.endpoint_model import VpcPlacement
+from sagestack.constructs.grants import grant_once
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.validation import validate_as_request
@@ -128,27 +129,25 @@ def grant_llm(grantee: iam.IGrantable, llm: LlmModel) -> None:
     prefix and list only that prefix (no other key of the bucket), decrypt with `weights_key`."""
     if llm.image_uri:
         TrainingImage.from_registry(llm.image_uri).grant_pull(grantee)
-    uri = llm.weights_prefix_uri
-    if uri is None:
-        return
-    bucket_arn, objects_arn, prefix = s3_prefix_arns(uri)
-    iam.Grant.add_to_principal(
-        grantee=grantee, actions=list(actions.S3_OBJECTS_READ), resource_arns=[objects_arn]
-    )
-    iam.Grant.add_to_principal(
-        grantee=grantee,
-        actions=list(actions.S3_LIST),
-        resource_arns=[bucket_arn],
-        conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
-    )
+    if llm.weights_prefix_uri is not None:
+        grant_weights_read(grantee, llm.weights_prefix_uri)
     if llm.weights_key is not None:
         llm.weights_key.grant_decrypt(grantee)
+
+
+def grant_weights_read(grantee: iam.IGrantable, uri: str) -> None:
+    """Read the objects under an s3://bucket/prefix/ of LLM weights and list only that prefix —
+    once per principal, whoever asks (serving the weights, optimizing them)."""
+    bucket_arn, objects_arn, prefix = s3_prefix_arns(uri)
+    grant_once(grantee, actions.S3_OBJECTS_READ, [objects_arn])
+    listing = {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}} if prefix else None
+    grant_once(grantee, actions.S3_LIST, [bucket_arn], listing)
     if isinstance(grantee, Construct):
         acknowledge(
             grantee,
             {
                 f"AwsSolutions-IAM5[Resource::{nag_text(grantee, objects_arn)}]": "The objects under the "
-                "model's weights prefix, which SageMaker downloads to the instance: the narrowest grant "
-                "that reads a folder of files."
+                "model's weights prefix, which SageMaker reads file by file (to serve or to optimize "
+                "them): the narrowest grant that reads a folder of files."
             },
         )

@@ -17,11 +17,10 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.endpoint_llm import grant_weights_read
 from sagestack.constructs.execution_role import ExecutionRoleBase
-from sagestack.constructs.grants import grant_once
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
-from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.model import VpcSpec
@@ -112,23 +111,5 @@ class OptimizationPipeline(JobPipeline):
         registry.grant_register(self.role)
         execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(stack.region)
-        grant_weights_read(execution_role, llm.weights.s3)
-
-
-def grant_weights_read(execution_role: ExecutionRoleBase, weights: str) -> None:
-    """Weights given as s3://<bucket>/<prefix> outside the project bucket (whose prefixes the role
-    holds already): the execution role, which runs the job, may list that prefix and read under it."""
-    if not weights.startswith("s3://"):
-        return
-    bucket, _, prefix = weights.removeprefix("s3://").partition("/")
-    objects = f"arn:aws:s3:::{bucket}/{prefix}*"
-    grant_once(execution_role, actions.S3_OBJECT_GET, [objects])
-    listing = {"StringLike": {"s3:prefix": [f"{prefix}*", prefix]}} if prefix else None
-    grant_once(execution_role, actions.S3_LIST, [f"arn:aws:s3:::{bucket}"], listing)
-    acknowledge(
-        execution_role.role,
-        {
-            f"AwsSolutions-IAM5[Resource::{objects}]": "The LLM weights the spec names (llm.weights.s3), "
-            "which the optimization job reads file by file: an uncompressed prefix, not one object."
-        },
-    )
+        if llm.weights.s3.startswith("s3://"):  # the project bucket's prefixes are the role's already
+            grant_weights_read(execution_role.role, llm.weights.s3)
