@@ -49,6 +49,7 @@ demo: synth
 	$(BIN)/sagestack local compile digits --env dev
 	$(BIN)/sagestack local serve digits --env dev --port 18080 --predict 5
 	$(BIN)/sagestack local transform score --env dev --sample 20
+	$(BIN)/sagestack local serve chat --env staging --port 18081 --prompt "What does spot training need?"
 
 test: setup
 	$(BIN)/ruff check .

@@ -98,17 +98,30 @@ def local_serve(
             "--capture/--no-capture", help="write SageMaker capture files (default: the spec's data_capture:)"
         ),
     ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option("--prompt", help="an LLM endpoint: stream one chat answer to this prompt, then stop"),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="with --prompt: tokens to generate")] = 40,
     root: RootOption = Path("."),
 ) -> None:
     """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
-    InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call."""
+    InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call.
+    An LLM endpoint (llm:, or ENDPOINT/COMPONENT) is served in its container's schema, streamed as
+    InvokeEndpointWithResponseStream frames, from weights made here when the project has none."""
+    from sagestack.cli.local_llm import is_llm, llm_keys, serve_llm
     from sagestack.local.batching import batching_options
     from sagestack.local.endpoint import serving_extras
     from sagestack.local.handlers import ServeError
     from sagestack.local.serve import BackgroundServer, ServeOptions, build_server
 
     out, err = console(), console(stderr=True)
-    loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
+    loaded = load_entry(
+        root, default_env(root, env), endpoint, lambda spec: [*spec.endpoints, *llm_keys(spec)], "endpoint"
+    )
+    if is_llm(loaded.spec, endpoint):
+        serve_llm(loaded, endpoint, host=host, port=port, prompt=prompt, max_tokens=max_tokens)
+        return
     model_dir = _served_model(out, err, loaded, endpoint, model)
     batching = batching_options(loaded.spec.endpoints[endpoint].batching, len(os.sched_getaffinity(0)))
     for key, given in (("max_batch", max_batch), ("max_delay_ms", max_delay_ms), ("workers", workers)):

@@ -19,6 +19,7 @@ BENCHES = [
     pytest.param("train.py", marks=pytest.mark.train, id="train"),
     pytest.param("serve.py", marks=pytest.mark.train, id="serve"),
     pytest.param("transform.py", marks=pytest.mark.train, id="transform"),
+    pytest.param("llm_serve.py", marks=pytest.mark.train, id="llm_serve"),
     pytest.param("gpu.py", marks=pytest.mark.train, id="gpu"),  # prints "skipped" without CUDA
 ]
 

@@ -1,0 +1,104 @@
+"""`sagestack local serve` of an LLM endpoint (or `endpoint/component`): its weights made here when
+the project has none, then the container's schema and the runtime API on localhost; `--prompt`
+streams one generation through boto3's own client and stops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from sagestack.cli.common import console
+
+
+def llm_keys(spec: Any) -> list[str]:
+    """What `local serve` accepts as an LLM: endpoints with llm:, and endpoint/component for LLM components."""
+    keys = [k for k, ep in spec.endpoints.items() if ep.llm is not None]
+    for k, ep in spec.endpoints.items():
+        keys += [f"{k}/{n}" for n, c in ep.components.items() if c.llm is not None]
+    return keys
+
+
+def is_llm(spec: Any, key: str) -> bool:
+    endpoint = key.partition("/")[0]
+    ep = spec.endpoints.get(endpoint)
+    return ep is not None and (ep.llm is not None or any(c.llm for c in ep.components.values()) or "/" in key)
+
+
+def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None, max_tokens: int) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sagestack.local.llm_endpoint import (
+        BackgroundLlm,
+        LlmServeError,
+        ensure_weights,
+        local_llm,
+        model_server,
+        uvicorn_server,
+    )
+
+    out, err = console(), console(stderr=True)
+    try:
+        llm = local_llm(loaded, key)
+    except LlmServeError as e:
+        err.print(str(e), markup=False)
+        raise typer.Exit(2) from None
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(
+            f"no weights in {llm.weights}: training a small model on bundled text", total=None
+        )
+
+        def step(done: int, total: int, loss: float) -> None:
+            progress.update(task, completed=done, total=total)
+
+        if ensure_weights(llm, step):
+            err.print(
+                f"made local weights for {key} in {llm.weights} (the cloud reads s3 {llm.spec.weights.s3})",
+                markup=False,
+            )
+    app = model_server(llm)
+    out.print(
+        f"serving [bold]{key}[/] ({llm.spec.container}: the {llm.schema.upper()} schema) on http://{host}:{port} — "
+        f"GET /ping, POST /invocations, POST /endpoints/{llm.name}/invocations[-response-stream]; "
+        f"at most {app.limits.max_total_tokens} tokens a sequence"
+    )
+    if prompt is None:
+        uvicorn_server(app, host, port).run()
+        return
+    with BackgroundLlm(app, port, host) as url:
+        _stream(out, url, llm.name, llm.schema, prompt, max_tokens)
+
+
+def _stream(out: Any, url: str, name: str, schema: str, prompt: str, max_tokens: int) -> None:
+    """One generation through boto3's InvokeEndpointWithResponseStream, printed as it comes."""
+    import json
+
+    import boto3
+
+    client = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    request = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+    response = client.invoke_endpoint_with_response_stream(
+        EndpointName=name, ContentType="application/json", Body=json.dumps(request)
+    )
+    out.print(f"$ invoke_endpoint_with_response_stream({name}): {prompt}", markup=False)
+    for event in response["Body"]:
+        for line in event["PayloadPart"]["Bytes"].decode().split("\n\n"):
+            data = line.removeprefix("data:").strip()
+            if data and data != "[DONE]":
+                delta = json.loads(data)["choices"][0].get("delta", {}).get("content", "")
+                out.print(delta, end="", markup=False, highlight=False, soft_wrap=True)
+                out.file.flush()
+    out.print()

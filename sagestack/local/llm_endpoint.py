@@ -1,0 +1,125 @@
+"""An LLM endpoint of the spec, served here: which `llm:` (the endpoint's own, or one of its
+components'), where its weights are locally (`weights.s3` under the local S3 root, as the cloud's
+s3://<bucket>/<key>; made by local/llm_weights.py when absent), the container's schema and token
+limits, and the server on a thread (tests, the demo, the bench) or in the foreground (the CLI)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sagestack.core.deployment import LOCAL_BUCKET
+from sagestack.llm.models import LlmSpec
+from sagestack.local.endpoint import endpoint_name, s3_root
+from sagestack.local.llm_protocol import SCHEMA_OF, Limits, Schema
+from sagestack.local.llm_server import LlmModelServer
+from sagestack.local.llm_weights import build_weights, has_weights, load_weights
+from sagestack.project.loader import LoadedSpec
+
+
+class LlmServeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LocalLlm:
+    endpoint: str  # the key served (an endpoint, or endpoint/component)
+    name: str  # the endpoint's name, as the runtime API addresses it
+    spec: LlmSpec
+    weights: Path
+    schema: Schema
+
+
+def local_llm(loaded: LoadedSpec, key: str) -> LocalLlm:
+    """The LLM `key` names: an endpoint with `llm:`, or `endpoint/component` (an endpoint with one
+    LLM component may be named alone)."""
+    endpoint, _, component = key.partition("/")
+    ep = loaded.spec.endpoints.get(endpoint)
+    if ep is None:
+        raise LlmServeError(f"no endpoint '{endpoint}'")
+    found = {n: c.llm for n, c in ep.components.items() if c.llm is not None}
+    if component:
+        spec = found.get(component)
+    elif ep.llm is not None:
+        spec = ep.llm
+    else:
+        spec = next(iter(found.values())) if len(found) == 1 else None
+    if spec is None:
+        hint = ", ".join(f"{endpoint}/{n}" for n in found) or "none here"
+        raise LlmServeError(
+            f"'{key}' names no LLM (llm: on the endpoint, or a component's; LLM components: {hint})"
+        )
+    schema = SCHEMA_OF.get(spec.container)
+    if schema is None:
+        raise LlmServeError(
+            f"{spec.container} serves a model repository (Triton), which sagestack does not emulate locally; "
+            "use an LMI, TGI, vLLM or SGLang container to try the model here"
+        )
+    s3 = spec.weights.s3
+    bucket, _, prefix = (
+        s3.removeprefix("s3://").partition("/") if s3.startswith("s3://") else (LOCAL_BUCKET, "", s3)
+    )
+    return LocalLlm(
+        key, endpoint_name(loaded, endpoint), spec, s3_root(loaded) / bucket / prefix.strip("/"), schema
+    )
+
+
+def ensure_weights(llm: LocalLlm, on_progress: Callable[[int, int, float], None] = lambda *_: None) -> bool:
+    """Make the weights when the folder has none. Returns whether they were made."""
+    if has_weights(llm.weights):
+        return False
+    build_weights(llm.weights, on_progress=on_progress)
+    return True
+
+
+def model_server(llm: LocalLlm) -> LlmModelServer:
+    model, tokenizer = load_weights(llm.weights)
+    positions = int(
+        getattr(model.config, "n_positions", 0) or getattr(model.config, "max_position_embeddings", 0)
+    )
+    total = min(llm.spec.max_total_tokens or positions, positions)
+    return LlmModelServer(
+        model=model,
+        tokenizer=tokenizer,
+        schema=llm.schema,
+        limits=Limits(
+            max_input_tokens=min(llm.spec.max_input_tokens or total - 1, total - 1), max_total_tokens=total
+        ),
+        name=llm.name,
+        max_batch_size=llm.spec.max_batch_size or 8,
+    )
+
+
+def uvicorn_server(app: Any, host: str, port: int) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host=host, port=port, lifespan="on", log_level="warning", access_log=False, server_header=False
+    )
+    return uvicorn.Server(config)
+
+
+class BackgroundLlm:
+    """`with BackgroundLlm(app, port) as url:` — the server on a thread."""
+
+    def __init__(self, app: LlmModelServer, port: int, host: str = "127.0.0.1") -> None:
+        self.app, self.host, self.port = app, host, port
+        self.server = uvicorn_server(app, host, port)
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise LlmServeError(f"the server did not start on {self.host}:{self.port}")
+            time.sleep(0.02)
+        return f"http://{self.host}:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)

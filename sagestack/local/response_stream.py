@@ -1,0 +1,48 @@
+"""InvokeEndpointWithResponseStream's body as the SageMaker runtime frames it: the AWS event
+stream (application/vnd.amazon.eventstream), one `PayloadPart` event per chunk of what the
+container streamed, or a `ModelStreamError` event when the model fails mid-stream. Each message:
+a prelude (total length, headers length, the prelude's CRC32), the headers (name, type 7 =
+string, value), the payload, the message's CRC32 — what botocore's eventstream parser reads."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+CONTENT_TYPE = "application/vnd.amazon.eventstream"
+_STRING = 7
+
+
+def _header(name: str, value: str) -> bytes:
+    n, v = name.encode(), value.encode()
+    return struct.pack("!B", len(n)) + n + struct.pack("!BH", _STRING, len(v)) + v
+
+
+def message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One event-stream message."""
+    encoded = b"".join(_header(k, v) for k, v in headers.items())
+    total = 12 + len(encoded) + len(payload) + 4
+    prelude = struct.pack("!II", total, len(encoded))
+    head = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
+    return head + struct.pack("!I", zlib.crc32(head))
+
+
+def payload_part(data: bytes) -> bytes:
+    """A PayloadPart event carrying `data` (its Bytes member)."""
+    return message(
+        {
+            ":event-type": "PayloadPart",
+            ":content-type": "application/octet-stream",
+            ":message-type": "event",
+        },
+        data,
+    )
+
+
+def model_stream_error(text: str, code: str = "ModelStreamError") -> bytes:
+    """The ModelStreamError event the runtime sends when the container fails after streaming began."""
+    return message(
+        {":event-type": "ModelStreamError", ":content-type": "application/json", ":message-type": "event"},
+        json.dumps({"Message": text, "ErrorCode": code}).encode(),
+    )
