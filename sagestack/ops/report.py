@@ -342,17 +342,19 @@ def _render_optimizations(result: PlanResult, console: Any) -> None:
     t = _table(
         console, "LLM optimization jobs (sagestack run <endpoint>; the output is registered for review)"
     )
-    for col in ("llm", "job", "for", "techniques", "max runtime"):
+    for col in ("llm", "for", "techniques", "max runtime"):
         t.add_column(col, justify="right" if col == "max runtime" else "left", overflow="fold")
     for row in rows:
         t.add_row(
             row["llm"],
-            row["job"],
             row["instance_type"],
             ", ".join(row["techniques"]),
             f"{row['max_runtime_seconds'] // 60} min",
         )
     console.print(t)
+    # the job names are copied into commands: each on a line of its own, never folded
+    for row in rows:
+        console.print(f"  {row['llm']}: job {row['job']}", markup=False, soft_wrap=True)
 
 
 def _render_sizing(result: PlanResult, console: Any, narrow: bool) -> None:

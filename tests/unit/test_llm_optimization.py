@@ -231,7 +231,8 @@ def test_plan_lists_the_optimization_job():
         3600,
     )
     out = io.StringIO()
-    render(result, Console(file=out, width=200))
+    render(result, Console(file=out, width=80))
+    # at 80 columns too, the job name is whole on one line (it is copied into commands)
     assert "LLM optimization jobs" in out.getvalue() and row["job"] in out.getvalue()
 
 
