@@ -273,7 +273,8 @@ def test_sagestack_run_unknown_job_suggests(moto, dev_app):
     result = _cli(moto, dev_app.root, "run", "clasifier", "--env", "dev")
     assert (
         result.returncode == 2
-        and "no job, tuning entry or transform 'clasifier'; did you mean 'classifier'?" in result.stderr
+        and "no job, tuning entry, transform or optimized LLM 'clasifier'; did you mean 'classifier'?"
+        in result.stderr
     )
 
 
