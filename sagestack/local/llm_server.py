@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagestack.local.asgi import Receive, Scope, Send, read_body, request_headers, respond
+from sagestack.local.asgi import Receive, Scope, Send, read_body, respond
 from sagestack.local.llm_protocol import (
     Generation,
     Limits,
@@ -35,6 +35,9 @@ from sagestack.local.llm_protocol import (
 )
 from sagestack.local.response_stream import CONTENT_TYPE as EVENT_STREAM
 from sagestack.local.response_stream import model_stream_error, payload_part
+
+# InvokeEndpoint's answer names the variant that served it (the endpoint's one: AllTraffic)
+INVOKED_VARIANT = ((b"x-amzn-invoked-production-variant", b"AllTraffic"),)
 
 
 @dataclass
@@ -131,7 +134,7 @@ class LlmModelServer:
         if framed or (g.stream and not runtime):
             await self._stream(g, receive, send, framed=framed)
         else:
-            await self._whole(g, send, headers=_runtime_headers(request_headers(scope)) if runtime else ())
+            await self._whole(g, send, headers=INVOKED_VARIANT if runtime else ())
 
     async def _whole(self, g: Generation, send: Send, headers: tuple[tuple[bytes, bytes], ...]) -> None:
         g.stream = False
@@ -212,10 +215,6 @@ async def _disconnected(receive: Receive, cancelled: threading.Event) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     cancelled.set()
-
-
-def _runtime_headers(request: dict[str, str]) -> tuple[tuple[bytes, bytes], ...]:
-    return ((b"x-amzn-invoked-production-variant", b"AllTraffic"),)
 
 
 async def _model_error(send: Send, e: RequestError) -> None:
