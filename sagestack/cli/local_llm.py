@@ -28,6 +28,7 @@ def is_llm(spec: Any, key: str) -> bool:
 def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None, max_tokens: int) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from sagestack.local.handlers import ServeError
     from sagestack.local.llm_endpoint import (
         BackgroundLlm,
         LlmServeError,
@@ -72,8 +73,12 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
     if prompt is None:
         uvicorn_server(app, host, port).run()
         return
-    with BackgroundLlm(app, port, host) as url:
-        _stream(out, url, llm.name, llm.schema, prompt, max_tokens)
+    try:
+        with BackgroundLlm(app, port, host) as url:
+            _stream(out, url, llm.name, llm.schema, prompt, max_tokens)
+    except ServeError as e:  # the port is taken, say
+        err.print(str(e), markup=False)
+        raise typer.Exit(1) from None
 
 
 def _stream(out: Any, url: str, name: str, schema: str, prompt: str, max_tokens: int) -> None:

@@ -5,8 +5,6 @@ limits, and the server on a thread (tests, the demo, the bench) or in the foregr
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +16,7 @@ from sagestack.local.endpoint import endpoint_name, s3_root
 from sagestack.local.llm_protocol import SCHEMA_OF, Limits, Schema
 from sagestack.local.llm_server import LlmModelServer
 from sagestack.local.llm_weights import build_weights, has_weights, load_weights
+from sagestack.local.serve import BackgroundUvicorn
 from sagestack.project.loader import LoadedSpec
 
 
@@ -103,23 +102,9 @@ def uvicorn_server(app: Any, host: str, port: int) -> Any:
     return uvicorn.Server(config)
 
 
-class BackgroundLlm:
-    """`with BackgroundLlm(app, port) as url:` — the server on a thread."""
+class BackgroundLlm(BackgroundUvicorn):
+    """`with BackgroundLlm(app, port) as url:` — the LLM server on a thread."""
 
     def __init__(self, app: LlmModelServer, port: int, host: str = "127.0.0.1") -> None:
-        self.app, self.host, self.port = app, host, port
-        self.server = uvicorn_server(app, host, port)
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise LlmServeError(f"the server did not start on {self.host}:{self.port}")
-            time.sleep(0.02)
-        return f"http://{self.host}:{self.port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
+        self.app = app
+        super().__init__(uvicorn_server(app, host, port), host, port)

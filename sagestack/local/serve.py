@@ -14,6 +14,7 @@ bytes; a missing or `*/*` Accept becomes SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT (a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -198,13 +199,16 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
     return uvicorn.Server(config), app
 
 
-class BackgroundServer:
-    """The server on a thread (tests, `--predict`): `with BackgroundServer(dir, opts) as url: …`."""
+class BackgroundUvicorn:
+    """A uvicorn server on a thread (tests, `--predict`, `--prompt`): `with … as url: …`."""
 
-    def __init__(self, model_dir: Path, options: ServeOptions) -> None:
-        self.server, self.app = build_server(model_dir, options)
-        self.options = options
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
+    def __init__(self, server: Any, host: str, port: int) -> None:
+        self.server, self.host, self.port = server, host, port
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn exits a server that cannot bind: __enter__ says so
+            self.server.run()
 
     def __enter__(self) -> str:
         import time
@@ -213,13 +217,22 @@ class BackgroundServer:
         deadline = time.monotonic() + 30
         while not self.server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ServeError(f"the server did not start on {self.options.host}:{self.options.port}")
+                raise ServeError(f"the server did not start on {self.host}:{self.port}")
             time.sleep(0.02)
-        return f"http://{self.options.host}:{self.options.port}"
+        return f"http://{self.host}:{self.port}"
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=10)
+
+
+class BackgroundServer(BackgroundUvicorn):
+    """The model server on a thread: `with BackgroundServer(dir, opts) as url: …`."""
+
+    def __init__(self, model_dir: Path, options: ServeOptions) -> None:
+        server, self.app = build_server(model_dir, options)
+        self.options = options
+        super().__init__(server, options.host, options.port)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -218,3 +218,29 @@ def test_the_frames_are_what_botocores_parser_reads():
     assert [m.headers[":event-type"] for m in messages] == ["PayloadPart", "PayloadPart", "ModelStreamError"]
     assert messages[0].payload == b'{"token": 1}\n' and messages[1].payload == b""
     assert json.loads(messages[2].payload) == {"Message": "boom", "ErrorCode": "ModelStreamError"}
+
+
+def test_the_cli_makes_the_weights_then_streams_an_answer_and_says_why_it_cannot(digits_project):
+    """`sagestack local serve chat --env staging --prompt …` as make demo runs it: the example's
+    LLM component has no weights here, so they are made where weights.s3 lies locally."""
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+
+    root = str(digits_project.root)
+    port = free_port()
+    args = ["local", "serve", "chat", "--env", "staging", "--root", root, "--port", str(port)]
+    done = CliRunner().invoke(app, [*args, "--prompt", "What does spot training need?", "--max-tokens", "8"])
+    assert done.exit_code == 0, done.output
+    weights = digits_project.root / ".sagestack/local/staging/s3/sagestack-local/models/chat"
+    assert has_weights(weights)
+    assert "invoke_endpoint_with_response_stream(digits-staging-chat)" in done.output
+    answer = done.output.split("What does spot training need?")[-1].strip()
+    assert answer  # the streamed tokens, printed as they came
+    with socket.socket() as busy:  # the port is taken: a message, exit 1, no traceback
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        taken = CliRunner().invoke(app, [*args, "--prompt", "hi"])
+    assert taken.exit_code == 1 and "did not start" in taken.output, taken.output
+    unknown = CliRunner().invoke(app, ["local", "serve", "chat/none", "--env", "staging", "--root", root])
+    assert unknown.exit_code == 2 and "chat/chat" in unknown.output
