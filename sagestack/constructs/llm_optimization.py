@@ -21,8 +21,7 @@ from sagestack.constructs.endpoint_llm import grant_weights_read
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
-from sagestack.constructs.validation import stand_in_deployment
-from sagestack.core.deployment import Deployment
+from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.model import VpcSpec
 from sagestack.core.names import Names
 from sagestack.llm.models import LlmSpec
@@ -78,9 +77,8 @@ class OptimizationPipeline(JobPipeline):
         tag_pairs = names.request_tags(tags)
         group = registry.group_name
         validate_optimization(plan, stand_in_deployment(scope, tags=tag_pairs), env=names.env, group=group)
-        deployment = Deployment(
-            region=stack.region,
-            account=stack.account,
+        deployment = token_deployment(
+            scope,
             role_arn=execution_role.role_arn,
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,

@@ -22,7 +22,7 @@ from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline
-from sagestack.constructs.validation import stand_in_deployment, validate_as_request
+from sagestack.constructs.validation import stand_in_deployment, token_deployment, validate_as_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
@@ -102,12 +102,12 @@ class ModelMonitor(Construct):
         self.plan = ResolvedMonitor.of(names, endpoint_key, spec)
         image = analyzer_image(region)
         validate_baseline(self.plan, stand_in_deployment(self, region=region), image=image)
-        deployment = Deployment(
-            region=region,
-            account=stack.account,
+        deployment = token_deployment(
+            self,
             role_arn=execution_role.role_arn,
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,
+            region=region,
         )
         # 1. The baseline: run once after the model is deployed, and again when the training data moves.
         self.baseline = self._baseline(deployment, image, names, topic, encryption_key, poll_interval)

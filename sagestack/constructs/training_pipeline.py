@@ -36,7 +36,7 @@ from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.training_job_props import TrainingJobProps, check_job_props, job_spec_from_props
-from sagestack.constructs.validation import stand_in_deployment
+from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
@@ -297,12 +297,12 @@ def _deployments(
 ) -> tuple[Deployment, Deployment]:
     """What the requests (here, and in a TuningPipeline over this job) take from the deployment: its
     tokens, which the template holds, and the stand-ins synth validates with."""
-    deployment = Deployment(
-        region=region,
-        account=Stack.of(scope).account,
+    deployment = token_deployment(
+        scope,
         role_arn=execution_role.role_arn,
         bucket=artifacts.bucket_name,
         kms_key_id=encryption_key.key_arn,
+        region=region,
         tags=tags,
     )
     return deployment, stand_in_deployment(scope, region=region, tags=tags)

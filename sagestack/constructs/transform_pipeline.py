@@ -19,8 +19,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
-from sagestack.constructs.validation import stand_in_deployment
-from sagestack.core.deployment import Deployment
+from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.names import Names
 from sagestack.transforms.models import TransformSpec
 from sagestack.transforms.request import ResolvedTransform, validate_transform
@@ -78,9 +77,8 @@ class TransformPipeline(JobPipeline):
         stack = Stack.of(scope)
         tag_pairs = names.request_tags(tags)
         validate_transform(plan, stand_in_deployment(scope, tags=tag_pairs))
-        deployment = Deployment(
-            region=stack.region,
-            account=stack.account,
+        deployment = token_deployment(
+            scope,
             role_arn=execution_role.role_arn,
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,

@@ -126,6 +126,29 @@ def stand_in_deployment(
     return known[(region, tags)]
 
 
+def token_deployment(
+    scope: IConstruct,
+    *,
+    role_arn: str,
+    bucket: str,
+    kms_key_id: str,
+    region: str | None = None,
+    tags: tuple[tuple[str, str], ...] = (),
+) -> Deployment:
+    """The deployment's own values as the template holds them: the stack's account and region (or
+    `region`), the execution role, the artifact bucket and key — what a construct's requests are
+    rendered with, beside the stand-ins they are validated with."""
+    stack = Stack.of(scope)
+    return Deployment(
+        region=region or stack.region,
+        account=stack.account,
+        role_arn=role_arn,
+        bucket=bucket,
+        kms_key_id=kms_key_id,
+        tags=tags,
+    )
+
+
 _STAND_INS: weakref.WeakKeyDictionary[
     Stack, dict[tuple[str | None, tuple[tuple[str, str], ...]], Deployment]
 ] = weakref.WeakKeyDictionary()
