@@ -20,7 +20,7 @@ def init(
     ] = None,
     region: Annotated[str, typer.Option("--region", help="the AWS region it deploys to")] = "us-east-1",
 ) -> None:
-    """Start a new project: spec, dev overlay, schemas, training_src/ skeleton, app.py, cdk.json."""
+    """Start a new project: spec, dev overlay, schemas, training_src/ skeleton, app.py, cdk.json, package.json."""
     from sagestack.ops.init import InitError, init_project
 
     target = directory or Path(name)
@@ -28,12 +28,14 @@ def init(
         files = init_project(target, name, region)
     except InitError as e:
         raise UserError(str(e), EXIT_INVALID_SPEC) from None
+    from sagestack.ops.init import NEXT_STEPS
+
     out = console()
-    out.print(f"wrote {len(files)} files into {target}/", markup=False)
-    out.print(
-        f"next: cd {target} && sagestack validate && sagestack local train train && cdk synth",
-        markup=False,
-    )
+    out.print(f"wrote {len(files)} files into {target}/; next:", markup=False)
+    out.print(f"  cd {target}", markup=False)
+    width = max(len(command) for command, _ in NEXT_STEPS) + 2
+    for command, what in NEXT_STEPS:
+        out.print(f"  {command:<{width}}[dim]{what}[/]")
 
 
 @app.command()

@@ -1,5 +1,7 @@
 """`sagestack init NAME`: a new project folder that works with the installed package alone — the
-spec, a dev overlay, the JSON Schemas for editors, a training_src/ skeleton, app.py and cdk.json."""
+spec, a dev overlay, the JSON Schemas for editors, a training_src/ skeleton, app.py, cdk.json, and a
+package.json pinning the CDK CLI that deploys it (`sagestack synth` needs no CLI: it runs app.py as
+the CLI would)."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ jobs:
 
 DEV = """\
 # yaml-language-server: $schema=../../schema/sagestack.env.schema.json
-# dev: no account (account-agnostic templates: `cdk synth` needs no credentials); data is deleted
+# dev: no account (account-agnostic templates: `sagestack synth` needs no credentials); data is deleted
 # with the stacks. Add staging.yaml / prod.yaml beside it (prod must set retain_data: true).
 retain_data: false
 """
@@ -66,7 +68,36 @@ RECOMMENDED_CONTEXT: dict[str, object] = {
     "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
 }
 
-GITIGNORE = "cdk.out/\n.sagestack/\n__pycache__/\n"
+GITIGNORE = "cdk.out/\n.sagestack/\n__pycache__/\nnode_modules/\n"
+
+# The CDK CLI release that deploys what this aws-cdk-lib synthesizes (the repository's package.json
+# pins the same; a test checks it). A new project pins it too: `npm install && npx cdk deploy`.
+CDK_CLI_VERSION = "2.1148.1"
+
+
+def package_json(name: str) -> str:
+    return (
+        json.dumps(
+            {
+                "name": f"{name}-cdk",
+                "private": True,
+                "description": "Pins the AWS CDK CLI this project deploys with: npm install, then npx cdk deploy",
+                "devDependencies": {"aws-cdk": CDK_CLI_VERSION},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+# What to run next, as `init` prints it: each command on its own line, never folded (80 columns).
+NEXT_STEPS: tuple[tuple[str, str], ...] = (
+    ("sagestack validate", "check the spec: every error with file:line"),
+    ("sagestack plan", "quotas, cost and sizing of each job"),
+    ("sagestack synth", "the CloudFormation templates, into cdk.out/"),
+    ("sagestack local train train", "run the job here, as SageMaker would"),
+    ("npm install && npx cdk deploy", "deploy (needs AWS credentials)"),
+)
 
 
 class InitError(ValueError):
@@ -93,6 +124,7 @@ def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Pat
         "cluster_src/on_create.sh": resources.files("sagestack.templates")
         .joinpath("on_create.sh")
         .read_text(),
+        "package.json": package_json(name),
         ".gitignore": GITIGNORE,
     }
     for filename, text in schema_texts().items():

@@ -1,0 +1,145 @@
+"""A new user's first ten minutes, in a real terminal: `sagestack init`, then each command init says
+to run next, typed into tmux at 80x24 in a fresh folder (the shell has the project's environment on
+its PATH and nothing else set up: no CDK CLI, no JSII variable). The screens are read back from
+tmux and held to what a user must see: no line longer than the terminal (a long line wraps, and a
+wrapped command or name is cut mid-word), no word cut with an ellipsis, headers present, the
+training bar with step/total and an ETA, the metrics on their own line, the curves written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.synth
+
+BIN = Path(sys.executable).parent
+WIDTH, HEIGHT = 80, 24
+
+
+class Terminal:
+    """One tmux session of WIDTH x HEIGHT running bash, on a server of its own (parallel tests never
+    share one). `run` types a command, waits for its end and returns what the screen showed of
+    it, the lines tmux wrapped joined again (-J), so a line the program printed too long for the
+    terminal comes back longer than WIDTH."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.socket = f"sagestack-{uuid.uuid4().hex[:8]}"
+        env = {
+            "HOME": os.environ.get("HOME", str(cwd)),
+            "PATH": f"{BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
+            "TERM": "xterm-256color",
+            "LANG": "C.UTF-8",
+        }
+        subprocess.run(
+            [
+                *("tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "user"),
+                *("-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd)),
+                *("env", "-i", *(f"{k}={v}" for k, v in env.items()), "bash", "--norc", "--noprofile"),
+            ],
+            check=True,
+        )
+        self.tmux("set-option", "-g", "history-limit", "5000")
+        self.tmux("send-keys", "-t", "user", "PS1='$ '", "Enter")
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True)
+        return done.stdout
+
+    def run(self, command: str, timeout: float = 300) -> tuple[int, list[str]]:
+        self.tmux("send-keys", "-t", "user", "clear", "Enter")
+        time.sleep(0.3)
+        self.tmux("clear-history", "-t", "user")
+        marker = f"__done_{uuid.uuid4().hex[:6]}"
+        self.tmux("send-keys", "-t", "user", f"{command}; echo {marker}=$?", "Enter")
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "user")
+            found = re.search(rf"^{marker}=(\d+)$", screen, re.M)
+            if found:
+                lines = screen[: found.start()].rstrip("\n").splitlines()
+                typed = next(i for i, line in enumerate(lines) if command[:40] in line)
+                return int(found.group(1)), lines[typed + 1 :]
+            assert time.monotonic() < deadline, f"{command!r} did not end in {timeout} s:\n{screen}"
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def terminal(tmp_path):
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is part of the test set-up (apt-get install tmux)")
+    term = Terminal(tmp_path)
+    yield term
+    term.close()
+
+
+def _fits(screen: list[str], what: str) -> None:
+    too_long = [line for line in screen if len(line) > WIDTH]
+    assert not too_long, f"{what}: lines wider than {WIDTH} columns:\n" + "\n".join(too_long)
+    assert not [line for line in screen if "…" in line], f"{what}: a word cut:\n" + "\n".join(screen)
+    assert not [line for line in screen if "b'" in line or "end-of-life" in line.lower()], (
+        f"{what}: jsii's Node.js banner:\n" + "\n".join(screen)
+    )
+
+
+def test_init_validate_plan_synth_and_train_as_a_new_user_sees_them(terminal, tmp_path):
+    code, screen = terminal.run("sagestack init demo")
+    assert code == 0, screen
+    _fits(screen, "init")
+    steps = [
+        line.strip().split("  ")[0] for line in screen if line.strip().startswith(("sagestack ", "npm "))
+    ]
+    assert steps[:4] == [
+        "sagestack validate",
+        "sagestack plan",
+        "sagestack synth",
+        "sagestack local train train",
+    ]
+    assert any(line.strip() == "cd demo" for line in screen)
+    terminal.run("cd demo")
+
+    code, screen = terminal.run(steps[0])
+    assert code == 0, screen
+    _fits(screen, "validate")
+
+    code, screen = terminal.run(steps[1])
+    assert code == 0, screen
+    _fits(screen, "plan")
+    text = "\n".join(screen)
+    assert re.search(r"^\s*entry\s.*\bcandidate\b.*\bcost\b", text, re.M), (
+        text
+    )  # the training table's headers
+    assert re.search(r"\btrain\b.*ml\.m5\.xlarge", text), text
+
+    code, screen = terminal.run(steps[2])
+    assert code == 0, screen
+    _fits(screen, "synth")
+    assert any("synthesized" in line for line in screen), screen
+    assert list((tmp_path / "demo" / "cdk.out").rglob("*.template.json"))
+
+    code, screen = terminal.run(steps[3], timeout=600)
+    assert code == 0, screen
+    _fits(screen, "local train")
+    text = "\n".join(screen)
+    bars = [line for line in screen if "━" in line]
+    assert bars, text
+    assert re.search(r"\b(\d+)/\1\b", bars[-1]), f"the bar's last state is not step/total, all done:\n{text}"
+    assert re.search(r"\d+:\d\d", bars[-1]), f"no elapsed/ETA on the bar line:\n{text}"
+    assert not re.search(r"val_accuracy=", bars[-1]), f"metrics belong on their own line:\n{text}"
+    assert re.search(r"val_accuracy=0\.\d+", text), text
+    assert "n/a" not in text, text
+    run = tmp_path / "demo" / ".sagestack" / "local" / "dev" / "train"
+    assert (run / "training_curves.png").stat().st_size > 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics, "metrics.json is empty"
