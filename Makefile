@@ -6,12 +6,14 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
+# mkdocs-material prints a banner about its successor on every build
+export NO_MKDOCS_2_WARNING := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup scanners java demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
+.PHONY: setup scanners java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
 
-setup: $(VENV)/.installed node_modules/.installed java scanners
+setup: $(VENV)/.installed node_modules/.installed java chromium scanners
 
 # The IAM tier's scanners (tests/iam), each in a virtualenv of its own: their pins would move the
 # project's (checkov downgrades boto3/botocore). The tests call them through a subprocess.
@@ -26,6 +28,15 @@ scanners: .venv-scan/.installed .venv-checkov/.installed
 # TorchServe (the PyTorch inference container's model server, in the conformance tier) runs on Java.
 java:
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null; }
+
+# The docs site's browser test (tests/docs) opens the built site in Debian's headless Chromium.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
+
+# The documentation site into site/ (gitignored): the guides in docs/, and the reference pages
+# (spec, rules, CLI, construct API) generated from the code by docs/hooks/ on every build.
+docs: $(VENV)/.installed
+	$(BIN)/mkdocs build --strict --site-dir site
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -1,0 +1,136 @@
+"""The reference pages generated from the code on every build: the rules (from the registry), the
+command line (from the typer app's click commands) and the construct API (mkdocstrings directives
+for every public name of sagestack.constructs)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import typer
+
+from sagestack.cli import app
+from sagestack.project.rules import RULES
+
+
+def rules_reference() -> str:
+    lines = [
+        "# Rules",
+        "",
+        "Every rule `sagestack validate` (and every command that loads a spec) runs after the schema, "
+        "generated from the registry (`sagestack.project.rules.RULES`). An error stops the command "
+        "(exit 2); a warning is printed and the command goes on. `sagestack rules` lists them in a "
+        "terminal, `sagestack rules --explain ID` prints one.",
+        "",
+        "| rule | severity | checks |",
+        "|---|---|---|",
+    ]
+    lines += [f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.summary} |" for r in RULES.values()]
+    lines.append("")
+    for r in RULES.values():
+        lines += [
+            f"## {r.id} {{#{r.id}}}",
+            "",
+            f"**{r.severity}**: {r.summary}",
+            "",
+            f"**Why.** {r.why}",
+            "",
+            f"**What to do.** {r.fix}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def commands(group: click.Command, path: tuple[str, ...] = ("sagestack",)) -> Iterator[tuple[str, click.Command]]:
+    """Every command of the tree, groups first, in the order `--help` lists them."""
+    yield " ".join(path), group
+    if isinstance(group, click.Group):
+        for name, command in group.commands.items():
+            if not command.hidden:
+                yield from commands(command, (*path, name))
+
+
+def _default(param: click.Parameter) -> str:
+    if isinstance(param, click.Option) and param.is_flag and not param.secondary_opts:
+        return ""
+    value = param.default
+    if value is None or callable(value) or value == ():
+        return ""
+    if isinstance(value, Path):
+        value = str(value)
+    return f"`{json.dumps(value) if not isinstance(value, str) else value}`"
+
+
+def _param_row(param: click.Parameter) -> str:
+    if isinstance(param, click.Argument):
+        name = f"`{(param.metavar or param.name or '').upper()}`"
+        kind = "argument" + (" (required)" if param.required else "")
+        help_text = ""
+    else:
+        assert isinstance(param, click.Option)
+        name = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
+        kind = "flag" if param.is_flag else f"`{param.metavar or param.type.name.upper()}`"
+        help_text = param.help or ""
+    text = help_text.replace("|", "\\|").replace("\n", " ")
+    return f"| {name} | {kind} | {_default(param)} | {text} |"
+
+
+def cli_reference() -> str:
+    root = typer.main.get_command(app)
+    lines = [
+        "# Command line",
+        "",
+        "Every command of `sagestack`, its arguments and options with their defaults, generated from "
+        "the commands themselves on every build of this site (`sagestack COMMAND --help` prints the "
+        "same in a terminal). The [command-line guide](../guide/cli.md) describes the conventions.",
+        "",
+        "| command | what it does |",
+        "|---|---|",
+    ]
+    tree = list(commands(root))
+    for name, command in tree[1:]:
+        anchor = name.replace(" ", "-")
+        summary = (command.get_short_help_str(limit=200) or "").replace("|", "\\|")
+        lines.append(f"| [`{name}`](#{anchor}) | {summary} |")
+    lines.append("")
+    for name, command in tree:
+        anchor = name.replace(" ", "-")
+        context = click.Context(command, info_name=name)
+        usage = " ".join([name, *command.collect_usage_pieces(context)])
+        lines += [f"## {name} {{#{anchor}}}", "", f"```text\n{usage}\n```"]
+        lines += ["", (command.help or "").strip(), ""]
+        params = [p for p in command.params if not getattr(p, "hidden", False)]
+        if params:
+            lines += ["| name | kind | default | help |", "|---|---|---|---|"]
+            lines += [_param_row(p) for p in params]
+            lines.append("")
+        if isinstance(command, click.Group):
+            subs = [f"[`{name} {sub}`](#{anchor}-{sub})" for sub, c in command.commands.items() if not c.hidden]
+            lines += ["Commands: " + ", ".join(subs) + ".", ""]
+    return "\n".join(lines)
+
+
+def construct_names(package: Path) -> list[str]:
+    """The public names of sagestack.constructs, read from its `__all__` (importing it would start jsii)."""
+    tree = ast.parse((package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return [str(ast.literal_eval(e)) for e in node.value.elts]  # type: ignore[attr-defined]
+    raise ValueError("sagestack/constructs/__init__.py has no __all__")
+
+
+def constructs_reference(package: Path) -> str:
+    names = construct_names(package)
+    lines = [
+        "# Construct API",
+        "",
+        "The public names of `sagestack.constructs`, from their docstrings and signatures, generated on "
+        "every build of this site. [Using the constructs](../guide/constructs.md) shows them in an app.",
+        "",
+    ]
+    for name in names:
+        lines += [f"::: sagestack.constructs.{name}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,34 @@
+"""mkdocs hook (mkdocs.yml `hooks:`): the reference pages, generated from the code on every build
+and handed to mkdocs as files in memory, so a build never writes into the repository."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from code_reference import cli_reference, constructs_reference, rules_reference  # noqa: E402
+from spec_reference import spec_reference  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pages() -> dict[str, str]:
+    """Each generated page's path under docs/ and its Markdown."""
+    guides = sorted((REPO / "docs" / "guide").glob("*.md"))
+    return {
+        "reference/spec.md": spec_reference(REPO, guides),
+        "reference/rules.md": rules_reference(),
+        "reference/cli.md": cli_reference(),
+        "reference/constructs.md": constructs_reference(REPO / "sagestack" / "constructs"),
+    }
+
+
+def on_files(files: Files, config: Any) -> Files:
+    for path, content in pages().items():
+        files.append(File.generated(config, path, content=content))
+    return files
