@@ -44,7 +44,9 @@ def rules_reference() -> str:
     return "\n".join(lines)
 
 
-def commands(group: click.Command, path: tuple[str, ...] = ("sagestack",)) -> Iterator[tuple[str, click.Command]]:
+def commands(
+    group: click.Command, path: tuple[str, ...] = ("sagestack",)
+) -> Iterator[tuple[str, click.Command]]:
     """Every command of the tree, groups first, in the order `--help` lists them."""
     yield " ".join(path), group
     if isinstance(group, click.Group):
@@ -108,7 +110,9 @@ def cli_reference() -> str:
             lines += [_param_row(p) for p in params]
             lines.append("")
         if isinstance(command, click.Group):
-            subs = [f"[`{name} {sub}`](#{anchor}-{sub})" for sub, c in command.commands.items() if not c.hidden]
+            subs = [
+                f"[`{name} {sub}`](#{anchor}-{sub})" for sub, c in command.commands.items() if not c.hidden
+            ]
             lines += ["Commands: " + ", ".join(subs) + ".", ""]
     return "\n".join(lines)
 

@@ -11,8 +11,8 @@ from mkdocs.structure.files import File, Files
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from code_reference import cli_reference, constructs_reference, rules_reference  # noqa: E402
-from spec_reference import spec_reference  # noqa: E402
+from code_reference import cli_reference, constructs_reference, rules_reference
+from spec_reference import spec_reference
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -75,7 +75,7 @@ def allowed(node: dict[str, Any]) -> list[str]:
             ("le", "≤"),
             ("exclusiveMaximum", "<"),
         ):
-            if key in branch or key in node and branch is not node:
+            if key in branch or (key in node and branch is not node):
                 value = branch.get(key, node.get(key))
                 out.append(f"{word} {value}")
         for key, word in (("minLength", "at least {} characters"), ("maxLength", "at most {} characters")):
@@ -113,7 +113,9 @@ def collect_examples(defs: dict[str, Any], data: Any, name: str, found: dict[tup
         _descend(defs, node, value, found)
 
 
-def _descend(defs: dict[str, Any], node: dict[str, Any], value: Any, found: dict[tuple[str, str], Any]) -> None:
+def _descend(
+    defs: dict[str, Any], node: dict[str, Any], value: Any, found: dict[tuple[str, str], Any]
+) -> None:
     inner = _branch_for(defs, node, value)
     if inner:
         collect_examples(defs, value, inner, found)
@@ -157,7 +159,9 @@ def _example(key: str, node: dict[str, Any], found: dict[tuple[str, str], Any], 
         if not enums:
             return ""
         value = enums[0]
-    text = yaml.safe_dump({key: value}, default_flow_style=None, sort_keys=False, width=90, allow_unicode=True)
+    text = yaml.safe_dump(
+        {key: value}, default_flow_style=None, sort_keys=False, width=90, allow_unicode=True
+    )
     return text.rstrip()
 
 
@@ -194,7 +198,9 @@ def _order(defs: dict[str, Any]) -> list[str]:
     return seen + sorted(set(defs) - set(seen))
 
 
-def _section(name: str, spec: dict[str, Any], found: dict[tuple[str, str], Any], uses: list[str]) -> list[str]:
+def _section(
+    name: str, spec: dict[str, Any], found: dict[tuple[str, str], Any], uses: list[str]
+) -> list[str]:
     out = [f"## {name} {{#{name.lower()}}}", ""]
     if spec.get("description"):
         out += [spec["description"], ""]
@@ -205,7 +211,9 @@ def _section(name: str, spec: dict[str, Any], found: dict[tuple[str, str], Any],
         anchor = f"{name.lower()}-{key.replace('_', '-')}"
         out += [f"### `{key}` {{#{anchor}}}", ""]
         facts = [f"**type**: {type_of(node)}"]
-        facts.append("**required**" if key in required else f"**default**: `{json.dumps(node.get('default'))}`")
+        facts.append(
+            "**required**" if key in required else f"**default**: `{json.dumps(node.get('default'))}`"
+        )
         facts += [f"**allowed**: {a}" for a in allowed(node)]
         out += ["- " + fact for fact in facts]
         out.append("")
