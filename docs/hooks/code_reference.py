@@ -8,8 +8,8 @@ import ast
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import click
 import typer
 
 from sagestack.cli import app
@@ -44,19 +44,17 @@ def rules_reference() -> str:
     return "\n".join(lines)
 
 
-def commands(
-    group: click.Command, path: tuple[str, ...] = ("sagestack",)
-) -> Iterator[tuple[str, click.Command]]:
+def commands(group: Any, path: tuple[str, ...] = ("sagestack",)) -> Iterator[tuple[str, Any]]:
     """Every command of the tree, groups first, in the order `--help` lists them."""
     yield " ".join(path), group
-    if isinstance(group, click.Group):
+    if hasattr(group, "commands"):  # typer carries its own click: known by what it has
         for name, command in group.commands.items():
             if not command.hidden:
                 yield from commands(command, (*path, name))
 
 
-def _default(param: click.Parameter) -> str:
-    if isinstance(param, click.Option) and param.is_flag and not param.secondary_opts:
+def _default(param: Any) -> str:
+    if param.param_type_name == "option" and param.is_flag and not param.secondary_opts:
         return ""
     value = param.default
     if value is None or callable(value) or value == ():
@@ -66,15 +64,16 @@ def _default(param: click.Parameter) -> str:
     return f"`{json.dumps(value) if not isinstance(value, str) else value}`"
 
 
-def _param_row(param: click.Parameter) -> str:
-    if isinstance(param, click.Argument):
+def _param_row(param: Any, context: Any) -> str:
+    """One row: the option's spellings with its metavar, argument or flag, default, help."""
+    if param.param_type_name == "argument":
         name = f"`{(param.metavar or param.name or '').upper()}`"
         kind = "argument" + (" (required)" if param.required else "")
         help_text = ""
     else:
-        assert isinstance(param, click.Option)
-        name = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-        kind = "flag" if param.is_flag else f"`{param.metavar or param.type.name.upper()}`"
+        record = param.get_help_record(context)
+        name = f"`{record[0]}`" if record else ", ".join(f"`{o}`" for o in param.opts)
+        kind = "flag" if param.is_flag else "option"
         help_text = param.help or ""
     text = help_text.replace("|", "\\|").replace("\n", " ")
     return f"| {name} | {kind} | {_default(param)} | {text} |"
@@ -100,16 +99,16 @@ def cli_reference() -> str:
     lines.append("")
     for name, command in tree:
         anchor = name.replace(" ", "-")
-        context = click.Context(command, info_name=name)
+        context = command.context_class(command, info_name=name)
         usage = " ".join([name, *command.collect_usage_pieces(context)])
         lines += [f"## {name} {{#{anchor}}}", "", f"```text\n{usage}\n```"]
         lines += ["", (command.help or "").strip(), ""]
         params = [p for p in command.params if not getattr(p, "hidden", False)]
         if params:
             lines += ["| name | kind | default | help |", "|---|---|---|---|"]
-            lines += [_param_row(p) for p in params]
+            lines += [_param_row(p, context) for p in params]
             lines.append("")
-        if isinstance(command, click.Group):
+        if hasattr(command, "commands"):
             subs = [
                 f"[`{name} {sub}`](#{anchor}-{sub})" for sub, c in command.commands.items() if not c.hidden
             ]

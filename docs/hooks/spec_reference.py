@@ -159,8 +159,9 @@ def _example(key: str, node: dict[str, Any], found: dict[tuple[str, str], Any], 
         if not enums:
             return ""
         value = enums[0]
+    flow = None if isinstance(value, dict | list) else False
     text = yaml.safe_dump(
-        {key: value}, default_flow_style=None, sort_keys=False, width=90, allow_unicode=True
+        {key: value}, default_flow_style=flow, sort_keys=False, width=90, allow_unicode=True
     )
     return text.rstrip()
 
@@ -211,17 +212,18 @@ def _section(
         anchor = f"{name.lower()}-{key.replace('_', '-')}"
         out += [f"### `{key}` {{#{anchor}}}", ""]
         facts = [f"**type**: {type_of(node)}"]
-        facts.append(
-            "**required**" if key in required else f"**default**: `{json.dumps(node.get('default'))}`"
-        )
-        facts += [f"**allowed**: {a}" for a in allowed(node)]
+        if key in required:
+            facts.append("**required**")
+        elif "default" in node:
+            facts.append(f"**default**: `{json.dumps(node['default'])}`")
+        if allowed(node):
+            facts.append("**allowed**: " + ", ".join(allowed(node)))
         out += ["- " + fact for fact in facts]
         out.append("")
-        description = node.get("description") or next(
-            (b.get("description") for b in node.get("anyOf", []) if b.get("description")), None
-        )
+        description = node.get("description")
         if description:
-            out += [description[0].upper() + description[1:] + ("" if description.endswith(".") else "."), ""]
+            end = "" if description[-1] in ".:!?)" else "."
+            out += [description[0].upper() + description[1:] + end, ""]
         example = _example(key, node, found, name)
         if example:
             out += ["```yaml", example, "```", ""]

@@ -1,0 +1,124 @@
+"""The documentation site: it builds with --strict, its reference pages are generated from the code,
+and headless Chromium (Debian's package, driven by selenium) renders every page of the nav and finds a
+rule by its id with the site's own search box."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from sagestack.project.rules import RULES
+from tests.docs.site import REPO, nav_pages, url_of
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+def test_every_nav_page_is_built_and_nothing_is_written_into_the_repository(built_site: Path) -> None:
+    for _title, source in nav_pages():
+        assert (built_site / url_of(source) / "index.html").is_file(), source
+    # the reference pages are generated in memory on every build, never written under docs/
+    assert not list((REPO / "docs").glob("reference/*.md"))
+
+
+def test_the_reference_pages_hold_what_the_code_defines(built_site: Path) -> None:
+    rules = (built_site / "reference" / "rules" / "index.html").read_text()
+    assert all(f'id="{rule}"' in rules for rule in RULES)
+    spec = (built_site / "reference" / "spec" / "index.html").read_text()
+    for anchor in ("jobspec-instance-type", "endpointspec-rollout", "llmspec-container", "projectspec-jobs"):
+        assert f'id="{anchor}"' in spec, anchor
+    cli = (built_site / "reference" / "cli" / "index.html").read_text()
+    for anchor in ("sagestack-validate", "sagestack-local-train", "sagestack-capacity-offerings"):
+        assert f'id="{anchor}"' in cli, anchor
+    assert "--max-parallel" in cli
+    api = (built_site / "reference" / "constructs" / "index.html").read_text()
+    for name in ("TrainingPipeline", "InferenceEndpoint", "ArtifactBucket"):
+        assert f'id="sagestack.constructs.{name}"' in api, name
+    assert "grant_start_execution" in api  # members come from the docstrings, not only the class names
+
+
+@pytest.fixture(scope="module")
+def served(built_site: Path) -> Iterator[str]:
+    handler = functools.partial(QuietHandler, directory=str(built_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if CHROMIUM is None or DRIVER is None:
+        pytest.fail("chromium and chromedriver are missing: `make setup` installs Debian's packages")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    options.page_load_strategy = "eager"  # the DOM is enough: no wait for images
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+def test_chromium_renders_every_page_of_the_nav(served: str, browser: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+    assert isinstance(browser, WebDriver)
+    for title, source in nav_pages():
+        browser.get(served + url_of(source))
+        assert "404" not in browser.title, source
+        assert title in browser.title or source == "index.md", (source, browser.title)
+        assert browser.title.endswith("sagestack"), browser.title
+        assert browser.find_elements(By.CSS_SELECTOR, "header.md-header"), source  # Material's header
+        assert browser.find_element(By.CSS_SELECTOR, "article.md-content__inner h1").text, source
+
+
+def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    rule = "spot-checkpoint"
+    assert rule in RULES
+    browser.get(served)
+    box = WebDriverWait(browser, 20).until(
+        expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.md-search__input"))
+    )
+    box.send_keys(rule)
+
+    def found(driver: WebDriver) -> bool:
+        links = [
+            urlsplit(a.get_attribute("href") or "")
+            for a in driver.find_elements(By.CSS_SELECTOR, ".md-search-result a")
+        ]
+        return any(link.path == "/reference/rules/" and link.fragment == rule for link in links)
+
+    WebDriverWait(browser, 20).until(found)
+    first = browser.find_element(By.CSS_SELECTOR, ".md-search-result__list a")
+    assert "reference/rules/" in (first.get_attribute("href") or "")
