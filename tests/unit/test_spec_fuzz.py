@@ -571,8 +571,8 @@ def test_the_fast_reader_reads_what_ruamel_reads() -> None:
     own = [REPO / "config" / "sagestack.yaml", *sorted((REPO / "config" / "envs").glob("*.yaml"))]
     own += [p for p in (PROJECTS["broad"] / "config").rglob("*.yaml")]
     assert all(_readings_agree(p.read_text()) for p in own)
-    readme = (REPO / "README.md").read_text()
-    texts = [*re.findall(r"```yaml\n(.*?)```", readme, re.S), *TRICKY]
+    guides = "".join(page.read_text() for page in sorted((REPO / "docs" / "guide").glob("*.md")))
+    texts = [*re.findall(r"```yaml[^\n]*\n(.*?)```", guides, re.S), *TRICKY]
     texts += [_mutate(EXAMPLE, seed, 1 + seed % 12) for seed in range(150)]
     texts += [mutated((PROJECTS[m.project] / m.file).read_text(), m.path, m.operation) for m in CI_SAMPLE]
     fast = sum(_readings_agree(text) for text in texts)
