@@ -6,25 +6,46 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 
 from sagestack.cli import account, deploy, local, spec
-from sagestack.cli.common import EXIT_INVALID_SPEC, UserError
+from sagestack.cli.common import EXIT_INVALID_SPEC, UserError, report_issues
+from sagestack.cli.conventions import apply_conventions, print_version
 
 app = typer.Typer(
     name="sagestack",
     help="Declarative deep-learning infrastructure on Amazon SageMaker, runnable locally.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def sagestack(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="sagestack's version and those of aws-cdk-lib and botocore it runs with",
+            is_eager=True,
+            callback=print_version,
+        ),
+    ] = False,
+) -> None:
+    """Declarative deep-learning infrastructure on Amazon SageMaker, runnable locally."""
+
+
 for module in (spec, deploy, account):
     for command in module.app.registered_commands:
         app.registered_commands.append(command)
     for group in module.app.registered_groups:
         app.registered_groups.append(group)
 app.add_typer(local.local_app, name="local")
+apply_conventions(app)
 
 
 def quiet_jsii() -> None:
@@ -51,8 +72,7 @@ def main() -> None:
         # a loaded sagestack.project, so it is looked up there: importing it here would slow --help.)
         spec_errors = sys.modules.get("sagestack.core.errors")
         if spec_errors is not None and isinstance(e, spec_errors.SpecError):
-            for issue in e.issues:
-                print(issue.format(), file=sys.stderr)
+            report_issues([(None, e.issues)])
             sys.exit(EXIT_INVALID_SPEC)
         if os.environ.get("SAGESTACK_DEBUG"):
             raise

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from sagestack.cli.common import EnvOption, RootOption, UserError, console, load_entry, resolve_for
+from sagestack.cli.common import (
+    EnvOption,
+    JsonOption,
+    RootOption,
+    UserError,
+    console,
+    load_entry,
+    resolve_for,
+)
 
 app = typer.Typer()
 quota_app = typer.Typer(help="SageMaker service quotas of an environment's account.", no_args_is_help=True)
@@ -19,6 +28,7 @@ app.add_typer(capacity_app, name="capacity")
 @quota_app.command("snapshot")
 def quota_snapshot(
     env: EnvOption = None,
+    as_json: JsonOption = False,
     root: RootOption = Path("."),
 ) -> None:
     """Save the account's SageMaker quotas and current usage to config/envs/<env>.quotas.json."""
@@ -52,15 +62,22 @@ def quota_snapshot(
         }
         | {q for e in resolved.spec.endpoints.values() for q in endpoint_quotas(e)}
     )
+    rows = [
+        {
+            "quota": name,
+            "code": values[name]["QuotaCode"] if name in values else None,
+            "value": values[name]["Value"] if name in values else None,
+            "in_use": document["usage"].get(name, 0),
+        }
+        for name in wanted
+    ]
+    if as_json:
+        typer.echo(json.dumps({"environment": resolved.env, "file": str(path), "quotas": rows}, indent=1))
+        return
     table = Table("quota", "code", "value", "in use", title=f"{resolved.env}: quotas the spec uses")
-    for name in wanted:
-        q = values.get(name)
-        table.add_row(
-            name,
-            q["QuotaCode"] if q else "-",
-            f"{q['Value']:g}" if q else "not listed",
-            f"{document['usage'].get(name, 0):g}",
-        )
+    for row in rows:
+        value = f"{row['value']:g}" if row["value"] is not None else "not listed"
+        table.add_row(row["quota"], row["code"] or "-", value, f"{row['in_use']:g}")
     out.print(table)
     out.print(f"[green]✓[/] {len(document['quotas'])} quotas saved to {path}", highlight=False)
 
@@ -68,6 +85,7 @@ def quota_snapshot(
 @app.command()
 def check(
     env: EnvOption = None,
+    as_json: JsonOption = False,
     root: RootOption = Path("."),
 ) -> None:
     """Credentials, region, CDK bootstrap, quotas for the plan, ECR access: one line each."""
@@ -75,11 +93,15 @@ def check(
 
     out = console()
     resolved = resolve_for(root, env)
-    failed = False
-    for c in run_checks(root, resolved):
+    checks = run_checks(root, resolved)
+    failed = any(c.ok is False for c in checks)
+    if as_json:
+        rows = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]
+        typer.echo(json.dumps({"environment": resolved.env, "ok": not failed, "checks": rows}, indent=1))
+        raise typer.Exit(1 if failed else 0)
+    for c in checks:
         mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]-[/]"}[c.ok]
         out.print(f"{mark} {c.name}: {c.detail}", highlight=False)
-        failed = failed or c.ok is False
     raise typer.Exit(1 if failed else 0)
 
 
@@ -92,6 +114,7 @@ def capacity_offerings(
         str | None, typer.Option("--start-after", help="earliest start, ISO 8601 (default: now)")
     ] = None,
     end_before: Annotated[str | None, typer.Option("--end-before", help="latest end, ISO 8601")] = None,
+    as_json: JsonOption = False,
     root: RootOption = Path("."),
 ) -> None:
     """Training plan offerings for a job's candidates and count (SearchTrainingPlanOfferings): name
@@ -129,6 +152,10 @@ def capacity_offerings(
         ) from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"SearchTrainingPlanOfferings failed in {resolved.region}: {e}") from None
+    if as_json:
+        document = {"job": job, "environment": resolved.env, "unoffered": unoffered, "offerings": rows}
+        typer.echo(json.dumps(document, indent=1, default=str))
+        return
     out = console()
     if unoffered:
         out.print(f"training plans do not offer: {', '.join(unoffered)}", markup=False)

@@ -3,7 +3,13 @@ or a plan with every error reported (exit 2), and the one handler for a user's m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,10 +19,34 @@ EXIT_INVALID_SPEC = 2
 EXIT_QUOTA_SHORT = 3
 
 RootOption = Annotated[
-    Path, typer.Option("--root", help="project root (holds config/sagestack.yaml)", show_default=False)
+    Path,
+    typer.Option(
+        "--root", metavar="DIR", help="project root (holds config/sagestack.yaml)", show_default=False
+    ),
 ]
-EnvOption = Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")]
-SetOption = Annotated[list[str] | None, typer.Option("--set", help="override a hyperparameter: KEY=VALUE")]
+EnvOption = Annotated[
+    str | None, typer.Option("--env", "-e", metavar="ENV", help="environment (default: dev)")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)"),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What the running command was asked for that its helpers need: JSON output, the root."""
+
+    as_json: bool = False
+    root: Path = Path(".")
+
+
+INVOCATION: ContextVar[Invocation | None] = ContextVar("invocation", default=None)
+
+
+def invocation() -> Invocation:
+    return INVOCATION.get() or Invocation()
 
 
 class UserError(Exception):
@@ -33,12 +63,66 @@ def console(stderr: bool = False):  # type: ignore[no-untyped-def]
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
-def spec_errors(e: Any) -> typer.Exit:
-    """Print every issue of a SpecError; the exit to raise."""
-    err = console(stderr=True)
-    for issue in e.issues:
-        err.print(issue.format(), markup=False)
+def spec_errors(e: Any, root: Path | None = None) -> typer.Exit:
+    """Print every issue of a SpecError (as JSON on stdout under --json); the exit to raise."""
+    report_issues([(None, e.issues)], root)
     return typer.Exit(EXIT_INVALID_SPEC)
+
+
+def report_issues(found: Iterable[tuple[str | None, Sequence[Any]]], root: Path | None = None) -> None:
+    """Each distinct issue once (naming the environments it was found in, when more than one
+    environment was loaded), with a source excerpt: the one report of spec problems every command
+    prints. Under --json: {"ok": false, "issues": [...]} on stdout."""
+    from sagestack.core.errors import as_json, headline, merge_issues
+
+    asked = invocation()
+    merged = merge_issues(found)
+    if asked.as_json:
+        document = {"ok": False, "issues": [as_json(i, envs) for i, envs in merged]}
+        typer.echo(json.dumps(document, indent=1))
+        return
+    for issue, envs in merged:
+        print(headline(issue, envs), file=sys.stderr)
+        for line in excerpt(issue, root or asked.root):
+            print(line, file=sys.stderr)
+
+
+MAX_EXCERPT_BYTES = 2 * 1024 * 1024  # a spec is at most 1 MiB (core/yamldoc)
+
+
+def excerpt(issue: Any, root: Path) -> list[str]:
+    """The issue's source line with a caret under the value: read from a regular file only (a FIFO
+    would block), of a spec's size."""
+    from sagestack.core.errors import source_excerpt
+
+    if issue.location is None:
+        return []
+    path = root / issue.location.file
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_EXCERPT_BYTES:
+            return []
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return source_excerpt(issue, text)
+
+
+def checked_env(root: Path, env: str | None, flag: str = "--env") -> str | None:
+    """`env` if the project has it (or None): else a CLI error naming the flag, exit 2 (a typo in a
+    command line is not a mistake in config/sagestack.yaml)."""
+    from sagestack.core.catalog.suggest import closest
+    from sagestack.project import list_environments
+
+    if env is None:
+        return None
+    known = list_environments(root)
+    if env in known or not (root / "config" / "sagestack.yaml").exists():
+        return env  # (no project: the loader says what is missing)
+    hits = closest(env, known)
+    hint = f" (did you mean '{hits[0]}'?)" if hits else ""
+    has = f"config/envs/ has {', '.join(known)}" if known else "config/envs/ has no environment"
+    raise UserError(f"{flag} {env}: no environment '{env}'{hint}; {has}", EXIT_INVALID_SPEC)
 
 
 def load_entry(
@@ -51,9 +135,9 @@ def load_entry(
 
     err = console(stderr=True)
     try:
-        loaded = load_project(root, env)
+        loaded = load_project(root, checked_env(root, env))
     except SpecError as e:
-        raise spec_errors(e) from None
+        raise spec_errors(e, root) from None
     known = list(entries(loaded.spec))
     if name not in known:
         err.print(
@@ -99,6 +183,6 @@ def resolve_for(root: Path, env: str | None) -> Any:
         err.print("no environment: add config/envs/<env>.yaml or pass --env", markup=False)
         raise typer.Exit(EXIT_INVALID_SPEC)
     try:
-        return resolve_environment(load_project(root, name))
+        return resolve_environment(load_project(root, checked_env(root, name)))
     except SpecError as e:
-        raise spec_errors(e) from None
+        raise spec_errors(e, root) from None

@@ -9,7 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from sagestack.cli.common import EXIT_INVALID_SPEC, RootOption, UserError, console, load_entry, spec_errors
+from sagestack.cli.common import (
+    EXIT_INVALID_SPEC,
+    RootOption,
+    UserError,
+    checked_env,
+    console,
+    load_entry,
+    spec_errors,
+)
 
 app = typer.Typer()
 
@@ -17,7 +25,10 @@ app = typer.Typer()
 @app.command()
 def synth(
     context: Annotated[
-        list[str] | None, typer.Option("--context", "-c", help="CDK context KEY=VALUE (as cdk synth -c)")
+        list[str] | None,
+        typer.Option(
+            "--context", "-c", metavar="KEY=VALUE", help="CDK context (as cdk synth -c; repeatable)"
+        ),
     ] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="cloud assembly folder")] = Path("cdk.out"),
     root: RootOption = Path("."),
@@ -214,12 +225,14 @@ def promote(
     from sagestack.ops.promote import promote as do_promote
 
     out, err = console(), console(stderr=True)
+    checked_env(root, to_env, "--to")
+    checked_env(root, from_env, "--from")
     try:
         result = do_promote(
             root, endpoint, from_env, to_env, package_arn=package, offline=offline, shadow=shadow
         )
     except SpecError as e:
-        raise spec_errors(e) from None
+        raise spec_errors(e, root) from None
     except PromotionError as e:
         err.print(f"[red]✗ not promoted[/]: {e}", highlight=False)
         raise typer.Exit(1) from None

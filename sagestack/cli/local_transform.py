@@ -24,7 +24,10 @@ def local_transform(
     ] = None,
     output_dir: Annotated[
         Path | None,
-        typer.Option("--output", help="where the .out files go (default: …/transform/<key>/output)"),
+        typer.Option(
+            "--output",
+            help="where the .out files go (default: .sagestack/local/<env>/transform/<key>/output)",
+        ),
     ] = None,
     model: Annotated[
         Path | None,

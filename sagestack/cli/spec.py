@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from sagestack.cli.common import EXIT_INVALID_SPEC, EnvOption, RootOption, UserError, console, resolve_for
+from sagestack.cli.common import (
+    EXIT_INVALID_SPEC,
+    EnvOption,
+    JsonOption,
+    RootOption,
+    UserError,
+    checked_env,
+    console,
+    report_issues,
+    resolve_for,
+)
 
 app = typer.Typer()
 
@@ -41,39 +52,92 @@ def init(
 @app.command()
 def validate(
     env: Annotated[
-        list[str] | None, typer.Option("--env", "-e", help="environment(s) to check; default: every one")
+        list[str] | None,
+        typer.Option(
+            "--env", "-e", metavar="ENV", help="environment to check (repeatable; default: every one)"
+        ),
     ] = None,
+    as_json: JsonOption = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Check the spec (and its environment overlays): every error with file:line:column."""
+    """Check the spec and its environment overlays: each problem once, with its file:line:column,
+    the environments it affects and the line it is on."""
     from sagestack.core.errors import SpecError
     from sagestack.project.loader import ProjectFiles
 
-    out, err = console(), console(stderr=True)
     files = ProjectFiles(root)  # each file read and parsed once, however many environments
-    names: list[str | None] = list(env or files.environments()) or [None]
-    failed = False
-    for name in names:
-        label = name or "project"
+    names: list[str | None] = [checked_env(root, n) for n in env] if env else list(files.environments())
+    results: list[tuple[str | None, Any, list[Any]]] = []  # (environment, loaded or None, issues)
+    for name in names or [None]:
         try:
             loaded = files.load(name)
+            results.append((name, loaded, loaded.warnings))
         except SpecError as e:
-            failed = True
-            err.print(f"[bold red]✗ {label}[/]: {len(e.errors)} error(s)")
-            for issue in e.issues:
-                err.print(f"  {issue.format()}", markup=False)
+            results.append((name, None, list(e.issues)))
+    failed = any(loaded is None for _, loaded, _ in results)
+    if as_json:
+        typer.echo(json.dumps(_validation_document(results), indent=1))
+        raise typer.Exit(EXIT_INVALID_SPEC if failed else 0)
+    report_issues([(name, issues) for name, _, issues in results], root)
+    out, err = console(), console(stderr=True)
+    for name, loaded, issues in results:
+        label = name or "project"
+        if loaded is None:
+            errors = sum(i.severity == "error" for i in issues)
+            err.print(f"[bold red]✗ {label}[/]: {_count(errors, 'error')}", highlight=False)
             continue
-        for w in loaded.warnings:
-            err.print(f"  {w.format()}", markup=False)
         s = loaded.spec
         out.print(
-            f"[green]✓ {label}[/]: {s.project} in {s.region}"
-            f"{' account ' + s.account if s.account else ' (account-agnostic)'}; "
-            f"{len(s.images)} image(s), {len(s.jobs)} job(s), {len(s.tuning)} tuning, {len(s.endpoints)} endpoint(s)"
-            + (f", {len(s.transforms)} transform(s)" if s.transforms else "")
+            f"[green]✓ {label}[/]: {s.project} in {s.region}, {s.account or 'any account'}", highlight=False
         )
+        shown = [
+            f"{n} tuning" if what == "tuning" else _count(n, what[:-1]) for what, n in _counts(s).items()
+        ]
+        out.print("    " + ", ".join(shown), highlight=False)
     if failed:
         raise typer.Exit(EXIT_INVALID_SPEC)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _counts(spec: Any) -> dict[str, int]:
+    counts = {
+        "images": len(spec.images),
+        "jobs": len(spec.jobs),
+        "tuning": len(spec.tuning),
+        "endpoints": len(spec.endpoints),
+        "transforms": len(spec.transforms),
+    }
+    return {k: v for k, v in counts.items() if v or k in ("images", "jobs")}
+
+
+def _validation_document(results: list[tuple[str | None, Any, list[Any]]]) -> dict[str, Any]:
+    """`validate --json`: each environment's verdict and counts, and each issue once."""
+    from sagestack.core.errors import as_json, merge_issues
+
+    environments = []
+    for name, loaded, issues in results:
+        s = loaded.spec if loaded is not None else None
+        environments.append(
+            {
+                "environment": name,
+                "ok": loaded is not None,
+                "project": s.project if s else None,
+                "region": s.region if s else None,
+                "account": s.account if s else None,
+                "counts": _counts(s) if s else None,
+                "errors": [as_json(i) for i in issues if i.severity == "error"],
+                "warnings": [as_json(i) for i in issues if i.severity == "warning"],
+            }
+        )
+    merged = merge_issues((name, issues) for name, _, issues in results)
+    return {
+        "ok": all(e["ok"] for e in environments),
+        "environments": environments,
+        "issues": [as_json(i, envs) for i, envs in merged],
+    }
 
 
 @app.command()
@@ -106,10 +170,12 @@ def rules(
     explain: Annotated[
         str | None, typer.Option("--explain", metavar="ID", help="why a rule exists and what to do about it")
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """List the spec rules sagestack checks (--explain ID: why one exists and what to do)."""
     from sagestack.project.rules import RULES
 
+    chosen = list(RULES.values())
     if explain is not None:
         from sagestack.core.catalog.suggest import did_you_mean
 
@@ -118,18 +184,34 @@ def rules(
                 f"no rule '{explain}'{did_you_mean(explain, list(RULES))} (`sagestack rules` lists them)",
                 EXIT_INVALID_SPEC,
             )
-        r = RULES[explain]
-        out = console()
+        chosen = [RULES[explain]]
+    if as_json:
+        rows = [{k: getattr(r, k) for k in ("id", "severity", "summary", "why", "fix")} for r in chosen]
+        typer.echo(json.dumps(rows[0] if explain else rows, indent=1))
+        return
+    out = console()
+    if explain is not None:
+        r = chosen[0]
         out.print(f"{r.id} ({r.severity}): {r.summary}", markup=False)
         out.print(f"\nWhy: {r.why}", markup=False)
         out.print(f"\nWhat to do: {r.fix}", markup=False)
         return
-    from rich.table import Table
+    _print_rules(out, chosen)
 
-    table = Table("rule", "severity", "checks")
-    for r in RULES.values():
-        table.add_row(r.id, r.severity, r.summary)
-    console().print(table)
+
+def _print_rules(out: Any, chosen: list[Any]) -> None:
+    """One rule per entry: its id and severity, then what it checks wrapped at word boundaries
+    beneath (an 80-column terminal gives the summary 76 columns, not what a 37-wide id leaves)."""
+    import textwrap
+
+    width = max(min(out.width, 100), 40)
+    style = {"error": "red", "warning": "yellow"}
+    out.print("[bold]rule[/] (severity)", highlight=False)
+    out.print("    what it checks", style="dim", highlight=False)
+    for r in chosen:
+        out.print(f"[bold]{r.id}[/] ([{style.get(r.severity, '')}]{r.severity}[/])", highlight=False)
+        for line in textwrap.wrap(r.summary, width - 4, break_on_hyphens=False, break_long_words=False):
+            out.print(f"    {line}", markup=False, highlight=False)
 
 
 @app.command()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,3 +68,132 @@ class SpecError(Exception):
 def _sort_key(issue: SpecIssue) -> tuple[str, int, int, str]:
     loc = issue.location
     return (loc.file, loc.line, loc.column, issue.message) if loc else ("~", 0, 0, issue.message)
+
+
+# ---------------------------------------------------------------- reports: each issue once, with its source
+
+
+def headline(issue: SpecIssue, environments: Sequence[str] = ()) -> str:
+    """`file:line:col: error: key: message [rule] (in dev, prod)`: the line editors and CI parse."""
+    where = f"{issue.location}: " if issue.location else ""
+    tag = f" [{issue.rule}]" if issue.rule else ""
+    envs = f" (in {', '.join(environments)})" if environments else ""
+    return f"{where}{issue.severity}: {format_path(issue.path)}: {issue.message}{tag}{envs}"
+
+
+_SUGGESTION = re.compile(r"did you mean '([^']+)'")
+
+
+def suggestion(issue: SpecIssue) -> str | None:
+    """The value the message suggests instead (`did you mean 'x'?`), if any."""
+    found = _SUGGESTION.search(issue.message)
+    return found.group(1) if found else None
+
+
+def as_json(issue: SpecIssue, environments: Sequence[str] = ()) -> dict[str, object]:
+    loc = issue.location
+    return {
+        "file": loc.file if loc else None,
+        "line": loc.line if loc else None,
+        "column": loc.column if loc else None,
+        "key": format_path(issue.path),
+        "severity": issue.severity,
+        "message": issue.message,
+        "suggestion": suggestion(issue),
+        "rule": issue.rule,
+        "environments": list(environments),
+    }
+
+
+def merge_issues(
+    found: Iterable[tuple[str | None, Sequence[SpecIssue]]],
+) -> list[tuple[SpecIssue, list[str]]]:
+    """Each distinct issue once, with the environments it was found in (an error of the project
+    file is found by every environment that loads it), in the order of the report."""
+    envs: dict[SpecIssue, list[str]] = {}
+    for env, issues in found:
+        for issue in issues:
+            named = envs.setdefault(issue, [])
+            if env is not None and env not in named:
+                named.append(env)
+    return sorted(envs.items(), key=lambda pair: _sort_key(pair[0]))
+
+
+def source_excerpt(issue: SpecIssue, text: str) -> list[str]:
+    """The issue's line of `text` with a caret under the value or key it is located at (as rustc,
+    ruff and cfn-lint show it); [] when the location is not in the text."""
+    loc = issue.location
+    lines = text.splitlines()
+    if loc is None or not 1 <= loc.line <= len(lines):
+        return []
+    line = lines[loc.line - 1].rstrip()
+    start = loc.column - 1
+    if start > len(line):
+        return []
+    gutter = " " * len(str(loc.line))
+    return [
+        f"{gutter} |",
+        f"{loc.line} | {line}",
+        f"{gutter} | {' ' * start}{'^' * _token_width(line, start)}",
+    ]
+
+
+def _token_width(line: str, start: int) -> int:
+    """The width of the YAML token at `start`: a quoted string, a flow collection, or a plain
+    scalar or key (up to `: `, a flow delimiter or a comment)."""
+    if start >= len(line):
+        return 1
+    first = line[start]
+    if first in "'\"":
+        end = _closing_quote(line, start)
+    elif first in "[{":
+        end = _closing_bracket(line, start)
+    else:
+        end = start
+        while end < len(line) and not _plain_ends(line, end):
+            end += 1
+        end -= 1
+    return max(len(line[start : end + 1].rstrip()), 1)
+
+
+def _closing_quote(line: str, start: int) -> int:
+    quote, i = line[start], start + 1
+    while i < len(line):
+        if quote == '"' and line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == quote:
+            if quote == "'" and line[i + 1 : i + 2] == "'":
+                i += 2
+                continue
+            return i
+        i += 1
+    return len(line) - 1
+
+
+def _closing_bracket(line: str, start: int) -> int:
+    depth, quote = 0, None
+    for i in range(start, len(line)):
+        ch = line[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        elif ch == "#" and line[i - 1] in " \t":
+            return i - 1
+    return len(line) - 1
+
+
+def _plain_ends(line: str, i: int) -> bool:
+    ch = line[i]
+    if ch in ",[]{}":
+        return True
+    if ch == ":" and (i + 1 == len(line) or line[i + 1] in " \t"):
+        return True
+    return ch == "#" and i > 0 and line[i - 1] in " \t"

@@ -208,10 +208,11 @@ def _apply_overlay(files: ProjectFiles, base: Document, env: str) -> tuple[Docum
         hint = did_you_mean(env, known)
         raise SpecError(
             [
+                # No place in a file to point at: the name came from the caller (a CLI says which
+                # flag: cli/common.checked_env).
                 SpecIssue(
                     f"no environment '{env}': {display} does not exist{hint} "
-                    f"(environments: {', '.join(known) or 'none'})",
-                    location=base.locate(()),
+                    f"(environments: {', '.join(known) or 'none'})"
                 )
             ]
         )

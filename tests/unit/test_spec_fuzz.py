@@ -275,7 +275,9 @@ def test_validate_parses_each_file_once_however_many_environments(monkeypatch: p
     for env in ("prod", "staging"):
         (root / "config" / "envs" / f"{env}.yaml").write_text("{}\n")
     result = CliRunner().invoke(app, ["validate", "--root", str(root)])
-    assert result.exit_code == 2 and result.output.count("nested more than") == 3, result.output
+    # one error of the project file, found by the three environments, reported once naming them
+    assert result.exit_code == 2 and result.output.count("nested more than") == 1, result.output
+    assert "(in dev, prod, staging)" in result.output
     assert sorted(parsed) == ["config/sagestack.yaml"]
 
 
@@ -385,8 +387,10 @@ def _project_root(project: str) -> Path:
     return _ROOTS[project]
 
 
-LOCATED = re.compile(r"^  config/\S+:\d+:\d+: ")
-HEADLINE = re.compile(r"^(✗ \S+: \d+ error\(s\)|✓ \S+: .*)$")
+# validate's report: each issue once (`file:line:col: error: …`, an excerpt of its line under it),
+# then one verdict per environment (✓ with its counts on the next line, or ✗ with its errors).
+LOCATED = re.compile(r"^(config/\S+:\d+:\d+: (error|warning): |\s*\d* \|( .*)?$)")
+HEADLINE = re.compile(r"^(✗ \S+: \d+ errors?|✓ \S+: .*|    \d+ \w+.*)$")
 
 
 def validate_mutation(mutation: Mutation) -> tuple[int, list[str]]:
