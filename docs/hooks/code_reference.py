@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from plain_docstrings import escape_outside_code as md
 
 from sagestack.cli import app
 from sagestack.project.rules import RULES
@@ -28,17 +29,17 @@ def rules_reference() -> str:
         "| rule | severity | checks |",
         "|---|---|---|",
     ]
-    lines += [f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.summary} |" for r in RULES.values()]
+    lines += [f"| [`{r.id}`](#{r.id}) | {r.severity} | {md(r.summary)} |" for r in RULES.values()]
     lines.append("")
     for r in RULES.values():
         lines += [
             f"## {r.id} {{#{r.id}}}",
             "",
-            f"**{r.severity}**: {r.summary}",
+            f"**{r.severity}**: {md(r.summary)}",
             "",
-            f"**Why.** {r.why}",
+            f"**Why.** {md(r.why)}",
             "",
-            f"**What to do.** {r.fix}",
+            f"**What to do.** {md(r.fix)}",
             "",
         ]
     return "\n".join(lines)
@@ -75,7 +76,7 @@ def _param_row(param: Any, context: Any) -> str:
         name = f"`{record[0]}`" if record else ", ".join(f"`{o}`" for o in param.opts)
         kind = "flag" if param.is_flag else "option"
         help_text = param.help or ""
-    text = help_text.replace("|", "\\|").replace("\n", " ")
+    text = md(help_text.replace("\n", " ")).replace("|", "\\|")
     return f"| {name} | {kind} | {_default(param)} | {text} |"
 
 
@@ -94,7 +95,7 @@ def cli_reference() -> str:
     tree = list(commands(root))
     for name, command in tree[1:]:
         anchor = name.replace(" ", "-")
-        summary = (command.get_short_help_str(limit=200) or "").replace("|", "\\|")
+        summary = md(command.get_short_help_str(limit=200) or "").replace("|", "\\|")
         lines.append(f"| [`{name}`](#{anchor}) | {summary} |")
     lines.append("")
     for name, command in tree:
@@ -102,7 +103,7 @@ def cli_reference() -> str:
         context = command.context_class(command, info_name=name)
         usage = " ".join([name, *command.collect_usage_pieces(context)])
         lines += [f"## {name} {{#{anchor}}}", "", f"```text\n{usage}\n```"]
-        lines += ["", (command.help or "").strip(), ""]
+        lines += ["", md((command.help or "").strip()), ""]
         params = [p for p in command.params if not getattr(p, "hidden", False)]
         if params:
             lines += ["| name | kind | default | help |", "|---|---|---|---|"]

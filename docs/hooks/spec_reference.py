@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from plain_docstrings import escape_outside_code as md
 
 from sagestack.project.schema import project_schema
 
@@ -53,7 +54,7 @@ def type_of(node: dict[str, Any]) -> str:
         return "mapping"
     word = str(kind or "any")
     if node.get("description") and kind in ("integer", "string") and len(node["description"]) < 40:
-        word += f" ({node['description']})"
+        word += f" ({md(node['description'])})"
     return word
 
 
@@ -204,7 +205,7 @@ def _section(
 ) -> list[str]:
     out = [f"## {name} {{#{name.lower()}}}", ""]
     if spec.get("description"):
-        out += [spec["description"], ""]
+        out += [md(spec["description"]), ""]
     if uses:
         out += ["Used by: " + ", ".join(dict.fromkeys(uses)) + ".", ""]
     required = set(spec.get("required", []))
@@ -223,7 +224,7 @@ def _section(
         description = node.get("description")
         if description:
             end = "" if description[-1] in ".:!?)" else "."
-            out += [description[0].upper() + description[1:] + end, ""]
+            out += [md(description[0].upper() + description[1:] + end), ""]
         example = _example(key, node, found, name)
         if example:
             out += ["```yaml", example, "```", ""]

@@ -1,4 +1,4 @@
-"""The guides' examples, exactly as printed: every ```yaml block is a fragment of the file its title
+"""The README's and the guides' examples, exactly as printed: every ```yaml block is a fragment of the file its title
 names (`config/sagestack.yaml`, or an overlay `config/envs/<env>.yaml`) and, merged into a copy of the
 example project, passes the real loader and its rules; every `sagestack …` line of a ```sh block names
 commands and options that exist; the cheap ones (validate, plan, render, rules) run on that copy."""
@@ -23,7 +23,10 @@ from sagestack.core.errors import SpecError
 from sagestack.project.loader import ProjectFiles
 from tests.docs.site import REPO
 
-PAGES = sorted([*(REPO / "docs").glob("*.md"), *(REPO / "docs" / "guide").glob("*.md")])
+PAGES = [
+    REPO / "README.md",
+    *sorted([*(REPO / "docs").glob("*.md"), *(REPO / "docs" / "guide").glob("*.md")]),
+]
 FENCE = re.compile(
     r"^(?P<indent>[ \t]*)```(?P<lang>yaml|sh)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```", re.S | re.M
 )
