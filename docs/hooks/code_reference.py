@@ -14,6 +14,7 @@ import typer
 from plain_docstrings import escape_outside_code as md
 
 from sagestack.cli import app
+from sagestack.cli.examples import EXAMPLES
 from sagestack.project.rules import RULES
 
 
@@ -80,6 +81,12 @@ def _param_row(param: Any, context: Any) -> str:
     return f"| {name} | {kind} | {_default(param)} | {text} |"
 
 
+def _example_lines(rows: tuple[tuple[str, str], ...]) -> list[str]:
+    """The examples `--help` ends with, as a shell block: each command with what it does as a comment."""
+    width = max(len(command) for command, _ in rows)
+    return [f"{command.ljust(width)}   # {what}" for command, what in rows]
+
+
 def cli_reference() -> str:
     root = typer.main.get_command(app)
     lines = [
@@ -104,6 +111,9 @@ def cli_reference() -> str:
         usage = " ".join([name, *command.collect_usage_pieces(context)])
         lines += [f"## {name} {{#{anchor}}}", "", f"```text\n{usage}\n```"]
         lines += ["", md((command.help or "").strip()), ""]
+        examples = EXAMPLES.get(name.removeprefix("sagestack").strip())
+        if examples and examples.rows:
+            lines += ["```sh", *_example_lines(examples.rows), "```", ""]
         params = [p for p in command.params if not getattr(p, "hidden", False)]
         if params:
             lines += ["| name | kind | default | help |", "|---|---|---|---|"]
