@@ -154,7 +154,7 @@ def capacity_offerings(
         raise UserError(f"SearchTrainingPlanOfferings failed in {resolved.region}: {e}") from None
     if as_json:
         document = {"job": job, "environment": resolved.env, "unoffered": unoffered, "offerings": rows}
-        typer.echo(json.dumps(document, indent=1, default=str))
+        typer.echo(json.dumps(document, indent=1, default=_iso))
         return
     out = console()
     if unoffered:
@@ -177,3 +177,9 @@ def capacity_offerings(
             r["OfferingId"],
         )
     out.print(table)
+
+
+def _iso(value: object) -> str:
+    """A datetime of a response in ISO 8601 (as `--start-after` takes it); anything else as text."""
+    iso = getattr(value, "isoformat", None)
+    return str(iso()) if callable(iso) else str(value)

@@ -344,3 +344,58 @@ def test_an_env_typo_is_a_cli_error(command):
         "sagestack: --env dve: no environment 'dve' (did you mean 'dev'?); config/envs/ has dev, prod, "
         "staging"
     )
+
+
+def test_capacity_offerings_json_is_the_offerings_sagemaker_returned(project, monkeypatch):
+    """SearchTrainingPlanOfferings answered by botocore's Stubber (request and response checked
+    against SageMaker's service model); --json prints the rows, the table's source, on stdout."""
+    import datetime
+
+    import boto3
+    from botocore.stub import Stubber
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+    from sagestack.ops import account
+
+    project.spec(MINIMAL.replace("ml.m5.xlarge", "[ml.p5.48xlarge, ml.m5.xlarge]")).env("dev")
+    client = boto3.client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    stubber = Stubber(client)
+    start = datetime.datetime(2027, 1, 15, 8, tzinfo=datetime.UTC)
+    stubber.add_response(
+        "search_training_plan_offerings",
+        {
+            "TrainingPlanOfferings": [
+                {
+                    "TrainingPlanOfferingId": "tpo-1",
+                    "TargetResources": ["training-job"],
+                    "DurationHours": 24,
+                    "UpfrontFee": "2400",
+                    "CurrencyCode": "USD",
+                    "ReservedCapacityOfferings": [
+                        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "StartTime": start}
+                    ],
+                }
+            ]
+        },
+        {
+            "InstanceType": "ml.p5.48xlarge",
+            "InstanceCount": 1,
+            "DurationHours": 24,
+            "TargetResources": ["training-job"],
+        },
+    )
+    real = account.training_plan_offerings
+    monkeypatch.setattr(account, "training_plan_offerings", lambda *a, **k: real(*a, **k, client=client))
+    with stubber:
+        result = CliRunner().invoke(
+            app, ["capacity", "offerings", "classifier", "--json", "--root", str(project.root)]
+        )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["unoffered"] == ["ml.m5.xlarge"] and doc["environment"] == "dev"
+    (row,) = doc["offerings"]
+    assert row["OfferingId"] == "tpo-1" and row["InstanceType"] == "ml.p5.48xlarge"
+    assert row["StartTime"].startswith("2027-01-15T08:00")
