@@ -14,6 +14,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.nag import acknowledge
+from sagestack.constructs.prop_types import typed_props
 from sagestack.core import layout
 
 ACCESS_LOGS_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
@@ -201,6 +202,7 @@ class ArtifactBucket(ArtifactBucketBase):
       access_logs_bucket: default: a log bucket is created (SSE-S3, as S3 log delivery requires).
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
@@ -255,6 +257,7 @@ class ArtifactBucket(ArtifactBucketBase):
         deny_other_encryption(self.bucket, encryption_key)
 
     @staticmethod
+    @typed_props
     def from_bucket_attributes(
         scope: Construct, id: str, *, bucket_name: str, encryption_key: kms.IKey | None = None
     ) -> ArtifactBucketBase:

@@ -31,6 +31,7 @@ from sagestack.constructs.cluster_props import (
 from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compliance
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
@@ -58,6 +59,7 @@ class HyperPodCluster(Construct):
     tags: cluster tags.
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,

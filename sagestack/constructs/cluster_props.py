@@ -12,8 +12,10 @@ from aws_cdk import Size
 from pydantic import ValidationError
 
 from sagestack.clusters.models import ClusterSpec
+from sagestack.constructs.prop_types import typed_fields
 
 
+@typed_fields
 @dataclass(frozen=True)
 class ClusterInstanceGroup:
     """One instance group of the cluster. Each None takes the spec's default.
@@ -53,6 +55,7 @@ class ClusterInstanceGroup:
         return {k: v for k, v in entry.items() if v is not None}
 
 
+@typed_fields
 @dataclass(frozen=True)
 class ClusterFileSystem:
     """FSx for Lustre (PERSISTENT_2) that every node mounts, linked to the bucket's data/ prefix.

@@ -13,10 +13,12 @@ from constructs import Construct
 
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge
+from sagestack.constructs.prop_types import typed_fields
 
 Config = sagemaker.CfnEndpointConfig
 
 
+@typed_fields
 @dataclass(frozen=True)
 class AsyncInference:
     """Asynchronous inference: requests queue; results land under the artifact bucket's

@@ -15,10 +15,12 @@ from constructs import Construct, IConstruct
 
 from sagestack.constructs.alarm_actions import allow_alarms
 from sagestack.constructs.endpoint_config import VARIANT
+from sagestack.constructs.prop_types import typed_fields
 
 Policy = appscaling.CfnScalingPolicy
 
 
+@typed_fields
 @dataclass(frozen=True)
 class AutoScaling:
     """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""

@@ -17,11 +17,13 @@ from sagestack.constructs.endpoint_autoscaling import scale_copies
 from sagestack.constructs.endpoint_config import VARIANT
 from sagestack.constructs.endpoint_llm import LlmModel
 from sagestack.constructs.endpoint_rollout import Rollout
+from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.validation import validate_as_request
 
 Component = sagemaker.CfnInferenceComponent
 
 
+@typed_fields
 @dataclass(frozen=True)
 class InferenceComponent:
     """One model on a shared endpoint: its model package (or an LLM: `llm`, whose download and

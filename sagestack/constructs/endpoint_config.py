@@ -14,6 +14,7 @@ from constructs import Construct
 
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.endpoint_llm import LlmModel
+from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.validation import validate_as_request
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ SHADOW = "Shadow"  # the shadow variant's name, its metrics' VariantName
 Config = sagemaker.CfnEndpointConfig
 
 
+@typed_fields
 @dataclass(frozen=True)
 class ServerlessConfig:
     """A serverless endpoint: memory (1-6 GiB in 1 GiB steps) and concurrent invocations (1-200)."""
@@ -32,6 +34,7 @@ class ServerlessConfig:
     max_concurrency: int = 5
 
 
+@typed_fields
 @dataclass(frozen=True)
 class DataCapture:
     """Capture requests and responses under the artifact bucket's capture/<endpoint>/ prefix."""
@@ -41,6 +44,7 @@ class DataCapture:
     folder: str | None = None  # under capture/ (default: the endpoint's name)
 
 
+@typed_fields
 @dataclass(frozen=True)
 class InstancePools:
     """Several instance types for one variant, in priority order (InstancePools, Priority 1..n):
@@ -53,6 +57,7 @@ class InstancePools:
     capacity_reservation: str | None = None
 
 
+@typed_fields
 @dataclass(frozen=True)
 class ShadowVariant:
     """A shadow variant (ShadowProductionVariants): `model_package` on its own instances receives a

@@ -24,6 +24,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.endpoint_model import VpcPlacement
 from sagestack.constructs.grants import grant_once
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.validation import validate_as_request
 from sagestack.core.catalog.instances import instance_type as lookup
@@ -39,6 +40,7 @@ def has_instance_storage(instance_type: str) -> bool:
         return False
 
 
+@typed_fields
 @dataclass(frozen=True)
 class LlmModel:
     """An LLM: `image_uri` (the serving container) loading `weights_uri` (an s3:// prefix of

@@ -10,10 +10,12 @@ from aws_cdk import Duration
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.validation import validate_as_request
 from sagestack.core.catalog.instances import instance_type as lookup
 
 
+@typed_fields
 @dataclass(frozen=True)
 class VpcPlacement:
     """The model's containers run in these subnets, behind these security groups (Model VpcConfig)."""
@@ -22,6 +24,7 @@ class VpcPlacement:
     security_group_ids: tuple[str, ...]
 
 
+@typed_fields
 @dataclass(frozen=True)
 class Batching:
     """Dynamic batching in the PyTorch inference container (TorchServe): a worker takes up to

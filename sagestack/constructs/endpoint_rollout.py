@@ -11,11 +11,14 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from sagestack.constructs.prop_types import typed_fields
+
 Endpoint = sagemaker.CfnEndpoint
 MAX_EXECUTION_TIMEOUT = 14400  # BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds ceiling
 MIN_EXECUTION_TIMEOUT = 600
 
 
+@typed_fields
 @dataclass(frozen=True)
 class Rollout:
     """A guarded update while alarms watch; an alarm rolls it back. traffic: 'canary' | 'linear' |

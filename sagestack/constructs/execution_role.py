@@ -14,6 +14,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.grants import grant_once
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.trust import sagemaker_principal
 from sagestack.core.names import Names
 
@@ -132,6 +133,7 @@ class ExecutionRole(ExecutionRoleBase):
       vpc_access: add the network-interface permissions jobs in a VPC need (default False).
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
@@ -192,6 +194,7 @@ class ExecutionRole(ExecutionRoleBase):
         self._acknowledge(artifacts, log_group_arns)
 
     @staticmethod
+    @typed_props
     def from_role_arn(scope: Construct, id: str, role_arn: str, *, mutable: bool = True) -> ExecutionRoleBase:
         """An execution role that already exists. With mutable=True (the default) grants made to it
         are attached as a new policy in this stack; with False they are dropped (manage them yourself)."""

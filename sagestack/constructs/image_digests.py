@@ -8,6 +8,7 @@ from typing import Any
 
 from constructs import Construct
 
+from sagestack.constructs.prop_types import typed_props
 from sagestack.core.digests import pin_images
 
 CONTEXT_KEY = "sagestack:image-digests"
@@ -20,6 +21,7 @@ class ImageDigests:
     not know keep their tag."""
 
     @staticmethod
+    @typed_props
     def pin(scope: Construct, digests: Mapping[str, str]) -> None:
         scope.node.set_context(CONTEXT_KEY, dict(sorted(digests.items())))
 

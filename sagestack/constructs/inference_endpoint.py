@@ -44,6 +44,7 @@ from sagestack.constructs.endpoint_config import (
 from sagestack.constructs.endpoint_llm import LlmModel, grant_llm, llm_model
 from sagestack.constructs.endpoint_model import Batching, VpcPlacement, default_workers, serving_model
 from sagestack.constructs.endpoint_rollout import Rollout, deployment_config, rollback_alarms
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import validate_as_request
 
 
@@ -145,6 +146,7 @@ class InferenceEndpoint(InferenceEndpointBase):
     alarm_topic: the topic the endpoint's alarms notify (rollback, waking from zero); default none.
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
@@ -374,6 +376,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         return endpoint
 
     @staticmethod
+    @typed_props
     def from_endpoint_name(
         scope: Construct, id: str, endpoint_name: str, *, variant_name: str = VARIANT
     ) -> InferenceEndpointBase:

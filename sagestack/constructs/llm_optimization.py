@@ -21,6 +21,7 @@ from sagestack.constructs.endpoint_llm import grant_weights_read
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.model import VpcSpec
 from sagestack.core.names import Names
@@ -43,6 +44,7 @@ class OptimizationPipeline(JobPipeline):
       TransformPipeline.
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,

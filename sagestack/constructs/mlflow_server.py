@@ -12,6 +12,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import validate_as_request
 
 
@@ -38,6 +39,7 @@ class MlflowTrackingServer(Construct):
     maintenance_window: weekly start, e.g. "Sun:02:00".
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,

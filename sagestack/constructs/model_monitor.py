@@ -22,6 +22,7 @@ from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment, validate_as_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
@@ -55,6 +56,7 @@ class ModelMonitor(Construct):
     poll_interval: how often the baseline pipeline looks at its job (default: a minute).
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
@@ -86,7 +88,11 @@ class ModelMonitor(Construct):
         stack = Stack.of(self)
         region = region or stack.region
         if Token.is_unresolved(region):
-            raise ValueError("ModelMonitor: give region= (the analyzer image is regional)")
+            raise ValueError(
+                f"ModelMonitor {id!r}: region: the Model Monitor analyzer image is looked up by region "
+                "at synth (its registry account differs per region), and this stack's region is not "
+                'known until deploy; give region="us-east-1" (or the stack env=Environment(region=...))'
+            )
         spec = MonitorSpec.model_validate(
             {
                 "baseline_data": baseline_data,

@@ -11,6 +11,7 @@ from typing import Any
 from sagestack.constructs import actions
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.model_registry import ModelPackageGroupBase
+from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.transform_pipeline import grant_transform_steps
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
@@ -21,6 +22,7 @@ from sagestack.endpoints.resolved import ResolvedEndpoint, resolved_endpoint
 from sagestack.endpoints.states import append_model_steps
 
 
+@typed_fields
 @dataclass(frozen=True)
 class ModelRegistration:
     """Compile (optionally) and register the trained model for one endpoint, after training.

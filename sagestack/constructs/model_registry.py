@@ -11,6 +11,7 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.prop_types import typed_props
 
 
 class ModelPackageGroupBase(Construct):
@@ -77,6 +78,7 @@ class ModelPackageGroup(ModelPackageGroupBase):
         promoted to; default none).
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
@@ -113,6 +115,7 @@ class ModelPackageGroup(ModelPackageGroupBase):
         self.resource.apply_removal_policy(removal_policy)
 
     @staticmethod
+    @typed_props
     def from_model_package_group_name(scope: Construct, id: str, group_name: str) -> ModelPackageGroupBase:
         """A group that already exists (another environment's registry, or one made by hand)."""
         return _ImportedModelPackageGroup(scope, id, group_name)

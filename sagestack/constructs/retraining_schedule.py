@@ -13,6 +13,7 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from sagestack.constructs.job_pipeline import JobPipelineBase
+from sagestack.constructs.prop_types import typed_props
 from sagestack.training.retrain import retrain_input
 
 
@@ -29,6 +30,7 @@ class RetrainingSchedule(Construct):
     retry_attempts: how often Scheduler retries a failed StartExecution (default 3, within 1 hour).
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,

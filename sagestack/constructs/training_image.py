@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.prop_types import typed_props
 from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
 from sagestack.core.sourcedir import dockerfile_fingerprint
 
@@ -48,12 +49,14 @@ class TrainingImage:
     # ------------------------------------------------------------------ factories
 
     @staticmethod
+    @typed_props
     def from_registry(uri: str) -> TrainingImage:
         """Any ECR image by URI (a DLC resolved elsewhere, another account's image …), the same on
         every instance type."""
         return TrainingImage(default_uri=uri, repository_arns=[repository_arn_of(uri)], identity=uri)
 
     @staticmethod
+    @typed_props
     def from_dlc(
         framework: str,
         version: str,
@@ -78,11 +81,13 @@ class TrainingImage:
         return TrainingImage.from_uris(uris)
 
     @staticmethod
+    @typed_props
     def from_uris(uris: Mapping[str, str]) -> TrainingImage:
         """One URI per instance type, e.g. DLC URIs resolved by the plan."""
         return TrainingImage(uris=uris, repository_arns=[repository_arn_of(u) for u in uris.values()])
 
     @staticmethod
+    @typed_props
     def from_ecr(repository: ecr.IRepository, tag: str = "latest") -> TrainingImage:
         """A tag of a repository (this app's or imported with Repository.from_repository_name)."""
         return TrainingImage(
@@ -92,6 +97,7 @@ class TrainingImage:
         )
 
     @staticmethod
+    @typed_props
     def from_asset(
         scope: Construct,
         id: str,

@@ -5,6 +5,7 @@ through that must be refused."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -93,7 +94,7 @@ def check_job_props(key: str, props: Mapping[str, Any]) -> None:
         raise TypeError(f"TrainingPipeline '{key}': " + "; ".join(problems))
 
 
-def job_spec_from_props(code: str, props: TrainingJobProps) -> JobSpec:
+def job_spec_from_props(code: str | PathLike[str], props: TrainingJobProps) -> JobSpec:
     """The job the typed props describe, in the spec's units, validated by the spec's own model."""
     fields: dict[str, Any] = {
         "image": "image",  # the construct's TrainingImage; a job names an `images:` key

@@ -7,6 +7,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
+from os import PathLike
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -33,6 +34,7 @@ from sagestack.constructs.model_registration import (
 )
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.training_job_props import TrainingJobProps, check_job_props, job_spec_from_props
@@ -50,7 +52,9 @@ from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
 
 
-def _job_of(key: str, code: str, job_spec: JobSpec | None, job_props: TrainingJobProps) -> JobSpec:
+def _job_of(
+    key: str, code: str | PathLike[str], job_spec: JobSpec | None, job_props: TrainingJobProps
+) -> JobSpec:
     """The spec's own job (the spec path's door), or the one the typed props describe."""
     if job_spec is None:
         check_job_props(key, job_props)
@@ -94,6 +98,7 @@ class TrainingPipeline(JobPipeline):
         started with {"retrain": …}) and a RetrainingSchedule (`self.retraining`) starts it.
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
@@ -101,7 +106,7 @@ class TrainingPipeline(JobPipeline):
         *,
         names: Names,
         image: TrainingImage,
-        code: str,
+        code: str | PathLike[str],
         execution_role: ExecutionRoleBase,
         artifacts: ArtifactBucketBase,
         encryption_key: kms.IKey,
@@ -125,9 +130,8 @@ class TrainingPipeline(JobPipeline):
     ) -> None:
         key = job or id
         region = region or Stack.of(scope).region
-        if Token.is_unresolved(region):
-            raise ValueError(f"TrainingPipeline '{key}': give region= (the stack's region is not concrete)")
         job_spec = _job_of(key, code, job_spec, job_props)
+        _needs_concrete_region(key, job_spec, region)
         source, source_sha256 = _source_asset(scope, key, Path(code))
         if first_time(execution_role, "source archive", source_sha256):
             execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
@@ -285,6 +289,17 @@ def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Ass
         tarball.write_bytes(archive.data)
     # In the parent scope, as the stacks always created it (keeps asset IDs stable).
     return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
+
+
+def _needs_concrete_region(key: str, job: JobSpec, region: str) -> None:
+    """The stack's region may be a token (an environment-agnostic stack: the template names
+    AWS::Region), except where synth must look an image up by region."""
+    if Token.is_unresolved(region) and rules_image_for(job, "us-east-1") is not None:
+        raise ValueError(
+            f"TrainingPipeline '{key}': region: the job's Debugger/Profiler rules run in the region's "
+            "rule evaluator image, looked up at synth, and this stack's region is not known until "
+            'deploy; give region="us-east-1" (or the stack env=Environment(region=...))'
+        )
 
 
 def _deployments(

@@ -19,6 +19,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.names import Names
 from sagestack.transforms.models import TransformSpec
@@ -42,6 +43,7 @@ class TransformPipeline(JobPipeline):
     quota_codes, tags: as TrainingPipeline.
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,

@@ -21,6 +21,7 @@ from sagestack.constructs.model_registration import (
     grant_registration_steps,
 )
 from sagestack.constructs.model_registry import ModelPackageGroupBase
+from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.training_pipeline import TrainingPipeline
 from sagestack.core.catalog.quotas import quota_name, training_usage
 from sagestack.core.catalog.service_model import validate_request
@@ -56,6 +57,7 @@ class TuningPipeline(JobPipeline):
       backoff, quota_codes, registry / registrations: as TrainingPipeline.
     """
 
+    @typed_props
     def __init__(
         self,
         scope: Construct,
