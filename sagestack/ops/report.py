@@ -14,6 +14,7 @@ from sagestack.ops.capacity import CapacityReport, Row, evaluate
 from sagestack.ops.endpoint_capacity import LlmFit, llm_fits, packing_on
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
 from sagestack.ops.quota_book import QuotaBook
+from sagestack.ops.screen import fit, quote_commands
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.requests import EnvironmentRequests, render_environment
 from sagestack.training.sizing import GIB, MIB, Sizing, size_job
@@ -55,21 +56,8 @@ def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanR
     return result
 
 
-MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]unchecked[/]"}
-# In a narrow table: the same, shorter ("?" is unchecked: no quota source said).
-SHORT_MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]?[/]"}
-
-
-def _quota_cells(r: Row) -> list[str]:
-    """quota, needs, free, status, $/h, cost: the cells every row shares."""
-    return [
-        _usage(r.quota),
-        _num(r.needed),
-        _num(r.available),
-        MARKS[r.status],
-        _money(r.price_per_hour),
-        _money(r.cost_on_demand),
-    ]
+# "?" is unchecked: no quota source said (the quotas line above the tables says why).
+MARKS = {"ok": "[green]ok[/]", "short": "[red]short[/]", "unchecked": "[yellow]?[/]"}
 
 
 def _basis(r: Row) -> str:
@@ -96,10 +84,9 @@ def _usage(quota: str) -> str:
     return quota
 
 
-def _money(v: float | None, *, cents: bool = True) -> str:
-    if v is None:
-        return "n/a"
-    return f"${v:,.2f}" if cents or v < 100 else f"${v:,.0f}"
+def _money(v: float | None) -> str:
+    """Every amount in dollars and cents, so a column of them lines up on the point."""
+    return "n/a" if v is None else f"${v:,.2f}"
 
 
 def _num(v: float | None) -> str:
@@ -116,16 +103,35 @@ def _seconds(v: float | None) -> str:
     return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
 
 
-WIDE = 120  # narrower consoles (80 columns, a pipe) get tables of the essentials, details below
+SPOT_AT = 100  # the spot estimate gets a column from this width up (below: --json has it)
+WIDE = 120  # the $/h and all-reduce columns from this width up
+
+
+def _say(console: Any, text: str, indent: str = "", style: str | None = None) -> None:
+    """A line beside the tables, wrapped to the console's width (words and `commands` whole)."""
+    for line in fit(quote_commands(text), console.width, indent):
+        console.print(line, markup=False, highlight=False, style=style)
 
 
 def _table(console: Any, title: str) -> Any:
+    """A table without vertical rules (the columns keep their room); its title is printed here,
+    wrapped to the console (a table's own title would be wrapped to the table's width)."""
     from rich import box
     from rich.table import Table
 
-    if console.width < WIDE:  # no vertical rules: the columns keep their room
-        return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    return Table(title=title, title_justify="left")
+    _say(console, title, style="italic")
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+
+
+def _show(console: Any, table: Any) -> None:
+    console.print(table)
+    console.print()  # the table's end: its notes follow
+
+
+def _columns(table: Any, names: tuple[str, ...], right: tuple[str, ...] = ()) -> None:
+    """Columns that never wrap (names, types, numbers), but `quota`, whose words may."""
+    for col in names:
+        table.add_column(col, justify="right" if col in right else "left", no_wrap=col != "quota")
 
 
 def render(result: PlanResult, console: Any) -> None:
@@ -133,45 +139,36 @@ def render(result: PlanResult, console: Any) -> None:
     plan, cap = result.plan, result.capacity
     account = plan.account or "account-agnostic"
     console.print(f"[bold]{plan.project}[/] · {plan.env} · {plan.region} · {account}")
-    console.print(f"quotas: {cap.book.detail}")
-    narrow = console.width < WIDE
-    _render_training(result, console, narrow)
+    _say(console, f"quotas: {cap.book.detail}")
+    _render_training(result, console)
     _render_capacity_kinds(result, console)
-    _render_serving(result, console, narrow)
+    _render_serving(result, console)
     _render_components(result, console)
     _render_llm(result, console)
     _render_optimizations(result, console)
-    _render_sizing(result, console, narrow)
+    _render_sizing(result, console)
     _render_lock(result, console)
     for warning in cap.warnings:
-        console.print(f"[yellow]![/] {warning}", highlight=False)
+        _say(console, f"! {warning}", style="yellow")
     for shortfall in cap.shortfalls:
-        console.print(f"[red]✗[/] {shortfall.message()}", highlight=False)
+        _say(console, f"✗ {shortfall.message()}", style="red")
     for refused in result.refused_updates:
-        console.print(f"[red]✗[/] {refused}", highlight=False)
+        _say(console, f"✗ {refused}", style="red")
 
 
-_RIGHT = {"x", "needs", "free", "need/free", "$/h", "on-demand", "spot est.", "cost", "spot"}
+_RIGHT = ("need/free", "$/h", "cost", "spot")
 
 
-def _render_training(result: PlanResult, console: Any, narrow: bool) -> None:
-    """Jobs and searches, one row per candidate, the one the quotas allow marked (→)."""
+def _render_training(result: PlanResult, console: Any) -> None:
+    """Jobs and searches, one row per candidate, the one the quotas allow marked (→); what a cost
+    covers (max_run, trials) below the table."""
     if not any(r.kind in ("job", "tuning") for r in result.capacity.rows):
         return  # a serving-only project: no empty table
     table = _table(console, "Training jobs and searches (→ the candidate the quotas allow)")
-    columns: tuple[str, ...]
-    if narrow:
-        columns = ("entry", "candidate", "quota", "need/free", "", "cost", "spot")
-    else:
-        columns = ("entry", "candidate", "x", "quota", "needs", "free", "", "$/h", "on-demand", "spot est.")
-        columns += ("bound",)
-    for col in columns:
-        table.add_column(
-            col,
-            justify="right" if col in _RIGHT else "left",
-            no_wrap=col == "candidate",
-            overflow="fold" if col == "entry" else "ellipsis",
-        )
+    spot, rate = console.width >= SPOT_AT, console.width >= WIDE
+    columns = ("entry", "candidate", "quota", "need/free", "status")
+    columns += ("$/h",) * rate + ("cost",) + ("spot",) * spot
+    _columns(table, columns, _RIGHT)
     shown: set[str] = set()
     bounds: list[str] = []
     for r in result.capacity.rows:
@@ -181,61 +178,50 @@ def _render_training(result: PlanResult, console: Any, narrow: bool) -> None:
         label = entry if entry not in shown else ""
         shown.add(entry)
         pick = "→ " if r.chosen and r.kind == "job" else "  "
-        if narrow:
-            table.add_row(
-                label,
-                f"{pick}{r.instance_type} x{r.count}",
-                _short_usage(r.quota),
-                f"{_num(r.needed)}/{_num(r.available)}",
-                SHORT_MARKS[r.status],
-                _money(r.cost_on_demand, cents=False),
-                _money(r.cost_spot, cents=False),
-            )
-            if label:
-                bounds.append(f"  {entry}: cost on demand (spot: estimate) for {_basis(r)}")
-            continue
-        table.add_row(
-            label, pick + r.instance_type, str(r.count), *_quota_cells(r), _money(r.cost_spot), _basis(r)
-        )
-    console.print(table)
+        cells = [label, f"{pick}{r.instance_type} x{r.count}", _short_usage(r.quota)]
+        cells += [f"{_num(r.needed)}/{_num(r.available)}", MARKS[r.status]]
+        cells += [_money(r.price_per_hour)] * rate + [_money(r.cost_on_demand)]
+        table.add_row(*cells, *[_money(r.cost_spot)] * spot)
+        if label:
+            what = "cost on demand (spot: estimate)" if spot else "cost on demand"
+            bounds.append(f"{entry}: {what} for {_basis(r)}")
+    _show(console, table)
     for line in bounds:
-        console.print(line, markup=False, highlight=False)
+        _say(console, line, "  ")
+    if not spot:
+        env = result.plan.env
+        _say(
+            console,
+            f"spot estimates: {SPOT_AT} columns or more, or `sagestack plan --env {env} --json`",
+            "  ",
+        )
 
 
 def _render_capacity_kinds(result: PlanResult, console: Any) -> None:
     """How each job gets its capacity (instance preferences or the candidate loop), and why."""
     for key, job_plan in result.requests.jobs.items():
-        console.print(f"  {key}: {job_plan.launch_kind}", markup=False, highlight=False)
-        console.print(f"    {job_plan.launch_detail}", markup=False, highlight=False)
+        _say(console, f"{key}: {job_plan.launch_kind}", "  ")
+        _say(console, job_plan.launch_detail, "    ")
         for itype, arn in job_plan.job.training_plans.items():
-            console.print(
-                f"    reserved: {itype} on training plan {arn.rsplit('/', 1)[-1]} (paid up front, not per hour)",
-                markup=False,
-                highlight=False,
+            plan_name = arn.rsplit("/", 1)[-1]
+            _say(
+                console,
+                f"reserved: {itype} on training plan {plan_name} (paid up front, not per hour)",
+                "    ",
             )
 
 
-def _render_serving(result: PlanResult, console: Any, narrow: bool) -> None:
+def _render_serving(result: PlanResult, console: Any) -> None:
     """Endpoints (each instance pool, → the first the quotas allow; a shadow variant), transforms
-    (their candidates, → the one allowed), clusters and the account-wide rows."""
+    (their candidates, → the one allowed), clusters and the account-wide rows; what a cost covers
+    (a month, an hour of a run) below the table."""
     kinds = ("endpoint", "shadow", "transform", "cluster", "aggregate")
     rows = [r for r in result.capacity.rows if r.kind in kinds]
     if not rows:
         return
-    t = _table(
-        console, "Endpoints, transforms, clusters and account-wide quotas (→ the pool or candidate allowed)"
-    )
-    if narrow:
-        for col in ("entry", "instance", "quota", "need/free", "", "cost"):
-            t.add_column(
-                col,
-                justify="right" if col in ("need/free", "cost") else "left",
-                no_wrap=col == "instance",
-                overflow="fold" if col == "entry" else "ellipsis",
-            )
-    else:
-        for col in ("entry", "instance", "max x", "quota", "needs", "free", "", "$/h", "cost", "basis"):
-            t.add_column(col)
+    t = _table(console, "Endpoints, transforms, clusters, account quotas (→ the pool or type allowed)")
+    rate = console.width >= WIDE
+    _columns(t, ("entry", "instance", "quota", "need/free", "status", *("$/h",) * rate, "cost"), _RIGHT)
     pools = {k: len(ep.instance_type or ()) for k, ep in result.plan.spec.endpoints.items()}
     notes = []
     shown: set[str] = set()
@@ -243,33 +229,22 @@ def _render_serving(result: PlanResult, console: Any, narrow: bool) -> None:
         several = r.kind == "transform" or (r.kind == "endpoint" and pools.get(r.key, 1) > 1)
         pick = ("→ " if r.chosen else "  ") if several else ""
         entry = f"{r.key} ({r.kind})" if r.kind in ("transform", "shadow") else r.key
-        label = entry if entry not in shown else ""
+        # the quota column names a transform's kind; a shadow shares its endpoint's quota
+        label = (entry if r.kind == "shadow" else r.key) if entry not in shown else ""
         shown.add(entry)
-        if narrow:
-            t.add_row(
-                label,
-                f"{pick}{r.instance_type} x{r.count}",
-                _short_usage(r.quota),
-                f"{_num(r.needed)}/{_num(r.available)}",
-                SHORT_MARKS[r.status],
-                _money(r.cost_on_demand, cents=False),
-            )
-            if r.chosen:
-                notes.append(f"  {entry}: {_basis(r)}")
-            continue
-        t.add_row(label, pick + r.instance_type, str(r.count), *_quota_cells(r), _basis(r))
-    console.print(t)
+        cells = [label, f"{pick}{r.instance_type} x{r.count}", _short_usage(r.quota)]
+        cells += [f"{_num(r.needed)}/{_num(r.available)}", MARKS[r.status]]
+        t.add_row(*cells, *[_money(r.price_per_hour)] * rate, _money(r.cost_on_demand))
+        if r.chosen:
+            notes.append(f"{entry}: {_basis(r)}")
+    _show(console, t)
     for line in notes:
-        console.print(line, markup=False, highlight=False)
+        _say(console, line, "  ")
     for key, n in pools.items():
         cost = result.capacity.monthly_cost(key)
         if n > 1 and cost is not None:
-            low, high = (_money(c, cents=False) for c in cost)
-            console.print(
-                f"  {key}: {low}..{high} a month on its cheapest..dearest priced pool",
-                markup=False,
-                highlight=False,
-            )
+            low, high = (_money(c) for c in cost)
+            _say(console, f"{key}: {low}..{high} a month on its cheapest..dearest priced pool", "  ")
 
 
 def _render_components(result: PlanResult, console: Any) -> None:
@@ -279,13 +254,9 @@ def _render_components(result: PlanResult, console: Any) -> None:
         if not ep.components:
             continue
         for itype in ep.instance_type or ():
-            console.print(
-                f"  {key}: inference components on {itype} (initial copies, first fit):",
-                markup=False,
-                highlight=False,
-            )
+            _say(console, f"{key}: inference components on {itype} (initial copies, first fit):", "  ")
             for line in describe(packing_on(ep, itype)):
-                console.print(f"    {line}", markup=False, highlight=False)
+                _say(console, line, "    ")
 
 
 def _render_llm(result: PlanResult, console: Any) -> None:
@@ -294,13 +265,7 @@ def _render_llm(result: PlanResult, console: Any) -> None:
     if not result.llm:
         return
     t = _table(console, "LLMs per pool (GiB: weights / accelerator memory less KV-cache headroom)")
-    for col in ("endpoint", "instance", "accelerators", "tp", "GiB", "fits"):
-        t.add_column(
-            col,
-            justify="right" if col in ("tp", "GiB") else "left",
-            no_wrap=col in ("instance", "GiB"),
-            overflow="fold",
-        )
+    _columns(t, ("endpoint", "instance", "accelerators", "tp", "GiB", "fits"), ("tp", "GiB"))
     shown: set[str] = set()
     for f in result.llm:
         t.add_row(
@@ -312,7 +277,7 @@ def _render_llm(result: PlanResult, console: Any) -> None:
             "[green]yes[/]" if f.fits else "[red]no[/]",
         )
         shown.add(f.endpoint)
-    console.print(t)
+    _show(console, t)
 
 
 def optimization_rows(result: PlanResult) -> list[dict[str, Any]]:
@@ -339,11 +304,8 @@ def _render_optimizations(result: PlanResult, console: Any) -> None:
     rows = optimization_rows(result)
     if not rows:
         return
-    t = _table(
-        console, "LLM optimization jobs (sagestack run <endpoint>; the output is registered for review)"
-    )
-    for col in ("llm", "for", "techniques", "max runtime"):
-        t.add_column(col, justify="right" if col == "max runtime" else "left", overflow="fold")
+    t = _table(console, "LLM optimization jobs (started by `sagestack run <endpoint>`)")
+    _columns(t, ("llm", "for", "techniques", "max runtime"), ("max runtime",))
     for row in rows:
         t.add_row(
             row["llm"],
@@ -351,22 +313,22 @@ def _render_optimizations(result: PlanResult, console: Any) -> None:
             ", ".join(row["techniques"]),
             f"{row['max_runtime_seconds'] // 60} min",
         )
-    console.print(t)
+    _show(console, t)
+    _say(console, "each registers its output for review", "  ")
     # the job names are copied into commands: each on a line of its own, never folded
     for row in rows:
-        console.print(f"  {row['llm']}: job {row['job']}", markup=False, soft_wrap=True)
+        _say(console, f"{row['llm']}: job {row['job']}", "  ")
 
 
-def _render_sizing(result: PlanResult, console: Any, narrow: bool) -> None:
-    """Memory per device of each job's candidates, and what its all-reduce costs."""
+def _render_sizing(result: PlanResult, console: Any) -> None:
+    """Memory per device of each job's candidates, and (from 120 columns) what its all-reduce costs."""
     if not result.sizing:
         return
     t = _table(console, "Sizing (weights + gradients + optimizer state; activations come on top)")
-    sizing_columns = ["job", "candidate", "devices", "per device", "fits", "sharded"]
-    if not narrow:
-        sizing_columns += ["all-reduce/step", "in host", "across hosts"]
-    for col in sizing_columns:
-        t.add_column(col)
+    sizing_columns: tuple[str, ...] = ("job", "candidate", "devices", "per device", "fits", "sharded")
+    if console.width >= WIDE:
+        sizing_columns += ("all-reduce/step", "in host", "across hosts")
+    _columns(t, sizing_columns)
     notes = []
     for key, rows in result.sizing.items():
         for s in rows:
@@ -384,23 +346,24 @@ def _render_sizing(result: PlanResult, console: Any, narrow: bool) -> None:
             ]
             t.add_row(*cells[: len(sizing_columns)])
             notes += [f"{key} on {s.instance_type}: {n}" for n in s.notes]
-    console.print(t)
+    _show(console, t)
     for n in notes:
-        console.print(f"  [yellow]![/] {n}", markup=True, highlight=False)
+        _say(console, f"! {n}", "  ", style="yellow")
 
 
 def _render_lock(result: PlanResult, console: Any) -> None:
     env = result.plan.env
+    path = f"config/envs/{env}.lock.json"
     if result.lock_state == "none":
-        console.print(f"lock: none (write config/envs/{env}.lock.json with `sagestack lock --env {env}`)")
+        _say(console, f"lock: none (write {path} with `sagestack lock --env {env}`)")
     elif result.lock_state == "matches":
-        console.print("lock: [green]matches[/] config/envs/" + f"{env}.lock.json")
+        console.print(f"lock: [green]matches[/] {path}", highlight=False)
     else:
         console.print(
-            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against config/envs/{env}.lock.json"
+            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against {path}", highlight=False
         )
         for c in result.lock_changes:
-            console.print(f"  {c}", markup=False)
+            _say(console, c.lstrip(" "), "  " + " " * (len(c) - len(c.lstrip(" "))))
 
 
 def as_json(result: PlanResult) -> dict[str, Any]:

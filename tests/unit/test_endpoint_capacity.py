@@ -305,7 +305,7 @@ def test_the_plan_shows_pools_shadow_and_llm_rows_in_80_columns(project, width):
     assert "→ ml.g6e.12xlarge" in text and "  ml.p5.48xlarge" in text  # p5 short, g6e has room
     assert "(shadow)" in text.replace("\n", " ").replace("  ", " ")
     cost = (instance_type("ml.g5.12xlarge").price_per_hour or 0) * 730
-    assert f"${cost:,.0f}..$" in text and "cheapest..dearest priced pool" in text
+    assert f"${cost:,.2f}..$" in text and "cheapest..dearest priced pool" in text
     llm_rows = [line.replace("│", " ").split() for line in text.splitlines() if "NeuronCore" in line]
     assert ["ml.inf2.24xlarge", "12x", "NeuronCore", "12", "24.2", "/", "153.6", "yes"] in llm_rows
     assert "its first-priority pool ml.p5.48xlarge has too little quota" in " ".join(text.split())

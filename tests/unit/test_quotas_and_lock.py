@@ -151,7 +151,7 @@ def test_plan_exits_3_with_the_quota_and_the_command_to_raise_it(project):
         "job 'classifier' needs 2 of 'ml.g5.2xlarge for training job usage' (L-0); the account allows 0 with 0 in "
         "use, so 0 are free. To fix: ask for more: aws service-quotas request-service-quota-increase "
         "--service-code sagemaker --quota-code L-0 --desired-value 2"
-    ) in " ".join(result.output.split())
+    ) in " ".join(result.output.replace(" \\\n", " ").replace("`", "").split())  # quoted, or continued
     data = json.loads(_plan(project, "--quotas", "snapshot", "--json").output)
     assert data["shortfalls"][0]["quota"] == G5 and data["quotas"]["source"] == "snapshot"
 
