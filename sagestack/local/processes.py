@@ -1,7 +1,8 @@
 """The processes of a local run: started as the container starts them, followed, and killed as one.
 
 Each command runs under a guard (local/guard.py) in a session of its own, with its output in a log;
-its lines are followed as they come (the `metrics:` lines, and the step at which `interrupt_at`
+its lines are followed as they come (the job's metrics read from them as SageMaker reads them:
+local/metric_series.py, and the step of a `metrics:` line at which `interrupt_at`
 kills every process at once, the way a spot reclaim ends an instance). The run ends with the
 command, whatever ends it: Ctrl-C, SIGTERM and SIGHUP are turned into `Stopped` while the run is
 followed, which kills every process of the run (the guard's tree: torchrun's workers included, in
@@ -19,13 +20,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.local import guard
+from sagestack.local.metric_series import MetricSeries, parse_metrics_line
 
-METRICS_PREFIX = "metrics:"
 # Variables of a launcher that started this process; the local hosts must not inherit them.
 _STALE = (
     "RANK",
@@ -38,20 +40,6 @@ _STALE = (
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK",
 )
-
-
-def parse_metrics(line: str) -> dict[str, float]:
-    # Same format as training_src/metrics.py (kept in step by a test; training_src imports nothing from here).
-    if not line.startswith(METRICS_PREFIX):
-        return {}
-    out = {}
-    for pair in line[len(METRICS_PREFIX) :].split():
-        name, _, value = pair.partition("=")
-        try:
-            out[name] = float(value)
-        except ValueError:
-            continue
-    return out
 
 
 def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
@@ -130,16 +118,22 @@ class Command:
     cwd: Path
     environment: dict[str, str]  # on top of this process's (less a launcher's variables)
     log: Path  # its output; the log's name (algo-1, algo-1-0) labels its lines
+    host: str = ""  # the host it runs on (the metrics' Host dimension); default: the label
 
     @property
     def label(self) -> str:
         return self.log.stem
 
+    @property
+    def host_name(self) -> str:
+        return self.host or self.label
+
 
 @dataclass(frozen=True)
 class Outcome:
     codes: list[int]  # each process's exit code, in the order started
-    metrics: list[dict[str, float]]  # every metrics line, in the order read
+    metrics: list[dict[str, float]]  # every `metrics:` line's values, in the order read
+    series: MetricSeries  # the job's metric definitions read from every line of every host
     interrupted_at: int | None  # the step at which every process was killed
 
 
@@ -175,10 +169,13 @@ class Processes:
         interrupt_at: int | None,
         on_line: Callable[[str, str], None],
         on_metrics: Callable[[dict[str, float]], None],
+        definitions: dict[str, str] | None = None,
     ) -> Outcome:
-        """Every line to its log and to `on_line`, metrics to `on_metrics`; all killed once a
-        metrics line reaches step `interrupt_at` (or on Ctrl-C)."""
+        """Every line to its log and to `on_line`; what it gives (the job's metric `definitions`
+        it matches, a `metrics:` line's values) to `on_metrics`; all killed once a metrics line
+        reaches step `interrupt_at` (or on Ctrl-C)."""
         metrics: list[dict[str, float]] = []
+        series = MetricSeries(definitions or {})
         interrupted: list[int] = []
         lock = threading.Lock()
 
@@ -190,13 +187,15 @@ class Processes:
                     log.flush()
                     text = line.rstrip("\n")
                     on_line(command.label, text)
-                    values = parse_metrics(text)
-                    if not values:
-                        continue
                     with lock:
-                        metrics.append(values)
+                        values = series.read(command.host_name, text, time.time())
+                        if not values:
+                            continue
+                        own = parse_metrics_line(text)
+                        if own:
+                            metrics.append(own)
                         on_metrics(values)
-                        step = values.get("step")
+                        step = own.get("step")
                         if (
                             interrupt_at is not None
                             and not interrupted
@@ -222,4 +221,4 @@ class Processes:
                 raise
         for t in pumps:
             t.join(timeout=10)
-        return Outcome(codes, metrics, interrupted[0] if interrupted else None)
+        return Outcome(codes, metrics, series, interrupted[0] if interrupted else None)

@@ -23,6 +23,7 @@ from sagestack.local.failure import failure_text
 from sagestack.local.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError
+from sagestack.local.metric_series import MetricSeries
 from sagestack.local.processes import Command, Outcome, Processes, free_port
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
 from sagestack.local.rundir import claim
@@ -44,6 +45,7 @@ class LocalTrainResult:
     launches: list[Launch] = field(default_factory=list)  # each host's, in host order
     requirements: RequirementsCheck | None = None
     tracking: LocalStore | None = None  # the local MLflow store the run logged to
+    series: MetricSeries = field(default_factory=lambda: MetricSeries({}))  # as SageMaker reads the log
 
     @property
     def succeeded(self) -> bool:
@@ -80,7 +82,10 @@ def run_local_training(
     except LaunchError as e:
         raise LocalRunError(str(e)) from None
     outcome = Processes([c for _, c in commands]).follow(
-        interrupt_at=options.interrupt_at, on_line=on_line, on_metrics=on_metrics
+        interrupt_at=options.interrupt_at,
+        on_line=on_line,
+        on_metrics=on_metrics,
+        definitions=dict(loaded.spec.jobs[job_key].metric_definitions),
     )
     failure = _conclude_hosts(plans, commands, outcome)
     exit_code = next((c for c in outcome.codes if c != 0), 0)
@@ -89,7 +94,7 @@ def run_local_training(
         if model_dir.exists():
             shutil.rmtree(model_dir)
         shutil.copytree(plans[0].layout.model, model_dir)
-        (workdir / "metrics.json").write_text(json.dumps(outcome.metrics))
+        (workdir / "metrics.json").write_text(json.dumps(outcome.series.document(), indent=1))
     return LocalTrainResult(
         workdir=workdir,
         exit_code=exit_code,
@@ -103,6 +108,7 @@ def run_local_training(
         launches=[p.launch for p in plans],
         requirements=requirements,
         tracking=store,
+        series=outcome.series,
     )
 
 
@@ -210,6 +216,7 @@ def _commands(plan: SimulatedHost, workdir: Path, port: int, tracking_env: dict[
                 cwd=plan.layout.code,
                 environment={**plan.environment, **tracking_env, **extra},
                 log=workdir / "logs" / f"{plan.layout.name}{suffix}.log",
+                host=plan.layout.name,
             )
         )
     return commands
@@ -236,30 +243,107 @@ def _conclude_hosts(
     return None
 
 
-def plot_curves(metrics: list[dict[str, float]], path: Path, title: str) -> Path | None:
-    """A PNG of training loss and validation accuracy against the optimizer step."""
-    train = [(m["step"], m["train_loss"]) for m in metrics if "train_loss" in m and "step" in m]
-    val = [(m["step"], m["val_accuracy"]) for m in metrics if "val_accuracy" in m and "step" in m]
-    if not train and not val:
+def curves_title(job: str, hosts: int, procs: int) -> str:
+    """'train: 1 host, 1 process' / 'classifier: 2 hosts x 4 processes each'."""
+    host_text = f"{hosts} host" + ("s" if hosts != 1 else "")
+    proc_text = f"{procs} process" + ("es" if procs != 1 else "")
+    return f"{job}: {host_text}, {proc_text}" if hosts == 1 else f"{job}: {host_text} x {proc_text} each"
+
+
+# a `metrics:` line's values drawn beside the defined metrics (throughput, epoch, lr are not)
+_DRAWN_EXTRAS = ("loss", "acc")
+
+
+def curve_lines(series: MetricSeries) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """What training_curves.png draws: panel ('loss' / 'metric') -> label -> (x, y) points. Every
+    defined metric of every host (x: the host's step when every point has one, else seconds from
+    the first line), and the `metrics:` lines' losses and accuracies the definitions do not read."""
+    hosts = series.hosts()
+    points = [p for ps in series.points.values() for p in ps]
+    by_step = all(p.step is not None for p in points)
+    start = min((p.timestamp for p in points), default=0.0)
+    panels: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for name in series.definitions:
+        for host in hosts:
+            data = series.series(name, host)
+            if not data:
+                continue
+            label = name if len(hosts) == 1 else f"{name} ({host})"
+            xs = [float(p.step) if by_step and p.step is not None else p.timestamp - start for p in data]
+            panel = "loss" if "loss" in name else "metric"
+            panels.setdefault(panel, {})[label] = list(zip(xs, (p.value for p in data), strict=True))
+    if by_step:
+        for row in series.extras:
+            for name, value in row.items():
+                if name in series.definitions or not any(k in name for k in _DRAWN_EXTRAS):
+                    continue
+                label = name if len({r["Host"] for r in series.extras}) == 1 else f"{name} ({row['Host']})"
+                panel = "loss" if "loss" in name else "metric"
+                panels.setdefault(panel, {}).setdefault(label, []).append((float(row["step"]), float(value)))
+    return panels
+
+
+def curves_figure(series: MetricSeries, title: str) -> Any:
+    """Every series: the losses in one panel, the other metrics (accuracy) in another, each with a
+    legend, against the optimizer step (or the seconds, when the log has no steps). None: no data."""
+    panels = curve_lines(series)
+    if not panels:
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    if train:
-        ax.plot(*zip(*train, strict=True), color="tab:blue", label="train_loss")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("train loss", color="tab:blue")
-    ax.set_title(title)
-    if val:
-        ax2 = ax.twinx()
-        ax2.plot(*zip(*val, strict=True), color="tab:orange", marker="o", label="val_accuracy")
-        ax2.set_ylabel("validation accuracy", color="tab:orange")
-        ax2.set_ylim(0, 1)
+    names = [n for n in ("loss", "metric") if n in panels]
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4.2), dpi=110, squeeze=False)
+    steps = all(p.step is not None for ps in series.points.values() for p in ps)
+    for ax, panel in zip(axes[0], names, strict=True):
+        for label, xy in panels[panel].items():
+            xs, ys = zip(*xy, strict=True)
+            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=label)
+        ax.set_xlabel("optimizer step" if steps else "seconds")
+        ax.set_ylabel("loss" if panel == "loss" else "value")
+        ax.set_title("losses" if panel == "loss" else "metrics")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_curves(series: MetricSeries, path: Path, title: str) -> Path | None:
+    """training_curves.png (curves_figure), or None when the log gave no metric."""
+    fig = curves_figure(series, title)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def tensorboard_hint(workdir: Path, cwd: Path | None = None) -> str | None:
+    """`tensorboard --logdir <the hosts' folder>` when the run wrote event files (each host's
+    output/tensorboard, SageMaker's TensorBoardOutputConfig LocalPath), as it works pasted in `cwd`:
+    this environment's tensorboard by its path when the shell would find another or none."""
+    import shlex
+    import shutil
+    import sys
+
+    hosts = workdir / "hosts"
+    if not any(hosts.glob("*/output/tensorboard/**/events.out.tfevents.*")):
+        return None
+    here = (cwd or Path.cwd()).resolve()
+    folder = hosts.resolve()
+    shown = folder.relative_to(here) if folder.is_relative_to(here) else folder
+    ours = Path(sys.executable).parent / "tensorboard"
+    found = shutil.which("tensorboard")
+    if ours.exists() and (found is None or Path(found).resolve() != ours.resolve()):
+        program = str(ours)
+    elif found is not None:
+        program = "tensorboard"
+    else:
+        return f"event files in {shlex.quote(str(shown))} (pip install tensorboard to view them)"
+    return f"{shlex.quote(program)} --logdir {shlex.quote(str(shown))}"

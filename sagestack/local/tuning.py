@@ -2,7 +2,8 @@
 
 Each trial is a `sagestack local train` run of the tuned job with one sample of the ranges; the
 objective is read from the trial's log with the job's own metric regex, exactly as SageMaker reads
-it. Random and Grid sample exactly as the service does; Bayesian uses optuna's TPE sampler;
+it (local/metric_series.py: the last value of the trial's series, its FinalMetricDataList entry).
+Random and Grid sample exactly as the service does; Bayesian uses optuna's TPE sampler;
 Hyperband is sampled at random here (its early stopping needs the service's resource scheduling).
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +20,7 @@ from typing import Any
 
 from sagestack.core.contract import cpu_count
 from sagestack.local.job import LocalTrainOptions
+from sagestack.local.metric_series import last_value
 from sagestack.local.runner import run_local_training
 from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
 from sagestack.project.loader import LoadedSpec
@@ -75,9 +76,9 @@ def _optuna_distributions(ranges: dict[str, RangeSpec]) -> dict[str, Any]:
 
 
 def objective_from_log(text: str, regex: str) -> float | None:
-    """The objective as SageMaker takes it: the job's regex over its log, the last match."""
-    values = [float(m.group(1)) for m in re.finditer(regex, text)]
-    return values[-1] if values else None
+    """The objective as SageMaker takes it: the job's regex over each line of the log, the last
+    match (local/metric_series.py, as the run's FinalMetricDataList)."""
+    return last_value(text.splitlines(), regex)
 
 
 class Search:
@@ -138,7 +139,6 @@ def run_local_tuning(
 ) -> list[Trial]:
     spec = loaded.spec
     tuning: TuningSpec = spec.tuning[key]
-    regex = spec.jobs[tuning.job].metric_definitions[tuning.objective.metric]
     total = budget or max_jobs(tuning)
     workers = max(1, min(parallel or tuning.max_parallel_jobs, cpu_count(), total))
     threads = max(1, cpu_count() // workers)
@@ -160,8 +160,8 @@ def run_local_tuning(
                 tracking_tags={"sagestack:tuning": key, "sagestack:trial": str(i)},
             ),
         )
-        log = "\n".join(p.read_text() for p in result.log_files if p.exists())
-        value = objective_from_log(log, regex) if result.succeeded else None
+        # the trial's FinalMetricDataList entry: the job's regex over every line of every host
+        value = result.series.last(tuning.objective.metric) if result.succeeded else None
         status = "Completed" if value is not None else "Failed"
         failure = result.failure or (
             None if value is not None else f"no '{tuning.objective.metric}' in the log"
@@ -248,8 +248,23 @@ def rank(trials: list[Trial], maximize: bool) -> list[Trial]:
     return completed + sorted(failed, key=lambda t: t.number)
 
 
-def plot_objective(trials: list[Trial], tuning: TuningSpec, path: Path) -> Path | None:
-    """A PNG: the objective against each tuned hyperparameter, one panel each."""
+def log_ticks(low: float, high: float, most: int = 5) -> list[float]:
+    """A log axis's ticks from low to high, few enough to read: 1-2-5 of each decade, thinned to
+    the powers of ten (then every n-th of them) when there are more than `most`."""
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    ticks: list[float] = []
+    for subs in ((1, 2, 5), (1,)):
+        candidates = (float(f"{m}e{e}") for e in decades for m in subs)  # 2e-3 exactly, not 2 * 10.0**-3
+        ticks = [x for x in candidates if low * (1 - 1e-9) <= x <= high * (1 + 1e-9)]
+        if len(ticks) <= most:
+            break
+    if len(ticks) > most:
+        ticks = ticks[:: math.ceil(len(ticks) / most)]
+    return ticks or [low, high]
+
+
+def objective_figure(trials: list[Trial], tuning: TuningSpec) -> Any:
+    """The objective against each tuned hyperparameter, one panel each (None: no trial finished)."""
     done = [t for t in trials if t.objective is not None]
     if not done:
         return None
@@ -257,38 +272,44 @@ def plot_objective(trials: list[Trial], tuning: TuningSpec, path: Path) -> Path 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     names = sorted(tuning.ranges)
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4), dpi=110, squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
         r = tuning.ranges[name]
-        xs = [t.params[name] for t in done]
-        ys = [t.objective for t in done]
-        if r.categorical is not None:
-            labels = [str(v) for v in r.categorical]
-            ax.scatter([labels.index(str(x)) for x in xs], ys, color="tab:blue")
-            ax.set_xticks(range(len(labels)), labels)
-        else:
-            ax.scatter(xs, ys, color="tab:blue")
-            if r.scaling == "Logarithmic":
-                ax.set_xscale("log")
+        labels = [str(v) for v in r.categorical] if r.categorical is not None else []
+
+        def x_of(value: Any, labels: list[str] = labels) -> Any:
+            return labels.index(str(value)) if labels else value
+
+        ax.scatter([x_of(t.params[name]) for t in done], [t.objective for t in done], color="tab:blue")
         best = done[0]
-        ax.scatter(
-            [
-                best.params[name]
-                if r.categorical is None
-                else [str(v) for v in r.categorical].index(str(best.params[name]))
-            ],
-            [best.objective],
-            color="tab:red",
-            s=80,
-            label="best",
-        )
-        ax.set_xlabel(name)
+        ax.scatter([x_of(best.params[name])], [best.objective], color="tab:red", s=80, label="best")
+        if labels:
+            ax.set_xticks(range(len(labels)), labels)
+        elif r.scaling == "Logarithmic":
+            low, high = r.continuous or r.integer  # type: ignore[misc]
+            ax.set_xscale("log")
+            ax.set_xlim(low / 1.15, high * 1.15)
+            ax.xaxis.set_major_locator(FixedLocator(log_ticks(low, high)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel(name + (" (log scale)" if r.scaling == "Logarithmic" else ""))
         ax.set_ylabel(tuning.objective.metric)
     axes[0][0].legend()
     fig.suptitle(f"{tuning.strategy} search: {tuning.objective.type.lower()} {tuning.objective.metric}")
     fig.tight_layout()
+    return fig
+
+
+def plot_objective(trials: list[Trial], tuning: TuningSpec, path: Path) -> Path | None:
+    """objective.png (objective_figure), or None when no trial finished."""
+    fig = objective_figure(trials, tuning)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
