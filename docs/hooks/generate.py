@@ -12,6 +12,7 @@ from mkdocs.structure.files import File, Files
 sys.path.insert(0, str(Path(__file__).parent))
 
 from code_reference import cli_reference, constructs_reference, rules_reference
+from screens import with_screens
 from spec_reference import spec_reference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,3 +33,8 @@ def on_files(files: Files, config: Any) -> Files:
     for path, content in pages().items():
         files.append(File.generated(config, path, content=content))
     return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    """Screens captured now (Getting started): the output of each `<!-- screen: … -->` command."""
+    return with_screens(markdown)

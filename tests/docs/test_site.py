@@ -43,6 +43,16 @@ def test_the_reference_pages_hold_what_the_code_defines(built_site: Path) -> Non
     assert "grant_start_execution" in api  # members come from the docstrings, not only the class names
 
 
+def test_getting_started_shows_the_screens_of_a_fresh_project(built_site: Path) -> None:
+    """The screens are captured at build time from a project `sagestack init` has just written."""
+    page = (built_site / "getting-started" / "index.html").read_text()
+    assert "<!-- screen:" not in page
+    for command in ("$ sagestack init digits", "$ sagestack validate", "$ sagestack plan --env dev"):
+        assert command in page, command
+    assert "✓ dev: digits in us-east-1" in page  # validate's verdict on the fresh project
+    assert "ml.m5.xlarge" in page  # the skeleton job's candidate, in plan's table
+
+
 @pytest.fixture(scope="module")
 def served(built_site: Path) -> Iterator[str]:
     handler = functools.partial(QuietHandler, directory=str(built_site))
