@@ -80,12 +80,16 @@ def validate(
         raise typer.Exit(EXIT_INVALID_SPEC if failed else 0)
     report_issues([(name, issues) for name, _, issues in results], root)
     out, err = console(), console(stderr=True)
+    failures: dict[int, list[str]] = {}  # environments that failed, by their number of errors
     for name, loaded, issues in results:
-        label = name or "project"
         if loaded is None:
-            errors = sum(i.severity == "error" for i in issues)
-            err.print(f"[bold red]✗ {label}[/]: {_count(errors, 'error')}", highlight=False)
+            failures.setdefault(sum(i.severity == "error" for i in issues), []).append(name or "project")
+    for errors, labels in failures.items():
+        err.print(f"[bold red]✗ {', '.join(labels)}[/]: {_count(errors, 'error')}", highlight=False)
+    for name, loaded, _ in results:
+        if loaded is None:
             continue
+        label = name or "project"
         s = loaded.spec
         out.print(
             f"[green]✓ {label}[/]: {s.project} in {s.region}, {s.account or 'any account'}", highlight=False

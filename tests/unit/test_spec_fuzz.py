@@ -390,7 +390,7 @@ def _project_root(project: str) -> Path:
 # validate's report: each issue once (`file:line:col: error: …`, an excerpt of its line under it),
 # then one verdict per environment (✓ with its counts on the next line, or ✗ with its errors).
 LOCATED = re.compile(r"^(config/\S+:\d+:\d+: (error|warning): |\s*\d* \|( .*)?$)")
-HEADLINE = re.compile(r"^(✗ \S+: \d+ errors?|✓ \S+: .*|    \d+ \w+.*)$")
+HEADLINE = re.compile(r"^(✗ [^:]+: \d+ errors?|✓ \S+: .*|    \d+ \w+.*)$")
 
 
 def validate_mutation(mutation: Mutation) -> tuple[int, list[str]]:
