@@ -82,9 +82,25 @@ def report_issues(found: Iterable[tuple[str | None, Sequence[Any]]], root: Path 
         typer.echo(json.dumps(document, indent=1))
         return
     for issue, envs in merged:
-        print(headline(issue, envs), file=sys.stderr)
+        for line in terminal_lines(headline(issue, envs)):
+            print(line, file=sys.stderr)
         for line in excerpt(issue, root or asked.root):
             print(line, file=sys.stderr)
+
+
+def terminal_lines(line: str) -> list[str]:
+    """A long line as a terminal shows it: wrapped at spaces to its width (the terminal would cut
+    words), continuation lines indented; in a pipe, the one line editors and CI logs parse."""
+    import shutil
+    import textwrap
+
+    if not sys.stderr.isatty():
+        return [line]
+    width = max(shutil.get_terminal_size().columns, 40)
+    wrapped = textwrap.wrap(
+        line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False
+    )
+    return wrapped or [line]
 
 
 MAX_EXCERPT_BYTES = 2 * 1024 * 1024  # a spec is at most 1 MiB (core/yamldoc)

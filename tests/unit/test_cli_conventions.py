@@ -399,3 +399,38 @@ def test_capacity_offerings_json_is_the_offerings_sagemaker_returned(project, mo
     (row,) = doc["offerings"]
     assert row["OfferingId"] == "tpo-1" and row["InstanceType"] == "ml.p5.48xlarge"
     assert row["StartTime"].startswith("2027-01-15T08:00")
+
+
+def test_in_a_terminal_a_long_error_wraps_at_spaces_and_in_a_pipe_stays_one_line(project):
+    """An 80-column terminal would cut the headline mid-word: it is wrapped at spaces there; a pipe
+    (an editor, a CI log) gets the one `file:line:col: error: …` line."""
+    import pty
+
+    project.spec(MINIMAL.replace("ml.m5.xlarge", "ml.m5.xlarg")).env("dev")
+    args = [sys.executable, "-m", "sagestack.cli", "validate", "--root", str(project.root)]
+    env = {**os.environ, "COLUMNS": "80", "LINES": "24"}
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(args, stdout=secondary, stderr=secondary, env=env, cwd=REPO)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 2
+    screen = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode()).replace("\r\n", "\n")
+    lines = screen.splitlines()
+    assert all(len(line) <= 80 for line in lines), screen
+    first = next(i for i, line in enumerate(lines) if line.startswith("config/sagestack.yaml:8:20: error: "))
+    assert lines[first + 1].startswith("    ")  # the message goes on, indented
+    words = " ".join(lines[first:]).split()
+    assert "'ml.m5.xlarg'" in words and "'ml.m5.xlarge'?" in words  # no word cut
+    piped = run_cli("validate", "--root", str(project.root))
+    assert any(
+        line.startswith("config/sagestack.yaml:8:20: error: ") and line.endswith("(in dev)")
+        for line in piped.stderr.splitlines()
+    )
