@@ -18,6 +18,7 @@ from plain_docstrings import escape_outside_code as md
 from sagestack.project.schema import project_schema
 
 ROOT = "ProjectSpec"
+Found = dict[tuple[str, str], Any]  # (object, key) -> the first value a document gives it
 
 
 def _ref(node: dict[str, Any]) -> str | None:
@@ -136,11 +137,19 @@ def _descend(
                 _descend(defs, branch.get("items", {}), item, found)
 
 
+# the example project, then the broad one the construct baselines synthesize (it sets what the example
+# does not: VPCs, channels, shadows, MPI, SMP, warm starts, …); both are valid specs the tests load
+PROJECTS = ("", "tests/constructs/baseline/broad")
+
+
 def yaml_documents(root: Path, guides: Iterable[Path]) -> list[Any]:
-    """The example project's spec and overlays, and every YAML block of the guides."""
+    """The example projects' specs and overlays, and every YAML block of the guides."""
     docs: list[Any] = []
-    for path in [root / "config" / "sagestack.yaml", *sorted((root / "config" / "envs").glob("*.yaml"))]:
-        docs.append(yaml.safe_load(path.read_text()))
+    for project in PROJECTS:
+        config = root / project / "config"
+        for path in [config / "sagestack.yaml", *sorted((config / "envs").glob("*.yaml"))]:
+            if path.exists():
+                docs.append(yaml.safe_load(path.read_text()))
     for guide in guides:
         for block in re.findall(r"```yaml[^\n]*\n(.*?)```", guide.read_text(), re.S):
             try:
@@ -150,16 +159,49 @@ def yaml_documents(root: Path, guides: Iterable[Path]) -> list[Any]:
     return docs
 
 
-def _example(key: str, node: dict[str, Any], found: dict[tuple[str, str], Any], owner: str) -> str:
+def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alternatives of a node, nested anyOf flattened."""
+    if "anyOf" not in node:
+        return [node]
+    return [leaf for branch in node["anyOf"] for leaf in _branches(branch)]
+
+
+def _value(
+    defs: dict[str, Any], key: str, node: dict[str, Any], owner: str, found: Found, depth: int = 0
+) -> Any:
+    """A value for the key: the one a project or guide gives it, else its default, its first allowed
+    value, an object made of its own keys' values, or the smallest number it takes; None if none."""
     if (owner, key) in found:
-        value = found[(owner, key)]
-    elif node.get("default") not in (None, [], {}):
-        value = node["default"]
-    else:
-        enums = [b["enum"][0] for b in node.get("anyOf", [node]) if "enum" in b]
-        if not enums:
-            return ""
-        value = enums[0]
+        return found[(owner, key)]
+    if node.get("default") not in (None, [], {}):
+        return node["default"]
+    branches = [b for b in _branches(node) if b.get("type") != "null"]
+    if any("4h" in b.get("description", "") for b in branches):
+        return "1h"  # a duration
+    for branch in branches:
+        if "enum" in branch:
+            return branch["enum"][0]
+    for branch in branches:
+        ref = _ref(branch)
+        if ref and depth < 3:
+            spec = defs[ref]
+            value = {}
+            for name, inner in spec.get("properties", {}).items():
+                wanted = name in spec.get("required", []) or (ref, name) in found
+                inner_value = _value(defs, name, inner, ref, found, depth + 1) if wanted else None
+                if inner_value is not None:
+                    value[name] = inner_value
+            if value:
+                return value
+        if branch.get("type") in ("integer", "number"):
+            return branch.get("minimum", branch.get("exclusiveMinimum", node.get("ge", 1)))
+    return None
+
+
+def _example(defs: dict[str, Any], key: str, node: dict[str, Any], found: Found, owner: str) -> str:
+    value = _value(defs, key, node, owner, found)
+    if value is None:
+        return ""
     flow = None if isinstance(value, dict | list) else False
     text = yaml.safe_dump(
         {key: value}, default_flow_style=flow, sort_keys=False, width=90, allow_unicode=True
@@ -200,9 +242,8 @@ def _order(defs: dict[str, Any]) -> list[str]:
     return seen + sorted(set(defs) - set(seen))
 
 
-def _section(
-    name: str, spec: dict[str, Any], found: dict[tuple[str, str], Any], uses: list[str]
-) -> list[str]:
+def _section(defs: dict[str, Any], name: str, found: Found, uses: list[str]) -> list[str]:
+    spec = defs[name]
     out = [f"## {name} {{#{name.lower()}}}", ""]
     if spec.get("description"):
         out += [md(spec["description"]), ""]
@@ -225,7 +266,7 @@ def _section(
         if description:
             end = "" if description[-1] in ".:!?)" else "."
             out += [md(description[0].upper() + description[1:] + end), ""]
-        example = _example(key, node, found, name)
+        example = _example(defs, key, node, found, name)
         if example:
             out += ["```yaml", example, "```", ""]
     return out
@@ -248,10 +289,11 @@ def spec_reference(root: Path, guides: Iterable[Path]) -> str:
         "",
         "Every key of the project file and its overlays, generated from the JSON Schema "
         "(`sagestack schema` writes it to `schema/sagestack.schema.json`) on every build of this site. "
-        "Each example is a value the example project or a guide gives the key, else its default. "
+        "Each example is a value the example project, a guide or the broad test project gives the key, else its "
+        "default. "
         "See [A tour of the spec](../guide/spec.md) for how the pieces fit.",
         "",
     ]
     for name in _order(defs):
-        lines += _section(name, defs[name], found, uses.get(name, []))
+        lines += _section(defs, name, found, uses.get(name, []))
     return "\n".join(lines) + "\n"
