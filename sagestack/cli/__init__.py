@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from sagestack.cli import account, deploy, local, spec
-from sagestack.cli.common import EXIT_INVALID_SPEC, UserError, report_issues
+from sagestack.cli.common import EXIT_INVALID_SPEC, UserError, report_issues, terminal_lines
 from sagestack.cli.conventions import apply_conventions, print_version
 
 app = typer.Typer(
@@ -65,7 +65,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except UserError as e:
-        print(f"sagestack: {e}", file=sys.stderr)
+        for line in terminal_lines(f"sagestack: {e}"):
+            print(line, file=sys.stderr)
         sys.exit(e.code)
     except Exception as e:
         # A spec problem found by any command: the report, exit 2. (A SpecError can only come from
