@@ -23,6 +23,24 @@ from sagestack.cli.examples import EXAMPLES
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 # What a value of each type is called in the help (`--hosts N`, not `--hosts <int>`).
 METAVARS = {"int": "N", "float": "NUMBER", "path": "PATH", "str": "TEXT", "bool": "BOOL"}
+# ... and what the value of an option of these names is, whatever its type.
+OPTION_METAVARS = {
+    "--env": "ENV",
+    "--to": "ENV",
+    "--from": "ENV",
+    "--set": "KEY=VALUE",
+    "--cluster": "CLUSTER",
+    "--package": "ARN",
+    "--region": "REGION",
+    "--host": "HOST",
+    "--quotas": "MODE",
+    "--duration": "DURATION",
+    "--start-after": "TIME",
+    "--end-before": "TIME",
+    "--dir": "DIR",
+    "--workdir": "DIR",
+}
+NBSP = "\u00a0"  # textwrap breaks at ASCII whitespace only: `[default: 8080]` stays whole
 
 
 def version_text() -> str:
@@ -78,7 +96,8 @@ class Formatter(HelpFormatter):
         pad = " " * (self.current_indent + first)
         for term, definition in rows:
             self.write(" " * self.current_indent + term)
-            lines = wrap(" ".join(definition.split()), self.width - len(pad)) if definition else []
+            text = " ".join(definition.split()).replace("[default: ", "[default:" + NBSP)
+            lines = [x.replace(NBSP, " ") for x in wrap(text, self.width - len(pad))] if definition else []
             if not lines:
                 self.write("\n")
                 continue
@@ -103,9 +122,10 @@ def readable_metavars(params: Sequence[Any]) -> None:
         if isinstance(param, TyperArgument):
             param.metavar = (param.name or "value").upper()
         elif isinstance(param, TyperOption) and not param.is_flag and not param.count:
+            named = next((OPTION_METAVARS[o] for o in param.opts if o in OPTION_METAVARS), None)
             label = param.display_type(None).strip("<>")  # type: ignore[arg-type]
             label = label.removeprefix("list[").removesuffix("]")
-            param.metavar = METAVARS.get(label, label.upper())
+            param.metavar = named or METAVARS.get(label, label.upper())
 
 
 def format_parameters(cmd: Any, ctx: Any, formatter: Any) -> None:

@@ -129,6 +129,9 @@ def test_every_help_reads_well_at_80_columns():
     train = help_text(["local", "train"])
     assert ".sagestack/local/<env>/<job>" in train  # the default, whole
     assert "--fresh " in train and "--fresh <" not in train
+    serve = help_text(["local", "serve"])
+    assert "[default: 8080]" in serve  # a default is never split over two lines
+    assert "--to ENV" in help_text(["promote"]) and "--env ENV" in help_text(["run"])
 
 
 def test_no_word_of_a_commands_help_is_cut_at_80_columns():
