@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sagestack.cli.common import EnvOption, RootOption, console, default_env, load_entry
+from sagestack.cli.common import EnvOption, JsonOption, RootOption, console, default_env, load_entry
 
 if TYPE_CHECKING:
     from sagestack.local.monitor import Dataset
@@ -33,6 +34,7 @@ def local_monitor(
             "--sample-baseline", help="first write this many digits samples as a headerless CSV baseline"
         ),
     ] = 0,
+    as_json: JsonOption = False,
     root: RootOption = Path("."),
 ) -> None:
     """Model Monitor's data-quality check here: a baseline (statistics.json, constraints.json) from
@@ -55,9 +57,11 @@ def local_monitor(
     limits = constraints(stats)
     write_json(base / "baseline" / "statistics.json", stats)
     write_json(base / "baseline" / "constraints.json", limits)
-    out.print(
-        f"baseline: {len(data.rows)} records, {len(data.names)} features → {base / 'baseline'}", markup=False
-    )
+    if not as_json:
+        out.print(
+            f"baseline: {len(data.rows)} records, {len(data.names)} features → {base / 'baseline'}",
+            markup=False,
+        )
     current = captured_dataset(capture_root)
     if not current.rows:
         raise UserError(
@@ -68,6 +72,21 @@ def local_monitor(
     report = base / "reports" / datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S")
     write_json(report / "statistics.json", statistics(current))
     write_json(report / "constraint_violations.json", {"violations": found})
+    if as_json:
+        document = {
+            "endpoint": endpoint,
+            "environment": loaded.env,
+            "baseline": {
+                "records": len(data.rows),
+                "features": len(data.names),
+                "folder": str(base / "baseline"),
+            },
+            "captured": {"records": len(current.rows), "report": str(report)},
+            "status": "CompletedWithViolations" if found else "Completed",
+            "violations": found,
+        }
+        typer.echo(json.dumps(document, indent=1))
+        return
     out.print(f"captured: {len(current.rows)} records → {report}", markup=False)
     if not found:
         out.print("[green]✓[/] no violations (Completed)")

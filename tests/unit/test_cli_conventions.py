@@ -437,3 +437,24 @@ def test_in_a_terminal_a_long_error_wraps_at_spaces_and_in_a_pipe_stays_one_line
         line.startswith("config/sagestack.yaml:8:20: error: ") and line.endswith("(in dev)")
         for line in piped.stderr.splitlines()
     )
+
+
+def test_local_monitor_json_is_the_report_it_writes(tmp_path):
+    """`local monitor --json`: the verdict and the violations (the table's rows), stdout alone."""
+    import shutil
+
+    from tests.training_src.test_local_monitor import _capture, _digits
+
+    root = tmp_path / "p"
+    for part in ("config", "training_src", "containers"):
+        shutil.copytree(REPO / part, root / part)
+    capture = root / ".sagestack/local/dev/s3/sagestack-local/capture/digits/digits-dev-digits"
+    _capture(tmp_path, _digits()[:200] * 0.0 + 1.0, folder=capture)
+    args = ["local", "monitor", "digits", "--env", "dev", "--sample-baseline", "300", "--json"]
+    result = run_cli(*args, "--root", str(root))
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "CompletedWithViolations" and doc["baseline"]["records"] == 300
+    assert doc["captured"]["records"] == 200 and doc["violations"]
+    written = json.loads((Path(doc["captured"]["report"]) / "constraint_violations.json").read_text())
+    assert written["violations"] == doc["violations"]
