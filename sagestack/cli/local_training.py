@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sagestack.cli.common import (
     EnvOption,
+    JsonOption,
     RootOption,
     SetOption,
     console,
@@ -16,15 +18,17 @@ from sagestack.cli.common import (
     load_entry,
     parse_overrides,
 )
+from sagestack.cli.training_progress import training_progress
+from sagestack.core.catalog.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Iterable
 
     from rich.console import Console
-    from rich.progress import Progress
 
     from sagestack.local.runner import LocalTrainResult
     from sagestack.local.tuning import Trial
+    from sagestack.tuning.models import TuningSpec
 
 app = typer.Typer()
 
@@ -76,7 +80,7 @@ def local_train(
     from sagestack.local.job import LocalRunError, LocalTrainOptions
     from sagestack.local.processes import Stopped
     from sagestack.local.rundir import RunFolderRefused
-    from sagestack.local.runner import run_local_training
+    from sagestack.local.runner import curves_title, run_local_training
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), job, lambda spec: spec.jobs, "job")
@@ -90,7 +94,10 @@ def local_train(
         install_requirements=install_requirements,
         tracking=track,
     )
-    progress, on_metrics, on_line = _training_progress(out, job, hosts, procs)
+    definitions = list(loaded.spec.jobs[job].metric_definitions)
+    for warning in undefined_keys(options.overrides, loaded.spec.jobs[job].hyperparameters):
+        err.print(f"warning: {warning}", markup=False, soft_wrap=not err.is_terminal)
+    progress, on_metrics, on_line = training_progress(out, job, hosts, procs, definitions)
     try:
         with progress:
             result = run_local_training(loaded, job, options, on_metrics=on_metrics, on_line=on_line)
@@ -107,48 +114,45 @@ def local_train(
             markup=False,
         )
         raise typer.Exit(e.exit_code) from None
-    _report_training(out, err, result, job, f"{job} ({hosts} hosts x {procs})")
+    _report_training(out, err, result, job, curves_title(job, hosts, procs))
 
 
-def _training_progress(
-    out: Console, job: str, hosts: int, procs: int
-) -> tuple[Progress, Callable[[dict[str, float]], None], Callable[[str, str], None]]:
-    """The progress bar (steps, the latest loss / accuracy / throughput), and the run's callbacks
-    that feed it and print the hosts' lines above it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(
-        TextColumn(f"[bold]{job}[/] {hosts}x{procs}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[stats]}"),
-        TimeElapsedColumn(),
-        console=out,
-        transient=False,
-    )
-    task = progress.add_task("train", total=None, stats="starting")
-    stats: dict[str, float] = {}
-
-    def on_metrics(values: dict[str, float]) -> None:
-        stats.update(values)
-        total = values.get("total_steps")
-        if total:
-            progress.update(task, total=int(total))
-        text = " ".join(
-            f"{k}={stats[k]:.4g}" for k in ("train_loss", "val_accuracy", "samples_per_sec") if k in stats
+def undefined_keys(overrides: dict[str, object], defined: Iterable[str]) -> list[str]:
+    """A warning for each --set key the job does not define (a typo, most often: the script gets
+    it as an argument of its own, beside the defined one's value)."""
+    names = sorted(set(defined))
+    warnings = []
+    for key in overrides:
+        if key in names:
+            continue
+        hint = did_you_mean(key, names).removeprefix("; ")
+        warnings.append(
+            f"--set {key}: the job defines no hyperparameter '{key}'"
+            + (f" ({hint})" if hint else "")
+            + f"; it is passed to the script as --{key}"
         )
-        progress.update(task, completed=int(values.get("step", 0)), stats=text)
+    return warnings
 
-    def on_line(host: str, line: str) -> None:
-        if line and not line.startswith("metrics:"):
-            progress.console.print(f"[dim]{host}[/] {line}", markup=True, highlight=False)
 
-    return progress, on_metrics, on_line
+def shown(path: Path) -> str:
+    """A path as short as it can be shown: relative to here when it lies below."""
+    here, full = Path.cwd().resolve(), path.resolve()
+    return str(full.relative_to(here)) if full.is_relative_to(here) else str(path)
+
+
+def final_metrics_text(result: LocalTrainResult, defined: bool) -> str:
+    """The last value of each metric definition (DescribeTrainingJob's FinalMetricDataList)."""
+    final = result.series.final()
+    if final:
+        return " ".join(f"{m['MetricName']}={m['Value']:.4g}" for m in final)
+    if not defined:
+        return "(the job has no metric_definitions)"
+    return "(no line of the log matched the job's metric_definitions)"
 
 
 def _report_training(out: Console, err: Console, result: LocalTrainResult, job: str, title: str) -> None:
     """How the run ended: interrupted (exit 3), failed (exit 1), or the model, its curves and runs."""
-    from sagestack.local.runner import plot_curves
+    from sagestack.local.runner import plot_curves, tensorboard_hint
 
     if result.interrupted_at is not None:
         out.print(
@@ -160,14 +164,21 @@ def _report_training(out: Console, err: Console, result: LocalTrainResult, job: 
         err.print(f"[red]✗ training failed[/] (exit {result.exit_code}): {result.failure or 'see the logs'}")
         err.print(f"  logs: {', '.join(str(p) for p in result.log_files)}", markup=False)
         raise typer.Exit(1)
-    png = plot_curves(result.metrics, result.workdir / "training_curves.png", title)
-    accuracy = result.last("val_accuracy")
-    out.print(f"[green]✓ trained[/] {job}: val_accuracy={accuracy if accuracy is not None else 'n/a'}")
-    out.print(f"  model: {result.model_dir}", markup=False)
+    png = plot_curves(result.series, result.workdir / "training_curves.png", title)
+    final = final_metrics_text(result, bool(result.series.definitions))
+    out.print(f"[green]✓ trained[/] {job}: {final}", highlight=False)
+    lines = [f"  model: {shown(result.model_dir)}", f"  metrics: {shown(result.workdir / 'metrics.json')}"]
     if png:
-        out.print(f"  curves: {png}", markup=False)
+        lines.append(f"  curves: {shown(png)}")
+    board = tensorboard_hint(result.workdir)
+    if board:
+        lines.append(f"  tensorboard: {board}")
     if result.tracking is not None:
-        out.print(f"  runs: {result.tracking.ui_hint()}", markup=False)
+        lines.append(f"  runs: {result.tracking.ui_hint()}")
+    for (
+        line
+    ) in lines:  # paths and commands to copy: in a pipe never folded, in a terminal wrapped between words
+        out.print(line, markup=False, highlight=False, soft_wrap=not out.is_terminal)
 
 
 @app.command("tune")
@@ -184,33 +195,75 @@ def local_tune(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="a static hyperparameter: KEY=VALUE")
     ] = None,
+    as_json: JsonOption = False,
     root: RootOption = Path("."),
 ) -> None:
     """Run a tuning job's trials here, to check its metric regex and ranges before the cloud."""
-    from rich.table import Table
-
     from sagestack.local.tuning import plot_objective, run_local_tuning
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), tuning, lambda spec: spec.tuning, "tuning entry")
     spec = loaded.spec.tuning[tuning]
-    with out.status(f"[bold]{tuning}[/]: {spec.strategy} search") as status:
+    overrides = parse_overrides(set_ or [])
+    defined = [*loaded.spec.jobs[spec.job].hyperparameters, *spec.static_hyperparameters, *spec.ranges]
+    for warning in undefined_keys(overrides, defined):
+        err.print(f"warning: {warning}", markup=False, soft_wrap=not err.is_terminal)
+    # under --json, stdout holds the one document: the trials' progress goes to stderr
+    talk = err if as_json else out
+    with talk.status(f"[bold]{tuning}[/]: {spec.strategy} search") as status:
 
         def on_trial(trial: Trial) -> None:
             value = f"{trial.objective:.4f}" if trial.objective is not None else f"failed: {trial.failure}"
-            out.print(
+            talk.print(
                 f"  trial {trial.number}: {trial.params} -> {spec.objective.metric}={value}", markup=False
             )
             status.update(f"[bold]{tuning}[/]: {trial.number + 1} trial(s) done")
 
         trials = run_local_tuning(
-            loaded,
-            tuning,
-            budget=max_jobs,
-            parallel=max_parallel,
-            overrides=parse_overrides(set_ or []),
-            on_trial=on_trial,
+            loaded, tuning, budget=max_jobs, parallel=max_parallel, overrides=overrides, on_trial=on_trial
         )
+    failed = not trials or trials[0].objective is None
+    png = None if failed else plot_objective(trials, spec, trials[0].workdir.parent / "objective.png")
+    if as_json:
+        typer.echo(json.dumps(tuning_document(tuning, spec, trials, png), indent=2, default=str))
+        raise typer.Exit(1 if failed else 0)
+    _tuning_table(out, tuning, spec, trials)
+    if failed:
+        err.print(
+            "every trial failed; check the metric regex against the log, e.g. "
+            + str(trials[0].workdir if trials else "")
+        )
+        raise typer.Exit(1)
+    if png:
+        out.print(f"  plot: {png}", markup=False, soft_wrap=not out.is_terminal)
+
+
+def tuning_document(key: str, spec: TuningSpec, trials: list[Trial], plot: Path | None) -> dict[str, Any]:
+    """`local tune --json`: the trials ranked (best first, failed last), each with its
+    hyperparameters, objective, failure and run folder."""
+    return {
+        "tuning": key,
+        "strategy": spec.strategy,
+        "objective": {"metric": spec.objective.metric, "type": spec.objective.type},
+        "trials": [
+            {
+                "rank": rank_ if t.objective is not None else None,
+                "trial": t.number,
+                "params": t.params,
+                "objective": t.objective,
+                "status": t.status,
+                "failure": t.failure,
+                "workdir": str(t.workdir),
+            }
+            for rank_, t in enumerate(trials, 1)
+        ],
+        "plot": str(plot) if plot else None,
+    }
+
+
+def _tuning_table(out: Console, tuning: str, spec: TuningSpec, trials: list[Trial]) -> None:
+    from rich.table import Table
+
     table = Table(
         "rank", "trial", *sorted(spec.ranges), spec.objective.metric, title=f"{tuning}: {spec.objective.type}"
     )
@@ -222,12 +275,3 @@ def local_tune(
         value = f"{t.objective:.4f}" if t.objective is not None else "[red]failed[/]"
         table.add_row(str(rank_) if t.objective is not None else "-", str(t.number), *shown, value)
     out.print(table)
-    if not trials or trials[0].objective is None:
-        err.print(
-            "every trial failed; check the metric regex against the log, e.g. "
-            + str(trials[0].workdir if trials else "")
-        )
-        raise typer.Exit(1)
-    png = plot_objective(trials, spec, trials[0].workdir.parent / "objective.png")
-    if png:
-        out.print(f"  plot: {png}", markup=False)

@@ -2,8 +2,9 @@
 
 The container (and `sagestack local train`) runs `python train.py --epochs 5 --lr 0.01`: the job's
 hyperparameters become arguments; SM_MODEL_DIR is where the model must be saved (SageMaker uploads
-it as model.tar.gz); SM_CHANNEL_<NAME> holds each input channel's data. Lines such as
-`val_accuracy=0.93` are what the job's metric_definitions read.
+it as model.tar.gz); SM_CHANNEL_<NAME> holds each input channel's data. The job's
+metric_definitions (regexes such as `val_accuracy=([0-9.]+)`) read the values from the lines it
+prints, in the cloud and in `sagestack local train` alike.
 
 Replace the data and the model with yours; keep the contract.
 """
@@ -31,6 +32,16 @@ def load_data() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
     return x[:split], y[:split], x[split:], y[split:]
 
 
+def report(**values: float | int) -> None:
+    """One progress line. SageMaker applies the job's metric_definitions to every line of the log,
+    so `train_loss=0.41` here becomes a CloudWatch datapoint in the cloud as it does locally. The
+    `metrics:` prefix and step / total_steps are for `sagestack local train` alone (its progress
+    bar: step of total and an ETA): they are not metric_definitions, so SageMaker publishes no
+    'step' metric (it allows 40 definitions per job) and the container sees an ordinary line."""
+    pairs = (f"{k}={v}" if isinstance(v, int) else f"{k}={v:.4f}" for k, v in values.items())
+    print("metrics: " + " ".join(pairs), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=5)
@@ -43,17 +54,30 @@ def main() -> None:
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
+    batches = range(0, len(x_train), 64)
+    total_steps, step = args.epochs * len(batches), 0
     for epoch in range(args.epochs):
         model.train()
-        for i in range(0, len(x_train), 64):
+        for i in batches:
             optimizer.zero_grad()
             loss = loss_fn(model(x_train[i : i + 64]), y_train[i : i + 64])
             loss.backward()
             optimizer.step()
+            step += 1
+            if step % 5 == 0 and i + 64 < len(x_train):  # the epoch's last step reports below
+                report(epoch=epoch, step=step, total_steps=total_steps, train_loss=loss.item())
         model.eval()
         with torch.no_grad():
+            val_loss = loss_fn(model(x_val), y_val).item()
             accuracy = (model(x_val).argmax(1) == y_val).float().mean().item()
-        print(f"epoch={epoch} train_loss={loss.item():.4f} val_accuracy={accuracy:.4f}", flush=True)
+        report(
+            epoch=epoch,
+            step=step,
+            total_steps=total_steps,
+            train_loss=loss.item(),
+            val_loss=val_loss,
+            val_accuracy=accuracy,
+        )
 
     out = Path(args.model_dir)
     out.mkdir(parents=True, exist_ok=True)
