@@ -103,6 +103,9 @@ def local_serve(
         typer.Option("--prompt", help="an LLM endpoint: stream one chat answer to this prompt, then stop"),
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="with --prompt: tokens to generate")] = 40,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="with --predict: the answers as one JSON document")
+    ] = False,
     root: RootOption = Path("."),
 ) -> None:
     """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
@@ -122,7 +125,7 @@ def local_serve(
     if is_llm(loaded.spec, endpoint):
         serve_llm(loaded, endpoint, host=host, port=port, prompt=prompt, max_tokens=max_tokens)
         return
-    model_dir = _served_model(out, err, loaded, endpoint, model)
+    model_dir = _served_model(err if as_json else out, err, loaded, endpoint, model)  # stdout: JSON alone
     batching = batching_options(loaded.spec.endpoints[endpoint].batching, len(os.sched_getaffinity(0)))
     for key, given in (("max_batch", max_batch), ("max_delay_ms", max_delay_ms), ("workers", workers)):
         if given is not None:
@@ -136,7 +139,7 @@ def local_serve(
     try:
         if predict > 0:
             with BackgroundServer(model_dir, options) as url:
-                _print_predictions(out, url, predict)
+                _print_predictions(out, url, predict, as_json)
             return
         server, _ = build_server(model_dir, options)
     except ServeError as e:
@@ -187,7 +190,7 @@ def _announce(out: Console, endpoint: str, options: ServeOptions) -> None:
         out.print(f"  capturing {options.capture_percent} % to {options.capture_dir}", markup=False)
 
 
-def _print_predictions(out: Any, url: str, count: int) -> None:
+def _print_predictions(out: Any, url: str, count: int, as_json: bool = False) -> None:
     import json
     import urllib.request
 
@@ -195,7 +198,7 @@ def _print_predictions(out: Any, url: str, count: int) -> None:
     from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 
     x, y = load_digits(return_X_y=True)
-    table = Table("sample", "label", "predicted", "probability", title=f"POST {url}/invocations")
+    rows = []
     for i in range(count):
         body = json.dumps({"instances": [(x[i] / 16.0).reshape(1, 8, 8).tolist()]}).encode()
         req = urllib.request.Request(
@@ -204,6 +207,21 @@ def _print_predictions(out: Any, url: str, count: int) -> None:
         with urllib.request.urlopen(req, timeout=10) as resp:
             answer = json.loads(resp.read())["predictions"][0]
         label = answer["label"]
-        mark = "[green]✓[/]" if label == y[i] else "[red]✗[/]"
-        table.add_row(str(i), str(y[i]), f"{label} {mark}", f"{answer['probabilities'][label]:.3f}")
+        rows.append(
+            {
+                "sample": i,
+                "label": int(y[i]),
+                "predicted": label,
+                "probability": answer["probabilities"][label],
+            }
+        )
+    if as_json:
+        typer.echo(json.dumps({"url": f"{url}/invocations", "predictions": rows}, indent=1))
+        return
+    table = Table("sample", "label", "predicted", "probability", title=f"POST {url}/invocations")
+    for r in rows:
+        mark = "[green]✓[/]" if r["predicted"] == r["label"] else "[red]✗[/]"
+        table.add_row(
+            str(r["sample"]), str(r["label"]), f"{r['predicted']} {mark}", f"{r['probability']:.3f}"
+        )
     out.print(table)

@@ -458,3 +458,34 @@ def test_local_monitor_json_is_the_report_it_writes(tmp_path):
     assert doc["captured"]["records"] == 200 and doc["violations"]
     written = json.loads((Path(doc["captured"]["report"]) / "constraint_violations.json").read_text())
     assert written["violations"] == doc["violations"]
+
+
+def test_local_serve_predict_json_is_the_answers(tmp_path):
+    """`local serve --predict N --json`: the model served with the SageMaker contract, N samples
+    sent, each answer a row of one JSON document on stdout."""
+    import socket
+
+    from tests.support.digits_model import make_model_dir
+
+    model = make_model_dir(tmp_path / "model")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [
+        "local",
+        "serve",
+        "digits",
+        "--model",
+        str(model),
+        "--port",
+        str(port),
+        "--predict",
+        "3",
+        "--json",
+    ]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["url"] == f"http://127.0.0.1:{port}/invocations"
+    assert [r["sample"] for r in doc["predictions"]] == [0, 1, 2]
+    assert all(0 <= r["predicted"] <= 9 and 0 <= r["probability"] <= 1 for r in doc["predictions"])
