@@ -356,8 +356,15 @@ def lock(
     ] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Write config/envs/<env>.lock.json: job hashes, images, request hashes, catalog versions."""
-    from sagestack.ops.lock import diff, lock_document, locked_digests, read_lock, request_images, write_lock
+    """Write config/envs/<env>.lock.json: job hashes, images, request hashes and fields, catalog versions."""
+    from sagestack.ops.lock import (
+        lock_document,
+        locked_digests,
+        read_lock,
+        request_images,
+        update_changes,
+        write_lock,
+    )
     from sagestack.project.requests import render_environment
 
     out = console()
@@ -394,12 +401,18 @@ def lock(
     if refused:
         raise UserError("\n".join(f"✗ {p}" for p in refused), code=4)
     path = write_lock(root, resolved.env, document)
-    changes = diff(previous, document) if previous else []
+    changes = update_changes(previous, document) if previous else []
     if previous is None:
         out.print(f"[green]✓[/] wrote {path}", highlight=False)
     elif changes:
         out.print(f"[green]✓[/] updated {path}:", highlight=False)
-        for c in changes:
-            out.print(f"  {c}", markup=False)
-    else:
+        from sagestack.ops.screen import fit_nested
+
+        for line in (fitted for c in changes for fitted in fit_nested(c, out.width, "  ")):
+            out.print(line, markup=False, highlight=False)
+    elif "requests" in previous:
         out.print(f"{path} is up to date", highlight=False)
+    else:
+        out.print(f"[green]✓[/] updated {path}:", highlight=False)
+    if previous is not None and "requests" not in previous:  # a lock from before fields were recorded
+        out.print("  now with each request's fields: a later change shows the fields that changed")

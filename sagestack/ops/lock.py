@@ -17,6 +17,7 @@ from sagestack.core.config import ENV_DIR
 from sagestack.core.digests import images_in
 from sagestack.monitoring.states import analyzer_image
 from sagestack.ops.endpoint_capacity import deployed
+from sagestack.ops.lock_fields import entry_changes, fields_at, job_changes, request_fields
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
 from sagestack.project.loader import read_json
@@ -84,6 +85,7 @@ def lock_document(
         ),
         **({"serving": serving} if (serving := deployed_serving(plan)) else {}),
         **({"images": pinned} if pinned else {}),
+        "requests": request_fields(requests),
     }
 
 
@@ -194,16 +196,77 @@ def diff(old: dict[str, Any], new: dict[str, Any], sections: tuple[str, ...] | N
 
 
 def lock_changes(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """What `current` requests differently from `locked`; image digests (which only
-    `sagestack lock --digests` records; a locked synth checks them itself) and catalog versions do
-    not count."""
+    """What `current` requests differently from `locked`, as the fields of each request that
+    changed (the lock's `requests` section); as hashes where the old lock has no fields, with a
+    hint to re-lock. Image digests (which only `sagestack lock --digests` records; a locked synth
+    checks them itself) and catalog versions do not count."""
     import copy
 
     old = copy.deepcopy(locked)
     for job in old.get("jobs", {}).values():
         for c in job.get("candidates", {}).values():
             c.pop("image_digest", None)
-    return diff(old, current, REQUEST_SECTIONS)
+    out: list[str] = []
+    hashes_only = False
+    for section in REQUEST_SECTIONS:
+        before, after = old.get(section) or {}, current.get(section) or {}
+        for key in sorted(set(before) | set(after)):
+            label = f"{section}.{key}"
+            if key not in after or key not in before or section in ("serving", "sources"):
+                was = {k: v for k, v in before.items() if k == key}
+                out += diff({section: was}, {section: {k: v for k, v in after.items() if k == key}})
+                continue
+            if before[key] == after[key]:
+                continue
+            explained = _explained(section, key, before[key], after[key], old, current)
+            hashes_only = hashes_only or explained is None
+            out += explained if explained is not None else diff({label: before[key]}, {label: after[key]})
+    if hashes_only:
+        env = locked.get("environment", "<env>")
+        out.append(
+            f"(this lock records hashes only: after `sagestack lock --env {env}` a change shows the "
+            "request fields that changed)"
+        )
+    return out
+
+
+def _explained(
+    section: str, key: str, before: Any, after: Any, old: dict[str, Any], new: dict[str, Any]
+) -> list[str] | None:
+    """One changed entry of a hashed section told as its request fields; None without fields."""
+    old_fields, new_fields = old.get("requests"), new.get("requests")
+    if section == "jobs":
+        return job_changes(key, before, after, old_fields, new_fields)
+    if section == "tuning":
+        return entry_changes(
+            f"tuning.{key}", fields_at(old_fields, "tuning", key), fields_at(new_fields, "tuning", key)
+        )
+    lines: list[str] = []  # endpoints, transforms: {operation: request hash}
+    for op in sorted(set(before) | set(after)):
+        label = f"{section}.{key}.{op}"
+        if op not in before or op not in after:
+            lines += diff({label: before.get(op)}, {label: after.get(op)})
+        elif before[op] != after[op]:
+            found = entry_changes(
+                label, fields_at(old_fields, section, key, op), fields_at(new_fields, section, key, op)
+            )
+            if found is None:
+                return None
+            lines += found
+    return lines
+
+
+def update_changes(previous: dict[str, Any], document: dict[str, Any]) -> list[str]:
+    """What re-locking changes: the requests (as lock_changes tells them), then the rest of the
+    lock (catalog versions, pinned digests, ...) leaf by leaf; the fields section itself is not
+    repeated."""
+    rest = tuple(
+        k
+        for k in sorted(set(previous) | set(document))
+        if k not in (*REQUEST_SECTIONS, "requests", "$comment")
+    )
+    lines = [c for c in lock_changes(previous, document) if not c.startswith("(")]
+    return lines + diff(previous, document, rest)
 
 
 def _short(value: Any) -> str:

@@ -14,7 +14,7 @@ from sagestack.ops.capacity import CapacityReport, Row, evaluate
 from sagestack.ops.endpoint_capacity import LlmFit, llm_fits, packing_on
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
 from sagestack.ops.quota_book import QuotaBook
-from sagestack.ops.screen import fit, quote_commands
+from sagestack.ops.screen import fit, fit_nested, quote_commands
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.requests import EnvironmentRequests, render_environment
 from sagestack.training.sizing import GIB, MIB, Sizing, size_job
@@ -359,11 +359,10 @@ def _render_lock(result: PlanResult, console: Any) -> None:
     elif result.lock_state == "matches":
         console.print(f"lock: [green]matches[/] {path}", highlight=False)
     else:
-        console.print(
-            f"lock: [yellow]{len(result.lock_changes)} change(s)[/] against {path}", highlight=False
-        )
-        for c in result.lock_changes:
-            _say(console, c.lstrip(" "), "  " + " " * (len(c) - len(c.lstrip(" "))))
+        entries = sum(1 for c in result.lock_changes if c[:1] in "~+-")
+        console.print(f"lock: [yellow]{entries} change(s)[/] against {path}", highlight=False)
+        for line in (fitted for c in result.lock_changes for fitted in fit_nested(c, console.width, "  ")):
+            console.print(line, markup=False, highlight=False)
 
 
 def as_json(result: PlanResult) -> dict[str, Any]:

@@ -63,3 +63,10 @@ def _continued(words: list[str], width: int, indent: str) -> list[str]:
 def quote_commands(text: str) -> str:
     """`aws service-quotas …` commands in a message quoted as commands, so `fit` keeps them whole."""
     return _AWS_COMMAND.sub(lambda m: f"`{m.group()}`", text)
+
+
+def fit_nested(line: str, width: int, indent: str = "") -> list[str]:
+    """A line that carries its own indent (a change under its entry), fitted below `indent` with
+    its indent kept and its continuation four further in."""
+    own = indent + line[: len(line) - len(line.lstrip(" "))]
+    return fit(line.lstrip(" "), width, own, own + "    ")

@@ -207,12 +207,12 @@ def test_lock_round_trip_and_locked_synth(project, tmp_path):
     with pytest.raises(LockMismatchError) as e:
         build_app(App(outdir=str(tmp_path / "c"), context=locked), project.root, nag=False)
     text = str(e.value)
-    assert "~ jobs.classifier.hash:" in text and "request_sha256" in text
+    assert "~ jobs.classifier (hash " in text and "~ ResourceConfig.InstanceCount: 2 → 3" in text
     assert "sagestack lock --env dev" in text
     plan_out = _plan(project, "--quotas", "off").output
     assert "change(s) against config/envs/dev.lock.json" in plan_out
     again = runner.invoke(app, ["lock", "--env", "dev", "--root", str(project.root)])
-    assert "updated" in again.output and "~ jobs.classifier.hash" in again.output
+    assert "updated" in again.output and "~ jobs.classifier (hash " in again.output
     build_app(App(outdir=str(tmp_path / "d"), context=locked), project.root, nag=False)
 
 
