@@ -489,3 +489,44 @@ def test_local_serve_predict_json_is_the_answers(tmp_path):
     assert doc["url"] == f"http://127.0.0.1:{port}/invocations"
     assert [r["sample"] for r in doc["predictions"]] == [0, 1, 2]
     assert all(0 <= r["predicted"] <= 9 and 0 <= r["probability"] <= 1 for r in doc["predictions"])
+
+
+def test_quota_snapshot_json_is_the_table_of_quotas_the_spec_uses(project, monkeypatch):
+    """The account read from a moto server (STS, SageMaker's usage); ListServiceQuotas, which moto
+    lacks, answered by botocore's Stubber (checked against the service's model)."""
+    import boto3
+    from botocore.stub import Stubber
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+    from sagestack.core.catalog.quotas import quota_name
+    from sagestack.ops import account
+    from tests.support.moto_server import ACCOUNT, running_moto
+
+    project.spec().env("dev")
+    name = quota_name("ml.m5.xlarge", "training")
+    quotas = boto3.client(
+        "service-quotas", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    stubber = Stubber(quotas)
+    listed = {"ServiceCode": "sagemaker", "QuotaName": name, "QuotaCode": "L-M5", "Value": 4.0}
+    stubber.add_response(
+        "list_service_quotas", {"Quotas": [listed]}, {"ServiceCode": "sagemaker", "MaxResults": 100}
+    )
+    real = account.list_quotas
+    monkeypatch.setattr(account, "list_quotas", lambda region, client=None: real(region, client=quotas))
+    with running_moto() as moto:
+        for key, value in {
+            "AWS_ENDPOINT_URL": moto.url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }.items():
+            monkeypatch.setenv(key, value)
+        with stubber:
+            result = CliRunner().invoke(app, ["quota", "snapshot", "--json", "--root", str(project.root)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["environment"] == "dev" and doc["file"].endswith("config/envs/dev.quotas.json")
+    assert {"quota": name, "code": "L-M5", "value": 4.0, "in_use": 0} in doc["quotas"]
+    saved = json.loads((project.root / "config/envs/dev.quotas.json").read_text())
+    assert saved["account"] == ACCOUNT and saved["quotas"][0]["QuotaCode"] == "L-M5"
