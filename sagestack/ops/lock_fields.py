@@ -88,6 +88,9 @@ def _masked(value: Any, hashes: list[str]) -> Any:
 
 
 def _show(value: Any) -> str:
+    """A field's value as JSON; a sha256 by its first 12 digits, as the lock's other lines show it."""
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12]
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
@@ -134,7 +137,7 @@ def job_changes(
         if own:
             lines += [f"    {itype}:", *(f"      {c}" for c in own)]
     if len(lines) == 1:
-        lines.append("    no request field changed but the names and paths that carry the hash")
+        lines.append("    only the names and tags carrying the hash (it covers the source too)")
     return lines
 
 

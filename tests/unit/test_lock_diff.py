@@ -99,3 +99,14 @@ def test_the_lock_is_the_same_bytes_each_time_and_one_field_a_line(project):
     fields = read_lock(project.root, "dev")["requests"]["jobs"]["classifier"]["shared"]
     assert fields["HyperParameters.epochs"] == "10"
     assert '  "HyperParameters.epochs": "10",\n' in first
+
+
+def test_a_source_change_is_the_hash_and_the_source_not_a_list_of_names(project):
+    project.spec(SPEC).env("dev")
+    before = _current(project)
+    (project.root / "training_src" / "train.py").write_text("print('train, again')\n")
+    lines = lock_changes(before, _current(project))
+    assert lines[0].startswith("~ jobs.classifier (hash ")
+    assert lines[1] == "    only the names and tags carrying the hash (it covers the source too)"
+    old, new = before["sources"]["training_src"][:12], _current(project)["sources"]["training_src"][:12]
+    assert lines[2:] == [f"~ sources.training_src: {old} → {new}"]
