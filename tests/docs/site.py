@@ -43,6 +43,5 @@ def nav_pages() -> Iterator[tuple[str, str]]:
 
 
 def url_of(source: str) -> str:
-    """The URL path mkdocs gives a page (use_directory_urls)."""
-    stem = source.removesuffix(".md")
-    return "" if stem == "index" else stem + "/"
+    """The file mkdocs writes a page to (use_directory_urls: false, so the site browses from the disk)."""
+    return source.removesuffix(".md") + ".html"

@@ -22,22 +22,22 @@ CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 def test_every_nav_page_is_built_and_nothing_is_written_into_the_repository(built_site: Path) -> None:
     for _title, source in nav_pages():
-        assert (built_site / url_of(source) / "index.html").is_file(), source
+        assert (built_site / url_of(source)).is_file(), source
     # the reference pages are generated in memory on every build, never written under docs/
     assert not list((REPO / "docs").glob("reference/*.md"))
 
 
 def test_the_reference_pages_hold_what_the_code_defines(built_site: Path) -> None:
-    rules = (built_site / "reference" / "rules" / "index.html").read_text()
+    rules = (built_site / "reference" / "rules.html").read_text()
     assert all(f'id="{rule}"' in rules for rule in RULES)
-    spec = (built_site / "reference" / "spec" / "index.html").read_text()
+    spec = (built_site / "reference" / "spec.html").read_text()
     for anchor in ("jobspec-instance-type", "endpointspec-rollout", "llmspec-container", "projectspec-jobs"):
         assert f'id="{anchor}"' in spec, anchor
-    cli = (built_site / "reference" / "cli" / "index.html").read_text()
+    cli = (built_site / "reference" / "cli.html").read_text()
     for anchor in ("sagestack-validate", "sagestack-local-train", "sagestack-capacity-offerings"):
         assert f'id="{anchor}"' in cli, anchor
     assert "--max-parallel" in cli
-    api = (built_site / "reference" / "constructs" / "index.html").read_text()
+    api = (built_site / "reference" / "constructs.html").read_text()
     for name in ("TrainingPipeline", "InferenceEndpoint", "ArtifactBucket"):
         assert f'id="sagestack.constructs.{name}"' in api, name
     assert "grant_start_execution" in api  # members come from the docstrings, not only the class names
@@ -45,7 +45,7 @@ def test_the_reference_pages_hold_what_the_code_defines(built_site: Path) -> Non
 
 def test_getting_started_shows_the_screens_of_a_fresh_project(built_site: Path) -> None:
     """The screens are captured at build time from a project `sagestack init` has just written."""
-    page = (built_site / "getting-started" / "index.html").read_text()
+    page = (built_site / "getting-started.html").read_text()
     assert "<!-- screen:" not in page
     for command in ("$ sagestack init digits", "$ sagestack validate", "$ sagestack plan --env dev"):
         assert command in page, command
@@ -116,7 +116,7 @@ def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> 
     assert isinstance(browser, WebDriver)
     rule = "spot-checkpoint"
     assert rule in RULES
-    browser.get(served)
+    browser.get(served + "index.html")
     box = WebDriverWait(browser, 20).until(
         expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.md-search__input"))
     )
@@ -127,8 +127,21 @@ def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> 
             urlsplit(a.get_attribute("href") or "")
             for a in driver.find_elements(By.CSS_SELECTOR, ".md-search-result a")
         ]
-        return any(link.path == "/reference/rules/" and link.fragment == rule for link in links)
+        return any(link.path == "/reference/rules.html" and link.fragment == rule for link in links)
 
     WebDriverWait(browser, 20).until(found)
     first = browser.find_element(By.CSS_SELECTOR, ".md-search-result__list a")
-    assert "reference/rules/" in (first.get_attribute("href") or "")
+    assert "reference/rules.html" in (first.get_attribute("href") or "")
+
+
+def test_the_site_opens_from_the_disk(built_site: Path, browser: object) -> None:
+    """`make docs` says to open site/index.html: its links lead to pages, not to folders."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+    assert isinstance(browser, WebDriver)
+    browser.get((built_site / "index.html").as_uri())
+    browser.find_element(By.CSS_SELECTOR, "article a[href='reference/rules.html']").click()
+    assert browser.current_url == (built_site / "reference" / "rules.html").as_uri()
+    assert browser.title.startswith("Rules")
+    assert browser.find_element(By.ID, "spot-checkpoint").text.startswith("spot-checkpoint")
