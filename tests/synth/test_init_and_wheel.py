@@ -61,6 +61,7 @@ def test_the_wheel_carries_stacks_catalog_data_templates_and_no_tests(wheel):
         "sagestack/templates/train.py",
         "sagestack/constructs/training_pipeline.py",
         "sagestack/cli/__main__.py",
+        "sagestack/py.typed",  # PEP 561: a user's mypy reads the constructs' hints
     ):
         assert needed in names, needed
     assert not any(n.startswith(("tests/", "examples/", "training_src/", "stacks/")) for n in names)
@@ -143,3 +144,42 @@ def test_init_refuses_a_bad_name_with_the_rule(installed, tmp_path):
     )
     assert bad.returncode == 2
     assert "not a valid project name" in bad.stderr and not (tmp_path / "My_Project").exists()
+
+
+USER_APP = """\
+from aws_cdk import App, Duration, Stack
+from aws_cdk import aws_kms as kms
+
+from sagestack.constructs import ArtifactBucket, ExecutionRole
+
+app = App()
+stack = Stack(app, "Typed")
+key = kms.Key(stack, "Key", enable_key_rotation=True)
+artifacts = ArtifactBucket(stack, "Artifacts", encryption_key=key)
+role = ExecutionRole(stack, "Role", artifacts=artifacts, encryption_key=key)
+timeout: Duration = Duration.hours(2)
+"""
+
+
+def test_a_users_mypy_reads_the_installed_packages_types(installed, tmp_path):
+    """With py.typed in the wheel, a user's `mypy --strict` follows sagestack.constructs (no "Cannot
+    find implementation or library stub"): a correct app passes, and a prop of the wrong type is
+    mypy's error at the call, as it is for aws-cdk-lib's own props."""
+    (tmp_path / "app.py").write_text(USER_APP)
+    (tmp_path / "wrong.py").write_text(
+        USER_APP + 'ArtifactBucket(stack, "Other", encryption_key="alias/mine")\n'
+    )
+    mypy = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--strict",
+        "--python-executable",
+        str(installed / "bin" / "python"),
+    ]
+    mypy += ["--cache-dir", str(tmp_path / ".mypy_cache"), "--no-incremental"]
+    good = _run([*mypy, "app.py"], cwd=tmp_path, env=_env(installed), timeout=600)
+    assert "library stub" not in good.stdout and "py.typed" not in good.stdout, good.stdout
+    assert good.returncode == 0, good.stdout + good.stderr
+    wrong = _run([*mypy, "wrong.py"], cwd=tmp_path, env=_env(installed), timeout=600)
+    assert wrong.returncode == 1 and 'Argument "encryption_key"' in wrong.stdout, wrong.stdout
