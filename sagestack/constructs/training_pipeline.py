@@ -75,7 +75,8 @@ class TrainingPipeline(JobPipeline):
       execution_role: the role the job runs as (ExecutionRole, or ExecutionRole.from_role_arn).
       artifacts: the ArtifactBucket (outputs, checkpoints, Debugger/Profiler/TensorBoard data).
       encryption_key: encrypts volumes and outputs.
-      region: default: the stack's (must be concrete: DLC URIs and validation depend on it).
+      region: default: the stack's; a token (an environment-agnostic stack) is fine unless the job has
+        Debugger/Profiler rules, whose evaluator image is looked up by region at synth.
       the job: its typed props (TrainingJobProps: instance_types, entry_point, instance_count,
         hyperparameters, max_runtime, volume_size, spot, max_wait, max_pending_time, metric_definitions,
         distribution, run_on_deploy, and `options` for any other key of a `jobs:` entry, validated by
