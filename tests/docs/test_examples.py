@@ -119,20 +119,43 @@ def _walk(args: list[str]) -> tuple[Any, list[str], str]:
     return command, args, path
 
 
-@pytest.mark.parametrize("where,line", SH_LINES, ids=[f"{w}:{c}" for w, c in SH_LINES])
-def test_every_sagestack_command_shown_exists_with_its_options(where: str, line: str) -> None:
-    words = [w for w in shlex.split(line)[1:] if w not in ("[", "]", "…")]
-    words = [w.strip("[]") for w in words]
+def problem(line: str, *, mention: bool = False) -> str | None:
+    """What is wrong with a command line as the CLI would read it, or None. A mention in prose may
+    name a group alone (`sagestack local`) or a placeholder for the command (`sagestack COMMAND -h`)."""
+    words = [w.strip("[]") for w in shlex.split(line)[1:] if w not in ("[", "]", "…")]
     command, rest, path = _walk(words)
     if hasattr(command, "commands"):
-        what = f"has no command {rest[0]}" if rest else "needs a subcommand"
-        pytest.fail(f"{where}: `{line}`: {path} {what} ({', '.join(command.commands)})")
+        if rest and not rest[0].startswith("-") and not (mention and rest[0].isupper()):
+            return f"{path} has no command {rest[0]} ({', '.join(command.commands)})"
+        if not rest and not mention:
+            return f"{path} needs a subcommand ({', '.join(command.commands)})"
+        if rest and rest[0].isupper():
+            return None
     spellings = {
         o for p in command.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]
     }
     for word in rest:
-        if word.startswith("-") and not re.fullmatch(r"-?\d+(\.\d+)?", word):
-            assert word.split("=", 1)[0] in spellings, f"{where}: `{line}`: {path} has no option {word}"
+        number = re.fullmatch(r"-?\d+(\.\d+)?", word)
+        if word.startswith("-") and not number and word.split("=", 1)[0] not in spellings:
+            return f"{path} has no option {word}"
+    return None
+
+
+@pytest.mark.parametrize("where,line", SH_LINES, ids=[f"{w}:{c}" for w, c in SH_LINES])
+def test_every_sagestack_command_shown_exists_with_its_options(where: str, line: str) -> None:
+    wrong = problem(line)
+    assert wrong is None, f"{where}: `{line}`: {wrong}"
+
+
+def test_every_sagestack_command_named_in_the_prose_exists() -> None:
+    """`sagestack …` in a sentence's code span too: a reader copies those as well."""
+    wrong = []
+    for page in PAGES:
+        prose = FENCE.sub("", page.read_text())
+        for span in re.findall(r"`(sagestack [^`]+)`", prose):
+            if problem(span, mention=True):
+                wrong.append(f"{page.relative_to(REPO)}: `{span}`: {problem(span, mention=True)}")
+    assert not wrong, "\n".join(wrong)
 
 
 def _environment() -> dict[str, str]:
