@@ -18,6 +18,7 @@ from sagestack.core.digests import images_in
 from sagestack.monitoring.states import analyzer_image
 from sagestack.ops.endpoint_capacity import deployed
 from sagestack.ops.lock_fields import entry_changes, fields_at, job_changes, request_fields
+from sagestack.ops.screen import fit, fit_nested
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
 from sagestack.project.loader import read_json
@@ -277,6 +278,9 @@ def _short(value: Any) -> str:
     return str(value)
 
 
+SCREEN = 80  # the width a refusal is wrapped to: a terminal's, a CI log's
+
+
 class LockMismatchError(Exception):
     """`-c sagestack:locked=true` and a request differs from config/envs/<env>.lock.json."""
 
@@ -288,12 +292,12 @@ class LockMismatchError(Exception):
                 f"`sagestack lock --env {env}`"
             )
         else:
-            text = (
-                f"{env}: the spec resolves to requests that differ from config/envs/{env}.lock.json "
-                "(-c sagestack:locked=true):\n"
-                + "\n".join(f"  {c}" for c in changes)
-                + f"\nReview the change, then `sagestack lock --env {env}` to accept it."
-            )
+            head = f"{env}: -c sagestack:locked=true, and the spec's requests differ from config/envs/{env}.lock.json:"
+            lines = [
+                *fit(head, SCREEN, hang=""),
+                *(line for c in changes for line in fit_nested(c, SCREEN, "  ")),
+            ]
+            text = "\n".join([*lines, f"Review the change, then `sagestack lock --env {env}` to accept it."])
         super().__init__(text)
 
 

@@ -46,6 +46,7 @@ def test_a_one_key_change_is_told_as_the_fields_that_changed(project):
     # the locked synth's refusal (exit 4) and plan tell it the same way
     refusal = str(LockMismatchError("dev", changes))
     assert '\n      ~ HyperParameters.epochs: "10" → "12"\n' in refusal
+    assert max(map(len, refusal.splitlines())) <= 80, refusal
     plan = _cli(project, "plan", "--quotas", "off").output
     assert "lock: 1 change(s) against config/envs/dev.lock.json" in plan
     assert '      ~ HyperParameters.epochs: "10" → "12"' in plan.splitlines()
