@@ -3,6 +3,8 @@ own regex, ranked, and a learning rate found that beats the default on a small b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sagestack.local.job import LocalTrainOptions
@@ -91,3 +93,33 @@ def test_objective_regex_that_matches_nothing_fails_the_trial(digits_project, tm
     )
     assert [t.status for t in trials] == ["Failed"]
     assert trials[0].failure == "no 'val_accuracy' in the log"
+
+
+def test_local_tune_json_is_one_document_on_stdout_and_a_set_typo_warns_once(digits_project):
+    """`local tune --json`: stdout holds the ranked trials and nothing else (the trials' progress
+    and the --set warning go to stderr); --set batchsize (for batch_size_per_device) is named."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app
+
+    _with_search(digits_project)
+    args = ["local", "tune", "quick", "--env", "dev", "--root", str(digits_project.root), "--max-jobs", "2"]
+    done = CliRunner().invoke(app, [*args, "--set", "epochs=1", "--set", "batch_size_per_devic=64", "--json"])
+    assert done.exit_code == 0, (done.stdout, done.stderr)
+    document = json.loads(done.stdout)  # the whole of stdout is one document
+    assert document["objective"] == {"metric": "val_accuracy", "type": "Maximize"}
+    trials = document["trials"]
+    assert [t["rank"] for t in trials] == [1, 2]
+    assert trials[0]["objective"] >= trials[1]["objective"]
+    assert set(trials[0]) == {"rank", "trial", "params", "objective", "status", "failure", "workdir"}
+    assert 0.002 <= trials[0]["params"]["lr"] <= 0.02 and trials[0]["status"] == "Completed"
+    assert (Path(trials[0]["workdir"]) / "model").is_dir()
+    assert document["plot"].endswith("objective.png")
+    warning = (
+        "warning: --set batch_size_per_devic: the job defines no hyperparameter 'batch_size_per_devic' "
+        "(did you mean 'batch_size_per_device'?)"
+    )
+    assert done.stderr.count(warning) == 1, done.stderr
+    assert "--set epochs" not in done.stderr  # a key the job defines
