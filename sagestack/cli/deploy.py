@@ -37,6 +37,7 @@ def synth(
     3 quota short, 4 lock mismatch, 1 unacknowledged cdk-nag finding (`cdk synth` exits 1 for all)."""
     import json
     import subprocess
+    import textwrap
 
     pairs: dict[str, str] = {}
     for item in context or []:
@@ -52,9 +53,37 @@ def synth(
     env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(pairs)}
     code = subprocess.call([sys.executable, str(app_file)], cwd=root.resolve(), env=env)
     if code == 0:
-        stacks = sorted(p.name for p in outdir.rglob("*.template.json"))
-        console().print(f"[green]✓[/] synthesized {len(stacks)} stack(s) into {outdir}")
+        stages = _stacks(outdir)
+        count = sum(len(names) for names in stages.values())
+        shown = outdir.relative_to(Path.cwd()) if outdir.is_relative_to(Path.cwd()) else outdir
+        out = console()
+        out.print(f"[green]✓[/] synthesized {count} stack(s) into {shown}/")
+        for stage, names in stages.items():  # wrapped between names, never inside one
+            lines = textwrap.wrap(
+                f"{stage}: {', '.join(names)}",
+                width=max(out.width, 40),
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            out.print("\n".join(lines), markup=False)
     raise typer.Exit(code)
+
+
+def _stacks(outdir: Path) -> dict[str, list[str]]:
+    """Each environment's stacks (their CloudFormation names), from the cloud assembly's manifests."""
+    import json
+
+    stages: dict[str, list[str]] = {}
+    for manifest in sorted(outdir.glob("assembly-*/manifest.json")):
+        artifacts = json.loads(manifest.read_text()).get("artifacts", {})
+        stages[manifest.parent.name.removeprefix("assembly-")] = sorted(
+            a.get("properties", {}).get("stackName", key)
+            for key, a in artifacts.items()
+            if a.get("type") == "aws:cloudformation:stack"
+        )
+    return stages
 
 
 @app.command()
