@@ -52,6 +52,10 @@ class LocalTrainResult:
         return self.exit_code == 0 and self.interrupted_at is None
 
     def last(self, name: str) -> float | None:
+        """A metric's last value: its FinalMetricDataList entry, else the last `metrics:` line's."""
+        final = self.series.last(name)
+        if final is not None:
+            return final
         for row in reversed(self.metrics):
             if name in row:
                 return row[name]

@@ -283,7 +283,9 @@ def objective_figure(trials: list[Trial], tuning: TuningSpec) -> Any:
         def x_of(value: Any, labels: list[str] = labels) -> Any:
             return labels.index(str(value)) if labels else value
 
-        ax.scatter([x_of(t.params[name]) for t in done], [t.objective for t in done], color="tab:blue")
+        ax.scatter(
+            [x_of(t.params[name]) for t in done], [t.objective for t in done], color="tab:blue", label="trial"
+        )
         best = done[0]
         ax.scatter([x_of(best.params[name])], [best.objective], color="tab:red", s=80, label="best")
         if labels:
