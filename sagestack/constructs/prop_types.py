@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 from aws_cdk import Duration, Size, Token
 
+from sagestack.core.catalog.suggest import closest
+
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C", bound=type)
 
@@ -234,20 +236,48 @@ def _flat(
     return values
 
 
+def _bound(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], hints: Mapping[str, Any]
+) -> tuple[inspect.BoundArguments, list[str]] | None:
+    """The arguments bound to the signature, and what Python would refuse one at a time, in the
+    checker's words: an unknown prop (with the nearest name), a required prop not given."""
+    params = signature.parameters
+    open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = [] if open_kwargs else [k for k in kwargs if k not in params]
+    props = [n for n in params if n not in _NOT_CHECKED]
+    problems = [f"unknown prop '{k}'{_nearest(k, props)}" for k in unknown]
+    try:
+        bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k not in unknown})
+    except TypeError:
+        return None  # too many positional arguments: Python's own message says so
+    for name, param in params.items():
+        required = param.default is inspect.Parameter.empty and param.kind not in _VARIADIC
+        if required and name not in bound.arguments:
+            expected = f", expected {describe(hints[name], _ITEMS.get(name))}" if name in hints else ""
+            problems.append(f"{name}: required{expected}")
+    return bound, problems
+
+
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def _nearest(given: str, props: list[str]) -> str:
+    hits = closest(given, props)
+    return f" (did you mean '{hits[0]}'?)" if hits else ""
+
+
 def _checked(fn: F, hints_of: Any, owner: Callable[[Mapping[str, Any]], str]) -> F:
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            return fn(*args, **kwargs)  # Python's own message names the missing or unknown argument
         hints = _hints_of(hints_of)
+        binding = _bound(signature, args, kwargs, hints)
+        if binding is None:
+            return fn(*args, **kwargs)
+        bound, problems = binding
         values = _flat(signature, bound, hints)
-        if "self" in bound.arguments:
-            values["self"] = bound.arguments["self"]
-        raise_problems(owner(values), problems_of(values, hints))
+        raise_problems(owner(values), problems + problems_of(values, hints))
         return fn(*args, **kwargs)
 
     return typing.cast(F, checked)

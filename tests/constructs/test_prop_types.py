@@ -420,3 +420,26 @@ def test_an_imported_cdk_interface_passes_by_its_members(ctx):
         f"arn:aws:kms:{REGION}:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
     )
     assert ArtifactBucket(ctx["stack"], "WithImportedKey", encryption_key=imported).bucket is not None
+
+
+def test_a_missing_or_misspelt_prop_is_named_with_the_others(ctx):
+    """What Python refuses one at a time (a required prop not given, an unknown keyword) is named
+    in the same TypeError as the wrong types, with the prop's type or the nearest name."""
+    from sagestack.constructs import ArtifactBucket, ExecutionRole, ServerlessConfig
+
+    with pytest.raises(TypeError) as raised:
+        ArtifactBucket(ctx["stack"], "NoKey")
+    assert str(raised.value) == "ArtifactBucket 'NoKey': encryption_key: required, expected kms.IKey"
+    with pytest.raises(TypeError) as raised:
+        ExecutionRole(ctx["stack"], "Misspelt", artifact=ctx["artifacts"], encryption_key="alias/digits")
+    assert str(raised.value) == (
+        "ExecutionRole 'Misspelt': unknown prop 'artifact' (did you mean 'artifacts'?); artifacts: "
+        "required, expected ArtifactBucketBase; encryption_key: expected kms.IKey, got the string "
+        "'alias/digits'"
+    )
+    with pytest.raises(TypeError) as raised:
+        ServerlessConfig()  # type: ignore[call-arg]
+    assert (
+        str(raised.value)
+        == "ServerlessConfig: memory_size: required, expected Size (e.g. Size.gibibytes(30))"
+    )
