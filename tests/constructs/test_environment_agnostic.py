@@ -82,3 +82,91 @@ def test_debugger_rules_need_a_concrete_region_and_say_which_prop_and_why():
         job="with-rules",
         options={"debugger": {"rules": ["loss_not_decreasing"]}},
     )
+
+
+PACKAGE = "arn:aws:sagemaker:us-east-1:111122223333:model-package/digits-dev/1"
+
+
+def test_the_serving_and_pipeline_constructs_synthesize_anywhere_and_model_monitor_says_why_not(tmp_path):
+    """Tuning, registration, endpoints, transform, MLflow and a retraining schedule in a stack with no
+    env=, cdk-nag on: no finding. ModelMonitor's analyzer image is regional: its error says so."""
+    from aws_cdk import App, Size, Stack, Validations
+    from aws_cdk import aws_kms as kms
+    from cdk_nag import AwsSolutionsChecks
+
+    from sagestack.constructs import (
+        ArtifactBucket,
+        AutoScaling,
+        DataCapture,
+        ExecutionRole,
+        InferenceEndpoint,
+        MlflowTrackingServer,
+        ModelMonitor,
+        ModelPackageGroup,
+        ModelRegistration,
+        Names,
+        RetrainingSchedule,
+        ServerlessConfig,
+        TransformPipeline,
+        TuningPipeline,
+    )
+    from sagestack.constructs.nag import unacknowledged_findings
+
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    stack = Stack(app, "Anywhere")
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    artifacts = ArtifactBucket(stack, "Artifacts", encryption_key=key)
+    role = ExecutionRole(stack, "Role", artifacts=artifacts, encryption_key=key)
+    names = Names("digits", "dev")
+    base = {"names": names, "execution_role": role, "artifacts": artifacts, "encryption_key": key}
+    registry = ModelPackageGroup(stack, "Registry", group_name=names.model_package_group)
+    compile_ = {"target_device": "ml_c5", "framework": "PYTORCH", "framework_version": "2.0"}
+    compile_["input_shapes"] = {"input0": [1, 1, 8, 8]}
+    training = _training(
+        stack,
+        base,
+        metric_definitions={"val_accuracy": "val_accuracy=([0-9.]+)"},
+        registry=registry,
+        registrations=[ModelRegistration("digits", compile=compile_, instance_type="ml.c5.xlarge")],
+    )
+    TuningPipeline(
+        stack,
+        "Search",
+        training=training,
+        objective_metric="val_accuracy",
+        objective_type="Maximize",
+        ranges={"lr": {"continuous": [1e-4, 1e-1]}},
+        max_jobs=4,
+    )
+    endpoint = InferenceEndpoint(
+        stack,
+        "Endpoint",
+        endpoint_name=names.endpoint("digits"),
+        model_package=PACKAGE,
+        execution_role=role,
+        encryption_key=key,
+        instance_type="ml.c5.xlarge",
+        data_capture=DataCapture(artifacts=artifacts),
+        autoscaling=AutoScaling(max_capacity=2),
+    )
+    InferenceEndpoint(
+        stack,
+        "Serverless",
+        endpoint_name=names.endpoint("serverless"),
+        model_package=PACKAGE,
+        execution_role=role,
+        serverless=ServerlessConfig(memory_size=Size.gibibytes(2)),
+    )
+    TransformPipeline(stack, "Score", model_package=PACKAGE, instance_types=["ml.m5.xlarge"], **base)
+    MlflowTrackingServer(stack, "Tracking", name="digits-dev", artifacts=artifacts, encryption_key=key)
+    RetrainingSchedule(stack, "Weekly", pipeline=training, expression="rate(7 days)")
+    with pytest.raises(ValueError) as raised:
+        ModelMonitor(stack, "Monitor", endpoint=endpoint, endpoint_key="digits", **base)
+    assert str(raised.value) == (
+        "ModelMonitor 'Monitor': region: the Model Monitor analyzer image is looked up by region at synth "
+        "(its registry account differs per region), and this stack's region is not known until deploy; "
+        'give region="us-east-1" (or the stack env=Environment(region=...))'
+    )
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
+    assert unacknowledged_findings(tmp_path / "cdk.out") == []
