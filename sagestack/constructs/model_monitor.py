@@ -23,6 +23,7 @@ from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.validation import stand_in_deployment, token_deployment, validate_as_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
@@ -87,12 +88,6 @@ class ModelMonitor(Construct):
             raise ValueError("alarm_features: a CloudWatch alarm watches at most 10 metrics")
         stack = Stack.of(self)
         region = region or stack.region
-        if Token.is_unresolved(region):
-            raise ValueError(
-                f"ModelMonitor {id!r}: region: the Model Monitor analyzer image is looked up by region "
-                "at synth (its registry account differs per region), and this stack's region is not "
-                'known until deploy; give region="us-east-1" (or the stack env=Environment(region=...))'
-            )
         spec = MonitorSpec.model_validate(
             {
                 "baseline_data": baseline_data,
@@ -106,8 +101,14 @@ class ModelMonitor(Construct):
             }
         )
         self.plan = ResolvedMonitor.of(names, endpoint_key, spec)
-        image = analyzer_image(region)
-        validate_baseline(self.plan, stand_in_deployment(self, region=region), image=image)
+        stand_ins = stand_in_deployment(self, region=region)
+        # In an environment-agnostic stack the image is the deploy region's, read from a mapping.
+        image = (
+            image_in_deploy_region(stack, "model-monitor", analyzer_image)
+            if Token.is_unresolved(region)
+            else analyzer_image(region)
+        )
+        validate_baseline(self.plan, stand_ins, image=analyzer_image(stand_ins.region))
         deployment = token_deployment(
             self,
             role_arn=execution_role.role_arn,

@@ -35,10 +35,12 @@ from sagestack.constructs.model_registration import (
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
 from sagestack.constructs.training_job_props import TrainingJobProps, check_job_props, job_spec_from_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment
+from sagestack.core.catalog.images import debugger_rules_image_uri
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
@@ -75,8 +77,8 @@ class TrainingPipeline(JobPipeline):
       execution_role: the role the job runs as (ExecutionRole, or ExecutionRole.from_role_arn).
       artifacts: the ArtifactBucket (outputs, checkpoints, Debugger/Profiler/TensorBoard data).
       encryption_key: encrypts volumes and outputs.
-      region: default: the stack's; a token (an environment-agnostic stack) is fine unless the job has
-        Debugger/Profiler rules, whose evaluator image is looked up by region at synth.
+      region: default: the stack's; a token (an environment-agnostic stack) is fine: the Debugger and
+        Profiler rules' evaluator image is then read at deploy from a mapping of the regions.
       the job: its typed props (TrainingJobProps: instance_types, entry_point, instance_count,
         hyperparameters, max_runtime, volume_size, spot, max_wait, max_pending_time, metric_definitions,
         distribution, run_on_deploy, and `options` for any other key of a `jobs:` entry, validated by
@@ -132,7 +134,6 @@ class TrainingPipeline(JobPipeline):
         key = job or id
         region = region or Stack.of(scope).region
         job_spec = _job_of(key, code, job_spec, job_props)
-        _needs_concrete_region(key, job_spec, region)
         source, source_sha256 = _source_asset(scope, key, Path(code))
         if first_time(execution_role, "source archive", source_sha256):
             execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
@@ -292,17 +293,6 @@ def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Ass
     return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
 
 
-def _needs_concrete_region(key: str, job: JobSpec, region: str) -> None:
-    """The stack's region may be a token (an environment-agnostic stack: the template names
-    AWS::Region), except where synth must look an image up by region."""
-    if Token.is_unresolved(region) and rules_image_for(job, "us-east-1") is not None:
-        raise ValueError(
-            f"TrainingPipeline '{key}': region: the job's Debugger/Profiler rules run in the region's "
-            "rule evaluator image, looked up at synth, and this stack's region is not known until "
-            'deploy; give region="us-east-1" (or the stack env=Environment(region=...))'
-        )
-
-
 def _deployments(
     scope: Construct,
     region: str,
@@ -339,7 +329,11 @@ def _job_plans(
     stand-ins: `validated` when the environment already did it, else here (the library door), with
     the stand-ins `sagestack plan` and `sagestack lock` use (CloudFormation tokens are not ARNs)."""
     deployment, stand_ins = deployments
-    rules_image = rules_image_for(job, deployment.region)
+    validation_rules_image = rules_image_for(job, stand_ins.region)
+    if validation_rules_image is None or not Token.is_unresolved(deployment.region):
+        rules_image = rules_image_for(job, deployment.region)
+    else:  # an environment-agnostic stack: the deploy region's evaluator image, from a mapping
+        rules_image = image_in_deploy_region(Stack.of(source), "debugger", debugger_rules_image_uri)
     mlflow = None if mlflow_server_arn is None else MlflowTarget(mlflow_server_arn, names.prefix)
     resolve = partial(
         resolve_training_job,
@@ -364,7 +358,9 @@ def _job_plans(
             for t in job.instance_type
         }
         validated = resolve(
-            context=stand_in_contexts(stand_ins, images=images, rules_image=rules_image, mlflow=mlflow),
+            context=stand_in_contexts(
+                stand_ins, images=images, rules_image=validation_rules_image, mlflow=mlflow
+            ),
             validate=True,
         )
     if validated.digest != job_plan.digest:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.conftest import REPO
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311-ubuntu22.04-sagemaker"
@@ -66,30 +64,29 @@ def test_a_training_pipeline_synthesizes_in_an_environment_agnostic_stack():
     assert definition.replace(IMAGE, "").count("us-east-1") == 0
 
 
-def test_debugger_rules_need_a_concrete_region_and_say_which_prop_and_why():
-    _, stack, base = _agnostic()
-    with pytest.raises(ValueError) as raised:
-        _training(stack, base, options={"debugger": {"rules": ["loss_not_decreasing"]}})
-    assert str(raised.value) == (
-        "TrainingPipeline 'Classifier': region: the job's Debugger/Profiler rules run in the region's "
-        "rule evaluator image, looked up at synth, and this stack's region is not known until deploy; "
-        'give region="us-east-1" (or the stack env=Environment(region=...))'
-    )
-    _training(
-        stack,
-        base,
-        region="us-east-1",
-        job="with-rules",
-        options={"debugger": {"rules": ["loss_not_decreasing"]}},
-    )
+def test_debugger_rules_run_in_the_deploy_region_s_evaluator_image():
+    """The rule evaluator's registry account differs per region: an agnostic stack reads it at deploy
+    from a mapping; the request is validated with the stand-in region's image."""
+    from sagestack.core.catalog.images import debugger_rules_image_uri
+
+    app, stack, base = _agnostic()
+    _training(stack, base, options={"debugger": {"rules": ["loss_not_decreasing"]}})
+    template = app.synth().get_stack_by_name("Agnostic").template
+    images = template["Mappings"]["DebuggerRuleEvaluatorImages"]
+    assert images["eu-west-1"] == {"uri": debugger_rules_image_uri("eu-west-1")}
+    (machine,) = template_resources(template, "AWS::StepFunctions::StateMachine")
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    find = {"Fn::FindInMap": ["DebuggerRuleEvaluatorImages", {"Ref": "AWS::Region"}, "uri"]}
+    assert json.dumps(find) in definition
 
 
 PACKAGE = "arn:aws:sagemaker:us-east-1:111122223333:model-package/digits-dev/1"
 
 
-def test_the_serving_and_pipeline_constructs_synthesize_anywhere_and_model_monitor_says_why_not(tmp_path):
-    """Tuning, registration, endpoints, transform, MLflow and a retraining schedule in a stack with no
-    env=, cdk-nag on: no finding. ModelMonitor's analyzer image is regional: its error says so."""
+def test_the_serving_and_pipeline_constructs_synthesize_anywhere(tmp_path):
+    """Tuning, registration, endpoints, transform, Model Monitor, MLflow and a retraining schedule in
+    a stack with no env=, cdk-nag on: no finding. The monitor's analyzer image (its registry account
+    differs per region) is read at deploy from a mapping of the regions sagemaker-core knows."""
     from aws_cdk import App, Size, Stack, Validations
     from aws_cdk import aws_kms as kms
     from cdk_nag import AwsSolutionsChecks
@@ -111,6 +108,7 @@ def test_the_serving_and_pipeline_constructs_synthesize_anywhere_and_model_monit
         TuningPipeline,
     )
     from sagestack.constructs.nag import unacknowledged_findings
+    from sagestack.monitoring.states import analyzer_image
 
     app = App(outdir=str(tmp_path / "cdk.out"))
     stack = Stack(app, "Anywhere")
@@ -160,13 +158,17 @@ def test_the_serving_and_pipeline_constructs_synthesize_anywhere_and_model_monit
     TransformPipeline(stack, "Score", model_package=PACKAGE, instance_types=["ml.m5.xlarge"], **base)
     MlflowTrackingServer(stack, "Tracking", name="digits-dev", artifacts=artifacts, encryption_key=key)
     RetrainingSchedule(stack, "Weekly", pipeline=training, expression="rate(7 days)")
-    with pytest.raises(ValueError) as raised:
-        ModelMonitor(stack, "Monitor", endpoint=endpoint, endpoint_key="digits", **base)
-    assert str(raised.value) == (
-        "ModelMonitor 'Monitor': region: the Model Monitor analyzer image is looked up by region at synth "
-        "(its registry account differs per region), and this stack's region is not known until deploy; "
-        'give region="us-east-1" (or the stack env=Environment(region=...))'
-    )
+    ModelMonitor(stack, "Monitor", endpoint=endpoint, endpoint_key="digits", **base)
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    app.synth()
+    template = app.synth().get_stack_by_name("Anywhere").template
     assert unacknowledged_findings(tmp_path / "cdk.out") == []
+    images = template["Mappings"]["ModelMonitorAnalyzerImages"]
+    assert images["us-east-1"] == {"uri": analyzer_image("us-east-1")}
+    assert images["cn-north-1"]["uri"].endswith(".amazonaws.com.cn/sagemaker-model-monitor-analyzer")
+    (definition,) = template_resources(template, "AWS::SageMaker::DataQualityJobDefinition")
+    image_uri = definition["Properties"]["DataQualityAppSpecification"]["ImageUri"]
+    assert image_uri == {"Fn::FindInMap": ["ModelMonitorAnalyzerImages", {"Ref": "AWS::Region"}, "uri"]}
+
+
+def template_resources(template: dict, type_: str) -> list[dict]:
+    return [r for r in template["Resources"].values() if r["Type"] == type_]
