@@ -143,7 +143,7 @@ def run_local_tuning(
     workers = max(1, min(parallel or tuning.max_parallel_jobs, cpu_count(), total))
     threads = max(1, cpu_count() // workers)
     root = workdir or loaded.root / ".sagestack" / "local" / (loaded.env or "project") / f"tune-{key}"
-    static = {**(overrides or {}), **tuning.static_hyperparameters}
+    static = {**tuning.static_hyperparameters, **(overrides or {})}  # --set wins, as on local train
     search = Search(tuning, total)
 
     def run_trial(i: int, params: dict[str, Any]) -> Trial:

@@ -105,6 +105,12 @@ def test_local_tune_json_is_one_document_on_stdout_and_a_set_typo_warns_once(dig
     from sagestack.cli import app
 
     _with_search(digits_project)
+    spec = digits_project.root / "config/sagestack.yaml"  # --set wins over a static hyperparameter
+    spec.write_text(
+        spec.read_text().replace(
+            "    max_jobs: 3\n", "    max_jobs: 3\n    static_hyperparameters: {epochs: 4}\n", 1
+        )
+    )
     args = ["local", "tune", "quick", "--env", "dev", "--root", str(digits_project.root), "--max-jobs", "2"]
     done = CliRunner().invoke(app, [*args, "--set", "epochs=1", "--set", "batch_size_per_devic=64", "--json"])
     assert done.exit_code == 0, (done.stdout, done.stderr)
@@ -116,6 +122,10 @@ def test_local_tune_json_is_one_document_on_stdout_and_a_set_typo_warns_once(dig
     assert set(trials[0]) == {"rank", "trial", "params", "objective", "status", "failure", "workdir"}
     assert 0.002 <= trials[0]["params"]["lr"] <= 0.02 and trials[0]["status"] == "Completed"
     assert (Path(trials[0]["workdir"]) / "model").is_dir()
+    sent = json.loads(
+        (Path(trials[0]["workdir"]) / "hosts/algo-1/input/config/hyperparameters.json").read_text()
+    )
+    assert json.loads(sent["epochs"]) == 1, sent
     assert document["plot"].endswith("objective.png")
     warning = (
         "warning: --set batch_size_per_devic: the job defines no hyperparameter 'batch_size_per_devic' "
