@@ -34,6 +34,7 @@ jobs:
     metric_definitions:
       val_accuracy: 'val_accuracy=([0-9.]+)'
       train_loss: 'train_loss=([0-9.]+)'
+      val_loss: 'val_loss=([0-9.]+)'
 """
 
 DEV = """\
