@@ -155,16 +155,21 @@ def format_examples(rows: Sequence[tuple[str, str]], formatter: Any) -> None:
             formatter.write(" " * formatter.current_indent + line + "\n")
 
 
-class Command(TyperCommand):
-    """A command whose help is plain text wrapped at 80 columns, ending with its examples."""
-
-    context_class = HelpContext
+class PlainHelp:
+    """What commands and groups share: help as plain text (not rich's boxes), readable metavars,
+    and the examples their help ends with (each class also sets `context_class = HelpContext`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["rich_markup_mode"] = None
         super().__init__(*args, **kwargs)
-        readable_metavars(self.params)
+        readable_metavars(self.params)  # type: ignore[attr-defined]
         self.examples: Sequence[tuple[str, str]] = ()
+
+
+class Command(PlainHelp, TyperCommand):
+    """A command whose help is plain text wrapped at 80 columns, ending with its examples."""
+
+    context_class = HelpContext
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         format_parameters(self, ctx, formatter)
@@ -174,16 +179,10 @@ class Command(TyperCommand):
             format_examples(self.examples, formatter)
 
 
-class Group(TyperGroup):
+class Group(PlainHelp, TyperGroup):
     """A group whose command list shows each command's summary whole (wrapped, never cut)."""
 
     context_class = HelpContext
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["rich_markup_mode"] = None
-        super().__init__(*args, **kwargs)
-        readable_metavars(self.params)
-        self.examples: Sequence[tuple[str, str]] = ()
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []

@@ -24,6 +24,7 @@ from sagestack.local.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
 from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError
 from sagestack.local.metric_series import MetricSeries
+from sagestack.local.pasteable import program, shown_path
 from sagestack.local.processes import Command, Outcome, Processes, free_port
 from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
 from sagestack.local.rundir import claim
@@ -330,24 +331,14 @@ def plot_curves(series: MetricSeries, path: Path, title: str) -> Path | None:
 
 def tensorboard_hint(workdir: Path, cwd: Path | None = None) -> str | None:
     """`tensorboard --logdir <the hosts' folder>` when the run wrote event files (each host's
-    output/tensorboard, SageMaker's TensorBoardOutputConfig LocalPath), as it works pasted in `cwd`:
-    this environment's tensorboard by its path when the shell would find another or none."""
+    output/tensorboard, SageMaker's TensorBoardOutputConfig LocalPath), as it works pasted in `cwd`."""
     import shlex
-    import shutil
-    import sys
 
     hosts = workdir / "hosts"
     if not any(hosts.glob("*/output/tensorboard/**/events.out.tfevents.*")):
         return None
-    here = (cwd or Path.cwd()).resolve()
-    folder = hosts.resolve()
-    shown = folder.relative_to(here) if folder.is_relative_to(here) else folder
-    ours = Path(sys.executable).parent / "tensorboard"
-    found = shutil.which("tensorboard")
-    if ours.exists() and (found is None or Path(found).resolve() != ours.resolve()):
-        program = str(ours)
-    elif found is not None:
-        program = "tensorboard"
-    else:
-        return f"event files in {shlex.quote(str(shown))} (pip install tensorboard to view them)"
-    return f"{shlex.quote(program)} --logdir {shlex.quote(str(shown))}"
+    shown = shlex.quote(str(shown_path(hosts, cwd)))
+    tensorboard = program("tensorboard")
+    if tensorboard is None:
+        return f"event files in {shown} (pip install tensorboard to view them)"
+    return f"{tensorboard} --logdir {shown}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.core.names import Names
+from sagestack.local.pasteable import program, shown_path
 from sagestack.local.private import make_private, private_dir, write_private_bytes
 from sagestack.project.loader import LoadedSpec
 
@@ -39,25 +40,14 @@ class LocalStore:
         return env
 
     def ui_hint(self, cwd: Path | None = None) -> str:
-        """The command that shows this store in MLflow's UI, as it works when pasted into a shell
-        in `cwd` (default: here): the store's path relative to it when it lies below, and the
-        `mlflow` of this environment named by its path when the shell would not find that one."""
+        """The command that shows this store in MLflow's UI, as it works pasted in `cwd`."""
         import shlex
-        import shutil
-        import sys
 
-        here = (cwd or Path.cwd()).resolve()
-        database = (self.folder / "mlflow.db").resolve()
-        shown = database.relative_to(here) if database.is_relative_to(here) else database
-        ours = Path(sys.executable).parent / "mlflow"
-        found = shutil.which("mlflow")
-        if ours.exists() and (found is None or Path(found).resolve() != ours.resolve()):
-            program = str(ours)
-        elif found is not None:
-            program = "mlflow"
-        else:  # the client can log without it; the UI needs the full package
+        mlflow = program("mlflow")
+        if mlflow is None:  # the client can log without it; the UI needs the full package
             return "the runs' UI needs MLflow's full package: pip install 'sagestack[train]'"
-        return f"{shlex.quote(program)} ui --backend-store-uri {shlex.quote(f'sqlite:///{shown}')}"
+        store = shlex.quote(f"sqlite:///{shown_path(self.folder / 'mlflow.db', cwd)}")
+        return f"{mlflow} ui --backend-store-uri {store}"
 
 
 class TrackingUnavailable(Exception):
