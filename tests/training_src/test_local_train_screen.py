@@ -48,17 +48,21 @@ def test_the_skeleton_trains_with_a_bar_metrics_and_curves_in_a_terminal_and_a_p
     assert re.search(r"\d+:\d\d elapsed · eta \d+:\d\d", bar), bar
     assert "=" not in bar, bar  # no metric on the bar's line...
     assert re.match(r"\s+val_accuracy=0\.\d+ train_loss=\d", screen[bars[-1] + 1]), text  # ...but under it
+    from sagestack.project import load_project
+
+    defined = list(load_project(root, "dev").spec.jobs["train"].metric_definitions)  # what init wrote
+    assert defined[:2] == ["val_accuracy", "train_loss"], defined
     final = next(line for line in screen if line.startswith("✓ trained"))
-    assert re.fullmatch(r"✓ trained train: val_accuracy=0\.\d+ train_loss=[0-9.]+", final), final
+    shown = " ".join(f"{name}=[0-9.]+" for name in defined)
+    assert re.fullmatch(rf"✓ trained train: {shown}", final) and "val_accuracy=0." in final, final
     assert "n/a" not in text
 
     run = root / ".sagestack" / "local" / "dev" / "train"
     document = json.loads((run / "metrics.json").read_text())
-    assert [m["MetricName"] for m in document["FinalMetricDataList"]] == ["val_accuracy", "train_loss"]
+    assert [m["MetricName"] for m in document["FinalMetricDataList"]] == defined
     assert f"val_accuracy={document['FinalMetricDataList'][0]['Value']:.4g}" in final
     assert {(s["MetricName"], s["Dimensions"][0]["Value"]) for s in document["Series"]} == {
-        ("val_accuracy", "algo-1"),
-        ("train_loss", "algo-1"),
+        (name, "algo-1") for name in defined
     }
     assert (run / "training_curves.png").stat().st_size > 10_000
     assert "curves: .sagestack/local/dev/train/training_curves.png" in text
@@ -69,8 +73,8 @@ def test_the_skeleton_trains_with_a_bar_metrics_and_curves_in_a_terminal_and_a_p
     assert len(steps) >= 5, piped  # one line per window, not one final line
     for line in steps:
         assert re.fullmatch(r"step (\d+)/(\d+) · \d+:\d\d elapsed · eta (\d+:\d\d|-:--) · \S.*", line), line
-    last = steps[-1]
-    assert re.match(
-        r"step (\d+)/\1 · .* · eta 0:00 · val_accuracy=0\.\d+ train_loss=[0-9.]+ epoch=\d+ val_loss=", last
-    )
+    last = re.match(r"step (\d+)/\1 · .* · eta 0:00 · (?P<values>.*)", steps[-1])
+    assert last, steps[-1]
+    values = dict(pair.split("=") for pair in last["values"].split())
+    assert {*defined, "epoch"} <= set(values) and values["val_accuracy"].startswith("0."), steps[-1]
     assert not any("━" in line for line in piped), piped
