@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs import (
@@ -151,6 +152,13 @@ class FoundationStack(Stack):
         CfnOutput(self, "KeyArn", value=self.key.key_arn)
         CfnOutput(self, "RepositoryUri", value=self.repository.repository_uri)
         CfnOutput(self, "ModelPackageGroupName", value=self.model_registry.group_name)
+
+    def notifications(self, scope: Construct, display_name: str) -> sns.Topic:
+        """A stack's notification topic (id "Notifications"), encrypted with the project key and
+        refusing plain HTTP, as every topic of the environment is."""
+        return sns.Topic(
+            scope, "Notifications", display_name=display_name, master_key=self.key, enforce_ssl=True
+        )
 
     def image_for(self, job: JobSpec) -> TrainingImage:
         """The image a job runs: its spec image, or that image's SMP v2 container."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Duration, Stack
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
@@ -33,13 +32,7 @@ class OptimizationStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
-        topic = sns.Topic(
-            self,
-            "Notifications",
-            display_name=f"sagestack {plan.names.prefix} optimization",
-            master_key=foundation.key,
-            enforce_ssl=True,
-        )
+        topic = foundation.notifications(self, f"sagestack {plan.names.prefix} optimization")
         self.pipelines: dict[str, OptimizationPipeline] = {}
         for o in optimizations_of(plan):
             self.pipelines[o.label] = OptimizationPipeline(

@@ -293,13 +293,7 @@ class ServingStack(Stack):
         """What the serving side's alarms notify (rollback, waking from zero, drift, a failed
         transform) and the baseline's notifications (made when first needed)."""
         if self.topic is None:
-            self.topic = sns.Topic(
-                self,
-                "Notifications",
-                display_name=f"sagestack {plan.names.prefix} serving",
-                master_key=foundation.key,
-                enforce_ssl=True,
-            )
+            self.topic = foundation.notifications(self, f"sagestack {plan.names.prefix} serving")
         return self.topic
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from aws_cdk import Duration, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
@@ -87,13 +86,7 @@ class TrainingStack(Stack):
         super().__init__(scope, id, **kwargs)
         spec = plan.spec
         names = plan.names
-        self.topic = sns.Topic(
-            self,
-            "Notifications",
-            display_name=f"sagestack {names.prefix} training",
-            master_key=foundation.key,
-            enforce_ssl=True,
-        )
+        self.topic = foundation.notifications(self, f"sagestack {names.prefix} training")
         self.log_group = logs.LogGroup(
             self,
             "PipelineLogs",
