@@ -78,7 +78,6 @@ def main() -> None:
     if args.smoke:
         args.tokens, args.repeats = 4, 1
 
-    import boto3
     from botocore.config import Config
 
     from sagestack.local.llm_endpoint import BackgroundLlm
@@ -86,6 +85,7 @@ def main() -> None:
     from sagestack.local.llm_server import LlmModelServer
     from sagestack.local.llm_weights import build_weights, load_weights
     from sagestack.local.processes import free_port
+    from sagestack.local.serve import runtime_client
 
     prompt = "The endpoint serves"
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,14 +97,7 @@ def main() -> None:
         model=model, tokenizer=tokenizer, schema="lmi", limits=Limits(256, 512), max_batch_size=8
     )
     with BackgroundLlm(app, free_port()) as url:
-        client = boto3.client(
-            "sagemaker-runtime",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="x",
-            config=Config(max_pool_connections=16, retries={"max_attempts": 1}),
-        )
+        client = runtime_client(url, Config(max_pool_connections=16, retries={"max_attempts": 1}))
         served(client, prompt, 2, True)  # warm the connection pool
         print(f"{'clients':>7} {'mode':<9} {'tokens/s':>9} {'x direct':>9} {'first token p50':>16}")
         for clients in (1, 8):

@@ -85,15 +85,9 @@ def _stream(out: Any, url: str, name: str, schema: str, prompt: str, max_tokens:
     """One generation through boto3's InvokeEndpointWithResponseStream, printed as it comes."""
     import json
 
-    import boto3
+    from sagestack.local.serve import runtime_client
 
-    client = boto3.client(
-        "sagemaker-runtime",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = runtime_client(url)
     request = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
     response = client.invoke_endpoint_with_response_stream(
         EndpointName=name, ContentType="application/json", Body=json.dumps(request)

@@ -199,6 +199,21 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
     return uvicorn.Server(config), app
 
 
+def runtime_client(url: str, config: Any = None) -> Any:
+    """boto3's own SageMaker Runtime client, pointed at a server of this machine (`url`): the
+    requests and the event-stream parsing are AWS's; the credentials are placeholders it never checks."""
+    import boto3
+
+    return boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+        config=config,
+    )
+
+
 class BackgroundUvicorn:
     """A uvicorn server on a thread (tests, `--predict`, `--prompt`): `with … as url: …`."""
 

@@ -9,12 +9,11 @@ import socket
 import time
 from pathlib import Path
 
-import boto3
 import pytest
 
 from sagestack.local.async_inference import AsyncOptions
 from sagestack.local.capture import decoded, read_capture
-from sagestack.local.serve import BackgroundServer, ServeOptions
+from sagestack.local.serve import BackgroundServer, ServeOptions, runtime_client
 from tests.support.digits_model import make_model_dir
 
 BUCKET = "sagestack-local"
@@ -42,13 +41,7 @@ def served(tmp_path_factory):
         capture_dir=base / "s3" / BUCKET / "capture" / "digits" / "digits-dev-digits",
     )
     with BackgroundServer(model, options) as url:
-        client = boto3.client(
-            "sagemaker-runtime",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
+        client = runtime_client(url)
         yield {"client": client, "base": base, "options": options}
 
 

@@ -9,7 +9,6 @@ import json
 import socket
 import time
 
-import boto3
 import pytest
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
@@ -19,6 +18,7 @@ from sagestack.local.llm_protocol import Limits
 from sagestack.local.llm_server import LlmModelServer
 from sagestack.local.llm_weights import build_weights, has_weights, load_weights
 from sagestack.local.response_stream import model_stream_error, payload_part
+from sagestack.local.serve import runtime_client
 from tests.support.moto_server import free_port
 
 pytestmark = pytest.mark.train
@@ -55,14 +55,7 @@ def served(request, loaded):
 
 
 def _runtime(url):
-    return boto3.client(
-        "sagemaker-runtime",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=Config(retries={"max_attempts": 1}),
-    )
+    return runtime_client(url, Config(retries={"max_attempts": 1}))
 
 
 def _request(schema, prompt="The endpoint serves", **params):
