@@ -169,6 +169,15 @@ ModelPackageArn = Annotated[
     str,
     StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/.+$"),
 ]
+
+
+def arn_region(arn: str) -> str:
+    """The region field of an ARN (arn:partition:service:region:account:resource); "" when the
+    string has too few fields to be one."""
+    fields = arn.split(":", 5)
+    return fields[3] if len(fields) == 6 else ""
+
+
 HostingInstanceType = Annotated[
     str,
     _instance_type("hosting"),

@@ -12,6 +12,7 @@ from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.names import Names
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.core.types import arn_region
 from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.training.models import JobSpec
@@ -302,7 +303,7 @@ def endpoint_package_region(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
         if ep.model_package is None:
             continue
-        region = ep.model_package.split(":")[3]
+        region = arn_region(ep.model_package)
         if region != ctx.spec.region:
             yield Finding(
                 ("endpoints", name, "model_package"),

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.core.types import arn_region
 from sagestack.endpoints.components import copy_needs, instance_capacity, pack
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
 
@@ -96,7 +97,7 @@ def endpoint_components(ctx: RuleContext) -> Iterator[Finding]:
         per = instance_capacity(ep.primary_instance_type)
         for cname, c in ep.components.items():
             cpath = (*path, "components", cname)
-            region = c.model_package.split(":")[3] if c.model_package else ctx.spec.region
+            region = arn_region(c.model_package) if c.model_package else ctx.spec.region
             if region != ctx.spec.region:
                 yield Finding(
                     (*cpath, "model_package"),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.instances import instance_type as lookup
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.core.types import arn_region
 
 _INTERCHANGEABLE = {"CPU", "NVIDIA GPU"}
 
@@ -96,7 +97,7 @@ def endpoint_capacity_reservation(ctx: RuleContext) -> Iterator[Finding]:
         path = ("endpoints", name, "capacity_reservation")
         if ep.serverless is not None or ep.primary_instance_type is None:
             yield Finding(path, "a capacity reservation holds instances; a serverless endpoint has none")
-        region = arn.split(":")[3]
+        region = arn_region(arn)
         if region != ctx.spec.region:
             yield Finding(
                 path,
@@ -116,7 +117,7 @@ def endpoint_shadow_region(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in ctx.spec.endpoints.items():
         if ep.shadow is None:
             continue
-        region = ep.shadow.model_package.split(":")[3]
+        region = arn_region(ep.shadow.model_package)
         if region != ctx.spec.region:
             yield Finding(
                 ("endpoints", name, "shadow", "model_package"),

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from sagestack.core.config import PROJECT_FILE
 from sagestack.core.errors import SpecError
 from sagestack.core.names import Names
+from sagestack.core.types import arn_region
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.ops.account import aws_client
 from sagestack.project import load_project
@@ -136,7 +137,7 @@ def describe_status(
     """(approval status, the instance types the package supports for real-time or transform use)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    region = arn.split(":")[3]
+    region = arn_region(arn)
     try:
         d = aws_client("sagemaker", region).describe_model_package(ModelPackageName=arn)
     except (ClientError, BotoCoreError) as e:
@@ -218,7 +219,7 @@ def _candidate(
 def _check(arn: str, target: LoadedSpec, target_env: str, pin: PinTarget, offline: bool) -> str | None:
     """The package is in the target's region, not Rejected, Approved where that is required and
     built for every instance type it would serve on; its approval status (None: --offline)."""
-    region = arn.split(":")[3] if arn.count(":") >= 5 else ""
+    region = arn_region(arn)
     if region != target.spec.region:
         raise PromotionError(
             f"{arn} is not a model package ARN in {target.spec.region}, where '{target_env}' deploys"

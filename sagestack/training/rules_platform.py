@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from sagestack.core.catalog.instances import RETIRED_FAMILIES, current_replacement
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.core.types import arn_region
 from sagestack.training.rules import candidates
 
 
@@ -287,8 +288,8 @@ def training_plan(ctx: RuleContext) -> Iterator[Finding]:
                     where,
                     f"'{arn}' is not a training plan ARN (arn:aws:sagemaker:<region>:<account>:training-plan/<name>)",
                 )
-            elif arn.split(":")[3] != ctx.spec.region:
-                yield Finding(where, f"the plan is in {arn.split(':')[3]}; jobs run in {ctx.spec.region}")
+            elif arn_region(arn) != ctx.spec.region:
+                yield Finding(where, f"the plan is in {arn_region(arn)}; jobs run in {ctx.spec.region}")
         if job.training_plans and job.use_spot_instances:
             yield Finding(
                 ("jobs", name, "use_spot_instances"),

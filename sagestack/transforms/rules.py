@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.core.types import arn_region
 from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 
 MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
@@ -44,7 +45,7 @@ def transform_model_source(ctx: RuleContext) -> Iterator[Finding]:
                 (*path, "model", "from"),
                 f"'{t.model.from_}' is neither a job nor a tuning entry{did_you_mean(t.model.from_, known)}",
             )
-        if t.model_package is not None and t.model_package.split(":")[3] != ctx.spec.region:
+        if t.model_package is not None and arn_region(t.model_package) != ctx.spec.region:
             yield Finding(
                 (*path, "model_package"),
                 f"the package is in {t.model_package.split(':')[3]}; transforms run in {ctx.spec.region}",
