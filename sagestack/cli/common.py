@@ -92,15 +92,12 @@ def terminal_lines(line: str) -> list[str]:
     """A long line as a terminal shows it: wrapped at spaces to its width (the terminal would cut
     words), continuation lines indented; in a pipe, the one line editors and CI logs parse."""
     import shutil
-    import textwrap
+
+    from sagestack.ops.screen import fit
 
     if not sys.stderr.isatty():
         return [line]
-    width = max(shutil.get_terminal_size().columns, 40)
-    wrapped = textwrap.wrap(
-        line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False
-    )
-    return wrapped or [line]
+    return fit(line, max(shutil.get_terminal_size().columns, 40), "", "    ")
 
 
 MAX_EXCERPT_BYTES = 2 * 1024 * 1024  # a spec is at most 1 MiB (core/yamldoc)

@@ -37,7 +37,8 @@ def synth(
     3 quota short, 4 lock mismatch, 1 unacknowledged cdk-nag finding (`cdk synth` exits 1 for all)."""
     import json
     import subprocess
-    import textwrap
+
+    from sagestack.ops.screen import fit
 
     pairs: dict[str, str] = {}
     for item in context or []:
@@ -59,14 +60,7 @@ def synth(
         out = console()
         out.print(f"[green]✓[/] synthesized {count} stack(s) into {shown}/")
         for stage, names in stages.items():  # wrapped between names, never inside one
-            lines = textwrap.wrap(
-                f"{stage}: {', '.join(names)}",
-                width=max(out.width, 40),
-                initial_indent="  ",
-                subsequent_indent="    ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
+            lines = fit(f"{stage}: {', '.join(names)}", max(out.width, 40), "  ", "    ")
             out.print("\n".join(lines), markup=False)
     raise typer.Exit(code)
 
