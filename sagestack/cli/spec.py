@@ -206,7 +206,7 @@ def rules(
 def _print_rules(out: Any, chosen: list[Any]) -> None:
     """One rule per entry: its id and severity, then what it checks wrapped at word boundaries
     beneath (an 80-column terminal gives the summary 76 columns, not what a 37-wide id leaves)."""
-    import textwrap
+    from sagestack.ops.screen import fit
 
     width = max(min(out.width, 100), 40)
     style = {"error": "red", "warning": "yellow"}
@@ -214,8 +214,8 @@ def _print_rules(out: Any, chosen: list[Any]) -> None:
     out.print("    what it checks", style="dim", highlight=False)
     for r in chosen:
         out.print(f"[bold]{r.id}[/] ([{style.get(r.severity, '')}]{r.severity}[/])", highlight=False)
-        for line in textwrap.wrap(r.summary, width - 4, break_on_hyphens=False, break_long_words=False):
-            out.print(f"    {line}", markup=False, highlight=False)
+        for line in fit(r.summary, width, "    ", "    "):
+            out.print(line, markup=False, highlight=False)
 
 
 @app.command()

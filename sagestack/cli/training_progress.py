@@ -11,6 +11,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sagestack.ops.screen import fit
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -44,13 +46,7 @@ def metrics_text(values: dict[str, float], first: Iterable[str] = ()) -> str:
 
 def wrap_pairs(text: str, width: int) -> list[str]:
     """name=value pairs on lines of at most `width` columns, broken between pairs only."""
-    lines: list[str] = []
-    for pair in text.split():
-        if lines and len(lines[-1]) + 1 + len(pair) <= width:
-            lines[-1] += " " + pair
-        else:
-            lines.append(pair)
-    return lines
+    return fit(text, width, "", "") if text.strip() else []
 
 
 @dataclass
