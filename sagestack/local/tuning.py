@@ -20,7 +20,6 @@ from typing import Any
 
 from sagestack.core.contract import cpu_count
 from sagestack.local.job import LocalTrainOptions
-from sagestack.local.metric_series import last_value
 from sagestack.local.runner import run_local_training
 from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
 from sagestack.project.loader import LoadedSpec
@@ -73,12 +72,6 @@ def _optuna_distributions(ranges: dict[str, RangeSpec]) -> dict[str, Any]:
                 r.continuous[0], r.continuous[1], log=r.scaling == "Logarithmic"
             )
     return dists
-
-
-def objective_from_log(text: str, regex: str) -> float | None:
-    """The objective as SageMaker takes it: the job's regex over each line of the log, the last
-    match (local/metric_series.py, as the run's FinalMetricDataList)."""
-    return last_value(text.splitlines(), regex)
 
 
 class Search:

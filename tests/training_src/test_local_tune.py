@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from sagestack.local.job import LocalTrainOptions
+from sagestack.local.metric_series import last_value
 from sagestack.local.runner import run_local_training
-from sagestack.local.tuning import objective_from_log, plot_objective, run_local_tuning
+from sagestack.local.tuning import plot_objective, run_local_tuning
 
 pytestmark = pytest.mark.train
 
@@ -56,7 +57,7 @@ def test_local_search_beats_the_default_learning_rate(digits_project, tmp_path, 
     assert 0.002 <= best.params["lr"] <= 0.02
     # the objective is what the job's regex reads from the trial's own log
     log = (best.workdir / "logs" / "algo-1.log").read_text()
-    assert objective_from_log(log, r"val_accuracy=([0-9.]+)") == best.objective
+    assert last_value(log.splitlines(), r"val_accuracy=([0-9.]+)") == best.objective
     if not tracked:
         return
     # every trial is a run in the job's experiment of the local MLflow store, tagged with its trial
