@@ -14,7 +14,7 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.prop_types import typed_props
-from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
+from sagestack.core.catalog.images import dlc_framework, dlc_image_uri, smp_image_uri
 from sagestack.core.sourcedir import dockerfile_fingerprint
 
 _ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)")
@@ -38,6 +38,7 @@ class TrainingImage:
         repository: ecr.IRepository | None = None,
         identity: str | None = None,
         fingerprint: str | None = None,
+        framework: str | None = None,
     ) -> None:
         self._uris = dict(uris or {})
         self._default = default_uri
@@ -45,6 +46,10 @@ class TrainingImage:
         self._repository = repository
         self._identity = identity
         self.fingerprint = fingerprint  # the build folder's sha256, for a Dockerfile asset
+        # What the container runs when it is an AWS DLC (pytorch, tensorflow); None when unknown.
+        self.framework = framework or next(
+            (f for f in map(dlc_framework, [*self._uris.values(), default_uri or ""]) if f), None
+        )
 
     # ------------------------------------------------------------------ factories
 
@@ -78,7 +83,11 @@ class TrainingImage:
             )
             for t in instance_types
         }
-        return TrainingImage.from_uris(uris)
+        return TrainingImage(
+            uris=uris,
+            repository_arns=[repository_arn_of(u) for u in uris.values()],
+            framework="pytorch" if smp else framework,
+        )
 
     @staticmethod
     @typed_props

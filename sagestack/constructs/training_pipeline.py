@@ -346,7 +346,12 @@ def _job_plans(
 
     def token_context(instance_type: str) -> RequestContext:
         return RequestContext(
-            deployment, source.s3_object_url, image.uri_for(instance_type), rules_image, mlflow
+            deployment,
+            source.s3_object_url,
+            image.uri_for(instance_type),
+            rules_image,
+            mlflow,
+            image.framework,
         )
 
     job_plan = resolve(context=token_context, validate=False)
@@ -359,7 +364,11 @@ def _job_plans(
         }
         validated = resolve(
             context=stand_in_contexts(
-                stand_ins, images=images, rules_image=validation_rules_image, mlflow=mlflow
+                stand_ins,
+                images=images,
+                rules_image=validation_rules_image,
+                mlflow=mlflow,
+                framework=image.framework,
             ),
             validate=True,
         )

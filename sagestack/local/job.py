@@ -48,6 +48,7 @@ class LocalRequest:
     digest: str  # the job's content hash
     archive: bytes  # sourcedir.tar.gz, as the request's code location holds it
     deployment: Deployment  # the local values the request was rendered with
+    framework: str | None = None  # the container the job's image runs (tensorflow, pytorch), if a DLC
 
     @property
     def job_name(self) -> str:
@@ -70,7 +71,10 @@ def local_training_request(loaded: LoadedSpec, job_key: str, overrides: dict[str
         job = job.model_copy(update={"hyperparameters": {**job.hyperparameters, **overrides}})
     archive = pack_source_dir(loaded.root / job.source_dir)
     deployment = Deployment.local(region=spec.region)
-    context = stand_in_context(deployment, image_uri=LOCAL_IMAGE, rules_image=LOCAL_IMAGE)
+    framework = image_framework(loaded, job.image)
+    context = stand_in_context(
+        deployment, image_uri=LOCAL_IMAGE, rules_image=LOCAL_IMAGE, framework=framework
+    )
     plan = resolve_training_job(
         names=Names(spec.project, loaded.env or "local"),
         key=job_key,
@@ -80,4 +84,13 @@ def local_training_request(loaded: LoadedSpec, job_key: str, overrides: dict[str
         context=lambda _: context,
         validate=False,
     )
-    return LocalRequest(plan.candidates[0].request, plan.digest, archive.data, deployment)
+    return LocalRequest(plan.candidates[0].request, plan.digest, archive.data, deployment, framework)
+
+
+def image_framework(loaded: LoadedSpec, image: str) -> str | None:
+    """The framework container an image key of the spec runs locally: a DLC's (Hugging Face's
+    training DLCs run PyTorch); None for a team's own image, which the PyTorch contract serves."""
+    spec = loaded.spec.images.get(image)
+    if spec is None or spec.dlc is None:
+        return None
+    return "pytorch" if spec.dlc.framework == "huggingface" else spec.dlc.framework

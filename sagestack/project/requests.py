@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sagestack.core.catalog.images import dlc_framework
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
@@ -43,6 +44,7 @@ def stand_in_deployment(plan: ResolvedEnvironment) -> Deployment:
 class JobImages:
     concrete: dict[str, str]  # instance type -> an image URI the service model accepts
     identity: dict[str, str]  # instance type -> what the image is (URI, or dockerfile:<fingerprint>)
+    framework: str | None = None  # a DLC's framework (what its container runs); None for other images
 
 
 def job_images(plan: ResolvedEnvironment, root: Path, key: str) -> JobImages:
@@ -68,7 +70,8 @@ def job_images(plan: ResolvedEnvironment, root: Path, key: str) -> JobImages:
             assert fingerprint is not None
             concrete[itype] = f"{account}.dkr.ecr.{plan.region}.amazonaws.com/cdk-assets:{fingerprint[:64]}"
             identity[itype] = f"dockerfile:{fingerprint}"
-    return JobImages(concrete, identity)
+    # read from the URI as the constructs' TrainingImage reads it, so both doors render alike
+    return JobImages(concrete, identity, dlc_framework(next(iter(concrete.values()), "")))
 
 
 def mlflow_target(plan: ResolvedEnvironment) -> MlflowTarget | None:
@@ -138,7 +141,11 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
             source_sha256=out.sources[job.source_dir],
             image_uris=images.identity,
             context=stand_in_contexts(
-                deployment, images=images.concrete, rules_image=job_rules_image(plan, key), mlflow=mlflow
+                deployment,
+                images=images.concrete,
+                rules_image=job_rules_image(plan, key),
+                mlflow=mlflow,
+                framework=images.framework,
             ),
             validate=validate,
         )

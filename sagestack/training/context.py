@@ -45,6 +45,9 @@ class RequestContext:
     image_uri: str  # for this candidate
     rules_image_uri: str | None = None  # Debugger/Profiler rule evaluator for the region
     mlflow: MlflowTarget | None = None  # tracking.mlflow: the job logs to this server
+    # The framework the image's container runs (an AWS DLC's: pytorch, tensorflow), None when unknown
+    # (a team's own image): TensorFlow's container is given `model_dir` as the SDK's estimator does.
+    framework: str | None = None
 
 
 def stand_in_context(
@@ -53,6 +56,7 @@ def stand_in_context(
     image_uri: str,
     rules_image: str | None = None,
     mlflow: MlflowTarget | None = None,
+    framework: str | None = None,
 ) -> RequestContext:
     """A context whose code lies where the deployment's bucket keeps source archives: with
     `Deployment.stand_ins(...)` what validation renders with, with `Deployment.local(...)` what a
@@ -63,6 +67,7 @@ def stand_in_context(
         image_uri=image_uri,
         rules_image_uri=rules_image,
         mlflow=mlflow,
+        framework=framework,
     )
 
 
@@ -72,12 +77,17 @@ def stand_in_contexts(
     images: Mapping[str, str],
     rules_image: str | None = None,
     mlflow: MlflowTarget | None = None,
+    framework: str | None = None,
 ) -> Callable[[str], RequestContext]:
     """The stand-in context of each instance candidate (`images`: instance type -> image URI)."""
 
     def context(instance_type: str) -> RequestContext:
         return stand_in_context(
-            deployment, image_uri=images[instance_type], rules_image=rules_image, mlflow=mlflow
+            deployment,
+            image_uri=images[instance_type],
+            rules_image=rules_image,
+            mlflow=mlflow,
+            framework=framework,
         )
 
     return context

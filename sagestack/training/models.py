@@ -40,6 +40,18 @@ class MpiDistribution(StrictModel):
     custom_mpi_options: str = ""
 
 
+class MultiWorkerMirroredStrategy(StrictModel):
+    """TensorFlow's MultiWorkerMirroredStrategy: the TensorFlow container sets TF_CONFIG on every host
+    (one worker per host, port 8890) and runs the script once per host; the strategy uses every GPU
+    of the host in that process (TensorFlow >= 2.9 on SageMaker)."""
+
+
+class ParameterServerDistribution(StrictModel):
+    """TensorFlow parameter servers: on 2 or more hosts the TensorFlow container starts a parameter
+    server on every host (port 2223) beside one worker (port 2222), with TF_CONFIG naming a `master`
+    task, `worker` tasks and `ps` tasks."""
+
+
 class SmpDistribution(StrictModel):
     """SageMaker model parallelism: v2 (torch.sagemaker, built on PyTorch FSDP, launched by torchrun
     in the SMP container) or the archived v1 (pipeline/tensor parallelism, launched by mpirun)."""
@@ -58,20 +70,38 @@ class SmpDistribution(StrictModel):
     custom_mpi_options: str = Field(default="", description="v1 only (MPI)")
 
 
+DISTRIBUTION_KINDS = (
+    "torch_distributed",
+    "smddp",
+    "mpi",
+    "smp",
+    "multi_worker_mirrored_strategy",
+    "parameter_server",
+)
+# The kinds only the TensorFlow container runs (the PyTorch container ignores their flags).
+TENSORFLOW_KINDS = ("multi_worker_mirrored_strategy", "parameter_server")
+
+
 class Distribution(StrictModel):
     torch_distributed: TorchDistributed | None = None
     smddp: SmddpDistribution | None = None
-    mpi: MpiDistribution | None = None
+    mpi: MpiDistribution | None = Field(default=None, description="MPI: Horovod (PyTorch or TensorFlow)")
     smp: SmpDistribution | None = None
+    multi_worker_mirrored_strategy: MultiWorkerMirroredStrategy | None = Field(
+        default=None, description="TensorFlow: MultiWorkerMirroredStrategy, one worker per host"
+    )
+    parameter_server: ParameterServerDistribution | None = Field(
+        default=None, description="TensorFlow: a parameter server and a worker on every host"
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Distribution:
-        exactly_one(self, ("torch_distributed", "smddp", "mpi", "smp"), "distribution")
+        exactly_one(self, DISTRIBUTION_KINDS, "distribution")
         return self
 
     @property
     def kind(self) -> str:
-        for k in ("torch_distributed", "smddp", "mpi", "smp"):
+        for k in DISTRIBUTION_KINDS:
             if getattr(self, k) is not None:
                 return k
         raise AssertionError("validated: exactly one kind")
@@ -319,6 +349,12 @@ class JobSpec(StrictModel):
         "for accelerated instance types, and over every candidate of InstancePreferences together",
     )
     checkpoint: CheckpointSpec | None = None
+    model_dir: Literal[False] | str | None = Field(
+        default=None,
+        description="TensorFlow images: the --model_dir argument the SDK's TensorFlow estimator passes "
+        "(unset: s3://<output>/<job name>/model, or /opt/ml/model under MPI; false: none; a string: "
+        "that S3 URI or container path). The SavedModel itself belongs in SM_MODEL_DIR",
+    )
     hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
     metric_definitions: dict[str, str] = Field(default_factory=dict, description="metric name -> regex")
     debugger: DebuggerSpec | None = None

@@ -14,7 +14,7 @@ from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.layout import S3Layout
 from sagestack.training.context import RequestContext
 from sagestack.training.debugger import debugger_configs, profiler_configs
-from sagestack.training.models import ChannelSpec, JobSpec
+from sagestack.training.models import TENSORFLOW_KINDS, ChannelSpec, JobSpec
 
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
 TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
@@ -43,6 +43,12 @@ def distribution_hyperparameters(job: JobSpec, candidate: str) -> dict[str, str]
                 dist.smddp.custom_mpi_options
             ),
         }
+    if dist.multi_worker_mirrored_strategy is not None:
+        # the SDK's {"multi_worker_mirrored_strategy": {"enabled": True}}
+        return {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}
+    if dist.parameter_server is not None:
+        # the SDK's {"parameter_server": {"enabled": True}}
+        return {"sagemaker_parameter_server_enabled": "true"}
     if dist.mpi is not None:
         per_host = dist.mpi.processes_per_host or catalog_instance(candidate).accelerators_per_host
         return {
@@ -72,8 +78,30 @@ def distribution_hyperparameters(job: JobSpec, candidate: str) -> dict[str, str]
     }
 
 
+def is_tensorflow(job: JobSpec, ctx: RequestContext) -> bool:
+    """The job runs in the TensorFlow container: its image is a TensorFlow DLC, or its distribution is
+    one only that container runs."""
+    dist = job.distribution
+    return ctx.framework == "tensorflow" or (dist is not None and dist.kind in TENSORFLOW_KINDS)
+
+
+def tensorflow_model_dir(job: JobSpec, *, job_key: str, name: str, ctx: RequestContext) -> str | None:
+    """The `model_dir` hyperparameter the SDK's TensorFlow estimator sends (tensorflow/estimator.py
+    `_default_s3_path`): the job's own prefix of the output path, `/opt/ml/model` under MPI, the
+    spec's value, or none when the spec says false."""
+    if job.model_dir is False:
+        return None
+    if isinstance(job.model_dir, str):
+        return job.model_dir
+    if job.distribution is not None and job.distribution.mpi is not None:
+        return "/opt/ml/model"
+    return f"{ctx.deployment.s3.output(job_key)}{name}/model"
+
+
 def processes_per_host(job: JobSpec, candidate: str) -> int:
     dist = job.distribution
+    if dist is not None and dist.kind in TENSORFLOW_KINDS:
+        return 1  # one process per host: the strategy drives every device of the host from it
     if dist is not None and dist.mpi is not None and dist.mpi.processes_per_host:
         return dist.mpi.processes_per_host
     if dist is not None and dist.smp is not None and dist.smp.version == 1 and dist.smp.processes_per_host:
@@ -117,7 +145,7 @@ def render_training_request(
         "TrainingJobName": name,
         "AlgorithmSpecification": _algorithm(job, ctx),
         "RoleArn": deployment.role_arn,
-        "HyperParameters": _hyperparameters(job, candidate, name, ctx),
+        "HyperParameters": _hyperparameters(job, job_key, candidate, name, ctx),
         "OutputDataConfig": {"S3OutputPath": s3.output(job_key), "KmsKeyId": deployment.kms_key_id},
         "ResourceConfig": _resources(job, candidate, deployment.kms_key_id),
         "StoppingCondition": _stopping_condition(job),
@@ -172,7 +200,9 @@ def render_training_request(
     return request
 
 
-def _hyperparameters(job: JobSpec, candidate: str, name: str, ctx: RequestContext) -> dict[str, str]:
+def _hyperparameters(
+    job: JobSpec, job_key: str, candidate: str, name: str, ctx: RequestContext
+) -> dict[str, str]:
     """The script's arguments, then the SDK's own keys, each JSON-encoded as the SDK sends them."""
     hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_arguments(job).items())}
     hyperparameters.update(
@@ -185,6 +215,11 @@ def _hyperparameters(job: JobSpec, candidate: str, name: str, ctx: RequestContex
         }
     )
     hyperparameters.update(distribution_hyperparameters(job, candidate))
+    model_dir = (
+        tensorflow_model_dir(job, job_key=job_key, name=name, ctx=ctx) if is_tensorflow(job, ctx) else None
+    )
+    if model_dir is not None and "model_dir" not in job.hyperparameters:
+        hyperparameters["model_dir"] = encode_hyperparameter(model_dir)
     return hyperparameters
 
 

@@ -165,6 +165,25 @@ def dlc_image_uri(
     return cached_lookup(req.key(), lambda: _resolve(req))
 
 
+_DLC_REPOSITORY = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/([a-z0-9-]+)[:@]")
+# The training DLCs' repositories and the framework each runs (the SDK's framework_name_from_image).
+DLC_TRAINING_FRAMEWORKS = {
+    "pytorch-training": "pytorch",
+    "pytorch-training-neuronx": "pytorch",
+    "pytorch-smp": "pytorch",
+    "tensorflow-training": "tensorflow",
+    "huggingface-pytorch-training": "pytorch",
+    "huggingface-tensorflow-training": "tensorflow",
+}
+
+
+def dlc_framework(uri: str) -> str | None:
+    """The framework an AWS training DLC runs, read from a concrete image URI's repository name;
+    None for any other image (a team's own, a Dockerfile build) or a token."""
+    match = _DLC_REPOSITORY.match(uri)
+    return DLC_TRAINING_FRAMEWORKS.get(match[1]) if match else None
+
+
 def debugger_rules_image_uri(region: str) -> str:
     """The SageMaker Debugger/Profiler rule evaluator image of a region."""
 
