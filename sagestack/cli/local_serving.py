@@ -138,8 +138,11 @@ def local_serve(
     )
     try:
         if predict > 0:
-            with BackgroundServer(model_dir, options) as url:
-                _print_predictions(out, url, predict, as_json)
+            background = BackgroundServer(model_dir, options)
+            with background as url:
+                _print_predictions(
+                    out, url, predict, as_json, _tf_sample_shape(background.app.handlers.model)
+                )
             return
         server, _ = build_server(model_dir, options)
     except ServeError as e:
@@ -155,6 +158,17 @@ def _served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str,
     from sagestack.local.compile import LocalCompileError, compile_locally, local_root
     from sagestack.local.handlers import unpack_model
 
+    source = loaded.spec.endpoints[endpoint].model
+    if model is None and source is not None:  # a TensorFlow SavedModel is served as trained
+        from sagestack.local.compile import trained_model_dir
+        from sagestack.local.tf_serving import saved_model_version
+
+        try:
+            trained = trained_model_dir(loaded, source.from_)
+        except LocalCompileError:
+            trained = None
+        if trained is not None and saved_model_version(trained) is not None:
+            return trained
     archive = model or local_root(loaded) / "compiled" / endpoint / "model.tar.gz"
     if model is None and not archive.exists():
         out.print(f"no compiled model yet: compiling {endpoint} first")
@@ -190,30 +204,53 @@ def _announce(out: Console, endpoint: str, options: ServeOptions) -> None:
         out.print(f"  capturing {options.capture_percent} % to {options.capture_dir}", markup=False)
 
 
-def _print_predictions(out: Any, url: str, count: int, as_json: bool = False) -> None:
+def _tf_sample_shape(model: Any) -> tuple[int, ...] | None:
+    """A TensorFlow model's sample shape (what --predict shapes each digit to); None for PyTorch's."""
+    from sagestack.local.tf_serving import TfModel
+
+    if not isinstance(model, TfModel):
+        return None
+    shape = model.sample_shape
+    size = 1
+    for d in shape or ():
+        size *= d
+    if shape is None or size != 64:
+        raise typer.BadParameter(
+            f"--predict sends digits (8x8 = 64 values), but the SavedModel {model.path} takes "
+            f"{'x'.join(map(str, shape)) if shape else 'an input of no fixed shape'} per sample; "
+            "send your own requests to /invocations instead",
+            param_hint="--predict",
+        )
+    return shape
+
+
+def _print_predictions(
+    out: Any, url: str, count: int, as_json: bool = False, tf_shape: tuple[int, ...] | None = None
+) -> None:
+    """Send `count` digits: to the PyTorch handler as 1x8x8 samples answered with label and
+    probabilities, to a TensorFlow SavedModel in its own sample shape, answered with TF Serving's
+    predictions (the model's outputs: the probabilities of a softmax classifier)."""
     import json
     import urllib.request
 
+    import numpy as np
     from rich.table import Table
     from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 
     x, y = load_digits(return_X_y=True)
     rows = []
     for i in range(count):
-        body = json.dumps({"instances": [(x[i] / 16.0).reshape(1, 8, 8).tolist()]}).encode()
+        sample = (x[i] / 16.0).reshape(tf_shape or (1, 8, 8)).tolist()
+        body = json.dumps({"instances": [sample]}).encode()
         req = urllib.request.Request(
             f"{url}/invocations", data=body, headers={"Content-Type": "application/json"}
         )
         with urllib.request.urlopen(req, timeout=10) as resp:
             answer = json.loads(resp.read())["predictions"][0]
-        label = answer["label"]
+        probabilities = np.ravel(answer).tolist() if tf_shape else answer["probabilities"]
+        label = int(np.argmax(probabilities)) if tf_shape else answer["label"]
         rows.append(
-            {
-                "sample": i,
-                "label": int(y[i]),
-                "predicted": label,
-                "probability": answer["probabilities"][label],
-            }
+            {"sample": i, "label": int(y[i]), "predicted": label, "probability": probabilities[label]}
         )
     if as_json:
         typer.echo(json.dumps({"url": f"{url}/invocations", "predictions": rows}, indent=1))

@@ -10,6 +10,8 @@ code/inference.py with the toolkit's defaults where one is missing (local/handle
 requests batched as the endpoint's `batching:` says (local/batching.py). Errors are answered as the
 inference toolkit's Transformer answers them. JSON and CSV bodies reach input_fn as text, others as
 bytes; a missing or `*/*` Accept becomes SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT (application/json).
+A TensorFlow SavedModel (`<version>/saved_model.pb`) is answered as the TensorFlow Serving container
+answers it instead (local/tf_serving.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from sagestack.local.async_inference import REAL_TIME_ONLY, AsyncInvocations, As
 from sagestack.local.batching import Batcher
 from sagestack.local.capture import CaptureWriter
 from sagestack.local.handlers import JSON, UTF8_TYPES, ClientError, Handlers, ServeError, load_handlers
+from sagestack.local.tf_serving import load_tf_handlers, saved_model_version
 
 
 class ServingApp:
@@ -163,9 +166,13 @@ class ServeOptions:
 
 
 def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingApp]:
+    """The server for an unpacked model: a TensorFlow SavedModel (`<version>/saved_model.pb`) as the
+    TensorFlow Serving container answers it (local/tf_serving.py: one request per prediction, its
+    own batching not emulated), anything else with its code/inference.py as the PyTorch one does."""
     import uvicorn
 
-    handlers = load_handlers(model_dir)
+    tf_model = saved_model_version(model_dir) is not None
+    handlers = load_tf_handlers(model_dir) if tf_model else load_handlers(model_dir)
     capture = None
     if options.capture_dir is not None:
         capture = CaptureWriter(options.capture_dir, options.capture_percent)
@@ -173,10 +180,10 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
         handlers,
         Batcher(
             handlers,
-            max_batch=options.max_batch,
-            max_delay_ms=options.max_delay_ms,
+            max_batch=1 if tf_model else options.max_batch,
+            max_delay_ms=0.0 if tf_model else options.max_delay_ms,
             workers=options.workers,
-            threads=options.threads,
+            threads=None if tf_model else options.threads,  # torch's threads
         ),
         asynchronous=options.asynchronous,
         capture=capture,

@@ -1,0 +1,145 @@
+"""`local serve` of a Keras model exported as a SavedModel (real TensorFlow CPU): answered as
+SageMaker's TensorFlow Serving container answers it (its nginx/njs front, TF Serving's REST predict
+API), predictions equal to the model's own, and every mistake of the client a 4xx."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from sagestack.local.serve import BackgroundServer, ServeOptions, runtime_client
+from tests.support.moto_server import free_port
+
+pytestmark = pytest.mark.train
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+keras = pytest.importorskip("keras")
+
+
+@pytest.fixture(scope="module")
+def keras_model(tmp_path_factory):
+    """A small digits classifier (8x8 in, 10 softmax probabilities out), exported as model/1/."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(8, 8), name="pixels"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model_dir = tmp_path_factory.mktemp("tf") / "model"
+    model.export(str(model_dir / "1"), verbose=False)
+    return model, model_dir
+
+
+@pytest.fixture(scope="module")
+def served(keras_model):
+    model, model_dir = keras_model
+    with BackgroundServer(model_dir, ServeOptions(port=free_port(), workers=2)) as url:
+        yield model, url
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    x, _ = load_digits(return_X_y=True)
+    return (x[:6] / 16.0).reshape(-1, 8, 8).astype(np.float32)
+
+
+def _post(url: str, body: bytes, content_type: str | None = "application/json", accept: str | None = None):
+    headers = {"Content-Type": content_type} if content_type else {}
+    if accept:
+        headers["Accept"] = accept
+    req = urllib.request.Request(f"{url}/invocations", data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.headers["Content-Type"], json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], json.loads(e.read())
+
+
+def test_ping_and_instances_answer_the_models_own_predictions(served, digits):
+    """boto3's sagemaker-runtime client (its request checked against botocore's model) gets
+    {"predictions": [...]} equal to the Keras model's own outputs."""
+    model, url = served
+    with urllib.request.urlopen(f"{url}/ping", timeout=10) as resp:
+        assert resp.status == 200
+    client = runtime_client(url)
+    response = client.invoke_endpoint(
+        EndpointName="keras",
+        Body=json.dumps({"instances": digits.tolist()}),
+        ContentType="application/json",
+    )
+    assert response["ContentType"] == "application/json"
+    predictions = np.asarray(json.loads(response["Body"].read())["predictions"], dtype=np.float32)
+    np.testing.assert_allclose(predictions, model(digits).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_the_containers_other_request_shapes(served, digits):
+    """Columnar inputs -> outputs; JSON Lines, CSV and a bare list made into instances as the
+    container's njs script makes them; a JSON Lines Accept names the response's type."""
+    model, url = served
+    expected = model(digits).numpy()
+    status, kind, body = _post(url, json.dumps({"inputs": digits[:2].tolist()}).encode())
+    assert (status, kind) == (200, "application/json")
+    np.testing.assert_allclose(body["outputs"], expected[:2], rtol=1e-6, atol=1e-7)
+
+    lines = "\n".join(json.dumps(d.tolist()) for d in digits[:3]).encode()
+    status, kind, body = _post(url, lines, "application/jsonlines", accept="application/jsonlines")
+    assert (status, kind) == (200, "application/jsonlines")
+    np.testing.assert_allclose(body["predictions"], expected[:3], rtol=1e-6, atol=1e-7)
+
+    # A bare list starting [[ is the instances list itself: one 8x8 sample is 8 rows, none 8x8.
+    status, _, body = _post(url, json.dumps(digits[0].tolist()).encode())
+    assert status == 400, body
+
+    status, _, body = _post(url, json.dumps([digits[0].tolist()]).encode())
+    assert status == 200
+    np.testing.assert_allclose(body["predictions"], expected[:1], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "says"),
+    [
+        (b'{"instances": [1, 2', "application/json", 400, "JSON Parse error"),
+        # No instances: the njs script wraps the object as one instance, and TF Serving finds no such input.
+        (b'{"signature_name": "serving_default"}', "application/json", 400, "must only have keys: pixels"),
+        (b'{"examples": [{"a": 1}]}', "application/json", 400, "Missing 'inputs' or 'instances' key"),
+        (b'{"instances": []}', "application/json", 400, "No values in 'instances'"),
+        (b'{"instances": {"a": 1}}', "application/json", 400, "to be an list/array"),
+        (b'{"instances": [[1, 2, 3]]}', "application/json", 400, "takes shape [?,8,8]"),
+        (
+            json.dumps({"instances": [[["x"] * 8] * 8]}).encode(),
+            "application/json",
+            400,
+            "expected type: float",
+        ),
+        (b'{"instances": [1], "inputs": [1]}', "application/json", 400, "only one of"),
+        (b'{"instances": [[1]], "signature_name": "nope"}', "application/json", 400, "not found"),
+        (b"1,2,3\n4,5,6\n", "text/csv", 400, "takes shape"),
+        (b"\x93NUMPY", "application/x-npy", 415, "Unsupported Media Type: application/x-npy"),
+        (b"{}", "application/json; charset=utf-8", 415, "Unsupported Media Type"),
+        (b"{}", None, 415, "Unsupported Media Type"),
+    ],
+)
+def test_client_mistakes_are_4xx_with_tf_servings_error_body(served, body, content_type, status, says):
+    _, url = served
+    got, kind, answer = _post(url, body, content_type)
+    assert got == status and kind == "application/json", answer
+    assert set(answer) == {"error"} and says in answer["error"], answer
+
+
+def test_no_accept_is_refused_as_the_container_refuses_none(served, digits):
+    """The container's njs script never answers 406: any Accept gets TF Serving's JSON, named
+    application/json unless the Accept asks for JSON or JSON Lines first."""
+    _, url = served
+    status, kind, body = _post(
+        url, json.dumps({"instances": digits[:1].tolist()}).encode(), accept="text/csv"
+    )
+    assert (status, kind) == (200, "application/json") and len(body["predictions"]) == 1
