@@ -237,8 +237,10 @@ def training_environment(
     devices: Devices,
     job_name: str | None,
     framework_module: str | None = PYTORCH_FRAMEWORK_MODULE,
+    topology: bool = True,
 ) -> dict[str, Any]:
-    """The toolkit's Environment as a dict (`SM_TRAINING_ENV`): its 37 properties."""
+    """The toolkit's Environment as a dict (`SM_TRAINING_ENV`): its 37 properties (36 in
+    sagemaker-training 4.x, which has no `topology`: topology=False)."""
     split = split_hyperparameters(hyperparameters)
     hosts = list(resources["hosts"])
     current_host = resources["current_host"]
@@ -259,7 +261,7 @@ def training_environment(
     program = split.sagemaker.get("sagemaker_program")
     module_name = str(program)[:-3] if str(program).endswith(".py") else str(program)
     base = layout.base
-    return {
+    env = {
         "additional_framework_parameters": framework,
         "channel_input_dirs": {c: str(layout.data / c) for c in data_config},
         "current_host": current_host,
@@ -301,6 +303,9 @@ def training_environment(
         "topology": list(resources.get("topology", [])),
         "user_entry_point": program,
     }
+    if not topology:
+        del env["topology"]
+    return env
 
 
 def sm_variables(env: Mapping[str, Any]) -> dict[str, str]:
@@ -340,7 +345,7 @@ def sm_variables(env: Mapping[str, Any]) -> dict[str, str]:
         "user_args": to_cmd_args(user),
         "output_intermediate_dir": env["output_intermediate_dir"],
     }
-    if env["topology"]:
+    if env.get("topology"):
         keys["topology"] = env["topology"]
     for name, path in env["channel_input_dirs"].items():
         keys[f"channel_{name}"] = path
@@ -350,19 +355,25 @@ def sm_variables(env: Mapping[str, Any]) -> dict[str, str]:
 
 
 def toolkit_exports(
-    env: Mapping[str, Any], *, code_dir: Path, master_port: int | str = MASTER_PORT
+    env: Mapping[str, Any], *, code_dir: Path, master_port: int | str = MASTER_PORT, pytorch: bool = True
 ) -> dict[str, str]:
-    """The other variables the toolkit and the PyTorch container put in the script's environment."""
+    """The other variables the toolkit (CURRENT_HOST, PYTHONPATH) and the PyTorch container
+    (MASTER_*, NCCL_*: pytorch=False leaves them out) put in the script's environment."""
     interface = env["network_interface_name"]
-    return {
+    generic = {
         "CURRENT_HOST": env["current_host"],
+        # the toolkit puts its sys.path (code dir first) in PYTHONPATH
+        "PYTHONPATH": os.pathsep.join([str(code_dir), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+    if not pytorch:
+        return generic
+    return {
+        **generic,
         "MASTER_ADDR": env["master_hostname"],
         "MASTER_PORT": str(master_port),
         "NCCL_SOCKET_IFNAME": interface,
         "NCCL_IB_DISABLE": "1",
         "NCCL_DEBUG": "WARN",
-        # the toolkit puts its sys.path (code dir first) in PYTHONPATH
-        "PYTHONPATH": os.pathsep.join([str(code_dir), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
 
 

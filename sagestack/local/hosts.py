@@ -13,13 +13,15 @@ import io
 import os
 import shutil
 import tarfile
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import (
+    PYTORCH_FRAMEWORK_MODULE,
     Devices,
     HostLayout,
     container_path,
@@ -34,8 +36,16 @@ from sagestack.core.contract import (
     training_environment,
     write_host_config,
 )
+from sagestack.core.tf_contract import (
+    MWMS_FLAG,
+    PS_FLAG,
+    TENSORFLOW_FRAMEWORK_MODULE,
+    model_dir_under_tuning,
+    tensorflow_exports,
+)
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions
 from sagestack.local.launch import Launch, plan_launch
+from sagestack.local.processes import free_port
 from sagestack.project.loader import LoadedSpec
 
 LOCAL_INTERFACE = "lo"  # resourceconfig.json's network_interface_name here (eth0 on SageMaker)
@@ -46,6 +56,8 @@ class SimulatedHost:
     layout: HostLayout
     launch: Launch
     environment: dict[str, str]  # the script's environment on top of this process's
+    # each `algo-N:port` a TF_CONFIG names -> the free loopback address that stands for it here
+    addresses: dict[str, str] = field(default_factory=dict)
 
 
 def _extract(archive: bytes, dest: Path) -> None:
@@ -166,6 +178,15 @@ def host_environment(
     """What the script's process gets on this host, besides this process's own environment."""
     request = local.request
     hyperparameters: dict[str, str] = request["HyperParameters"]
+    tensorflow = env_dict["framework_module"] == TENSORFLOW_FRAMEWORK_MODULE
+    container = (
+        tensorflow_exports(env_dict["hyperparameters"], local.deployment.region)
+        if tensorflow
+        else {
+            **({"NCCL_PROTO": "simple"} if launch.runner == "torchrun" else {}),
+            "SM_DLC_TORCH_VERSION": torch_version,
+        }
+    )
     return {
         # the request's Environment, container paths mapped into this host's folder
         **{
@@ -178,17 +199,23 @@ def host_environment(
         "AWS_REGION": local.deployment.region,
         # what the toolkit and the PyTorch container export, then the SM_* variables
         **sagemaker_process_exports(hyperparameters),
-        **toolkit_exports(env_dict, code_dir=layout.code, master_port=master_port),
-        **({"NCCL_PROTO": "simple"} if launch.runner == "torchrun" else {}),
-        "SM_DLC_TORCH_VERSION": torch_version,
+        **toolkit_exports(env_dict, code_dir=layout.code, master_port=master_port, pytorch=not tensorflow),
+        **container,
         **sm_variables(env_dict),
-        "MASTER_ADDR": "127.0.0.1",  # LOCAL_SUBSTITUTIONS
+        **({} if tensorflow else {"MASTER_ADDR": "127.0.0.1"}),  # LOCAL_SUBSTITUTIONS
         # the toolkit's own override of /opt/ml; a script that builds container paths from it
         # (training_src does) stays inside the host's folder
         "SAGEMAKER_BASE_DIR": str(layout.base),
         "OMP_NUM_THREADS": str(threads),
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def is_tensorflow_job(local: LocalRequest) -> bool:
+    """The job runs in the TensorFlow container: a TensorFlow image, or a distribution only that
+    container runs (the request's hyperparameters name it)."""
+    hyperparameters = local.request["HyperParameters"]
+    return local.framework == "tensorflow" or any(f in hyperparameters for f in (PS_FLAG, MWMS_FLAG))
 
 
 def prepare_hosts(
@@ -216,6 +243,7 @@ def prepare_hosts(
     checkpoint_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
     threads = options.threads or max(1, cpu_count() // (options.hosts * options.procs))
     torch_version = _torch_version()
+    tensorflow = is_tensorflow_job(local)
     plans = []
     for index, host in enumerate(hosts):
         layout = HostLayout(host, workdir / "hosts" / host)
@@ -234,7 +262,11 @@ def prepare_hosts(
             data_config=data_config,
             devices=devices,
             job_name=local.job_name,
+            framework_module=TENSORFLOW_FRAMEWORK_MODULE if tensorflow else PYTORCH_FRAMEWORK_MODULE,
+            topology=not tensorflow,  # the TensorFlow container's sagemaker-training 4.x has none
         )
+        if tensorflow:
+            model_dir_under_tuning(hyperparameters, env_dict["hyperparameters"], local.job_name)
         launch = plan_launch(env_dict, layout.code)
         environment = host_environment(
             layout,
@@ -246,4 +278,20 @@ def prepare_hosts(
             torch_version=torch_version,
         )
         plans.append(SimulatedHost(layout, launch, environment))
-    return plans
+    addresses = local_addresses(a for plan in plans for a in plan.launch.addresses())
+    return [replace(plan, addresses=addresses) for plan in plans]
+
+
+def local_addresses(names: Iterable[str]) -> dict[str, str]:
+    """A free loopback port for each `host:port` (TF_LOCAL_SUBSTITUTIONS), no two alike."""
+    out: dict[str, str] = {}
+    taken: set[int] = set()
+    for name in names:
+        if name in out:
+            continue
+        port = free_port()
+        while port in taken:
+            port = free_port()
+        taken.add(port)
+        out[name] = f"127.0.0.1:{port}"
+    return out

@@ -11,6 +11,7 @@ the same world: loopback for `algo-1`, free ports, and the ranks mpirun would st
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,8 +19,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sagestack.core.contract import MASTER_PORT, to_cmd_args
+from sagestack.core.tf_contract import (
+    MWMS_FLAG,
+    PS_FLAG,
+    SMDDP_FLAG,
+    TENSORFLOW_FRAMEWORK_MODULE,
+    readdressed,
+    tf_config_for_mwms,
+    tf_config_for_ps,
+)
 
-Runner = Literal["process", "torchrun", "mpi", "smddp", "xla"]
+Runner = Literal["process", "torchrun", "mpi", "smddp", "xla", "mwms", "ps"]
 
 # (runner, the hyperparameter that selects it), in the container's order of precedence
 RUNNER_FLAGS: tuple[tuple[Runner, str], ...] = (
@@ -30,6 +40,19 @@ RUNNER_FLAGS: tuple[tuple[Runner, str], ...] = (
     ("xla", "sagemaker_pytorch_xla_multi_worker_enabled"),
 )
 MPI_RUNNERS = ("mpi", "smddp")
+# The TensorFlow container's runners that give the script a TF_CONFIG (sagemaker_tensorflow_container).
+TF_CONFIG_RUNNERS = ("mwms", "ps")
+# The parameter server the TensorFlow container starts on each host (training._run_ps), on the CPU.
+PS_SERVER = """\
+import json, os
+import tensorflow as tf
+config = json.loads(os.environ["TF_CONFIG"])
+server = tf.distribute.Server(
+    tf.train.ClusterSpec(config["cluster"]), job_name="ps", task_index=config["task"]["index"],
+    config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}))
+print("parameter server", config["task"]["index"], "serving", flush=True)
+server.join()
+"""
 
 
 class LaunchError(ValueError):
@@ -48,6 +71,10 @@ class Launch:
     is_master: bool
     entry_type: Literal["program", "package", "command"] = "program"
     mpi_options: str = ""  # sagemaker_mpi_custom_mpi_options
+    tf_config: dict[str, Any] | None = None  # the TensorFlow container's TF_CONFIG for the script
+    ps_config: dict[str, Any] | None = None  # and for the parameter server it starts beside it
+    # sagemaker-training 5.x runs `python -- train.py`; 4.x (the TensorFlow container's) `python train.py`
+    end_of_options: bool = True
 
     def mpi_exports(self) -> dict[str, str]:
         """What mpirun's `-x NAME=VALUE` flags give every rank (mpi.py MasterRunner)."""
@@ -58,6 +85,12 @@ class Launch:
     @property
     def world_size(self) -> int:
         return len(self.hosts) * self.processes_per_host if self.runner != "process" else 1
+
+    def addresses(self) -> list[str]:
+        """Every `host:port` the TF_CONFIGs of this host name (to be given local addresses)."""
+        return [
+            a for c in (self.tf_config, self.ps_config) if c for tasks in c["cluster"].values() for a in tasks
+        ]
 
     def container_command(self, python: str = "python") -> list[str]:
         """The command the toolkit runs on this host (workers of an MPI job run none: mpirun on the
@@ -112,11 +145,24 @@ class Launch:
                 "-c",
                 f"./{shlex.quote(self.entry_point)} {' '.join(map(shlex.quote, self.args))}",
             ]
+        if not self.end_of_options:
+            return [python, self.entry_point, *self.args]
         return [python, "--", self.entry_point, *self.args]
 
-    def local_commands(self, *, master_port: int) -> list[tuple[list[str], dict[str, str]]]:
-        """(command, extra environment) for each process this machine starts for the host."""
+    def local_commands(
+        self, *, master_port: int, addresses: Mapping[str, str] | None = None
+    ) -> list[tuple[list[str], dict[str, str]]]:
+        """(command, extra environment) for each process this machine starts for the host; with a
+        TF_CONFIG, each `host:port` in it given its local address. A parameter server comes last."""
         python = sys.executable
+        if self.runner in TF_CONFIG_RUNNERS:
+            assert self.tf_config is not None
+            local = {} if addresses is None else addresses
+            commands = [(self._script(python), {"TF_CONFIG": json.dumps(readdressed(self.tf_config, local))})]
+            if self.ps_config is not None:
+                ps_env = {"TF_CONFIG": json.dumps(readdressed(self.ps_config, local))}
+                commands.append(([python, "-c", PS_SERVER], ps_env))
+            return commands
         if self.runner == "torchrun":
             return [
                 (
@@ -167,6 +213,9 @@ class Launch:
         return [(self._script(python), {})]
 
     def describe(self) -> str:
+        if self.runner in TF_CONFIG_RUNNERS:
+            kind = "MultiWorkerMirroredStrategy" if self.runner == "mwms" else "parameter servers"
+            return f"{self.runner} ({self.reason}; {kind}, TF_CONFIG on {len(self.hosts)} host(s))"
         world = f"world size {self.world_size}" if self.runner != "process" else "one process, its own world"
         return f"{self.runner} ({self.reason}; {world})"
 
@@ -178,11 +227,59 @@ def entry_type(code_dir: Path, entry_point: str) -> Literal["program", "package"
     return "program" if entry_point.endswith(".py") else "command"
 
 
+def _tensorflow_runner(
+    env: Mapping[str, Any],
+) -> tuple[Runner, str, dict[str, Any] | None, dict[str, Any] | None]:
+    """sagemaker_tensorflow_container.training.train: parameter servers (on more than one host), else
+    MultiWorkerMirroredStrategy's TF_CONFIG with the plain process, else MPI, else SMDDP, else the
+    process; only on a host of a distribution group."""
+    framework = env["additional_framework_parameters"]
+    hosts, current = list(env["distribution_hosts"]), env["current_host"]
+    if env["current_instance_group"] not in env["distribution_instance_groups"]:
+        return "process", "no distribution hyperparameter", None, None
+    if framework.get(PS_FLAG, False) and len(env["hosts"]) > 1:
+        return (
+            "ps",
+            f"{PS_FLAG}=true",
+            tf_config_for_ps(hosts, current),
+            tf_config_for_ps(hosts, current, ps_task=True),
+        )
+    if framework.get(MWMS_FLAG, False):
+        return "mwms", f"{MWMS_FLAG}=true", tf_config_for_mwms(hosts, current), None
+    if framework.get("sagemaker_mpi_enabled"):
+        return "mpi", "sagemaker_mpi_enabled=true", None, None
+    if framework.get(SMDDP_FLAG, False):
+        return "smddp", f"{SMDDP_FLAG}=true", None, None
+    if framework.get(PS_FLAG, False):
+        return "process", f"{PS_FLAG}=true on one host (the container needs more than one)", None, None
+    return "process", "no distribution hyperparameter", None, None
+
+
 def plan_launch(env: Mapping[str, Any], code_dir: Path) -> Launch:
     """The runner, processes and arguments the container would use, from its training environment
-    (contract.training_environment)."""
+    (contract.training_environment): the PyTorch container's rules, or the TensorFlow container's."""
     framework = env["additional_framework_parameters"]
     hosts = tuple(env["hosts"])
+    if env["framework_module"] == TENSORFLOW_FRAMEWORK_MODULE:
+        tf_runner, tf_reason, tf_config, ps_config = _tensorflow_runner(env)
+        default = env["num_gpus"] or env["num_neurons"] or 1  # sagemaker_training/runner.py
+        return Launch(
+            runner=tf_runner,
+            reason=tf_reason,
+            hosts=hosts,
+            host_index=hosts.index(env["current_host"]),
+            processes_per_host=int(framework.get("sagemaker_mpi_num_of_processes_per_host", default))
+            if tf_runner in MPI_RUNNERS
+            else 1,
+            entry_point=str(env["user_entry_point"]),
+            args=tuple(to_cmd_args(env["hyperparameters"])),
+            is_master=bool(env["is_master"]),
+            entry_type=entry_type(code_dir, str(env["user_entry_point"])),
+            mpi_options=str(framework.get("sagemaker_mpi_custom_mpi_options") or ""),
+            tf_config=tf_config,
+            ps_config=ps_config,
+            end_of_options=False,
+        )
     runner: Runner = "process"
     reason = "no distribution hyperparameter"
     if env["current_instance_group"] in env["distribution_instance_groups"]:

@@ -119,6 +119,8 @@ class Command:
     environment: dict[str, str]  # on top of this process's (less a launcher's variables)
     log: Path  # its output; the log's name (algo-1, algo-1-0) labels its lines
     host: str = ""  # the host it runs on (the metrics' Host dimension); default: the label
+    # serves the others (a parameter server): not waited for, ended once the others have ended
+    service: bool = False
 
     @property
     def label(self) -> str:
@@ -131,7 +133,7 @@ class Command:
 
 @dataclass(frozen=True)
 class Outcome:
-    codes: list[int]  # each process's exit code, in the order started
+    codes: list[int]  # each process's exit code, in the order started (0 for a service ended here)
     metrics: list[dict[str, float]]  # every `metrics:` line's values, in the order read
     series: MetricSeries  # the job's metric definitions read from every line of every host
     interrupted_at: int | None  # the step at which every process was killed
@@ -213,7 +215,14 @@ class Processes:
             t.start()
         with stopping_signals_raise():  # still ignoring a second signal while the run is killed
             try:
-                codes = [p.wait() for p in self.processes]
+                codes = [
+                    0 if c.service else p.wait() for c, p in zip(self.commands, self.processes, strict=True)
+                ]
+                services = [p for c, p in zip(self.commands, self.processes, strict=True) if c.service]
+                if services:
+                    guard.kill_tree([p.pid for p in services])
+                    for p in services:
+                        p.wait()
             except BaseException as e:
                 self.kill()
                 if isinstance(e, KeyboardInterrupt) and not isinstance(e, Stopped):

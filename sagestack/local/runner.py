@@ -213,15 +213,19 @@ def _commands(plan: SimulatedHost, workdir: Path, port: int, tracking_env: dict[
     """What starts on this host: its runner's command, or each rank mpirun would start (a log each)."""
     launch = plan.launch
     commands = []
-    for rank, (argv, extra) in enumerate(launch.local_commands(master_port=port)):
+    for rank, (argv, extra) in enumerate(launch.local_commands(master_port=port, addresses=plan.addresses)):
         suffix = f"-{rank}" if launch.runner in MPI_RUNNERS and launch.processes_per_host > 1 else ""
+        # the parameter server the TensorFlow container starts beside the worker serves until the
+        # host's worker is done (the container ends it with the job)
+        service = launch.runner == "ps" and rank == 1
         commands.append(
             Command(
                 argv=argv,
                 cwd=plan.layout.code,
                 environment={**plan.environment, **tracking_env, **extra},
-                log=workdir / "logs" / f"{plan.layout.name}{suffix}.log",
+                log=workdir / "logs" / f"{plan.layout.name}{'-ps' if service else suffix}.log",
                 host=plan.layout.name,
+                service=service,
             )
         )
     return commands
