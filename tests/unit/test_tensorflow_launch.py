@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from sagestack.core.contract import Devices, HostLayout, resource_config, sm_variables, training_environment
@@ -147,4 +148,9 @@ def test_a_service_process_is_ended_once_the_workers_are_done(tmp_path):
     )
     assert outcome.codes == [0, 0]
     pid = int(pid_file.read_text())
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    for _ in range(100):  # the guard's kill reaches it at once; the kernel reaps it a moment later
+        if not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the parameter server {pid} outlived its worker")
