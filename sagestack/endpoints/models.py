@@ -133,6 +133,11 @@ class EndpointSpec(StrictModel):
         pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/.+$",
         description="the model package ARN this environment serves (the promotion pin)",
     )
+    image: EntryName | None = Field(
+        default=None,
+        description="a key of images: (a dlc:) whose inference container serves model: (default: the "
+        "training job's image), e.g. a TensorFlow Serving version for a TensorFlow version that has none",
+    )
     compile: CompileSpec | None = None
     llm: LlmSpec | None = Field(
         default=None, description="a large language model in an LLM serving container (instead of model:)"

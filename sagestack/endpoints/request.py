@@ -21,6 +21,10 @@ from sagestack.endpoints.resolved import ResolvedEndpoint
 
 CONTENT_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
 RESPONSE_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
+# The TensorFlow Serving container's front (tensorflowServing.js) takes JSON, JSON Lines and CSV and
+# answers TF Serving's JSON, named application/json or, when the Accept asks, application/jsonlines.
+TF_CONTENT_TYPES = ["application/json", "application/jsonlines", "text/csv"]
+TF_RESPONSE_TYPES = ["application/json", "application/jsonlines"]
 STAND_IN_REPORTED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagestack-validation:reported-by-neo"
 
 
@@ -101,16 +105,17 @@ def model_package_request(
     training_image: str = STAND_IN_TRAINING_IMAGE,
 ) -> dict[str, Any]:
     c = ep.spec.compile
-    container: dict[str, Any] = {
-        "Image": image,
-        "ModelDataUrl": model_data_url,
-        "Environment": {
+    container: dict[str, Any] = {"Image": image, "ModelDataUrl": model_data_url}
+    tf_serving = ep.framework == "tensorflow" and c is None
+    if not tf_serving:  # the inference toolkit runs code/inference.py
+        container["Environment"] = {
             "SAGEMAKER_PROGRAM": "inference.py",
             "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
             "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
             "SAGEMAKER_REGION": ctx.deployment.region,
-        },
-    }
+        }
+    # TensorFlow Serving serves model.tar.gz's <version>/saved_model.pb itself (and code/inference.py,
+    # when there is one, in its python service): no environment, as the SDK's TensorFlowModel renders it.
     if c is not None:
         container["Framework"] = c.framework
         if c.framework_version:
@@ -128,8 +133,8 @@ def model_package_request(
         "ModelApprovalStatus": "PendingManualApproval",
         "InferenceSpecification": {
             "Containers": [container],
-            "SupportedContentTypes": CONTENT_TYPES,
-            "SupportedResponseMIMETypes": RESPONSE_TYPES,
+            "SupportedContentTypes": TF_CONTENT_TYPES if tf_serving else CONTENT_TYPES,
+            "SupportedResponseMIMETypes": TF_RESPONSE_TYPES if tf_serving else RESPONSE_TYPES,
             types: list(ep.supported_instance_types),
         },
         "CustomerMetadataProperties": {

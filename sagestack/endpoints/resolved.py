@@ -6,8 +6,8 @@ whose model a pipeline registers (`model: {from: …}`) resolves to an ResolvedE
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError
 from sagestack.core.catalog.instances import instance_types_for
@@ -35,6 +35,9 @@ class ResolvedEndpoint:
     # A batch transform's registration: the package lists transform instance types, and the
     # transform runs right after it is registered.
     transform: ResolvedTransform | None = None
+    # The serving container's framework: "tensorflow" is the TensorFlow Serving container (a
+    # SavedModel, its own content types, no SAGEMAKER_PROGRAM); anything else runs inference.py.
+    framework: str = "pytorch"
 
     @property
     def source(self) -> str | None:
@@ -50,35 +53,48 @@ class EndpointResolutionError(ValueError):
     pass
 
 
-def _inference_image(plan: ResolvedEnvironment, what: str, source: str, instance_type: str) -> str:
-    """The DLC inference image for the model `source` (a job or search) trains, on `instance_type`."""
+def serving_image_key(plan_spec: Any, source: str, image: str | None) -> str:
+    """The images: key whose inference container serves the model `source` trains: the endpoint's
+    `image:` when given, else the training job's image."""
+    return image or plan_spec.jobs[plan_spec.job_of(source)].image
 
-    job = plan.spec.jobs[plan.spec.job_of(source)]
+
+def _inference_image(
+    plan: ResolvedEnvironment, what: str, source: str, instance_type: str, image: str | None = None
+) -> tuple[str, str]:
+    """The DLC inference image (and its framework) serving the model `source` (a job or search)
+    trains, on `instance_type`; `image` is the endpoint's own choice of DLC."""
+
+    key = serving_image_key(plan.spec, source, image)
+    spec = plan.spec.images.get(key)
+    if spec is None:
+        raise EndpointResolutionError(f"{what}: image '{key}' is not a key of images:")
     try:
-        return inference_image_uri(
-            plan.spec.images[job.image], region=plan.region, instance_type=instance_type
-        )
+        uri = inference_image_uri(spec, region=plan.region, instance_type=instance_type)
     except InferenceImageError as e:
         if e.dlc is None:
             raise EndpointResolutionError(
-                f"{what}: job '{job.image}' image is not a Deep Learning Container, so sagestack knows no "
+                f"{what}: image '{key}' is not a Deep Learning Container, so sagestack knows no "
                 "inference image for it; add compile: (Neo reports the image) or serve a registered model_package"
             ) from None
         raise EndpointResolutionError(f"{what}: {e}") from None
+    return uri, spec.dlc.framework if spec.dlc else "pytorch"
 
 
 def resolve_endpoint(plan: ResolvedEnvironment, key: str) -> ResolvedEndpoint:
     """Names, image and instance types of one endpoint (EndpointResolutionError if no image fits)."""
 
     ep = plan.spec.endpoints[key]
-    inference_image = ""  # served only from a pinned package, which carries its own image
+    inference_image, framework = "", "pytorch"  # "": served only from a pinned package's own image
     if ep.model is not None and not (ep.compile and ep.compile.target_device):
-        inference_image = _inference_image(
-            plan, f"endpoint '{key}'", ep.model.from_, ep.primary_instance_type or SERVERLESS_INSTANCE_HINT
+        itype = ep.primary_instance_type or SERVERLESS_INSTANCE_HINT
+        inference_image, framework = _inference_image(
+            plan, f"endpoint '{key}'", ep.model.from_, itype, ep.image
         )
-    return resolved_endpoint(
+    resolved = resolved_endpoint(
         names=plan.names, key=key, spec=ep, region=plan.region, inference_image=inference_image
     )
+    return replace(resolved, framework=framework) if framework != resolved.framework else resolved
 
 
 def resolved_endpoint(
@@ -142,8 +158,9 @@ def resolve_transform_registration(plan: ResolvedEnvironment, key: str) -> Resol
     the job's DLC inference image for the first candidate type, for the transform's types."""
     t = plan.spec.transforms[key]
     assert t.model is not None
-    image = _inference_image(plan, f"transform '{key}'", t.model.from_, t.instance_type[0])
+    image, framework = _inference_image(plan, f"transform '{key}'", t.model.from_, t.instance_type[0])
     return ResolvedEndpoint(
+        framework=framework,
         key=key,
         spec=EndpointSpec.model_validate({"model": {"from": t.model.from_}}),
         endpoint_name=plan.names.transform_prefix(key),

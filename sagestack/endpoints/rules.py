@@ -24,7 +24,7 @@ def _endpoints(ctx: RuleContext) -> Iterator[tuple[str, EndpointSpec]]:
     yield from ctx.spec.endpoints.items()
 
 
-def _trained_by(ctx: RuleContext, ep: EndpointSpec) -> tuple[str, JobSpec] | None:
+def trained_by(ctx: RuleContext, ep: EndpointSpec) -> tuple[str, JobSpec] | None:
     """The job (key and spec) whose model the endpoint serves, through a tuning entry if need be;
     None when it serves a pinned package or names no job (endpoint-model-source reports that)."""
     if ep.model is None:
@@ -32,6 +32,14 @@ def _trained_by(ctx: RuleContext, ep: EndpointSpec) -> tuple[str, JobSpec] | Non
     key = ctx.spec.job_of(ep.model.from_)
     job = ctx.spec.jobs.get(key)
     return (key, job) if job is not None else None
+
+
+def served_by_tf_serving(ctx: RuleContext, ep: EndpointSpec) -> bool:
+    """Whether an uncompiled model of the project is served by the TensorFlow Serving container."""
+    trained = trained_by(ctx, ep)
+    key = ep.image or (trained[1].image if trained else None)
+    image = ctx.spec.images.get(key) if key and ep.compile is None else None
+    return image is not None and image.dlc is not None and image.dlc.framework == "tensorflow"
 
 
 def _family(instance: str) -> str:
@@ -335,32 +343,51 @@ def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
     "error",
     "an uncompiled model is served from a Deep Learning Container sagestack can name",
     why=(
-        "An uncompiled model is registered with the inference DLC matching its training DLC; with "
-        "a uri: or dockerfile: training image sagestack cannot know which serving image fits."
+        "An uncompiled model is registered with the inference DLC matching its training DLC (or the "
+        "DLC the endpoint's image: names, of the same framework); with a uri: or dockerfile: image "
+        "sagestack cannot know which serving image fits, and a training version may have no inference "
+        "container (TensorFlow's serving releases trail its training ones)."
     ),
-    fix="Add compile: (Neo reports the image), or serve a registered model_package you built yourself.",
+    fix=(
+        "Add compile: (Neo reports the image), serve a registered model_package you built yourself, or "
+        "name a DLC with an inference container in the endpoint's image:."
+    ),
 )
 def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
     for name, ep in _endpoints(ctx):
-        trained = _trained_by(ctx, ep) if ep.compile is None else None
+        trained = trained_by(ctx, ep) if ep.compile is None else None
         if trained is None or trained[1].image not in spec.images:
             continue  # endpoint-model-source and the job rules report these
         job_key, job = trained
+        where: tuple[str, ...] = ("endpoints", name, "image") if ep.image else ("endpoints", name, "model")
+        key = ep.image or job.image
+        image = spec.images.get(key)
+        if image is None:
+            yield Finding(where, f"'{key}' is not a key of images:{did_you_mean(key, list(spec.images))}")
+            continue
+        trained_in = spec.images[job.image].dlc
+        if ep.image and image.dlc and trained_in and image.dlc.framework != trained_in.framework:
+            yield Finding(
+                where,
+                f"image '{key}' is a {image.dlc.framework} container, but job '{job_key}' trains with "
+                f"{trained_in.framework} (images.{job.image}); its model needs a {trained_in.framework} DLC",
+            )
+            continue
         itype = ep.primary_instance_type or SERVERLESS_INSTANCE_HINT
         try:
-            inference_image_uri(spec.images[job.image], region=spec.region, instance_type=itype)
+            inference_image_uri(image, region=spec.region, instance_type=itype)
         except InferenceImageError as e:
             if e.dlc is None:
                 yield Finding(
-                    ("endpoints", name, "model"),
-                    f"job '{job_key}' trains in image '{job.image}', which is not a Deep Learning Container, so "
-                    "sagestack cannot name an inference image for its model; add compile: (the compilation job "
-                    "reports the image) or serve a registered model_package",
+                    where,
+                    f"{'image' if ep.image else f'job {job_key!r} trains in image'} '{key}', which is not a "
+                    "Deep Learning Container, so sagestack cannot name an inference image for its model; "
+                    "add compile: (the compilation job reports the image) or serve a registered model_package",
                 )
             else:
                 yield Finding(
-                    ("endpoints", name, "model"),
+                    where,
                     f"no {e.dlc.framework} {e.dlc.version} inference container for {itype} in {spec.region}: {e}",
                 )
 
@@ -385,9 +412,14 @@ _HANDLE = re.compile(r"^def handle\(", re.MULTILINE)
 )
 def endpoint_batching_handler(ctx: RuleContext) -> Iterator[Finding]:
     for name, ep in _endpoints(ctx):
-        trained = _trained_by(ctx, ep)
-        if ep.batching is None or ep.batching.handler != "batched" or trained is None:
-            continue
+        trained = trained_by(ctx, ep)
+        if (
+            ep.batching is None
+            or ep.batching.handler != "batched"
+            or trained is None
+            or served_by_tf_serving(ctx, ep)
+        ):
+            continue  # endpoint-tf-batching refuses batching: for TensorFlow Serving
         job = trained[1]
         script = ctx.root / job.source_dir / "inference.py"
         text = script.read_text(errors="replace") if script.exists() else ""

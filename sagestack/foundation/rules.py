@@ -162,8 +162,10 @@ def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
         # a retired type is the retired-instance-type rule's finding, on the instance_type key
         current = [t for t in job.instance_type if not is_retired(t)]
         (smp_used if job.uses_smp_v2 else used).setdefault(job.image, []).extend(current)
+    # An image only an endpoint's image: names is an inference DLC (endpoint-inference-image checks it).
+    serving_only = {ep.image for ep in ctx.spec.endpoints.values() if ep.image} - set(used) - set(smp_used)
     for name, image in ctx.spec.images.items():
-        if image.dlc is None:
+        if image.dlc is None or name in serving_only:
             continue
         dlc = image.dlc
         seen: set[str] = set()

@@ -21,6 +21,7 @@ from sagestack.training import rules_source as training_source
 from sagestack.endpoints import rules_pools as endpoint_pools
 from sagestack.llm import rules as llm
 from sagestack.llm import rules_optimize as llm_optimize
+from sagestack.endpoints import rules_serving as endpoint_serving
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -41,6 +42,7 @@ FEATURE_RULES = (
     endpoint_pools,
     llm,
     llm_optimize,
+    endpoint_serving,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]
