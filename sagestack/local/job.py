@@ -38,6 +38,9 @@ class LocalTrainOptions:
     install_requirements: bool = False  # pip install -r requirements.txt here, as the container does
     tracking: bool = True  # with tracking.mlflow: log to the local MLflow store
     tracking_tags: dict[str, str] = field(default_factory=dict)  # set on the run (e.g. the tuning trial)
+    # a tuning trial: the objective's metric, which SageMaker adds to each trial's hyperparameters as
+    # `_tuning_objective_metric` (the toolkit keeps it from the script; TensorFlow's moves model_dir)
+    tuning_objective: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,12 @@ class LocalRequest:
         return f"arn:aws:sagemaker:{d.region}:{d.account}:training-job/{self.job_name}"
 
 
-def local_training_request(loaded: LoadedSpec, job_key: str, overrides: dict[str, Any]) -> LocalRequest:
+def local_training_request(
+    loaded: LoadedSpec, job_key: str, overrides: dict[str, Any], *, tuning_objective: str | None = None
+) -> LocalRequest:
     """The job's request rendered as for the cloud, with the local deployment's values and
-    hyperparameter overrides applied the way the spec would set them."""
+    hyperparameter overrides applied the way the spec would set them; a tuning trial's request
+    carries the objective as SageMaker adds it (`_tuning_objective_metric`, not JSON-encoded)."""
     spec = loaded.spec
     if job_key not in spec.jobs:
         raise LocalRunError(f"no job '{job_key}' (jobs: {', '.join(spec.jobs) or 'none'})")
@@ -84,7 +90,13 @@ def local_training_request(loaded: LoadedSpec, job_key: str, overrides: dict[str
         context=lambda _: context,
         validate=False,
     )
-    return LocalRequest(plan.candidates[0].request, plan.digest, archive.data, deployment, framework)
+    request = plan.candidates[0].request
+    if tuning_objective is not None:
+        request = {
+            **request,
+            "HyperParameters": {**request["HyperParameters"], "_tuning_objective_metric": tuning_objective},
+        }
+    return LocalRequest(request, plan.digest, archive.data, deployment, framework)
 
 
 def image_framework(loaded: LoadedSpec, image: str) -> str | None:

@@ -73,7 +73,9 @@ def run_local_training(
 ) -> LocalTrainResult:
     if options.hosts < 1 or options.procs < 1:
         raise LocalRunError("--hosts and --procs must be at least 1")
-    local = local_training_request(loaded, job_key, options.overrides)
+    local = local_training_request(
+        loaded, job_key, options.overrides, tuning_objective=options.tuning_objective
+    )
     workdir = _workdir(loaded, job_key, local, options)
     port = free_port()
     plans = prepare_hosts(loaded, job_key, local, workdir, options, master_port=port)

@@ -151,6 +151,7 @@ def run_local_tuning(
                 threads=threads,
                 tracking=tracking,
                 tracking_tags={"sagestack:tuning": key, "sagestack:trial": str(i)},
+                tuning_objective=tuning.objective.metric,
             ),
         )
         # the trial's FinalMetricDataList entry: the job's regex over every line of every host

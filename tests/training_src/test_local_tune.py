@@ -3,6 +3,7 @@ own regex, ranked, and a learning rate found that beats the default on a small b
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,13 @@ def test_local_search_beats_the_default_learning_rate(digits_project, tmp_path, 
     # the objective is what the job's regex reads from the trial's own log
     log = (best.workdir / "logs" / "algo-1.log").read_text()
     assert last_value(log.splitlines(), r"val_accuracy=([0-9.]+)") == best.objective
+    # SageMaker adds the objective to each trial's hyperparameters (raw, not JSON); the toolkit keeps
+    # it from the script's arguments
+    request = json.loads((best.workdir / "request.json").read_text())
+    assert request["HyperParameters"]["_tuning_objective_metric"] == "val_accuracy"
+    host = best.workdir / "hosts" / "algo-1" / "input" / "config" / "hyperparameters.json"
+    assert json.loads(host.read_text())["_tuning_objective_metric"] == "val_accuracy"
+    assert "_tuning_objective_metric" not in log
     if not tracked:
         return
     # every trial is a run in the job's experiment of the local MLflow store, tagged with its trial
