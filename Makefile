@@ -11,9 +11,9 @@ export NO_MKDOCS_2_WARNING := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup scanners java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
+.PHONY: setup scanners tf-toolkit java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
 
-setup: $(VENV)/.installed node_modules/.installed java chromium scanners
+setup: $(VENV)/.installed node_modules/.installed java chromium scanners tf-toolkit
 
 # The IAM tier's scanners (tests/iam), each in a virtualenv of its own: their pins would move the
 # project's (checkov downgrades boto3/botocore). The tests call them through a subprocess.
@@ -23,6 +23,21 @@ scanners: .venv-scan/.installed .venv-checkov/.installed
 	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	.venv-$*/bin/python -m pip check
+	touch $@
+
+# AWS's TensorFlow training toolkit (sagemaker-tensorflow-training 20.5.0 on sagemaker-training 4.8.3), the
+# judge of the TensorFlow container's emulation (tests/support/tf_toolkit.py), in a virtualenv of its own:
+# it requires sagemaker-training<=4.8.3 (the project runs 5.1.4). Its own pins are installed --no-deps
+# because none can coexist with TensorFlow 2.21: it requires numpy<1.24 (TF 2.21 needs numpy>=1.26) and
+# sagemaker-training 4.8.3 requires protobuf<=3.20.3 (TF 2.21 needs protobuf>=6.31.1); so no pip check,
+# an import of the toolkit's entry point instead.
+tf-toolkit: .venv-tf/.installed
+
+.venv-tf/.installed: tests/conformance/requirements-tf.txt tests/conformance/requirements-tf-toolkit.txt
+	test -x .venv-tf/bin/python || $(PYTHON) -m venv .venv-tf
+	.venv-tf/bin/python -m pip install --quiet --disable-pip-version-check -r tests/conformance/requirements-tf.txt
+	.venv-tf/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r tests/conformance/requirements-tf-toolkit.txt
+	TF_CPP_MIN_LOG_LEVEL=3 .venv-tf/bin/python -c "import sagemaker_tensorflow_container.training"
 	touch $@
 
 # TorchServe (the PyTorch inference container's model server, in the conformance tier) runs on Java.
@@ -40,7 +55,7 @@ docs: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[train,dev,conformance]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[train,dev,conformance,tensorflow]'
 	$(BIN)/python -m pip check
 	touch $@
 
