@@ -143,3 +143,40 @@ def test_no_accept_is_refused_as_the_container_refuses_none(served, digits):
         url, json.dumps({"instances": digits[:1].tolist()}).encode(), accept="text/csv"
     )
     assert (status, kind) == (200, "application/json") and len(body["predictions"]) == 1
+
+
+def test_local_serve_predict_serves_a_tf_jobs_savedmodel_as_trained(keras_model, tmp_path):
+    """`local serve ENDPOINT --predict N --json` of a TensorFlow job's endpoint: the SavedModel the
+    local training left (no compile step), each digit shaped as the model's input, the answers
+    the model's own."""
+    import shutil
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    from tests.conftest import Project
+    from tests.unit.test_tf_serving_rules import tf_spec
+
+    model, model_dir = keras_model
+    project = Project(tmp_path / "p").spec(tf_spec("2.19")).env("dev")
+    shutil.copytree(model_dir, project.root / ".sagestack" / "local" / "dev" / "classifier" / "model")
+    port = str(free_port())
+    args = ["local", "serve", "digits", "--env", "dev", "--port", port, "--predict", "3", "--json"]
+    result = subprocess.run(
+        [sys.executable, "-m", "sagestack.cli", *args, "--root", str(project.root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["url"] == f"http://127.0.0.1:{port}/invocations"
+    x, y = load_digits(return_X_y=True)
+    expected = model((x[:3] / 16.0).reshape(-1, 8, 8).astype(np.float32)).numpy()
+    assert [r["label"] for r in doc["predictions"]] == y[:3].tolist()
+    assert [r["predicted"] for r in doc["predictions"]] == expected.argmax(axis=1).tolist()
+    np.testing.assert_allclose(
+        [r["probability"] for r in doc["predictions"]], expected.max(axis=1), rtol=1e-6
+    )
