@@ -145,6 +145,57 @@ def test_no_accept_is_refused_as_the_container_refuses_none(served, digits):
     assert (status, kind) == (200, "application/json") and len(body["predictions"]) == 1
 
 
+@pytest.fixture(scope="module")
+def two_inputs(tmp_path_factory):
+    """A model of named inputs (a float and an int32 one) and two outputs, served."""
+    features = keras.Input(shape=(3,), name="features")
+    count = keras.Input(shape=(1,), name="count", dtype="int32")
+    scores = keras.layers.Dense(2)(features)
+    model = keras.Model(
+        {"features": features, "count": count},
+        {"scores": scores, "scaled": scores * keras.ops.cast(count, "float32")},
+    )
+    model_dir = tmp_path_factory.mktemp("tf2") / "model"
+    model.export(str(model_dir / "1"), verbose=False)
+    with BackgroundServer(model_dir, ServeOptions(port=free_port())) as url:
+        yield model, url
+
+
+def test_named_inputs_and_outputs_in_row_and_columnar_form(two_inputs):
+    """Row format: one object per instance in, one per prediction out; columnar: a tensor per
+    input in, a tensor per output out (TF Serving's two forms)."""
+    model, url = two_inputs
+    features = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
+    count = np.array([[2], [3]], dtype=np.int32)
+    expected = {k: v.numpy() for k, v in model({"features": features, "count": count}).items()}
+    rows = [{"features": f.tolist(), "count": c.tolist()} for f, c in zip(features, count, strict=True)]
+    status, _, body = _post(url, json.dumps({"instances": rows}).encode())
+    assert status == 200, body
+    for name in ("scores", "scaled"):
+        got = [p[name] for p in body["predictions"]]
+        np.testing.assert_allclose(got, expected[name], rtol=1e-6, atol=1e-6)
+    columns = {"features": features.tolist(), "count": count.tolist()}
+    status, _, body = _post(url, json.dumps({"inputs": columns}).encode())
+    assert status == 200 and set(body["outputs"]) == {"scores", "scaled"}, body
+    np.testing.assert_allclose(body["outputs"]["scaled"], expected["scaled"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("request_body", "says"),
+    [
+        ({"instances": [{"features": [1, 2, 3], "count": [1.5]}]}, "is not of expected type: int32"),
+        ({"instances": [[1, 2, 3]]}, "instances is a plain list, but expecting list of objects"),
+        ({"instances": [{"features": [1, 2, 3]}]}, "must only have keys: count,features"),
+        ({"inputs": {"features": [[1, 2, 3]]}}, "Missing named input: count in 'inputs' object."),
+        ({"inputs": [[1, 2, 3]]}, "inputs is a plain value/list, but expecting an object"),
+    ],
+)
+def test_named_input_mistakes_are_400(two_inputs, request_body, says):
+    _, url = two_inputs
+    status, _, body = _post(url, json.dumps(request_body).encode())
+    assert status == 400 and says in body["error"], body
+
+
 def test_local_serve_predict_serves_a_tf_jobs_savedmodel_as_trained(keras_model, tmp_path):
     """`local serve ENDPOINT --predict N --json` of a TensorFlow job's endpoint: the SavedModel the
     local training left (no compile step), each digit shaped as the model's input, the answers
