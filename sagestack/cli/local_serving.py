@@ -80,7 +80,11 @@ def local_serve(
     ] = None,
     model: Annotated[
         Path | None,
-        typer.Option("--model", help="a model.tar.gz or model folder (default: the local compile result)"),
+        typer.Option(
+            "--model",
+            help="a model.tar.gz or model folder (default: the local compile result; a TensorFlow "
+            "job's SavedModel as trained)",
+        ),
     ] = None,
     predict: Annotated[
         int, typer.Option("--predict", help="serve, send this many digits samples, print the answers, stop")
@@ -110,6 +114,8 @@ def local_serve(
 ) -> None:
     """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
     InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call.
+    A TensorFlow SavedModel is answered as the TensorFlow Serving container answers it
+    ({"instances": [...]} in, {"predictions": [...]} out).
     An LLM endpoint (llm:, or ENDPOINT/COMPONENT) is served in its container's schema, streamed as
     InvokeEndpointWithResponseStream frames, from weights made here when the project has none."""
     from sagestack.cli.local_llm import is_llm, llm_keys, serve_llm
