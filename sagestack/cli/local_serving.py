@@ -113,9 +113,8 @@ def local_serve(
     root: RootOption = Path("."),
 ) -> None:
     """Serve the compiled model with the SageMaker serving contract (GET /ping, POST /invocations;
-    InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call.
-    A TensorFlow SavedModel is answered as the TensorFlow Serving container answers it
-    ({"instances": [...]} in, {"predictions": [...]} out).
+    InvokeEndpointAsync when async) — what a boto3 sagemaker-runtime client pointed here can call;
+    a TensorFlow SavedModel as the TensorFlow Serving container answers ({"instances": [...]}).
     An LLM endpoint (llm:, or ENDPOINT/COMPONENT) is served in its container's schema, streamed as
     InvokeEndpointWithResponseStream frames, from weights made here when the project has none."""
     from sagestack.cli.local_llm import is_llm, llm_keys, serve_llm
