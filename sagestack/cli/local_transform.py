@@ -44,7 +44,8 @@ def local_transform(
     the same split, batching, filters, join and assembly, one .out file per input file."""
     from sagestack.cli.common import UserError
     from sagestack.local.compile import LocalCompileError, local_root, trained_model_dir
-    from sagestack.local.handlers import ServeError, load_handlers, unpack_model
+    from sagestack.local.handlers import ServeError, unpack_model
+    from sagestack.local.serve import load_model_handlers
     from sagestack.local.transform import TransformError, run_transform
 
     out = console()
@@ -72,7 +73,7 @@ def local_transform(
     if model.is_file():
         model = unpack_model(model, base / "model")
     try:
-        handlers = load_handlers(model)
+        handlers = load_model_handlers(model)  # a TensorFlow SavedModel: as TF Serving answers
     except (ServeError, OSError, RuntimeError) as e:
         raise UserError(f"cannot load the model in {model}: {e}") from None
     from rich.progress import Progress

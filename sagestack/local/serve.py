@@ -165,6 +165,16 @@ class ServeOptions:
     capture_percent: int = 100
 
 
+def load_model_handlers(model_dir: Path) -> Handlers:
+    """The handlers of an unpacked model (`local serve` and `local transform`): a TensorFlow
+    SavedModel's as TensorFlow Serving answers, else its code/inference.py's as the toolkit runs it."""
+    return (
+        load_tf_handlers(model_dir)
+        if saved_model_version(model_dir) is not None
+        else load_handlers(model_dir)
+    )
+
+
 def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingApp]:
     """The server for an unpacked model: a TensorFlow SavedModel (`<version>/saved_model.pb`) as the
     TensorFlow Serving container answers it (local/tf_serving.py: one request per prediction, its
@@ -172,7 +182,7 @@ def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingAp
     import uvicorn
 
     tf_model = saved_model_version(model_dir) is not None
-    handlers = load_tf_handlers(model_dir) if tf_model else load_handlers(model_dir)
+    handlers = load_model_handlers(model_dir)
     capture = None
     if options.capture_dir is not None:
         capture = CaptureWriter(options.capture_dir, options.capture_percent)

@@ -231,3 +231,29 @@ def test_local_serve_predict_serves_a_tf_jobs_savedmodel_as_trained(keras_model,
     np.testing.assert_allclose(
         [r["probability"] for r in doc["predictions"]], expected.max(axis=1), rtol=1e-6
     )
+
+
+def test_local_transform_of_a_savedmodel_answers_as_tf_serving(keras_model, digits, tmp_path):
+    """A batch transform (JSON Lines split by line, records batched) of the SavedModel: each request
+    made into instances by the container's rules, answered with TF Serving's predictions."""
+    from sagestack.local.serve import load_model_handlers
+    from sagestack.local.transform import run_transform
+    from sagestack.transforms.models import TransformSpec
+
+    model, model_dir = keras_model
+    (tmp_path / "in").mkdir()
+    lines = "\n".join(json.dumps(d.tolist()) for d in digits) + "\n"
+    (tmp_path / "in" / "digits.jsonl").write_text(lines)
+    spec = TransformSpec.model_validate(
+        {
+            "model_package": "arn:aws:sagemaker:us-east-1:111111111111:model-package/keras-dev/1",
+            "instance_type": "ml.m5.xlarge",
+            "content_type": "application/jsonlines",
+            "split_type": "Line",
+        }
+    )
+    result = run_transform(load_model_handlers(model_dir), spec, tmp_path / "in", tmp_path / "out")
+    assert len(result.files) == 1
+    answers = [json.loads(line) for line in (tmp_path / "out" / "digits.jsonl.out").read_text().splitlines()]
+    predictions = [p for a in answers for p in a["predictions"]]
+    np.testing.assert_allclose(predictions, model(digits).numpy(), rtol=1e-6, atol=1e-7)
