@@ -356,6 +356,18 @@ def endpoint_name_length(ctx: RuleContext) -> Iterator[Finding]:
 def endpoint_inference_image(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
     for name, ep in _endpoints(ctx):
+        if ep.image and (ep.model is None or ep.compile is not None):
+            yield Finding(
+                ("endpoints", name, "image"),
+                "image: names the container serving model: {from: …} as trained; "
+                + (
+                    "a compiled model is served in the image Neo reports"
+                    if ep.model
+                    else "a model_package carries its own"
+                )
+                + ": remove image:",
+            )
+            continue
         trained = trained_by(ctx, ep) if ep.compile is None else None
         if trained is None or trained[1].image not in spec.images:
             continue  # endpoint-model-source and the job rules report these

@@ -99,6 +99,12 @@ def test_the_endpoints_image_serves_an_older_version_with_a_warning(project):
             "is a pytorch container, but job 'classifier' trains with tensorflow",
         ),
         ("", "    batching: {max_batch_size: 8}\n", "endpoint-tf-batching", "takes no batching:"),
+        (
+            "",
+            "    image: train\n    compile: {target_device: ml_c5, input_shapes: {input0: [1, 8, 8]}}\n",
+            "endpoint-inference-image",
+            "a compiled model is served in the image Neo reports",
+        ),
     ],
 )
 def test_what_tensorflow_serving_cannot_take_is_refused(project, images, endpoint, rule, says):
@@ -123,3 +129,15 @@ def test_a_batch_transform_of_a_tensorflow_model_registers_it_for_tf_serving(pro
     ep = resolve_transform_registration(resolve_environment(project.load("dev")), "score")
     assert (ep.image_uri, ep.framework) == (f"{INFERENCE}:2.19-cpu", "tensorflow")
     validate_model_requests(ep, CTX)
+
+
+def test_an_image_beside_a_pinned_package_alone_is_refused(project):
+    text = tf_spec("2.19").replace(
+        "    model: {from: classifier}\n",
+        '    model_package: "arn:aws:sagemaker:us-east-1:111111111111:model-package/keras/1"\n    image: train\n',
+    )
+    project.spec(text).env("dev")
+    errors = project.errors("dev")
+    assert any(
+        "a model_package carries its own" in e and "[endpoint-inference-image]" in e for e in errors
+    ), errors
