@@ -211,7 +211,8 @@ def _announce(out: Console, endpoint: str, options: ServeOptions) -> None:
 
 def _tf_sample_shape(model: Any) -> tuple[int, ...] | None:
     """A TensorFlow model's sample shape (what --predict shapes each digit to); None for PyTorch's."""
-    from sagestack.local.tf_serving import TfModel
+    from sagestack.cli.common import UserError
+    from sagestack.local.tf_serving import DEFAULT_SIGNATURE, TfModel
 
     if not isinstance(model, TfModel):
         return None
@@ -220,11 +221,18 @@ def _tf_sample_shape(model: Any) -> tuple[int, ...] | None:
     for d in shape or ():
         size *= d
     if shape is None or size != 64:
-        raise typer.BadParameter(
-            f"--predict sends digits (8x8 = 64 values), but the SavedModel {model.path} takes "
-            f"{'x'.join(map(str, shape)) if shape else 'an input of no fixed shape'} per sample; "
-            "send your own requests to /invocations instead",
-            param_hint="--predict",
+        names = list(model.inputs(DEFAULT_SIGNATURE)) if DEFAULT_SIGNATURE in model.signatures else []
+        takes = (
+            "x".join(map(str, shape))
+            if shape
+            else f"{len(names)} inputs ({', '.join(names)})"
+            if len(names) > 1
+            else "an input of no fixed shape"
+        )
+        raise UserError(
+            f"--predict sends digits (8x8 = 64 values), but the SavedModel {model.path} takes {takes} "
+            "per sample; send your own requests to /invocations instead",
+            code=2,
         )
     return shape
 

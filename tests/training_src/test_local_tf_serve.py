@@ -157,14 +157,15 @@ def two_inputs(tmp_path_factory):
     )
     model_dir = tmp_path_factory.mktemp("tf2") / "model"
     model.export(str(model_dir / "1"), verbose=False)
-    with BackgroundServer(model_dir, ServeOptions(port=free_port())) as url:
-        yield model, url
+    background = BackgroundServer(model_dir, ServeOptions(port=free_port()))
+    with background as url:
+        yield model, url, background.app.handlers.model
 
 
 def test_named_inputs_and_outputs_in_row_and_columnar_form(two_inputs):
     """Row format: one object per instance in, one per prediction out; columnar: a tensor per
     input in, a tensor per output out (TF Serving's two forms)."""
-    model, url = two_inputs
+    model, url, _ = two_inputs
     features = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
     count = np.array([[2], [3]], dtype=np.int32)
     expected = {k: v.numpy() for k, v in model({"features": features, "count": count}).items()}
@@ -191,7 +192,7 @@ def test_named_inputs_and_outputs_in_row_and_columnar_form(two_inputs):
     ],
 )
 def test_named_input_mistakes_are_400(two_inputs, request_body, says):
-    _, url = two_inputs
+    _, url, _ = two_inputs
     status, _, body = _post(url, json.dumps(request_body).encode())
     assert status == 400 and says in body["error"], body
 
@@ -257,3 +258,13 @@ def test_local_transform_of_a_savedmodel_answers_as_tf_serving(keras_model, digi
     answers = [json.loads(line) for line in (tmp_path / "out" / "digits.jsonl.out").read_text().splitlines()]
     predictions = [p for a in answers for p in a["predictions"]]
     np.testing.assert_allclose(predictions, model(digits).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_predict_refuses_a_model_that_takes_no_digit(two_inputs):
+    """--predict shapes digits to the model's one input; a model of named inputs is told, not sent."""
+    from sagestack.cli.common import UserError
+    from sagestack.cli.local_serving import _tf_sample_shape
+
+    with pytest.raises(UserError, match=r"takes 2 inputs \(features, count\) per sample") as info:
+        _tf_sample_shape(two_inputs[2])
+    assert info.value.code == 2
