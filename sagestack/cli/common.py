@@ -84,6 +84,8 @@ def report_issues(found: Iterable[tuple[str | None, Sequence[Any]]], root: Path 
     for issue, envs in merged:
         for line in terminal_lines(headline(issue, envs)):
             print(line, file=sys.stderr)
+        if issue.severity == "info":
+            continue  # advice, one line: the excerpt is for what must change
         for line in excerpt(issue, root or asked.root):
             print(line, file=sys.stderr)
 

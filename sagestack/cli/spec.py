@@ -134,6 +134,7 @@ def _validation_document(results: list[tuple[str | None, Any, list[Any]]]) -> di
                 "counts": _counts(s) if s else None,
                 "errors": [as_json(i) for i in issues if i.severity == "error"],
                 "warnings": [as_json(i) for i in issues if i.severity == "warning"],
+                "infos": [as_json(i) for i in issues if i.severity == "info"],
             }
         )
     merged = merge_issues((name, issues) for name, _, issues in results)
@@ -209,7 +210,7 @@ def _print_rules(out: Any, chosen: list[Any]) -> None:
     from sagestack.ops.screen import fit
 
     width = max(min(out.width, 100), 40)
-    style = {"error": "red", "warning": "yellow"}
+    style = {"error": "red", "warning": "yellow", "info": "cyan"}
     out.print("[bold]rule[/] (severity)", highlight=False)
     out.print("    what it checks", style="dim", highlight=False)
     for r in chosen:

@@ -9,7 +9,8 @@ from typing import Literal
 
 PathPart = str | int
 Path_ = tuple[PathPart, ...]
-Severity = Literal["error", "warning"]
+# info: advice worth reading once (`sagestack validate` shows it); never a failure
+Severity = Literal["error", "warning", "info"]
 
 
 @dataclass(frozen=True, order=True)
@@ -43,7 +44,7 @@ class SpecIssue:
     def format(self) -> str:
         where = f"{self.location}: " if self.location else ""
         tag = f" [{self.rule}]" if self.rule else ""
-        kind = "warning: " if self.severity == "warning" else ""
+        kind = "" if self.severity == "error" else f"{self.severity}: "
         return f"{where}{kind}{format_path(self.path)}: {self.message}{tag}"
 
 

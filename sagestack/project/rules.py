@@ -22,6 +22,7 @@ from sagestack.endpoints import rules_pools as endpoint_pools
 from sagestack.llm import rules as llm
 from sagestack.llm import rules_optimize as llm_optimize
 from sagestack.endpoints import rules_serving as endpoint_serving
+from sagestack.training import rules_tensorflow as training_tensorflow
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -43,6 +44,7 @@ FEATURE_RULES = (
     llm,
     llm_optimize,
     endpoint_serving,
+    training_tensorflow,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

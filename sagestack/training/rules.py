@@ -1,11 +1,14 @@
 """Rules about a training job's distribution and its launcher on each candidate instance type:
 SMDDP, Trainium, p5, MPI, EFA must agree before a cluster is paid for. Also the iteration over
-candidate instance types the training rules share."""
+candidate instance types the training rules share, and the framework a job's image runs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from sagestack.core.catalog.images import dlc_framework
 from sagestack.core.catalog.instances import InstanceType, instance_type
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.training.models import JobSpec
@@ -18,6 +21,40 @@ def candidates(ctx: RuleContext) -> Iterator[tuple[str, JobSpec, int, InstanceTy
     for name, job in ctx.spec.jobs.items():
         for i, itype in enumerate(job.instance_type):
             yield name, job, i, instance_type(itype)
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str | None  # pytorch, tensorflow; None: not known (a Dockerfile or a team's own image)
+    version: tuple[int, ...] | None  # the framework's major.minor, when the image says it
+    text: str  # how the image says it, for messages
+
+
+def job_framework(ctx: RuleContext, job: JobSpec) -> Framework:
+    """The framework the job's container runs, as its image declares it."""
+    image = ctx.spec.images.get(job.image)
+    if image is not None and image.dlc is not None:
+        # the Hugging Face training DLCs sagestack resolves run PyTorch (their version is transformers')
+        if image.dlc.framework == "huggingface":
+            return Framework("pytorch", None, "a Hugging Face (PyTorch) DLC")
+        dlc = image.dlc.framework
+        return Framework(dlc, version_tuple(image.dlc.version), f"{_TITLE[dlc]} {image.dlc.version}")
+    if image is not None and image.uri is not None:
+        # an AWS training DLC's repository; the framework version leads its tag (2.19.0-gpu-py312-…)
+        name = dlc_framework(image.uri)
+        tag = re.search(r":(\d+\.\d+)(?:\.\d+)?-(?:cpu|gpu)", image.uri)
+        version = version_tuple(tag[1]) if tag else None
+        if name is None:
+            return Framework(None, None, "its own image")
+        return Framework(name, version, f"{_TITLE[name]} {tag[1]}" if tag else f"a {_TITLE[name]} DLC")
+    return Framework(None, None, "its own image")
+
+
+_TITLE = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
 
 
 @rule(
@@ -137,7 +174,10 @@ def efa_multi_node(ctx: RuleContext) -> Iterator[Finding]:
 )
 def distribution_on_single_cpu(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in candidates(ctx):
-        if job.distribution is not None and job.instance_count == 1 and not it.is_accelerated:
+        dist = job.distribution
+        if dist is None or dist.parameter_server is not None:
+            continue  # one host with parameter servers: parameter-server-single-host says more
+        if job.instance_count == 1 and not it.is_accelerated:
             yield Finding(
                 ("jobs", name, "distribution"),
                 f"distribution on a single {it.name} (no accelerator) starts one process; drop it, or use "

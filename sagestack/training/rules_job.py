@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.instances import InstanceType, instance_type, instance_types_for
 from sagestack.core.rules import Finding, RuleContext, rule
-from sagestack.training.models import JobSpec
-from sagestack.training.rules import candidates
+from sagestack.training.models import TENSORFLOW_KINDS, JobSpec
+from sagestack.training.rules import candidates, job_framework
 
 HYPERPARAMETERS_MAX = 100
 HP_KEY_MAX, HP_VALUE_MAX = 256, 2500
@@ -187,10 +187,16 @@ def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]
             if fewest == total
             else f"{fewest} {acc.model}s (room for your {total})"
         )
+        # the TensorFlow container runs parameter servers only across hosts: one host mirrors instead
+        how = (
+            " with distribution: {multi_worker_mirrored_strategy: {}} (parameter servers run only across hosts)"
+            if job.distribution is not None and job.distribution.parameter_server is not None
+            else ""
+        )
         yield Finding(
             ("jobs", name, "instance_type", i),
             f"{total}x {it.name} puts one {acc.model} on each host, so every gradient exchange crosses the "
-            f"network; 1x {alt.name} has {has} on one host (NVLink/PCIe) and is usually faster",
+            f"network; 1x {alt.name} has {has} on one host (NVLink/PCIe) and is usually faster{how}",
         )
 
 
@@ -202,17 +208,30 @@ def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]
         "Without a distribution the toolkit runs the script on every host "
         "independently: N copies of the same training, paid N times."
     ),
-    fix="Add distribution: {torch_distributed: {}} (or mpi/smddp/smp), or instance_count: 1.",
+    fix=(
+        "Add distribution: {torch_distributed: {}} to a PyTorch image (or mpi/smddp/smp), "
+        "{multi_worker_mirrored_strategy: {}} to a TensorFlow image (or mpi/parameter_server), "
+        "or set instance_count: 1."
+    ),
 )
 def multi_host_without_distribution(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         if job.instance_count > 1 and job.distribution is None:
+            framework = job_framework(ctx, job).name
+            add = {
+                "pytorch": "distribution: {torch_distributed: {}}",
+                "tensorflow": "distribution: {multi_worker_mirrored_strategy: {}}",
+            }.get(
+                framework or "",
+                "distribution: {torch_distributed: {}} (a PyTorch container) or "
+                "{multi_worker_mirrored_strategy: {}} (a TensorFlow one)",
+            )
             yield Finding(
                 ("jobs", name, "instance_count"),
                 f"{job.instance_count} hosts and no distribution: the container runs the script "
                 f"{job.instance_count} times independently (each host trains its own model, on its own "
-                "share of a sharded channel); add distribution: {torch_distributed: {}} to train one model "
-                "across them, or use instance_count: 1",
+                f"share of a sharded channel); add {add} to train one model across them, or use "
+                "instance_count: 1",
             )
 
 
@@ -232,6 +251,8 @@ def _processes_per_host(job: JobSpec, it: InstanceType) -> int:
     dist = job.distribution
     if dist is None:
         return 1  # the container's plain runner: one python per host
+    if dist.kind in TENSORFLOW_KINDS:
+        return 1  # the TensorFlow container's one worker per host (its strategy drives the GPUs)
     if dist.mpi is not None and dist.mpi.processes_per_host:
         return dist.mpi.processes_per_host
     return it.accelerators_per_host
