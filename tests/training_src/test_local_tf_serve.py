@@ -268,3 +268,19 @@ def test_predict_refuses_a_model_that_takes_no_digit(two_inputs):
     with pytest.raises(UserError, match=r"takes 2 inputs \(features, count\) per sample") as info:
         _tf_sample_shape(two_inputs[2])
     assert info.value.code == 2
+
+
+def test_a_savedmodel_with_an_inference_script_is_refused_by_name(keras_model, tmp_path):
+    """The container would run code/inference.py in its python service, which is not emulated: the
+    server says so rather than serving the model without the script's pre- and post-processing."""
+    import shutil
+
+    from sagestack.local.handlers import ServeError
+    from sagestack.local.serve import load_model_handlers
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(keras_model[1], model_dir)
+    (model_dir / "code").mkdir()
+    (model_dir / "code" / "inference.py").write_text("def input_handler(data, context):\n    return data\n")
+    with pytest.raises(ServeError, match="python service"):
+        load_model_handlers(model_dir)
