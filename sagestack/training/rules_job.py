@@ -189,7 +189,8 @@ def prefer_one_multi_accelerator_instance(ctx: RuleContext) -> Iterator[Finding]
         )
         # the TensorFlow container runs parameter servers only across hosts: one host mirrors instead
         how = (
-            " with distribution: {multi_worker_mirrored_strategy: {}} (parameter servers run only across hosts)"
+            "; use distribution: {multi_worker_mirrored_strategy: {}} there (parameter servers run only "
+            "across hosts)"
             if job.distribution is not None and job.distribution.parameter_server is not None
             else ""
         )
