@@ -126,7 +126,7 @@ def smp_version_parameters(ctx: RuleContext) -> Iterator[Finding]:
             continue
         image = ctx.spec.images.get(job.image)
         dlc = image.dlc if image is not None else None
-        if dlc is not None and _version_tuple(dlc.version) > (2, 0):
+        if dlc is not None and dlc.framework == "pytorch" and _version_tuple(dlc.version) > (2, 0):
             yield Finding(
                 (*where, "version"),
                 f"SMP v1 is archived: its last release (1.15) supports PyTorch up to 2.0, and images.{job.image} "

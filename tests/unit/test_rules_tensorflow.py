@@ -350,3 +350,16 @@ def test_validate_shows_an_info_on_one_line_and_passes(project):
     assert [(i["rule"], i["severity"], i["line"]) for i in env["infos"]] == [
         ("data-parallel-learning-rate", "info", 13)
     ]
+
+
+def test_smp_on_a_tensorflow_image_is_one_error_not_a_pytorch_version(project):
+    v1 = job(
+        "image: tf\ninstance_type: ml.p4d.24xlarge\ninstance_count: 2\n"
+        "distribution: {smp: {version: 1, parameters: {partitions: 2}}}"
+    )
+    (found,) = findings(project, "tensorflow-no-pytorch-distribution", v1)
+    assert found.startswith(
+        "jobs.big.distribution.smp: the SageMaker model parallelism library (smp) runs in"
+    )
+    # SMP v1's PyTorch <= 2.0 check does not call TensorFlow 2.19 a PyTorch version
+    assert findings(project, "smp-version-parameters", v1) == []
