@@ -24,7 +24,8 @@ def rules_reference() -> str:
         "",
         "Every rule `sagestack validate` (and every command that loads a spec) runs after the schema, "
         "generated from the registry (`sagestack.project.rules.RULES`). An error stops the command "
-        "(exit 2); a warning is printed and the command goes on. `sagestack rules` lists them in a "
+        "(exit 2); a warning is printed and the command goes on; an info is advice `sagestack validate` "
+        "prints on one line (and `validate --json` lists under `infos`). `sagestack rules` lists them in a "
         "terminal, `sagestack rules --explain ID` prints one.",
         "",
         "| rule | severity | checks |",
