@@ -122,7 +122,7 @@ def available() -> str | None:
     return None
 
 
-def _shims(folder: Path, *, gpus: int, neurons: int) -> Path:
+def write_shims(folder: Path, *, gpus: int, neurons: int, python: str = sys.executable) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if gpus:
         smi = folder / "nvidia-smi"
@@ -134,7 +134,7 @@ def _shims(folder: Path, *, gpus: int, neurons: int) -> Path:
         ls.write_text(f"#!/bin/sh\necho '[{{\"nc_count\": {neurons}}}]'\n")
         ls.chmod(0o755)
     mpirun = folder / "mpirun"
-    mpirun.write_text(MPIRUN_SHIM.replace("PYTHON", sys.executable, 1))
+    mpirun.write_text(MPIRUN_SHIM.replace("PYTHON", python, 1))
     mpirun.chmod(0o755)
     sshd = folder / "sshd"
     sshd.write_text("#!/bin/sh\nexit 0\n")
@@ -154,8 +154,8 @@ def run_toolkit(local_workdir: Path, dest: Path, *, threads: int, timeout: float
     hosts = sorted(p.name for p in (local_workdir / "hosts").iterdir())
     hosts_file = dest / "etc-hosts"
     hosts_file.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 " + " ".join(hosts) + "\n")
-    local_env = _local_probe_env(local_workdir, hosts[0])
-    shims = _shims(
+    local_env = local_probe_env(local_workdir, hosts[0])
+    shims = write_shims(
         dest / "shims",
         gpus=int(local_env.get("SM_NUM_GPUS", "0")),
         neurons=int(local_env.get("SM_NUM_NEURONS", "0")),
@@ -166,20 +166,7 @@ def run_toolkit(local_workdir: Path, dest: Path, *, threads: int, timeout: float
     procs = []
     bases = []
     for host in hosts:
-        base = dest / "hosts" / host
-        source = local_workdir / "hosts" / host
-        shutil.copytree(source / "input", base / "input", symlinks=True)
-        for folder in ("code", "model", "output"):
-            (base / folder).mkdir(parents=True)
-        hps_path = base / "input" / "config" / "hyperparameters.json"
-        hps = json.loads(hps_path.read_text())
-        hps["sagemaker_submit_directory"] = json.dumps(str(tarball))
-        hps_path.write_text(json.dumps(hps))
-        local_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
-        if local_path:
-            inside = base / Path(local_path).relative_to("/opt/ml")
-            inside.parent.mkdir(parents=True, exist_ok=True)
-            inside.symlink_to(checkpoints, target_is_directory=True)
+        base = copy_host(local_workdir / "hosts" / host, dest / "hosts" / host, request, tarball, checkpoints)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_"))},
             **request.get("Environment", {}),
@@ -228,6 +215,26 @@ def run_toolkit(local_workdir: Path, dest: Path, *, threads: int, timeout: float
     return results
 
 
-def _local_probe_env(workdir: Path, host: str) -> dict[str, str]:
+def copy_host(source: Path, base: Path, request: dict, tarball: Path, checkpoints: Path) -> Path:
+    """A host's /opt/ml for the toolkit: its config and channels copied, code/model/output fresh,
+    sagemaker_submit_directory pointing at the tarball on disk, a custom checkpoint path linked to
+    the folder SageMaker would sync."""
+    shutil.copytree(source / "input", base / "input", symlinks=True)
+    for folder in ("code", "model", "output"):
+        (base / folder).mkdir(parents=True)
+    hps_path = base / "input" / "config" / "hyperparameters.json"
+    hps = json.loads(hps_path.read_text())
+    hps["sagemaker_submit_directory"] = json.dumps(str(tarball))
+    hps_path.write_text(json.dumps(hps))
+    local_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
+    if local_path:
+        inside = base / Path(local_path).relative_to("/opt/ml")
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        inside.symlink_to(checkpoints, target_is_directory=True)
+    return base
+
+
+def local_probe_env(workdir: Path, host: str) -> dict[str, str]:
+    """The environment the local run's first probe on `host` recorded ({} when there is none)."""
     probes = sorted((workdir / "hosts" / host / "output" / "data").glob("probe-*.json"))
     return json.loads(probes[0].read_text())["env"] if probes else {}
