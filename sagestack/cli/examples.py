@@ -28,6 +28,7 @@ EXAMPLES: dict[str, Help] = {
         (
             ("sagestack init demo", "write the project into ./demo"),
             ("sagestack init demo --dir ~/work/demo --region eu-west-1", "elsewhere, another region"),
+            ("sagestack init demo --framework tensorflow", "a Keras script on the TensorFlow image"),
         ),
     ),
     "validate": Help(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +24,13 @@ from sagestack.cli.common import (
 app = typer.Typer()
 
 
+class Framework(StrEnum):
+    """`init --framework`: ops/init.FRAMEWORKS' keys (a test keeps them in step)."""
+
+    pytorch = "pytorch"
+    tensorflow = "tensorflow"
+
+
 @app.command()
 def init(
     name: Annotated[str, typer.Argument(help="the project's name (lowercase; part of every resource name)")],
@@ -30,13 +38,19 @@ def init(
         Path | None, typer.Option("--dir", help="where to write it (default: ./NAME)", show_default=False)
     ] = None,
     region: Annotated[str, typer.Option("--region", help="the AWS region it deploys to")] = "us-east-1",
+    framework: Annotated[
+        Framework,
+        typer.Option(
+            "--framework", help="the training script and image: PyTorch, or TensorFlow with a Keras script"
+        ),
+    ] = Framework.pytorch,
 ) -> None:
     """Start a new project: spec, dev overlay, schemas, training_src/ skeleton, app.py, cdk.json, package.json."""
     from sagestack.ops.init import InitError, init_project
 
     target = directory or Path(name)
     try:
-        files = init_project(target, name, region)
+        files = init_project(target, name, region, framework.value)
     except InitError as e:
         raise UserError(str(e), EXIT_INVALID_SPEC) from None
     from sagestack.ops.init import NEXT_STEPS

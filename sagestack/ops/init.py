@@ -6,6 +6,7 @@ the CLI would)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -21,7 +22,7 @@ region: {region}
 
 images:
   # An AWS Deep Learning Container, resolved per instance type (cpu / gpu) and region.
-  train: {{dlc: {{framework: pytorch, version: "2.5", py_version: py311}}}}
+  train: {image}
 
 jobs:
   train:
@@ -30,12 +31,40 @@ jobs:
     entry_point: train.py
     instance_type: [ml.m5.xlarge]       # candidates, in order of preference
     max_run: 1h
-    hyperparameters: {{epochs: 5, lr: 0.01}}
+    hyperparameters: {hyperparameters}
     metric_definitions:
       val_accuracy: 'val_accuracy=([0-9.]+)'
       train_loss: 'train_loss=([0-9.]+)'
       val_loss: 'val_loss=([0-9.]+)'
-"""
+{extra}"""
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What `init --framework` changes in a new project: the image, the job's hyperparameters (the
+    script's arguments) and the training script. The metric lines are the same in both scripts."""
+
+    image: str
+    hyperparameters: str
+    template: str
+    extra: str = ""  # lines closing the job's entry
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "pytorch": Framework(
+        image='{dlc: {framework: pytorch, version: "2.5", py_version: py311}}',
+        hyperparameters="{epochs: 5, lr: 0.01}",
+        template="train.py",
+    ),
+    # sagemaker-core resolves it to tensorflow-training:2.21-cpu-py312 on ml.m5.xlarge (Keras 3).
+    "tensorflow": Framework(
+        image='{dlc: {framework: tensorflow, version: "2.21", py_version: py312}}',
+        hyperparameters="{epochs: 5, lr: 0.01, batch_size: 64}   # lr and batch_size: per replica",
+        template="train_keras.py",
+        extra="    # More hosts, one model: instance_count: 2 and\n"
+        "    # distribution: {multi_worker_mirrored_strategy: {}}\n",
+    ),
+}
 
 DEV = """\
 # yaml-language-server: $schema=../../schema/sagestack.env.schema.json
@@ -105,10 +134,15 @@ class InitError(ValueError):
     pass
 
 
-def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Path]:
+def init_project(
+    target: Path, name: str, region: str = "us-east-1", framework: str = "pytorch"
+) -> list[Path]:
     """Write a new project into `target` (which must not exist, or be empty). Returns the files."""
     from pydantic import ValidationError
 
+    if framework not in FRAMEWORKS:
+        raise InitError(f"unknown framework {framework!r}: choose one of {', '.join(FRAMEWORKS)}")
+    chosen = FRAMEWORKS[framework]
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InitError(f"{target} exists and is not empty: choose a new folder")
     try:
@@ -116,11 +150,17 @@ def init_project(target: Path, name: str, region: str = "us-east-1") -> list[Pat
     except ValidationError as e:  # the model's own words: which rule the name or region breaks
         raise InitError("; ".join(err["msg"] for err in e.errors())) from None
     files = {
-        "config/sagestack.yaml": SPEC.format(name=name, region=region),
+        "config/sagestack.yaml": SPEC.format(
+            name=name,
+            region=region,
+            image=chosen.image,
+            hyperparameters=chosen.hyperparameters,
+            extra=chosen.extra,
+        ),
         "config/envs/dev.yaml": DEV,
         "app.py": APP,
         "cdk.json": json.dumps({"app": "python3 app.py", "context": RECOMMENDED_CONTEXT}, indent=2) + "\n",
-        "training_src/train.py": resources.files("sagestack.templates").joinpath("train.py").read_text(),
+        "training_src/train.py": resources.files("sagestack.templates").joinpath(chosen.template).read_text(),
         # The default lifecycle script of a HyperPod cluster (clusters: in the spec).
         "cluster_src/on_create.sh": resources.files("sagestack.templates")
         .joinpath("on_create.sh")
