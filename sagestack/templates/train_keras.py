@@ -207,15 +207,40 @@ class Backup(keras.callbacks.Callback):
                 old.unlink()
 
 
-def restore(model: keras.Model, backup_dir: Path) -> int:
-    """Loads the chief's newest backup into the model and its optimizer; the epochs it holds."""
+def backed_up_epochs(backup_dir: Path) -> int:
+    """The epochs the chief's newest backup holds (0: none)."""
     state_file = backup_dir / "backup.json"
-    if not state_file.is_file():
-        return 0
-    state = json.loads(state_file.read_text())
-    model.optimizer.build(model.trainable_variables)  # its variables must exist to be loaded
-    model.load_weights(backup_dir / state["weights"])
-    return int(state["epochs_done"])
+    return int(json.loads(state_file.read_text())["epochs_done"]) if state_file.is_file() else 0
+
+
+def restore(model: keras.Model, backup_dir: Path, world: World) -> None:
+    """Loads the chief's newest backup into the model and its optimizer."""
+    state = json.loads((backup_dir / "backup.json").read_text())
+    with world.strategy.scope():  # the optimizer's variables must exist to be loaded, mirrored
+        model.optimizer.build(model.trainable_variables)
+        model.load_weights(backup_dir / state["weights"])
+
+
+def agree_on_start(world: World, start_epoch: int) -> None:
+    """Every worker of MultiWorkerMirroredStrategy must resume from the same epoch, or the one that
+    runs out of epochs first leaves the others waiting on it. They read the chief's backup, so they
+    agree when the checkpoint folder is shared (SageMaker syncs it to S3 and gives every host the
+    same copy): if not, stop here with the reason rather than hang."""
+    if world.workers < 2:
+        return
+
+    @tf.function
+    def across_workers() -> Any:  # the mean of the epoch and of its square over all replicas
+        own = world.strategy.run(lambda: tf.constant([float(start_epoch), float(start_epoch) ** 2]))
+        return world.strategy.reduce("MEAN", own, axis=None)
+
+    mean, mean_square = across_workers().numpy()
+    if mean_square - mean**2 > 1e-6:
+        sys.exit(
+            f"error: the workers found different backups (this one: {start_epoch} epochs done) in "
+            f"{checkpoint_dir() / BACKUP_FOLDER}: every host must see the chief's; give the job a "
+            "`checkpoint:` (SageMaker syncs it for every host), or start without backups"
+        )
 
 
 class Warmup(keras.optimizers.schedules.LearningRateSchedule):
@@ -333,8 +358,10 @@ def main() -> None:
     model = build_model(x_train.shape[1], int(y_train.max()) + 1, learning_rate, world)
 
     shared, own, staging = backup_folders(world)
-    start_epoch = restore(model, shared)
+    start_epoch = backed_up_epochs(shared)
+    agree_on_start(world, start_epoch)  # before any step that only a resuming worker would take
     if start_epoch:
+        restore(model, shared, world)
         print(
             f"resumed from backup at step {start_epoch * steps_per_epoch} "
             f"(epoch {start_epoch} of {args.epochs}): {shared}",

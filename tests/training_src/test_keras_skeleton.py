@@ -153,24 +153,35 @@ def test_the_saved_model_predicts_through_its_serving_signature(single):
     assert (probabilities.argmax(axis=1) == y[:200]).mean() > 0.9
 
 
-def test_two_workers_train_one_model_under_multi_worker_mirrored_strategy(project, tmp_path):
-    ports = [free_port(), free_port()]
-    shared = tmp_path / "checkpoints"  # one folder, as S3 sync makes it
-    hosts = [Host(tmp_path / f"algo-{i + 1}", shared) for i in range(2)]
+def _start_workers(project: Path, hosts: list[Host], *args: str) -> list[subprocess.Popen[str]]:
+    """One process per host with the TF_CONFIG of the container's _build_tf_config_for_mwms
+    (each algo-N:8890 a free loopback port here)."""
+    ports = [free_port() for _ in hosts]
     procs = []
-    for index, host in enumerate(hosts):  # the container's _build_tf_config_for_mwms
+    for index, host in enumerate(hosts):
         tf_config = {
             "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
             "environment": "cloud",
             "task": {"index": index, "type": "worker"},
         }
-        procs.append(_start(project, host, *_arguments(project, epochs=2), TF_CONFIG=json.dumps(tf_config)))
+        procs.append(_start(project, host, *args, TF_CONFIG=json.dumps(tf_config)))
+    return procs
+
+
+def _finish_all(procs: list[subprocess.Popen[str]]) -> list[str]:
     try:
-        logs = [_finish(p) for p in procs]
+        return [_finish(p) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+                p.communicate()
+
+
+def test_two_workers_train_one_model_under_multi_worker_mirrored_strategy(project, tmp_path):
+    shared = tmp_path / "checkpoints"  # one folder, as S3 sync makes it
+    hosts = [Host(tmp_path / f"algo-{i + 1}", shared) for i in range(2)]
+    logs = _finish_all(_start_workers(project, hosts, *_arguments(project, epochs=2)))
     lines = [TRAINING.findall(log)[0] for log in logs]
     for line in lines:
         assert "strategy=multi_worker_mirrored" in line and "workers=2 replicas=2" in line
@@ -206,6 +217,55 @@ def test_a_killed_run_resumes_from_its_last_backup(project, tmp_path):
     assert progress[-1]["step"] == progress[-1]["total_steps"]
     assert (host.model / "1" / "saved_model.pb").is_file()
     assert not (host.checkpoints / "keras_backup").exists()
+
+
+def test_two_workers_killed_together_resume_together_from_the_chiefs_backup(project, tmp_path):
+    shared = tmp_path / "checkpoints"
+    hosts = [Host(tmp_path / f"algo-{i + 1}", shared) for i in range(2)]
+    backup = shared / "keras_backup" / "backup.json"
+    args = _arguments(project, epochs=10)
+    procs = _start_workers(project, hosts, *args)
+    deadline = time.monotonic() + TIMEOUT
+    while not backup.exists() and all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+    for p in procs:
+        p.communicate()
+    done = json.loads(backup.read_text())["epochs_done"]
+    assert 1 <= done < 10
+    assert sorted(p.name for p in (shared / "keras_backup").iterdir()) == [
+        "backup.json",
+        f"epoch-{done:04d}.weights.h5",
+    ]  # the chief's alone: the other worker writes elsewhere
+
+    logs = _finish_all(_start_workers(project, hosts, *args))
+    for log in logs:
+        ((_, epoch, epochs, _),) = RESUMED.findall(log)
+        assert (int(epoch), int(epochs)) == (done, 10)
+        assert _metrics(log)[0]["epoch"] == done
+    assert _metrics(logs[0])[-1] == _metrics(logs[1])[-1]
+    assert (hosts[0].model / "1" / "saved_model.pb").is_file() and not hosts[1].model.exists()
+
+
+def test_workers_that_find_different_backups_stop_with_the_reason(project, tmp_path):
+    """Each host its own checkpoint folder (no S3 sync), the chief's holding a backup: they would
+    train different epochs and wait on each other; both stop at once, saying why."""
+    seed = Host(tmp_path / "seed", tmp_path / "algo-1" / "checkpoints")
+    seed.checkpoints.joinpath("keras_backup").mkdir(parents=True)
+    seed.checkpoints.joinpath("keras_backup", "backup.json").write_text(
+        json.dumps({"epochs_done": 2, "weights": "epoch-0002.weights.h5"})
+    )
+    hosts = [Host(tmp_path / f"algo-{i + 1}", tmp_path / f"algo-{i + 1}" / "checkpoints") for i in range(2)]
+    procs = _start_workers(project, hosts, *_arguments(project, epochs=3))
+    outs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
+    for proc, out, done in zip(procs, outs, (2, 0), strict=True):
+        assert proc.returncode == 1, out
+        assert (
+            out.strip()
+            .splitlines()[-1]
+            .startswith(f"error: the workers found different backups (this one: {done} epochs done)")
+        ), out
 
 
 def test_parameter_server_trains_each_host_alone_and_mpi_without_horovod_exits(project, tmp_path):
