@@ -59,6 +59,7 @@ def test_the_wheel_carries_stacks_catalog_data_templates_and_no_tests(wheel):
         "sagestack/core/catalog/data/instances.json",
         "sagestack/core/catalog/data/debugger_rules.json",
         "sagestack/templates/train.py",
+        "sagestack/templates/train_keras.py",  # init --framework tensorflow
         "sagestack/constructs/training_pipeline.py",
         "sagestack/cli/__main__.py",
         "sagestack/py.typed",  # PEP 561: a user's mypy reads the constructs' hints
