@@ -12,8 +12,9 @@ Distribution follows what the container sets up from the job's `distribution:`:
 - multi_worker_mirrored_strategy: TF_CONFIG names a cluster of workers; every host trains one
   model with MultiWorkerMirroredStrategy (worker 0 is the chief).
 - parameter_server: TF_CONFIG names master, ps and worker tasks. Keras 3's model.fit cannot train
-  with ParameterServerStrategy (it has no ClusterCoordinator support, and TF's cluster resolver
-  refuses the container's `master` task), so each host trains its own copy; the master's is saved.
+  with ParameterServerStrategy (it has no ClusterCoordinator support, and that strategy refuses a
+  cluster with the container's `master` task), so each host trains its own copy; the master's is
+  saved.
 - mpi: Open MPI starts one process per GPU; Horovod (horovod.tensorflow.keras) averages gradients.
 - none: MirroredStrategy over this host's GPUs (none or one: TensorFlow's default strategy).
 The learning rate is scaled with the number of replicas (the global batch grows with them) and
