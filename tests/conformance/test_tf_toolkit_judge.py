@@ -45,13 +45,13 @@ LAYOUTS = {
 }
 
 
-def write_layout(root: Path, hosts: int, extra: dict) -> Path:
+def write_layout(root: Path, hosts: int, extra: dict, *, entry_point: Path = PROBE) -> Path:
     """A finished local run's workdir as the judge reads it: request.json, sourcedir.tar.gz and
     hosts/<algo-N>/input/{config,data} as SageMaker writes them (hyperparameters JSON-encoded)."""
     names = [f"algo-{i + 1}" for i in range(hosts)]
     hyperparameters = {
         "epochs": 2,
-        "sagemaker_program": "tf_probe.py",
+        "sagemaker_program": entry_point.name,
         "sagemaker_submit_directory": f"s3://sagemaker-{REGION}-123456789012/{JOB}/source/sourcedir.tar.gz",
         "sagemaker_container_log_level": 20,
         "sagemaker_job_name": JOB,
@@ -64,7 +64,7 @@ def write_layout(root: Path, hosts: int, extra: dict) -> Path:
         json.dumps({"TrainingJobName": JOB, "HyperParameters": encoded, "Environment": {}})
     )
     with tarfile.open(root / "sourcedir.tar.gz", "w:gz") as tar:
-        tar.add(PROBE, arcname="tf_probe.py")
+        tar.add(entry_point, arcname=entry_point.name)
     for host in names:
         config = root / "hosts" / host / "input" / "config"
         config.mkdir(parents=True)
@@ -188,3 +188,22 @@ def test_mpi_runs_both_ranks_through_mpirun(runs) -> None:
     assert sorted(probes) == ["probe-0", "probe-1"]
     assert {p["env"]["OMPI_COMM_WORLD_SIZE"] for p in probes.values()} == {"2"}
     assert all(p["argv"] == ["--epochs", "2", "--model_dir", "/opt/ml/model"] for p in probes.values())
+
+
+def test_a_run_past_its_timeout_leaves_no_namespace_and_no_process(tmp_path: Path) -> None:
+    before = _namespaces()
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(3600)\n")
+    workdir = write_layout(tmp_path / "local", 2, {}, entry_point=hang)
+    with pytest.raises(TimeoutError, match="ran past 20s on algo-1, algo-2"):
+        tf_toolkit.run_tf_toolkit(workdir, tmp_path / "toolkit", threads=1, timeout=20)
+    assert _namespaces() == before
+    running = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            # every process a host starts inherits SAGESTACK_MPIRUN_LOG, a path under tmp_path
+            if str(tmp_path).encode() in (proc / "environ").read_bytes():
+                running.append(proc.name)
+        except OSError:
+            continue
+    assert running == []
