@@ -294,3 +294,26 @@ def test_parameter_server_trains_each_host_alone_and_mpi_without_horovod_exits(p
         .splitlines()[-1]
         .startswith("error: this job runs under MPI (OMPI_COMM_WORLD_SIZE=2) but Horovod cannot be imported")
     ), out
+
+
+def test_the_train_channel_is_read_when_the_job_has_one(project, tmp_path):
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    channel = tmp_path / "input" / "data" / "train"
+    channel.mkdir(parents=True)
+    np.savez(channel / "part-0.npz", x=x[:600] / 16.0, y=y[:600])
+    host = Host(tmp_path / "algo-1", tmp_path / "checkpoints")
+    log = _finish(_start(project, host, *_arguments(project, epochs=1), SM_CHANNEL_TRAIN=str(channel)))
+    assert "data=channel train (1 files)" in TRAINING.findall(log)[0]
+    assert _metrics(log)[-1]["total_steps"] == 600 * 8 // 10 // 64  # 80% of the channel's samples
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = _start(project, host, *_arguments(project, epochs=1), SM_CHANNEL_TRAIN=str(empty))
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1, out
+    assert (
+        out.strip().splitlines()[-1]
+        == f"error: the train channel ({empty}) holds no .npz file with arrays x and y"
+    )
