@@ -335,6 +335,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--lr", type=float, default=0.01, help="for one replica; scaled with them")
     parser.add_argument("--batch_size", type=int, default=64, help="per replica")
+    parser.add_argument(
+        "--warmup_epochs",
+        type=float,
+        default=1.0,
+        help="with several replicas: epochs to reach the scaled lr",
+    )
     # The SDK's TensorFlow estimator passes --model_dir: an s3:// URI (or /opt/ml/model under MPI)
     # meant for TF1 estimators' checkpoints. This script does not use it: its SavedModel goes to
     # SM_MODEL_DIR, which SageMaker uploads, and its backups to the checkpoint folder.
@@ -354,7 +360,7 @@ def main() -> None:
     if steps_per_epoch < 1:
         sys.exit(f"error: {len(x_train)} training samples make no global batch of {global_batch}")
     peak_lr = args.lr * world.replicas
-    warmup = steps_per_epoch if world.replicas > 1 else 0
+    warmup = round(steps_per_epoch * args.warmup_epochs) if world.replicas > 1 else 0
     learning_rate = Warmup(args.lr, peak_lr, warmup) if warmup else peak_lr
     model = build_model(x_train.shape[1], int(y_train.max()) + 1, learning_rate, world)
 

@@ -363,3 +363,16 @@ def test_smp_on_a_tensorflow_image_is_one_error_not_a_pytorch_version(project):
     )
     # SMP v1's PyTorch <= 2.0 check does not call TensorFlow 2.19 a PyTorch version
     assert findings(project, "smp-version-parameters", v1) == []
+
+
+def test_spot_on_a_tensorflow_image_needs_a_checkpoint_folder_not_an_interval(project):
+    rule = "spot-checkpoint"
+    spot = "instance_type: ml.g5.2xlarge\nuse_spot_instances: true\nmax_wait: 2h\n"
+    # the Keras script init writes backs up every epoch: a checkpoint folder is what it needs
+    assert findings(project, rule, job(f"image: tf\n{spot}checkpoint: {{}}")) == []
+    assert findings(project, rule, job(f"image: torch\n{spot}checkpoint: {{}}")) == [
+        "jobs.big.checkpoint: spot training needs checkpoint.every_steps, so the script saves progress it can "
+        "resume from"
+    ]
+    (found,) = findings(project, rule, job(f"image: tf\n{spot}"))
+    assert found.startswith("jobs.big.use_spot_instances: spot training without a checkpoint location")
