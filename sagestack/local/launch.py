@@ -75,12 +75,13 @@ class Launch:
     ps_config: dict[str, Any] | None = None  # and for the parameter server it starts beside it
     # sagemaker-training 5.x runs `python -- train.py`; 4.x (the TensorFlow container's) `python train.py`
     end_of_options: bool = True
+    interface: str = "eth0"  # the host's network interface (resourceconfig.json), which mpirun exports
 
     def mpi_exports(self) -> dict[str, str]:
         """What mpirun's `-x NAME=VALUE` flags give every rank (mpi.py MasterRunner)."""
         words = self.mpi_options.split()
         debug = words[words.index("--NCCL_DEBUG") + 1] if "--NCCL_DEBUG" in words[:-1] else "INFO"
-        return {"NCCL_MIN_NRINGS": "4", "NCCL_DEBUG": debug}
+        return {"NCCL_MIN_NRINGS": "4", "NCCL_SOCKET_IFNAME": self.interface, "NCCL_DEBUG": debug}
 
     @property
     def world_size(self) -> int:
@@ -279,6 +280,7 @@ def plan_launch(env: Mapping[str, Any], code_dir: Path) -> Launch:
             tf_config=tf_config,
             ps_config=ps_config,
             end_of_options=False,
+            interface=str(env["network_interface_name"]),
         )
     runner: Runner = "process"
     reason = "no distribution hyperparameter"
@@ -305,4 +307,5 @@ def plan_launch(env: Mapping[str, Any], code_dir: Path) -> Launch:
             or framework.get("sagemaker_distributed_dataparallel_custom_mpi_options")
             or ""
         ),
+        interface=str(env["network_interface_name"]),
     )

@@ -47,6 +47,8 @@ class LocalTrainResult:
     requirements: RequirementsCheck | None = None
     tracking: LocalStore | None = None  # the local MLflow store the run logged to
     series: MetricSeries = field(default_factory=lambda: MetricSeries({}))  # as SageMaker reads the log
+    # each algo-N:port a TF_CONFIG names -> the loopback address that stood for it (TF_LOCAL_SUBSTITUTIONS)
+    addresses: dict[str, str] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -116,6 +118,7 @@ def run_local_training(
         requirements=requirements,
         tracking=store,
         series=outcome.series,
+        addresses=plans[0].addresses,
     )
 
 

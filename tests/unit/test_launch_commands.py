@@ -65,7 +65,7 @@ def test_mpi_and_smddp_run_mpirun_on_the_master_with_the_options_the_spec_gave(t
     assert (mpi.runner, mpi.reason, mpi.processes_per_host) == ("mpi", "sagemaker_mpi_enabled=true", 2)
     assert mpi.describe() == "mpi (sagemaker_mpi_enabled=true; world size 4)"
     assert mpi.mpi_options == "-verbose --NCCL_DEBUG WARN"
-    assert mpi.mpi_exports() == {"NCCL_MIN_NRINGS": "4", "NCCL_DEBUG": "WARN"}
+    assert mpi.mpi_exports() == {"NCCL_MIN_NRINGS": "4", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
     assert mpi.container_command() == [
         "mpirun", "--host", "algo-1:2,algo-2:2", "-np", "4", "python", "-m", "mpi4py", "train.py", "--epochs", "3",
     ]  # fmt: skip
@@ -89,7 +89,7 @@ def test_mpi_and_smddp_run_mpirun_on_the_master_with_the_options_the_spec_gave(t
 
 
 def test_nccl_debug_comes_from_the_options_else_info():
-    assert _launch().mpi_exports() == {"NCCL_MIN_NRINGS": "4", "NCCL_DEBUG": "INFO"}
+    assert _launch().mpi_exports() == {"NCCL_MIN_NRINGS": "4", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"}
     assert _launch(mpi_options="--NCCL_DEBUG TRACE -x B").mpi_exports()["NCCL_DEBUG"] == "TRACE"
     assert _launch(mpi_options="-x B --NCCL_DEBUG").mpi_exports()["NCCL_DEBUG"] == "INFO"  # no value after it
 
@@ -101,6 +101,7 @@ def test_this_machine_starts_each_mpi_rank_of_its_host_itself():
     assert [command for command, _ in commands] == [[sys.executable, "train.py", "--epochs", "3"]] * 3
     assert [extra for _, extra in commands][2] == {
         "NCCL_MIN_NRINGS": "4",
+        "NCCL_SOCKET_IFNAME": "eth0",
         "NCCL_DEBUG": "WARN",
         "OMPI_COMM_WORLD_RANK": "5",
         "OMPI_COMM_WORLD_SIZE": "6",
