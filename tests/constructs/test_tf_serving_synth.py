@@ -28,6 +28,24 @@ jobs:
     image: train
     instance_type: ml.m5.xlarge
     metric_definitions: {{loss: 'loss: ([0-9.]+)'}}
+  mwms:
+    image: train
+    instance_type: ml.g5.12xlarge
+    instance_count: 2
+    distribution: {{multi_worker_mirrored_strategy: {{}}}}
+    use_spot_instances: true
+    max_run: 2h
+    max_wait: 4h
+    checkpoint: {{}}
+  ps:
+    image: train
+    instance_type: ml.m5.xlarge
+    instance_count: 2
+    distribution: {{parameter_server: {{}}}}
+  horovod:
+    image: train
+    instance_type: ml.g5.12xlarge
+    distribution: {{mpi: {{}}}}
 endpoints:
   digits:
     model: {{from: classifier}}
@@ -58,6 +76,38 @@ def test_the_pipeline_registers_the_model_for_tensorflow_serving(built, env):
     assert container["Image"] == SERVING
     assert "Environment" not in container  # TF Serving serves <version>/saved_model.pb itself
     assert spec["SupportedContentTypes"] == ["application/json", "application/jsonlines", "text/csv"]
+
+
+def _hyperparameters(definition: dict) -> dict:
+    """The CreateTrainingJob request's hyperparameters in a pipeline's states (a JSONata or JSONPath
+    Parameters/Arguments block), wherever the pipeline put the create call."""
+    found = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "HyperParameters" in node and isinstance(node["HyperParameters"], dict):
+                found.append(node["HyperParameters"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(definition)
+    assert found, "no CreateTrainingJob in the pipeline"
+    return found[0]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_tensorflow_distributions_synthesize_with_the_sdks_keys_and_model_dir(built, env):
+    app, _ = built
+    pipelines = app.stages[env].training.pipelines
+    mwms = _hyperparameters(pipelines["mwms"].definition)
+    assert mwms["sagemaker_multi_worker_mirrored_strategy_enabled"] == "true"
+    assert "s3://" in str(mwms["model_dir"]) and "/model" in str(mwms["model_dir"])
+    assert _hyperparameters(pipelines["ps"].definition)["sagemaker_parameter_server_enabled"] == "true"
+    horovod = _hyperparameters(pipelines["horovod"].definition)
+    assert horovod["model_dir"] == '"/opt/ml/model"' and horovod["sagemaker_mpi_enabled"] == "true"
 
 
 def test_the_pinned_endpoint_synthesizes_and_passes_cfn_lint_and_checkov(built):
