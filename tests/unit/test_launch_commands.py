@@ -89,7 +89,11 @@ def test_mpi_and_smddp_run_mpirun_on_the_master_with_the_options_the_spec_gave(t
 
 
 def test_nccl_debug_comes_from_the_options_else_info():
-    assert _launch().mpi_exports() == {"NCCL_MIN_NRINGS": "4", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"}
+    assert _launch().mpi_exports() == {
+        "NCCL_MIN_NRINGS": "4",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_DEBUG": "INFO",
+    }
     assert _launch(mpi_options="--NCCL_DEBUG TRACE -x B").mpi_exports()["NCCL_DEBUG"] == "TRACE"
     assert _launch(mpi_options="-x B --NCCL_DEBUG").mpi_exports()["NCCL_DEBUG"] == "INFO"  # no value after it
 
