@@ -25,6 +25,7 @@ import pytest
 
 from sagestack.local.job import LocalTrainOptions
 from sagestack.local.runner import LocalTrainResult, run_local_training
+from tests.conformance.probed import compared_env, files, probes
 from tests.conftest import Project
 from tests.support import tf_toolkit
 
@@ -155,29 +156,11 @@ def compared(request: pytest.FixtureRequest, runs: dict[str, Compared], tmp_path
     return runs[name]
 
 
-def _probes(base: Path) -> dict[str, dict]:
-    return {
-        p.stem: json.loads(p.read_text()) for p in sorted((base / "output" / "data").glob("probe-*.json"))
-    }
-
-
-def _normalize(value: str, base: Path, request: dict, tarball: Path | None) -> str:
-    value = value.replace(str(base), "/opt/ml")
-    if tarball is not None:
-        uri = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
-        value = value.replace(str(tarball), uri)
-    return value
-
-
 def _compared_env(
     probe: dict, base: Path, request: dict, tarball: Path | None, addresses: dict[str, str]
 ) -> dict[str, str]:
+    out = compared_env(probe, base, request, tarball, EXPORTED)
     env = probe["env"]
-    keys = [k for k in env if k.startswith("SM_")] + [k for k in EXPORTED if k in env]
-    out = {k: _normalize(env[k], base, request, tarball) for k in keys}
-    out["PYTHONPATH[0]"] = _normalize(env.get("PYTHONPATH", "").split(":")[0], base, request, tarball)
-    out["argv"] = json.dumps(probe["argv"])
-    out["cwd"] = _normalize(probe["cwd"], base, request, tarball)
     if "TF_CONFIG" in env:  # the local run's free loopback ports, read back as the container's addresses
         local = {v: k for k, v in addresses.items()}
         config = json.loads(env["TF_CONFIG"])
@@ -186,10 +169,6 @@ def _compared_env(
         }
         out["TF_CONFIG"] = json.dumps(config, sort_keys=True)
     return out
-
-
-def _files(folder: Path) -> set[str]:
-    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
 def test_the_same_runner_and_command_on_every_host(compared: Compared) -> None:
@@ -206,7 +185,7 @@ def test_the_same_runner_and_command_on_every_host(compared: Compared) -> None:
 def test_the_script_sees_the_same_environment_tf_config_and_arguments(compared: Compared) -> None:
     tarball = compared.toolkit[0].base.parent.parent / "sourcedir.tar.gz"
     for layout, host in zip(compared.local.hosts, compared.toolkit, strict=True):
-        ours, theirs = _probes(layout.base), _probes(host.base)
+        ours, theirs = probes(layout.base), probes(host.base)
         assert ours.keys() == theirs.keys() and ours, (ours.keys(), theirs.keys())
         for rank in ours:
             mine = _compared_env(ours[rank], layout.base, compared.request, None, compared.local.addresses)
@@ -219,7 +198,7 @@ def test_the_script_sees_the_same_environment_tf_config_and_arguments(compared: 
             assert judge["SM_FRAMEWORK_MODULE"] == "sagemaker_tensorflow_container.training:main"
 
 
-def test_the_same_world_result_and_files(compared: Compared) -> None:
+def test_the_same_world_result_andfiles(compared: Compared) -> None:
     local_logs = [p.read_text() for p in compared.local.log_files]
     their_logs = [h.log for h in compared.toolkit]
     if compared.local.launches[0].runner != "mpi":
@@ -228,8 +207,8 @@ def test_the_same_world_result_and_files(compared: Compared) -> None:
         assert ours and ours == theirs
         assert VAL_LINE.findall("\n".join(local_logs))[-1] == VAL_LINE.findall("\n".join(their_logs))[-1]
     for layout, host in zip(compared.local.hosts, compared.toolkit, strict=True):
-        assert _files(layout.model) == _files(host.base / "model"), layout.name
-        assert _files(layout.output) == _files(host.base / "output"), layout.name
+        assert files(layout.model) == files(host.base / "model"), layout.name
+        assert files(layout.output) == files(host.base / "output"), layout.name
         assert (host.base / "output" / "success").exists() and layout.success.exists()
 
 

@@ -23,6 +23,7 @@ import torch
 
 from sagestack.local.job import LocalTrainOptions
 from sagestack.local.runner import LocalTrainResult, run_local_training
+from tests.conformance.probed import compared_env, files, probes
 from tests.conftest import REPO, Project
 from tests.support import toolkit
 
@@ -177,39 +178,6 @@ def compared(request: pytest.FixtureRequest, runs: dict[str, Compared], tmp_path
     return runs[name]
 
 
-def _probes(base: Path) -> dict[str, dict]:
-    return {
-        p.stem: json.loads(p.read_text()) for p in sorted((base / "output" / "data").glob("probe-*.json"))
-    }
-
-
-def _normalize(value: str, base: Path, request: dict, toolkit_tarball: Path | None) -> str:
-    value = value.replace(str(base), "/opt/ml")
-    if toolkit_tarball is not None:
-        uri = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
-        value = value.replace(str(toolkit_tarball), uri)
-    return value
-
-
-def _compared_env(probe: dict, base: Path, request: dict, tarball: Path | None) -> dict[str, str]:
-    env = probe["env"]
-    keys = [k for k in env if k.startswith("SM_")] + [k for k in EXPORTED if k in env]
-    out = {k: _normalize(env[k], base, request, tarball) for k in keys}
-    out["PYTHONPATH[0]"] = _normalize(env.get("PYTHONPATH", "").split(":")[0], base, request, tarball)
-    out["argv"] = json.dumps(probe["argv"])
-    out["cwd"] = _normalize(probe["cwd"], base, request, tarball)
-    return out
-
-
-def _files(folder: Path) -> set[str]:
-    names = set()
-    for p in folder.rglob("*"):
-        if p.is_file():
-            rel = p.relative_to(folder).as_posix()
-            names.add(re.sub(r"events\.out\.tfevents\..*", "events.out.tfevents.*", rel))
-    return names
-
-
 def _training_facts(log: str) -> tuple[tuple[str, ...], str]:
     match = TRAINING_LINE.search(log)
     assert match, log[-3000:]
@@ -236,11 +204,11 @@ def test_the_same_runner_and_command_on_every_host(compared: Compared) -> None:
 def test_the_script_sees_the_same_environment_and_arguments(compared: Compared) -> None:
     tarball = compared.toolkit[0].base.parent.parent / "sourcedir.tar.gz"
     for layout, host in zip(compared.local.hosts, compared.toolkit, strict=True):
-        ours, theirs = _probes(layout.base), _probes(host.base)
+        ours, theirs = probes(layout.base), probes(host.base)
         assert ours.keys() == theirs.keys() and ours, (ours.keys(), theirs.keys())
         for rank in ours:
-            mine = _compared_env(ours[rank], layout.base, compared.request, None)
-            judge = _compared_env(theirs[rank], host.base, compared.request, tarball)
+            mine = compared_env(ours[rank], layout.base, compared.request, None, EXPORTED)
+            judge = compared_env(theirs[rank], host.base, compared.request, tarball, EXPORTED)
             assert mine.keys() == judge.keys(), sorted(set(mine) ^ set(judge))
             differing = {k: (mine[k], judge[k]) for k in mine if mine[k] != judge[k]}
             assert not differing, differing
@@ -250,15 +218,15 @@ def test_the_script_sees_the_same_environment_and_arguments(compared: Compared) 
                 assert (name in ours[rank]["env"]) == (name in theirs[rank]["env"])
 
 
-def test_the_same_training_world_result_and_files(compared: Compared) -> None:
+def test_the_same_training_world_result_andfiles(compared: Compared) -> None:
     local_logs = "\n".join(p.read_text() for p in compared.local.log_files)
     facts, accuracy = _training_facts(local_logs)
     their_facts, their_accuracy = _training_facts("\n".join(h.log for h in compared.toolkit))
     assert facts == their_facts
     assert accuracy == their_accuracy
     for layout, host in zip(compared.local.hosts, compared.toolkit, strict=True):
-        assert _files(layout.model) == _files(host.base / "model"), layout.name
-        assert _files(layout.output) == _files(host.base / "output"), layout.name
+        assert files(layout.model) == files(host.base / "model"), layout.name
+        assert files(layout.output) == files(host.base / "output"), layout.name
         assert (host.base / "output" / "success").exists() and layout.success.exists()
         if (layout.model / "state_dict.bin").exists():
             a = torch.load(layout.model / "state_dict.bin", weights_only=True)
@@ -269,10 +237,10 @@ def test_the_same_training_world_result_and_files(compared: Compared) -> None:
 def test_mp_parameters_and_one_letter_keys_are_arguments(runs, tmp_path_factory) -> None:
     name = "1x2-smp-one-letter-key"
     run = runs.get(name) or runs.setdefault(name, _run(name, tmp_path_factory.mktemp(name)))
-    argv = _probes(run.toolkit[0].base)["probe-0"]["argv"]
+    argv = probes(run.toolkit[0].base)["probe-0"]["argv"]
     assert argv[argv.index("--mp_parameters") + 1] == "hybrid_shard_degree=2,sm_activation_offloading=False"
     assert argv[argv.index("-z") + 1] == "3"
-    assert _probes(run.local.hosts[0].base)["probe-0"]["argv"] == argv
+    assert probes(run.local.hosts[0].base)["probe-0"]["argv"] == argv
 
 
 def test_no_distribution_trains_independently_on_each_host(runs, tmp_path_factory) -> None:

@@ -50,10 +50,17 @@ def test_the_keras_skeleton_on_two_hosts_is_killed_and_resumes_from_its_checkpoi
     assert first.interrupted_at is not None and first.interrupted_at >= 14
     assert [launch.runner for launch in first.launches] == ["mwms", "mwms"]
     logs = [p.read_text() for p in first.log_files]
-    for log in logs:  # both workers in one cluster of two
-        assert "workers=2 replicas=2" in log, log[-2000:]
-    backup = json.loads((first.workdir / "checkpoints" / "keras_backup" / "backup.json").read_text())
+    for log in logs:  # both workers in one cluster of two, the batch and learning rate scaled with it
+        assert "workers=2 replicas=2 global_batch=128 (per replica 64) lr=0.02 (x2)" in log, log[-2000:]
+    assert "task=worker:0 chief=true" in logs[0] and "task=worker:1 chief=false" in logs[1]
+    shared = first.workdir / "checkpoints" / "keras_backup"
+    backup = json.loads((shared / "backup.json").read_text())
     assert backup["epochs_done"] >= 1
+    # the chief's backup alone: the other worker writes to a folder of its own (TF's multi-worker rule)
+    assert sorted(p.name for p in shared.iterdir()) == [
+        "backup.json",
+        f"epoch-{backup['epochs_done']:04d}.weights.h5",
+    ]
     assert not (first.workdir / "model").exists()  # an interrupted run keeps no model
 
     second = run_local_training(loaded, "train", options)
@@ -67,3 +74,6 @@ def test_the_keras_skeleton_on_two_hosts_is_killed_and_resumes_from_its_checkpoi
     assert (second.model_dir / "1" / "saved_model.pb").exists()
     assert not (second.hosts[1].model / "1").exists()
     assert second.series.last("val_accuracy") is not None and second.series.last("val_accuracy") > 0.8
+    # one model: both workers report the same reduced metrics at the end
+    finals = [re.findall(r"val_accuracy=([0-9.]+)", p.read_text())[-1] for p in second.log_files]
+    assert finals[0] == finals[1]

@@ -178,20 +178,6 @@ def _finish_all(procs: list[subprocess.Popen[str]]) -> list[str]:
                 p.communicate()
 
 
-def test_two_workers_train_one_model_under_multi_worker_mirrored_strategy(project, tmp_path):
-    shared = tmp_path / "checkpoints"  # one folder, as S3 sync makes it
-    hosts = [Host(tmp_path / f"algo-{i + 1}", shared) for i in range(2)]
-    logs = _finish_all(_start_workers(project, hosts, *_arguments(project, epochs=2)))
-    lines = [TRAINING.findall(log)[0] for log in logs]
-    for line in lines:
-        assert "strategy=multi_worker_mirrored" in line and "workers=2 replicas=2" in line
-        assert "global_batch=128 (per replica 64)" in line and "lr=0.02 (x2)" in line
-    assert "task=worker:0 chief=true" in lines[0] and "task=worker:1 chief=false" in lines[1]
-    assert _metrics(logs[0])[-1] == _metrics(logs[1])[-1]  # one model: the same reduced metrics
-    assert (hosts[0].model / "1" / "saved_model.pb").is_file()
-    assert not hosts[1].model.exists() and not hosts[1].output.exists()
-
-
 def test_a_killed_run_resumes_from_its_last_backup(project, tmp_path):
     host = Host(tmp_path / "algo-1", tmp_path / "checkpoints")
     backup = host.checkpoints / "keras_backup" / "backup.json"
@@ -217,35 +203,6 @@ def test_a_killed_run_resumes_from_its_last_backup(project, tmp_path):
     assert progress[-1]["step"] == progress[-1]["total_steps"]
     assert (host.model / "1" / "saved_model.pb").is_file()
     assert not (host.checkpoints / "keras_backup").exists()
-
-
-def test_two_workers_killed_together_resume_together_from_the_chiefs_backup(project, tmp_path):
-    shared = tmp_path / "checkpoints"
-    hosts = [Host(tmp_path / f"algo-{i + 1}", shared) for i in range(2)]
-    backup = shared / "keras_backup" / "backup.json"
-    args = _arguments(project, epochs=10)
-    procs = _start_workers(project, hosts, *args)
-    deadline = time.monotonic() + TIMEOUT
-    while not backup.exists() and all(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    for p in procs:
-        p.send_signal(signal.SIGKILL)
-    for p in procs:
-        p.communicate()
-    done = json.loads(backup.read_text())["epochs_done"]
-    assert 1 <= done < 10
-    assert sorted(p.name for p in (shared / "keras_backup").iterdir()) == [
-        "backup.json",
-        f"epoch-{done:04d}.weights.h5",
-    ]  # the chief's alone: the other worker writes elsewhere
-
-    logs = _finish_all(_start_workers(project, hosts, *args))
-    for log in logs:
-        ((_, epoch, epochs, _),) = RESUMED.findall(log)
-        assert (int(epoch), int(epochs)) == (done, 10)
-        assert _metrics(log)[0]["epoch"] == done
-    assert _metrics(logs[0])[-1] == _metrics(logs[1])[-1]
-    assert (hosts[0].model / "1" / "saved_model.pb").is_file() and not hosts[1].model.exists()
 
 
 def test_workers_that_find_different_backups_stop_with_the_reason(project, tmp_path):
