@@ -221,7 +221,7 @@ def _tf_sample_shape(model: Any) -> tuple[int, ...] | None:
     for d in shape or ():
         size *= d
     if shape is None or size != 64:
-        names = list(model.inputs(DEFAULT_SIGNATURE)) if DEFAULT_SIGNATURE in model.signatures else []
+        names = sorted(model.inputs(DEFAULT_SIGNATURE)) if DEFAULT_SIGNATURE in model.signatures else []
         takes = (
             "x".join(map(str, shape))
             if shape

@@ -265,7 +265,7 @@ def test_predict_refuses_a_model_that_takes_no_digit(two_inputs):
     from sagestack.cli.common import UserError
     from sagestack.cli.local_serving import _tf_sample_shape
 
-    with pytest.raises(UserError, match=r"takes 2 inputs \(features, count\) per sample") as info:
+    with pytest.raises(UserError, match=r"takes 2 inputs \(count, features\) per sample") as info:
         _tf_sample_shape(two_inputs[2])
     assert info.value.code == 2
 
