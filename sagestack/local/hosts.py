@@ -60,7 +60,7 @@ class SimulatedHost:
     addresses: dict[str, str] = field(default_factory=dict)
 
 
-def _extract(archive: bytes, dest: Path) -> None:
+def extract_archive(archive: bytes, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -68,7 +68,7 @@ def _extract(archive: bytes, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
-def _simulated_devices(instance_type: str, procs: int) -> Devices:
+def simulated_devices(instance_type: str, procs: int) -> Devices:
     """A simulated host has `procs` accelerators of the instance's kind (what nvidia-smi or neuron-ls
     would count); a CPU instance has none, so the container starts one process there."""
 
@@ -131,7 +131,7 @@ def channel_sources(
     return sources
 
 
-def _lay_out_channels(
+def lay_out_channels(
     layout: HostLayout,
     sources: dict[str, Path],
     data_config: dict[str, dict[str, str]],
@@ -150,7 +150,7 @@ def _lay_out_channels(
             )
 
 
-def _share_checkpoints(layout: HostLayout, checkpoint_path: str, checkpoints: Path) -> None:
+def share_checkpoints(layout: HostLayout, checkpoint_path: str, checkpoints: Path) -> None:
     """The host's checkpoint directory, a link to the one folder every host shares."""
     local = container_path(layout.base, checkpoint_path)
     local.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +235,7 @@ def prepare_hosts(
     hosts = [f"algo-{i + 1}" for i in range(options.hosts)]
     instance_type = request["ResourceConfig"]["InstanceType"]
     hyperparameters: dict[str, str] = request["HyperParameters"]
-    devices = _simulated_devices(instance_type, options.procs)
+    devices = simulated_devices(instance_type, options.procs)
     data_config = input_data_config(request)
     sources = channel_sources(loaded, job_key, data_config)
     checkpoints = workdir / "checkpoints"
@@ -251,10 +251,10 @@ def prepare_hosts(
         write_host_config(
             layout, hyperparameters=hyperparameters, resources=resources, data_config=data_config
         )
-        _extract(local.archive, layout.code)
-        _lay_out_channels(layout, sources, data_config, index, len(hosts))
+        extract_archive(local.archive, layout.code)
+        lay_out_channels(layout, sources, data_config, index, len(hosts))
         if checkpoint_path:
-            _share_checkpoints(layout, checkpoint_path, checkpoints)
+            share_checkpoints(layout, checkpoint_path, checkpoints)
         env_dict = training_environment(
             layout,
             hyperparameters=hyperparameters,

@@ -52,6 +52,9 @@ class LocalRequest:
     archive: bytes  # sourcedir.tar.gz, as the request's code location holds it
     deployment: Deployment  # the local values the request was rendered with
     framework: str | None = None  # the container the job's image runs (tensorflow, pytorch), if a DLC
+    # the drivers contract (a request with ContainerEntrypoint): the sm_drivers channel's files,
+    # relative path -> bytes (core.drivers' PackedDrivers.files)
+    drivers: dict[str, bytes] | None = None
 
     @property
     def job_name(self) -> str:

@@ -19,6 +19,14 @@ from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
+from sagestack.local.drivers_run import (
+    CODE_CHANNEL,
+    conclude_driver_hosts,
+    container_command,
+    is_drivers_request,
+    prepare_driver_hosts,
+    run_driver_hosts,
+)
 from sagestack.local.failure import failure_text
 from sagestack.local.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
@@ -79,6 +87,8 @@ def run_local_training(
         loaded, job_key, options.overrides, tuning_objective=options.tuning_objective
     )
     workdir = _workdir(loaded, job_key, local, options)
+    if is_drivers_request(local.request):
+        return _run_drivers(loaded, job_key, local, workdir, options, on_metrics=on_metrics, on_line=on_line)
     port = free_port()
     plans = prepare_hosts(loaded, job_key, local, workdir, options, master_port=port)
     requirements = _ensure_requirements(plans[0].layout.code, loaded.spec.jobs[job_key].source_dir, options)
@@ -98,12 +108,7 @@ def run_local_training(
     )
     failure = _conclude_hosts(plans, commands, outcome)
     exit_code = next((c for c in outcome.codes if c != 0), 0)
-    model_dir = workdir / "model"
-    if exit_code == 0 and outcome.interrupted_at is None:
-        if model_dir.exists():
-            shutil.rmtree(model_dir)
-        shutil.copytree(plans[0].layout.model, model_dir)
-        (workdir / "metrics.json").write_text(json.dumps(outcome.series.document(), indent=1))
+    model_dir = _keep_model(workdir, plans[0].layout, outcome, exit_code)
     return LocalTrainResult(
         workdir=workdir,
         exit_code=exit_code,
@@ -119,6 +124,66 @@ def run_local_training(
         tracking=store,
         series=outcome.series,
         addresses=plans[0].addresses,
+    )
+
+
+def _keep_model(workdir: Path, leader: HostLayout, outcome: Outcome, exit_code: int) -> Path:
+    """algo-1's model (and the metrics SageMaker read) kept in the run folder when the run succeeded."""
+    model_dir = workdir / "model"
+    if exit_code == 0 and outcome.interrupted_at is None:
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        shutil.copytree(leader.model, model_dir)
+        (workdir / "metrics.json").write_text(json.dumps(outcome.series.document(), indent=1))
+    return model_dir
+
+
+def _run_drivers(
+    loaded: LoadedSpec,
+    job_key: str,
+    local: LocalRequest,
+    workdir: Path,
+    options: LocalTrainOptions,
+    *,
+    on_metrics: Callable[[dict[str, float]], None],
+    on_line: Callable[[str, str], None],
+) -> LocalTrainResult:
+    """The drivers contract: every host runs the request's entrypoint (AWS's sm_train.sh) in its
+    sandbox (local/drivers_run.py); the result is read as for the toolkit contract."""
+    store, tracking_env = _tracking(loaded, job_key, options, on_line)
+    hosts = prepare_driver_hosts(loaded, job_key, local, workdir, options, extra_environment=tracking_env)
+    job = loaded.spec.jobs[job_key]
+    requirements = _ensure_requirements(hosts[0].layout.data / CODE_CHANNEL, job.source_dir, options)
+    command = container_command(local.request)
+    on_line(
+        "sagestack",
+        f"launch: drivers contract (AWS's sm_train.sh) on {len(hosts)} host(s): {' '.join(command)}",
+    )
+    for note in _scale_notes(local.request, options):
+        on_line("sagestack", note)
+    run = run_driver_hosts(
+        hosts,
+        command,
+        workdir,
+        interrupt_at=options.interrupt_at,
+        on_line=on_line,
+        on_metrics=on_metrics,
+        definitions=dict(job.metric_definitions),
+    )
+    failure = conclude_driver_hosts(hosts, run, command)
+    exit_code = next((c for c in run.codes if c != 0), 0)
+    return LocalTrainResult(
+        workdir=workdir,
+        exit_code=exit_code,
+        interrupted_at=run.outcome.interrupted_at,
+        metrics=run.outcome.metrics,
+        failure=failure,
+        model_dir=_keep_model(workdir, hosts[0].layout, run.outcome, exit_code),
+        log_files=run.logs,
+        hosts=[h.layout for h in hosts],
+        requirements=requirements,
+        tracking=store,
+        series=run.outcome.series,
     )
 
 
