@@ -13,7 +13,8 @@ from dataclasses import dataclass
 # The top-level prefixes, each with what lies under it. IAM grants and lifecycle rules are scoped to
 # them (ArtifactBucket refuses any other).
 PREFIXES: dict[str, str] = {
-    "code": "source archives and cluster lifecycle scripts",
+    "code": "source archives, launch files (code/jobs/<hash>/: code and sm_drivers) and cluster "
+    "lifecycle scripts",
     "data": "training channels (data/<channel>/)",
     "checkpoints": "spot checkpoints (checkpoints/<job>/<hash>/)",
     "models": "compiled models (models/compiled/<endpoint>/)",
@@ -29,6 +30,8 @@ PREFIXES: dict[str, str] = {
     "mlflow": "the MLflow tracking server's artifacts",
 }
 SOURCE_ARCHIVE = "code/sourcedir.tar.gz"
+# What a rendered request names in place of a job's launch files' content hash (launcher: drivers).
+STAND_IN_LAUNCH_FILES = "launch-files"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,11 @@ class S3Layout:
 
     def source_archive(self) -> str:
         return self.uri(SOURCE_ARCHIVE)
+
+    def launch_files(self, digest: str = STAND_IN_LAUNCH_FILES) -> str:
+        """A drivers-contract job's unpacked code and SDK drivers: code/jobs/<hash>/ (content-addressed:
+        the same files, the same prefix), with `code/` and `sm_drivers/` under it."""
+        return self.uri(f"code/jobs/{digest}/")
 
     # serving
     def compiled_models(self, endpoint: str) -> str:

@@ -23,6 +23,7 @@ from sagestack.llm import rules as llm
 from sagestack.llm import rules_optimize as llm_optimize
 from sagestack.endpoints import rules_serving as endpoint_serving
 from sagestack.training import rules_tensorflow as training_tensorflow
+from sagestack.training import rules_launcher as training_launcher
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -45,6 +46,7 @@ FEATURE_RULES = (
     llm_optimize,
     endpoint_serving,
     training_tensorflow,
+    training_launcher,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

@@ -48,6 +48,8 @@ class RequestContext:
     # The framework the image's container runs (an AWS DLC's: pytorch, tensorflow), None when unknown
     # (a team's own image): TensorFlow's container is given `model_dir` as the SDK's estimator does.
     framework: str | None = None
+    # launcher: drivers — the job's launch files (S3Layout.launch_files): code/ and sm_drivers/ under it
+    launch_files_s3_uri: str | None = None
 
 
 def stand_in_context(
@@ -68,6 +70,7 @@ def stand_in_context(
         rules_image_uri=rules_image,
         mlflow=mlflow,
         framework=framework,
+        launch_files_s3_uri=deployment.s3.launch_files(),
     )
 
 

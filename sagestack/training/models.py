@@ -355,6 +355,14 @@ class JobSpec(StrictModel):
         "(unset: s3://<output>/<job name>/model, or /opt/ml/model under MPI; false: none; a string: "
         "that S3 URI or container path). The SavedModel itself belongs in SM_MODEL_DIR",
     )
+    launcher: Literal["toolkit", "drivers"] = Field(
+        default="toolkit",
+        description="how the container starts the script. toolkit: the SageMaker SDK v2's script mode "
+        "(sagemaker_program, sagemaker_submit_directory), run by the training toolkit inside AWS's "
+        "Deep Learning Containers; drivers: the SDK v3's ModelTrainer contract (/bin/bash runs the "
+        "SDK's sm_train.sh and drivers from an sm_drivers channel, the code from a code channel), "
+        "which needs only Python in the image: for a team's own image, an NGC image, any image",
+    )
     hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
     metric_definitions: dict[str, str] = Field(default_factory=dict, description="metric name -> regex")
     debugger: DebuggerSpec | None = None

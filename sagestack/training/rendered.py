@@ -12,6 +12,7 @@ from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.names import Names
 from sagestack.training.context import RequestContext
 from sagestack.training.identity import job_hash
+from sagestack.training.launcher import uses_drivers
 from sagestack.training.models import JobSpec
 from sagestack.training.preferences import PreferredJob, preference_refusal, preferred_job
 from sagestack.training.request import processes_per_host, render_training_request
@@ -37,6 +38,14 @@ class RenderedJob:
     # capacity), when the candidates' requests differ in nothing else; else the pipeline's own loop.
     preferred: PreferredJob | None = None
     loop_reason: str | None = None  # why the candidates keep the pipeline's loop
+    # launcher: drivers — the first candidate under the toolkit contract, which a tuning job's trials
+    # run: the tuning API has no ContainerEntrypoint (the SDK v3's tuner does the same)
+    toolkit_request: dict[str, Any] | None = None
+
+    @property
+    def tuning_base(self) -> dict[str, Any]:
+        """The request a tuning job's training definition is made from."""
+        return self.toolkit_request or self.candidates[0].request
 
     @property
     def launch_path(self) -> str:
@@ -87,6 +96,17 @@ def resolve_training_job(
                 quota_name=quota_name(itype, training_usage(job.use_spot_instances)),
             )
         )
+    toolkit_request = None
+    if uses_drivers(job):
+        itype = job.instance_type[0]
+        toolkit_request = render_training_request(
+            job.model_copy(update={"launcher": "toolkit"}),
+            job_key=key,
+            candidate=itype,
+            name=candidates[0].name,
+            digest=digest,
+            ctx=context(itype),
+        )
     refusal = preference_refusal(job, candidates)
     preferred = None
     if refusal is None:
@@ -100,4 +120,5 @@ def resolve_training_job(
         candidates=tuple(candidates),
         preferred=preferred,
         loop_reason=refusal,
+        toolkit_request=toolkit_request,
     )

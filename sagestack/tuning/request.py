@@ -115,7 +115,7 @@ def render_tuning_request(
     tuning: TuningSpec, *, key: str, names: Names, job_plan: RenderedJob, parents: list[str] | None = None
 ) -> dict[str, Any]:
     """A complete CreateHyperParameterTuningJob request. Unset options are omitted."""
-    base = job_plan.candidates[0].request
+    base = job_plan.tuning_base
     digest = content_hash({"tuning": identity(tuning, PUBLISHED), "job": job_plan.digest})[:10]
     name = names.tuning_job(key, digest)
     static = {k: v for k, v in base["HyperParameters"].items() if k not in tuning.ranges}

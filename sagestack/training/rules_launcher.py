@@ -1,0 +1,201 @@
+"""Rules about how a job's container starts its script: the toolkit contract (the SDK v2's script
+mode, run by AWS's training toolkit inside its Deep Learning Containers) or the drivers contract
+(the SDK v3's ModelTrainer: sm_train.sh and the SDK's drivers, any image with Python).
+
+An image can run the toolkit contract when it is a DLC, is built FROM one, or installs
+sagemaker-training itself; a registry image that is not a DLC is taken on trust with a warning (its
+inside cannot be read here)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from sagestack.core.catalog.images import dlc_framework
+from sagestack.core.drivers import SMP_FIELDS
+from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.foundation.models import ImageSpec
+from sagestack.training.launcher import DRIVERS_KINDS, uses_drivers
+from sagestack.training.models import JobSpec
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.MULTILINE)
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+TOOLKIT_PACKAGE = re.compile(r"sagemaker[-_]training\b")
+
+
+def dockerfile_base(text: str, build_args: dict[str, str], target: str | None = None) -> str | None:
+    """The image the built stage starts FROM (following stage names; ARG defaults and the spec's
+    build_args substituted), or None when a variable has no value."""
+    values = {m[1]: m[2] for m in _ARG.finditer(text.split("FROM", 1)[0]) if m[2]}
+    values.update(build_args)
+    stages: dict[str, str] = {}
+    base = None
+    for m in _FROM.finditer(text):
+        image = _VARIABLE.sub(lambda v: values.get(v[1] or v[2], "\0"), m[1])
+        image = stages.get(image.lower(), image)
+        if m[2]:
+            stages[m[2].lower()] = image
+        base = image
+        if target is not None and m[2] and m[2].lower() == target.lower():
+            break
+    return None if base is None or "\0" in base else base
+
+
+def toolkit_verdict(image: ImageSpec, root: Path) -> tuple[str, str] | None:
+    """('error' | 'warning', why) when the image may not have AWS's training toolkit; None when it has."""
+    if image.dlc is not None:
+        return None
+    if image.uri is not None:
+        if dlc_framework(image.uri) is not None:
+            return None
+        return "warning", f"{image.uri} is not an AWS training Deep Learning Container"
+    docker = image.dockerfile_spec
+    assert docker is not None
+    path = root / docker.directory / "Dockerfile"
+    if not path.is_file():
+        return None  # the foundation's rules say the Dockerfile is missing
+    text = path.read_text(errors="replace")
+    base = dockerfile_base(text, docker.build_args, docker.target)
+    if base is None or dlc_framework(base) is not None or TOOLKIT_PACKAGE.search(text):
+        return None
+    return "error", (
+        f"{docker.directory}/Dockerfile builds FROM {base}, which is not an AWS training Deep Learning "
+        "Container, and installs no sagemaker-training"
+    )
+
+
+@rule(
+    "toolkit-needs-dlc",
+    "error",
+    "a job under the toolkit contract runs on an image that has AWS's training toolkit",
+    why=(
+        "launcher: toolkit (the default) starts the script through sagemaker-training, the toolkit inside "
+        "AWS's Deep Learning Containers: the job's hyperparameters name the program and its archive, and the "
+        "image's entry point must read them. An image without the toolkit (an NGC image, a team's own CUDA "
+        "image) starts its own entry point instead, and the job fails or trains nothing. A registry image that "
+        "is not a DLC may have installed the toolkit; its inside cannot be read here, so that is a warning."
+    ),
+    fix="Set launcher: drivers on the job (the SageMaker SDK v3's contract: it needs only Python in the "
+    "image), build the image FROM a DLC, or `pip install sagemaker-training` in its Dockerfile.",
+)
+def toolkit_needs_dlc(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        image = ctx.spec.images.get(job.image)
+        if uses_drivers(job) or image is None:
+            continue
+        verdict = toolkit_verdict(image, ctx.root)
+        if verdict is not None and verdict[0] == "error":
+            yield Finding(
+                ("jobs", name, "launcher"), f"images.{job.image}: {verdict[1]}; set launcher: drivers"
+            )
+
+
+@rule(
+    "toolkit-registry-image",
+    "warning",
+    "a job under the toolkit contract runs on a registry image that is not a DLC",
+    why=(
+        "launcher: toolkit (the default) needs sagemaker-training, the toolkit inside AWS's Deep Learning "
+        "Containers, to read the program and its archive from the hyperparameters. A team's own registry "
+        "image may have installed it, but its inside cannot be read here; without it the job starts the "
+        "image's own entry point and trains nothing."
+    ),
+    fix="If the image does not install sagemaker-training, set launcher: drivers on the job (the SageMaker "
+    "SDK v3's contract: it needs only Python in the image).",
+)
+def toolkit_registry_image(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        image = ctx.spec.images.get(job.image)
+        if uses_drivers(job) or image is None:
+            continue
+        verdict = toolkit_verdict(image, ctx.root)
+        if verdict is not None and verdict[0] == "warning":
+            yield Finding(
+                ("jobs", name, "image"),
+                f"images.{job.image}: {verdict[1]}; unless it installs sagemaker-training, set launcher: drivers",
+            )
+
+
+def _drivers_jobs(ctx: RuleContext) -> Iterator[tuple[str, JobSpec]]:
+    return ((n, j) for n, j in ctx.spec.jobs.items() if uses_drivers(j))
+
+
+@rule(
+    "drivers-distribution",
+    "error",
+    "a job under the drivers contract uses a distribution the SDK v3's drivers launch",
+    why=(
+        "ModelTrainer's drivers launch the script alone, under torchrun (Torchrun, with SMP v2 as "
+        "Torchrun(smp=SMP(...))) or under mpirun (MPI). SMDDP's smddprun, SMP v1 and TensorFlow's "
+        "MultiWorkerMirroredStrategy and parameter servers are started by the toolkit inside AWS's "
+        "containers; under the drivers nothing would start them."
+    ),
+    fix="Use torch_distributed (SMDDP runs as a torch.distributed backend inside it: "
+    "dist.init_process_group('smddp')), mpi, or smp version 2; or set launcher: toolkit on a DLC image.",
+)
+def drivers_distribution(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in _drivers_jobs(ctx):
+        dist = job.distribution
+        if dist is None:
+            continue
+        if dist.kind not in DRIVERS_KINDS or (dist.smp is not None and dist.smp.version == 1):
+            kind = "smp version 1" if dist.kind == "smp" else dist.kind
+            yield Finding(
+                ("jobs", name, "distribution"),
+                f"{kind} has no driver in the SDK v3 (allowed: {', '.join(DRIVERS_KINDS)} with smp version 2)",
+            )
+        elif dist.smp is not None:
+            unknown = sorted(set(dist.smp.parameters) - set(SMP_FIELDS))
+            if unknown:
+                yield Finding(
+                    ("jobs", name, "distribution", "smp", "parameters"),
+                    f"{', '.join(unknown)}: not a field of the SDK v3's SMP (allowed: {', '.join(SMP_FIELDS)})",
+                )
+
+
+@rule(
+    "drivers-entry-point",
+    "error",
+    "a job under the drivers contract has an entry point its driver can run",
+    why=(
+        "The SDK v3's basic driver runs a .py file with Python or a .sh file with bash, and nothing else; "
+        "torchrun and the MPI driver run a Python file."
+    ),
+    fix="Point entry_point at a .py file (or a .sh file for a job without a distribution).",
+)
+def drivers_entry_point(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in _drivers_jobs(ctx):
+        allowed = (".py",) if job.distribution is not None else (".py", ".sh")
+        if not job.entry_point.endswith(allowed):
+            yield Finding(
+                ("jobs", name, "entry_point"),
+                f"'{job.entry_point}': the drivers run {' or '.join(allowed)} files here",
+            )
+
+
+@rule(
+    "drivers-tuning",
+    "error",
+    "a tuned job under the drivers contract runs on an image that has AWS's training toolkit",
+    why=(
+        "CreateHyperParameterTuningJob has no ContainerEntrypoint, so a tuning job's trials cannot start "
+        "sm_train.sh: they run the toolkit contract (the SageMaker SDK v3's tuner does the same: it adds "
+        "sagemaker_program and sagemaker_submit_directory), which needs AWS's training toolkit in the image."
+    ),
+    fix="Tune the job on a DLC image (or one built FROM a DLC); the job itself may keep launcher: drivers.",
+)
+def drivers_tuning(ctx: RuleContext) -> Iterator[Finding]:
+    for key, tuning in ctx.spec.tuning.items():
+        job = ctx.spec.jobs.get(tuning.job)
+        if job is None or not uses_drivers(job):
+            continue
+        image = ctx.spec.images.get(job.image)
+        verdict = None if image is None else toolkit_verdict(image, ctx.root)
+        if verdict is not None:
+            yield Finding(
+                ("tuning", key, "job"),
+                f"'{tuning.job}' runs under launcher: drivers, but its trials run the toolkit contract and "
+                f"images.{job.image}: {verdict[1]}",
+            )

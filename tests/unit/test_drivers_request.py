@@ -1,0 +1,135 @@
+"""launcher: drivers renders the SDK v3's contract (the field-by-field judge is ModelTrainer itself:
+tests/unit/test_drivers_oracle.py); here: what changes with the launcher and what does not, the
+tuning job's trials, and the sm_drivers channel packed deterministically from the pinned SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sagestack.core.catalog import validate_request
+from sagestack.core.drivers import DriversConfig, pack_drivers, train_script
+from sagestack.core.names import Names
+from sagestack.training.context import RequestContext
+from sagestack.training.launcher import drivers_config, pack_job_drivers
+from sagestack.training.models import JobSpec
+from sagestack.training.rendered import RenderedJob, resolve_training_job
+from sagestack.tuning.models import TuningSpec
+from sagestack.tuning.request import render_tuning_request
+from tests.unit.test_training_requests import DEPLOYMENT
+
+OWN = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/trainer:7"
+LAUNCH = "s3://bucket/code/jobs/0123456789abcdef/"
+
+
+def plan(job: dict[str, Any]) -> RenderedJob:
+    spec = JobSpec.model_validate({"image": "train", **job})
+
+    def ctx(_: str) -> RequestContext:
+        return RequestContext(DEPLOYMENT, "s3://cdk-assets/abc.tar.gz", OWN, launch_files_s3_uri=LAUNCH)
+
+    return resolve_training_job(
+        names=Names("digits", "dev"),
+        key="own",
+        job=spec,
+        source_sha256="0" * 64,
+        image_uris={t: OWN for t in spec.instance_type},
+        context=ctx,
+    )
+
+
+TORCHRUN = {
+    "instance_type": ["ml.g5.12xlarge"],
+    "instance_count": 2,
+    "distribution": {"torch_distributed": {}},
+    "hyperparameters": {"epochs": 3, "arch": "resnet", "lr": 0.001, "amp": True},
+    "metric_definitions": {"val_accuracy": "val_accuracy=([0-9.]+)"},
+    "checkpoint": {"every_steps": 50},
+    "use_spot_instances": True,
+}
+
+
+def test_the_launcher_changes_only_what_modeltrainer_sends_differently() -> None:
+    toolkit = plan(TORCHRUN).candidates[0].request
+    drivers_plan = plan({**TORCHRUN, "launcher": "drivers"})
+    drivers = drivers_plan.candidates[0].request
+    validate_request("CreateTrainingJob", drivers)
+    assert drivers["AlgorithmSpecification"] == {
+        **toolkit["AlgorithmSpecification"],
+        "ContainerEntrypoint": ["/bin/bash"],
+        "ContainerArguments": [
+            "-c",
+            "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && /opt/ml/input/data/sm_drivers/sm_train.sh",
+        ],
+    }
+    # the script's arguments only, strings unquoted (safe_serialize); no sagemaker_* key
+    assert drivers["HyperParameters"] == {
+        "arch": "resnet",
+        "checkpoint_every_steps": "50",
+        "checkpoint_keep_last": "3",
+        "epochs": "3",
+        "lr": "0.001",
+        "amp": "true",
+    }
+    assert (
+        toolkit["HyperParameters"]["arch"] == '"resnet"' and "sagemaker_program" in toolkit["HyperParameters"]
+    )
+    assert [c["ChannelName"] for c in drivers["InputDataConfig"]] == ["code", "sm_drivers"]
+    assert [c["DataSource"]["S3DataSource"]["S3Uri"] for c in drivers["InputDataConfig"]] == [
+        f"{LAUNCH}code/",
+        f"{LAUNCH}sm_drivers/",
+    ]
+    assert drivers["OutputDataConfig"] == {**toolkit["OutputDataConfig"], "CompressionType": "GZIP"}
+    same = set(toolkit) - {
+        "AlgorithmSpecification",
+        "HyperParameters",
+        "OutputDataConfig",
+        "TrainingJobName",
+        "Tags",
+    }
+    assert {k: drivers.get(k) for k in same} == {k: toolkit[k] for k in same}
+    # the launcher is part of the job's identity: another contract, another name
+    assert drivers["TrainingJobName"] != toolkit["TrainingJobName"]
+
+
+def test_a_tuning_jobs_trials_run_the_toolkit_contract() -> None:
+    job = plan({**TORCHRUN, "launcher": "drivers"})
+    tuning = TuningSpec.model_validate(
+        {
+            "job": "own",
+            "objective": {"metric": "val_accuracy", "type": "Maximize"},
+            "ranges": {"lr": {"continuous": [0.0001, 0.1]}},
+            "max_jobs": 4,
+        }
+    )
+    request = render_tuning_request(tuning, key="search", names=Names("digits", "dev"), job_plan=job)
+    validate_request("CreateHyperParameterTuningJob", request)
+    definition = request["TrainingJobDefinition"]
+    assert "ContainerEntrypoint" not in definition["AlgorithmSpecification"]  # the API has none
+    assert definition["StaticHyperParameters"]["sagemaker_program"] == '"train.py"'
+    assert "sm_drivers" not in {c["ChannelName"] for c in definition.get("InputDataConfig", [])}
+
+
+def test_the_drivers_channel_is_deterministic_and_says_what_to_run() -> None:
+    job = JobSpec.model_validate({"image": "train", **TORCHRUN, "launcher": "drivers"})
+    packed = pack_job_drivers(job, ["train.py", "requirements.txt"])
+    assert packed == pack_job_drivers(job, ["requirements.txt", "train.py"])
+    assert not any("__pycache__" in path or path.endswith(".pyc") for path in packed.files)
+    assert {"sm_train.sh", "sourcecode.json", "distributed.json", "scripts/environment.py"} <= set(
+        packed.files
+    )
+    assert b"torchrun_driver.py" in packed.files["sm_train.sh"]
+    assert b"install_requirements.py requirements.txt" in packed.files["sm_train.sh"]
+    without = pack_job_drivers(job, ["train.py"])
+    assert without.sha256 != packed.sha256 and b"install_requirements" not in without.files["sm_train.sh"]
+    mpi = JobSpec.model_validate(
+        {
+            "image": "train",
+            "instance_type": ["ml.g5.12xlarge"],
+            "launcher": "drivers",
+            "distribution": {"mpi": {"processes_per_host": 2, "custom_mpi_options": "-x FOO=1"}},
+        }
+    )
+    config = drivers_config(mpi, requirements=False)
+    assert config.distributed() == {"process_count_per_node": 2, "mpi_additional_options": ["-x", "FOO=1"]}
+    assert "Running MPI Driver" in train_script(config)
+    assert pack_drivers(DriversConfig("train.py", "training_src")).files["distributed.json"] == b"{}"
