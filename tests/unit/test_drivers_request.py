@@ -79,13 +79,10 @@ def test_the_launcher_changes_only_what_modeltrainer_sends_differently() -> None
         f"{LAUNCH}sm_drivers/",
     ]
     assert drivers["OutputDataConfig"] == {**toolkit["OutputDataConfig"], "CompressionType": "GZIP"}
-    same = set(toolkit) - {
-        "AlgorithmSpecification",
-        "HyperParameters",
-        "OutputDataConfig",
-        "TrainingJobName",
-        "Tags",
-    }
+    # the job's content hash names it, its tags and its checkpoint prefix
+    hashed = {"TrainingJobName", "Tags", "CheckpointConfig"}
+    same = set(toolkit) - {"AlgorithmSpecification", "HyperParameters", "OutputDataConfig", *hashed}
+    assert drivers["CheckpointConfig"]["S3Uri"].endswith(f"/{drivers_plan.digest}/")
     assert {k: drivers.get(k) for k in same} == {k: toolkit[k] for k in same}
     # the launcher is part of the job's identity: another contract, another name
     assert drivers["TrainingJobName"] != toolkit["TrainingJobName"]
