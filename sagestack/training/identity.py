@@ -7,6 +7,7 @@ unless a spec sets it.
 
 from __future__ import annotations
 
+from sagestack.core.drivers import SDK_DISTRIBUTION, SDK_VERSION
 from sagestack.core.identity import Registry, content_hash, identity, published
 from sagestack.core.model import VpcSpec
 from sagestack.training import models as m
@@ -71,5 +72,13 @@ PUBLISHED: Registry = {
 
 def job_hash(job: m.JobSpec, *, env: str, source_sha256: str, image_uris: dict[str, str]) -> str:
     """Content address of a job: its spec's identity, its code and its images. 10 hex characters."""
-    payload = {"job": identity(job, PUBLISHED), "env": env, "source": source_sha256, "images": image_uris}
+    payload: dict[str, object] = {
+        "job": identity(job, PUBLISHED),
+        "env": env,
+        "source": source_sha256,
+        "images": image_uris,
+    }
+    if job.launcher == "drivers":
+        # what runs is also the pinned SDK's drivers (the rest of sm_drivers follows from the spec and code)
+        payload["drivers"] = f"{SDK_DISTRIBUTION}=={SDK_VERSION}"
     return content_hash(payload)[:10]

@@ -130,3 +130,15 @@ def test_the_drivers_channel_is_deterministic_and_says_what_to_run() -> None:
     assert config.distributed() == {"process_count_per_node": 2, "mpi_additional_options": ["-x", "FOO=1"]}
     assert "Running MPI Driver" in train_script(config)
     assert pack_drivers(DriversConfig("train.py", "training_src")).files["distributed.json"] == b"{}"
+
+
+def test_the_pinned_sdk_is_part_of_a_drivers_jobs_name(monkeypatch) -> None:
+    import sagestack.training.identity as identity
+
+    job = {**TORCHRUN, "launcher": "drivers"}
+    before = plan(job).digest
+    monkeypatch.setattr(identity, "SDK_VERSION", "1.28.0")  # other drivers, another job
+    assert plan(job).digest != before
+    toolkit = plan(TORCHRUN).digest
+    monkeypatch.undo()
+    assert plan(TORCHRUN).digest == toolkit  # a toolkit job does not depend on the SDK v3's pin
