@@ -220,6 +220,21 @@ CASES: dict[str, Case] = {
             "stopping_condition": _stopping(o, 3600),
         },
     ),
+    # instance candidates: sagestack's one job with InstancePreferences, ModelTrainer's Compute with
+    # instance_preferences (a count on each)
+    "candidates": Case(
+        {"instance_type": ["ml.g5.2xlarge", "ml.g5.4xlarge"], "max_run": 3600},
+        lambda o, src: {
+            "compute": o.configs.Compute(
+                instance_preferences=[
+                    o.shapes.InstancePreference(instance_type=t, instance_count=1)
+                    for t in ("ml.g5.2xlarge", "ml.g5.4xlarge")
+                ]
+            ),
+            "source_code": _source(o, src),
+            "stopping_condition": _stopping(o, 3600),
+        },
+    ),
     # a CPU type without instance storage: the volume's KMS key is sent
     "hyperparameters": Case(
         {"instance_type": "ml.m5.xlarge", "max_run": 3600, "hyperparameters": SPEC_HYPERPARAMETERS},
@@ -244,6 +259,7 @@ class Pair:
     theirs: TrainerRendering
     deployment: Deployment
     source: Path  # the job's source folder on this machine
+    preferred: bool  # ours is the one job with InstancePreferences over the candidates
     our_drivers: dict[str, bytes]
     our_code: dict[str, bytes]
 
@@ -328,10 +344,11 @@ def _rule_names(p: Pair, ours: Any, theirs: Any, path: str) -> bool:
 # field path (fnmatch pattern) -> why sagestack's value differs from ModelTrainer's, and its check
 DIFFERENCES: dict[str, Difference[Pair]] = {
     "TrainingJobName": Difference(
-        "content-addressed: <project>-<env>-<job>-<hash8>-<candidate> (the same spec, code and image "
-        "give the same name); ModelTrainer's is <base job name>-<timestamp>",
+        "content-addressed: <project>-<env>-<job>-<hash8>-<candidate, or p for one job with "
+        "InstancePreferences> (the same spec, code and image give the same name); ModelTrainer's is "
+        "<base job name>-<timestamp>",
         lambda p, ours, theirs, path: (
-            ours == f"{PROJECT}-{ENV}-{p.key}-{p.digest[:8]}-0"
+            ours == f"{PROJECT}-{ENV}-{p.key}-{p.digest[:8]}-{'p' if p.preferred else 0}"
             and re.fullmatch(rf"{re.escape(p.key)}-\d{{14}}", theirs) is not None
         ),
     ),
@@ -538,7 +555,8 @@ def pairs(
             key=key,
             job=job.job,
             digest=job.digest,
-            ours=job.candidates[0].request,
+            ours=job.preferred.request if job.preferred is not None else job.candidates[0].request,
+            preferred=job.preferred is not None,
             theirs=trainer[key],
             deployment=deployment,
             source=source,
@@ -549,6 +567,17 @@ def pairs(
 
 
 # ---------------------------------------------------------------------------------------------------
+
+
+# Differences that are sagestack's bugs, reported and not yet fixed: (job, side) -> (path, report).
+# The test expects exactly that path to differ and fails once it no longer does (remove the entry).
+KNOWN_BUGS: dict[tuple[str, str], tuple[str, str]] = {
+    ("candidates", "request"): (
+        "HyperParameters.sagemaker_job_name",
+        "training/preferences.preferred_job adds the toolkit's sagemaker_job_name to a drivers job's "
+        "InstancePreferences request; ModelTrainer (and the drivers contract) send the user's only",
+    ),
+}
 
 
 @pytest.mark.parametrize("side", ["request", "sm_drivers", "code"])
@@ -562,6 +591,11 @@ def test_sagestack_renders_what_model_trainer_renders_but_for_the_listed_differe
     ours, theirs = pair.sides()[side]
     assert ours and theirs
     problems, _ = compare(pair, DIFFERENCES, ours, theirs)
+    if (key, side) in KNOWN_BUGS:
+        path, report = KNOWN_BUGS[(key, side)]
+        assert problems, f"fixed: remove KNOWN_BUGS[{(key, side)!r}]"
+        assert [p.split(":")[0] for p in problems] == [path], "\n".join(problems)
+        pytest.xfail(report)
     assert not problems, "\n".join(problems)
 
 

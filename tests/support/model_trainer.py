@@ -93,6 +93,7 @@ class ModelTrainerOracle:
         with warnings.catch_warnings():
             # model_trainer.py imports its own deprecated sagemaker.train.configs shim
             warnings.filterwarnings("ignore", "sagemaker.train.configs has been moved", DeprecationWarning)
+            from sagemaker.core import shapes
             from sagemaker.core.helper.session_helper import Session
             from sagemaker.core.training import configs
             from sagemaker.train import defaults, distributed
@@ -100,6 +101,7 @@ class ModelTrainerOracle:
             from sagemaker.train.model_trainer import ModelTrainer
 
         self.configs = configs
+        self.shapes = shapes
         self.distributed = distributed
         self._trainer = ModelTrainer
         self._defaults = TrainDefaults
