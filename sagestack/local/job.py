@@ -17,6 +17,7 @@ from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.project.loader import LoadedSpec
 from sagestack.training.context import stand_in_context
+from sagestack.training.launcher import pack_job_drivers, uses_drivers
 from sagestack.training.rendered import resolve_training_job
 
 LOCAL_IMAGE = "local"  # the image (and the rule evaluator's image) is this machine's environment
@@ -94,12 +95,17 @@ def local_training_request(
         validate=False,
     )
     request = plan.candidates[0].request
+    # launcher: drivers — the sm_drivers channel's files; a tuning trial keeps the toolkit contract
+    # (the tuning API has no ContainerEntrypoint: training.rendered's toolkit_request)
+    drivers = pack_job_drivers(job, archive.files).files if uses_drivers(job) else None
+    if tuning_objective is not None and plan.toolkit_request is not None:
+        request, drivers = plan.toolkit_request, None
     if tuning_objective is not None:
         request = {
             **request,
             "HyperParameters": {**request["HyperParameters"], "_tuning_objective_metric": tuning_objective},
         }
-    return LocalRequest(request, plan.digest, archive.data, deployment, framework)
+    return LocalRequest(request, plan.digest, archive.data, deployment, framework, drivers)
 
 
 def image_framework(loaded: LoadedSpec, image: str) -> str | None:
