@@ -58,6 +58,9 @@ ENV = "dev"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/trainer:1"
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]
 SECURITY_GROUPS = ["sg-0123456789abcdef0"]
+TRAIN_DATA = "s3://team-datasets/digits/train/"
+METRICS = {"train:loss": r"loss=([0-9.e-]+)", "validation:accuracy": r"val_acc=([0-9.]+)"}
+ENVIRONMENT = {"NCCL_DEBUG": "INFO", "MY_FLAG": "1"}
 MPI_OPTIONS = ["-x", "NCCL_DEBUG=INFO", "--verbose"]
 SMP_V2 = {"hybrid_shard_degree": 8, "sm_activation_offloading": True, "tensor_parallel_degree": 2}
 # Hyperparameters of every JSON type. A spec's value is a string, number or boolean; ModelTrainer
@@ -170,6 +173,7 @@ CASES: dict[str, Case] = {
             "use_spot_instances": True,
             "checkpoint": {"every_steps": 50},
             "distribution": {"torch_distributed": {}},
+            "channels": {"train": {"s3_uri": TRAIN_DATA}},
         },
         lambda o, src: {
             "compute": _compute(o, "ml.g5.12xlarge", 2, enable_managed_spot_training=True),
@@ -177,6 +181,7 @@ CASES: dict[str, Case] = {
             "distributed": o.distributed.Torchrun(),
             "stopping_condition": _stopping(o, 3600, 7200),
             "checkpoint_config": o.configs.CheckpointConfig(),
+            "input_data_config": [o.configs.InputData(channel_name="train", data_source=TRAIN_DATA)],
         },
     ),
     # ModelTrainer has no Debugger: the rest of the job is compared, Debugger's fields are listed
@@ -185,13 +190,18 @@ CASES: dict[str, Case] = {
             "instance_type": "ml.g5.2xlarge",
             "max_run": 3600,
             "tensorboard": True,
+            "metric_definitions": METRICS,
             "debugger": {"rules": [{"rule": "loss_not_decreasing"}, {"rule": "vanishing_gradient"}]},
         },
         lambda o, src: {
             "compute": _compute(o, "ml.g5.2xlarge"),
             "source_code": _source(o, src),
             "stopping_condition": _stopping(o, 3600),
-            "post": lambda t: t.with_tensorboard_output_config(o.configs.TensorBoardOutputConfig()),
+            "post": lambda t: t.with_tensorboard_output_config(
+                o.configs.TensorBoardOutputConfig()
+            ).with_metric_definitions(
+                [o.shapes.MetricDefinition(name=k, regex=v) for k, v in METRICS.items()]
+            ),
         },
     ),
     "vpc": Case(
@@ -200,6 +210,7 @@ CASES: dict[str, Case] = {
             "max_run": 3600,
             "vpc": {"subnets": SUBNETS, "security_groups": SECURITY_GROUPS},
             "network_isolation": True,
+            "environment": ENVIRONMENT,
         },
         lambda o, src: {
             "compute": _compute(o, "ml.g5.2xlarge"),
@@ -208,6 +219,7 @@ CASES: dict[str, Case] = {
             "networking": o.configs.Networking(
                 subnets=SUBNETS, security_group_ids=SECURITY_GROUPS, enable_network_isolation=True
             ),
+            "environment": ENVIRONMENT,
         },
     ),
     "requirements": Case(
@@ -455,6 +467,18 @@ DIFFERENCES: dict[str, Difference[Pair]] = {
             lambda p, ours, theirs, path: (
                 ours == "1" and _efa(p) and catalog_instance(p.job.instance_type[0]).gpudirect_rdma
             )
+        ),
+    ),
+    "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries": Difference(
+        "sagestack turns SageMaker's metric time series on for a job with metric definitions (as the SDK "
+        "v2's estimator does)",
+        _absent(lambda p, ours, theirs, path: ours is True and bool(p.job.metric_definitions)),
+    ),
+    "InputDataConfig[train].InputMode": Difference(
+        "sagestack leaves a data channel's InputMode unset unless the spec sets one (the channel then "
+        "takes the job's TrainingInputMode); ModelTrainer writes the job's mode on the channel",
+        lambda p, ours, theirs, path: (
+            ours == MISSING and p.job.channels["train"].input_mode is None and theirs == p.job.input_mode
         ),
     ),
     "DebugHookConfig": Difference(

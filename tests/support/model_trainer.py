@@ -135,7 +135,10 @@ class ModelTrainerOracle:
             trainer = self._trainer(sagemaker_session=self.session, role=self.role_arn, **kwargs)
         if post is not None:
             post(trainer)
-        request = trainer._create_training_job_args(boto3=True)
+        with warnings.catch_warnings():
+            # the SDK's own InstancePreference serializes an unset training_plan_arns with a warning
+            warnings.filterwarnings("ignore", "Pydantic serializer warnings", UserWarning)
+            request = trainer._create_training_job_args(boto3=True)
         drivers = folder_files(Path(trainer._temp_code_dir.name)) if trainer._temp_code_dir else {}
         rendering = TrainerRendering(
             request=request,
