@@ -96,6 +96,15 @@ class Network:
             raise _refused(f"`unshare {' '.join(flags)}` failed: {said[-1] if said else 'no answer'}")
         return cls(process, int(line.split()[0]), user="--user" in flags)
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this machine cannot run the drivers sandbox (the error's text), or None."""
+        try:
+            cls.start().close()
+        except LocalRunError as e:
+            return str(e)
+        return None
+
     def close(self) -> None:
         guard.kill_tree([self.process.pid])
         self.process.communicate()

@@ -16,6 +16,7 @@ import torch
 
 from sagestack.local.job import LocalRunError, LocalTrainOptions
 from sagestack.local.runner import run_local_training
+from sagestack.local.sandbox import Network
 from tests.conftest import REPO, Project
 
 pytestmark = pytest.mark.train
@@ -60,6 +61,14 @@ jobs:
 
 
 @pytest.fixture(scope="module")
+def sandbox() -> None:
+    """The runs need the sandbox's namespaces (as root, or unprivileged user namespaces)."""
+    reason = Network.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     """The example project with the real training_src and three drivers-contract jobs."""
     project = Project(tmp_path_factory.mktemp("drivers") / "digits")
@@ -85,13 +94,13 @@ def weights(result) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def two_hosts(project: Project, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def two_hosts(sandbox: None, project: Project, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """Two hosts, AWS's torchrun driver: one run, checked many ways."""
     return train(project, "drivers-torchrun", tmp_path_factory.mktemp("two") / "run", hosts=2)
 
 
 @pytest.fixture(scope="module")
-def straight(project: Project, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def straight(sandbox: None, project: Project, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """One host, AWS's basic script driver: the run a resumed run must equal."""
     return train(project, "drivers-single", tmp_path_factory.mktemp("straight") / "run")
 
@@ -152,7 +161,7 @@ def test_spot_resume_under_drivers_equals_the_uninterrupted_run(project, straigh
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_mpi_on_one_host_runs_two_ranks(project, tmp_path):  # type: ignore[no-untyped-def]
+def test_mpi_on_one_host_runs_two_ranks(sandbox, project, tmp_path):  # type: ignore[no-untyped-def]
     result = train(project, "drivers-mpi", tmp_path / "run")
     log = result.log_files[0].read_text()
     assert result.succeeded, (result.failure, log[-3000:])

@@ -1,0 +1,108 @@
+"""The drivers sandbox's parts, judged by AWS's own drivers where they read them: the stand-in
+nvidia-smi / neuron-ls counted by environment.py, the MPI driver's mpirun command read by the local
+mpirun (its ranks started for real: two tiny processes), each host's /etc/hosts."""
+
+from __future__ import annotations
+
+import importlib
+import socket
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from sagestack.core.drivers import drivers_folder
+from sagestack.local import mpirun
+from sagestack.local.sandbox import Accelerators, hosts_file, stand_ins, unshare_flags
+
+
+def drivers_module(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:
+    """One of the pinned sagemaker-train's container drivers' modules, imported as the container
+    imports it (its folder first on sys.path)."""
+    monkeypatch.syspath_prepend(str(drivers_folder()))
+    for cached in [m for m in sys.modules if m.split(".")[0] in ("common", "scripts", "distributed_drivers")]:
+        monkeypatch.delitem(sys.modules, cached)
+    return importlib.import_module(name)
+
+
+def path_with(tmp_path: Path, accelerators: Accelerators) -> str:
+    for name, text in stand_ins(accelerators).items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    return f"{tmp_path}:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize(
+    ("accelerators", "gpus", "neurons"),
+    [(Accelerators(gpus=3), 3, 0), (Accelerators(neuron_cores=2), 0, 2), (Accelerators(), 0, 0)],
+)
+def test_environment_py_counts_the_simulated_accelerators(monkeypatch, tmp_path, accelerators, gpus, neurons):
+    environment = drivers_module(monkeypatch, "scripts.environment")
+    monkeypatch.setenv("PATH", path_with(tmp_path, accelerators))
+    assert (environment.num_gpus(), environment.num_neurons()) == (gpus, neurons)
+
+
+def test_the_mpi_drivers_command_starts_each_rank_with_open_mpis_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("SM_NETWORK_INTERFACE_NAME", "lo")
+    monkeypatch.setenv("SM_CURRENT_INSTANCE_TYPE", "ml.g5.12xlarge")
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-1")
+    mpi_utils = drivers_module(monkeypatch, "distributed_drivers.mpi_utils")
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import os, sys\n"
+        "keys = ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', "
+        "'OMPI_COMM_WORLD_LOCAL_SIZE', 'OMPI_COMM_WORLD_NODE_RANK', 'NCCL_SOCKET_IFNAME', 'FOO']\n"
+        "print(' '.join(os.environ.get(k, '-') for k in keys), *sys.argv[1:])\n"
+    )
+    argv = mpi_utils.get_mpirun_command(
+        host_count=1,
+        host_list=["algo-1:2"],
+        num_processes=2,
+        additional_options=["-x", "FOO=1"],
+        entry_script_path=str(script),
+    )
+    assert argv[0] == "mpirun"
+    command = mpirun.parse([*argv[1:], "--epochs", "2"], {"PATH": "/usr/bin"})
+    assert command.hosts == {"algo-1": 2} and command.processes == 2 and command.tag_output
+    assert command.exports == {"NCCL_SOCKET_IFNAME": "lo", "FOO": "1", "PATH": "/usr/bin"}
+    assert mpirun.rank_program(command.program) == [sys.executable, str(script), "--epochs", "2"]
+
+    lines: list[str] = []
+    monkeypatch.setattr(sys, "stdout", _Lines(lines))
+    assert mpirun.run(command, {"SM_CURRENT_HOST": "algo-1", "PATH": "/usr/bin:/bin"}) == 0
+    assert sorted(lines) == [
+        "[1,0]<stdout>:0 2 0 2 0 lo 1 --epochs 2\n",
+        "[1,1]<stdout>:1 2 1 2 0 lo 1 --epochs 2\n",
+    ]
+
+
+class _Lines:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_mpirun_refuses_other_hosts_and_unknown_options_with_the_reason():
+    two_hosts = mpirun.parse(["--host", "algo-1,algo-2", "-np", "2", "python", "t.py"], {})
+    with pytest.raises(mpirun.MpirunError, match=r"over ssh between the hosts.*--hosts 1"):
+        mpirun.run(two_hosts, {"SM_CURRENT_HOST": "algo-1"})
+    with pytest.raises(mpirun.MpirunError, match="does not know the option '--hostfile'"):
+        mpirun.parse(["--hostfile", "h", "python", "t.py"], {})
+
+
+def test_each_host_resolves_every_algo_host_and_itself():
+    text = hosts_file("algo-2", ["algo-1", "algo-2"])
+    entries = {name: line.split()[0] for line in text.splitlines() for name in line.split()[1:]}
+    assert entries["algo-1"] == "127.0.1.1" and entries["algo-2"] == "127.0.1.2"
+    assert entries[socket.gethostname()] == "127.0.1.2" and entries["localhost"] in ("127.0.0.1", "::1")
+
+
+def test_a_normal_user_gets_a_user_namespace_and_root_does_not():
+    assert unshare_flags(0) == ["--net"]
+    assert unshare_flags(1000) == ["--user", "--map-root-user", "--net"]
