@@ -1,12 +1,17 @@
 """The oracle of the drivers launch contract: ModelTrainer renders what sagestack renders.
 
-For each job below, the CreateTrainingJob request sagestack renders under `launcher: drivers` is
-compared FIELD BY FIELD with what the pinned sagemaker-train's
-`ModelTrainer._create_training_job_args(boto3=True)` produces for the same inputs (the same role,
-bucket, image, instances, distribution, spot, checkpoint, network, hyperparameters and code), and the
-`sm_drivers` channel's files with ModelTrainer's temp drivers folder, file by file. Every difference
-must be in DIFFERENCES (field path -> why) and be exactly what that entry says (its check); any other
-difference fails, and so does an entry that no job shows.
+For each job of CASES (one host; torchrun 1x4 and 2x1; MPI 1x2 with options; SMP v2; spot with
+checkpoints and a data channel; Debugger, TensorBoard and metrics; a VPC with network isolation and
+an environment; requirements.txt; instance candidates; hyperparameters of every JSON type), the
+CreateTrainingJob request sagestack renders under `launcher: drivers` is compared FIELD BY FIELD with
+what the pinned sagemaker-train's `ModelTrainer._create_training_job_args(boto3=True)` produces for
+the same inputs (the same role, bucket, image, instances, distribution, spot, checkpoint, network,
+hyperparameters and code), the `sm_drivers` channel's files with ModelTrainer's temp drivers folder
+and the `code` channel's with what ModelTrainer uploads, file by file. Every difference must be in
+DIFFERENCES (field path -> why) and be exactly what that entry says (its check); any other difference
+fails, and so does an entry that no job shows. KNOWN_BUGS holds what was found wrong in sagestack and
+reported, path by path, until it is fixed. Debugger has no ModelTrainer counterpart: its fields are
+listed, the rest of that job is compared.
 
 ModelTrainer runs offline (tests/support/model_trainer.py): its S3 uploads go to a local moto server,
 and the one call it makes to IAM (`SimulatePrincipalPolicy`, in
