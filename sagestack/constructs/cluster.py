@@ -28,9 +28,10 @@ from sagestack.constructs.cluster_props import (
     ClusterInstanceGroup,
     resolve_cluster_spec,
 )
-from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compliance
+from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
+from sagestack.constructs.prefix_deployment import deploy_to_prefix, grant_prefix
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.service_model import validate_request
@@ -200,74 +201,17 @@ class HyperPodCluster(Construct):
     def _lifecycle_scripts(
         self, lifecycle_dir: str, artifacts: ArtifactBucketBase, prefix: str
     ) -> s3_deployment.BucketDeployment:
-        """The scripts, unzipped under the cluster's prefix (HyperPod reads a folder, not an archive).
-        CDK's deployment function would be granted the whole bucket; it gets a role of its own with
-        the prefix only (the role it is handed is immutable, so CDK's grants are dropped)."""
-        stack = Stack.of(self)
-        role = iam.Role(
-            self,
-            "LifecycleDeployRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Copies the lifecycle scripts of HyperPod cluster {self.names.cluster(self.key)}",
-        )
-        objects = artifacts.bucket.arn_for_objects(f"{prefix}*")
-        staging = f"arn:{stack.partition}:s3:::cdk-*-assets-{stack.account}-{stack.region}/*"
-        log_groups = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name="/aws/lambda/*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        role.add_to_policy(iam.PolicyStatement(actions=list(actions.S3_OBJECT_GET), resources=[staging]))
-        _grant_scripts(
-            role, artifacts, prefix, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), actions.KMS_USE
-        )
-        role.add_to_policy(iam.PolicyStatement(actions=list(actions.LOGS_WRITE), resources=[log_groups]))
-        deployment = s3_deployment.BucketDeployment(
+        """The scripts, unzipped under the cluster's prefix (HyperPod reads a folder, not an archive),
+        copied by a role that may write that prefix only (constructs/prefix_deployment.py)."""
+        return deploy_to_prefix(
             self,
             "Lifecycle",
-            sources=[s3_deployment.Source.asset(lifecycle_dir)],
-            destination_bucket=artifacts.bucket,
-            destination_key_prefix=prefix,
-            prune=True,
-            retain_on_delete=False,
-            # By name, so the imported role's account is the stack's: were it parsed from a token ARN,
-            # the bucket key's grant to it would go to the key policy in the foundation stack, which
-            # would then depend on this one (a cycle wherever the environment names its account).
-            role=iam.Role.from_role_name(self, "LifecycleDeployRoleRef", role.role_name, mutable=False),
+            source=lifecycle_dir,
+            artifacts=artifacts,
+            prefix=prefix,
+            what="The lifecycle scripts of the cluster",
+            role_description=f"Copies the lifecycle scripts of HyperPod cluster {self.names.cluster(self.key)}",
         )
-        deployment.node.add_dependency(role)
-        acknowledge_at_synth(
-            role,
-            {
-                lambda c: (
-                    f"AwsSolutions-IAM5[Resource::{nag_text(c, objects)}]"
-                ): "The lifecycle scripts under "
-                "the cluster's own code/clusters/<cluster>/ prefix, which the deployment replaces as a whole.",
-            },
-        )
-        acknowledge(
-            role,
-            {
-                f"AwsSolutions-IAM5[Resource::{nag_text(self, staging)}]": "The CDK bootstrap bucket's staged "
-                "asset archives (the scripts' zip), read only; its name carries the bootstrap qualifier.",
-                f"AwsSolutions-IAM5[Resource::{nag_text(self, log_groups)}]": "The deployment function's own "
-                "log streams, in the Lambda log group named after it.",
-            },
-        )
-        handler = Stack.of(self).node.try_find_child(
-            "Custom::CDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C"
-        )
-        if handler is not None:
-            acknowledge(
-                handler,
-                {
-                    "AwsSolutions-L1": "The runtime is chosen by aws-cdk-lib's BucketDeployment and moves with "
-                    "it; the function only copies the lifecycle scripts.",
-                },
-            )
-            acknowledge_compliance(handler, PROVIDER_FUNCTION)
-        return deployment
 
     def _vpc(self, cidr: str, key: kms.IKey) -> ec2.Vpc:
         vpc = ec2.Vpc(
@@ -318,7 +262,7 @@ class HyperPodCluster(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"Nodes of HyperPod cluster {self.names.cluster(self.key)}",
         )
-        scripts = _grant_scripts(role, artifacts, prefix, actions.S3_OBJECTS_READ, actions.KMS_DECRYPT)
+        scripts = grant_prefix(role, artifacts, prefix, actions.S3_OBJECTS_READ, actions.KMS_DECRYPT)
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=[*actions.VPC_NETWORK_INTERFACES, "ec2:DetachNetworkInterface"],
@@ -359,28 +303,3 @@ class HyperPodCluster(Construct):
             },
         )
         return role
-
-
-def _grant_scripts(
-    role: iam.Role,
-    artifacts: ArtifactBucketBase,
-    prefix: str,
-    object_actions: tuple[str, ...],
-    key_actions: tuple[str, ...],
-) -> str:
-    """Objects under a cluster's lifecycle prefix (and listing that prefix only), with the bucket's
-    key; returns the objects' ARN pattern (for the acknowledgement beside the grant)."""
-    objects = artifacts.bucket.arn_for_objects(f"{prefix}*")
-    role.add_to_policy(iam.PolicyStatement(actions=list(object_actions), resources=[objects]))
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=list(actions.S3_LIST),
-            resources=[artifacts.bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-        )
-    )
-    if artifacts.encryption_key is not None:
-        role.add_to_policy(
-            iam.PolicyStatement(actions=list(key_actions), resources=[artifacts.encryption_key.key_arn])
-        )
-    return objects

@@ -8,12 +8,13 @@ import jsii
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.grants import grant_once
-from sagestack.constructs.nag import acknowledge, nag_text
+from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.trust import sagemaker_principal
 from sagestack.core.names import Names
@@ -57,6 +58,21 @@ class ExecutionRoleBase(Construct):
     def grant_object_read(self, bucket_arn_for_object: str) -> iam.Grant:
         """Read one object (a job's code archive), not the bucket it lies in."""
         return grant_once(self, actions.S3_OBJECT_GET, [bucket_arn_for_object])
+
+    def grant_prefix_read(self, bucket: s3.IBucket, prefix: str, what: str) -> None:
+        """Read the objects under one prefix (a key ending in '/') of `bucket` and list that prefix
+        only (a job's launch files, which SageMaker downloads as S3Prefix channels); `what` says what
+        lies there (the acknowledgement's reason)."""
+        objects = bucket.arn_for_objects(f"{prefix}*")
+        grant_once(self, actions.S3_OBJECT_GET, [objects])
+        grant_once(self, actions.S3_LIST, [bucket.bucket_arn], {"StringLike": {"s3:prefix": [f"{prefix}*"]}})
+        acknowledge_at_synth(
+            self.role,
+            {
+                lambda c: f"AwsSolutions-IAM5[Resource::{nag_text(c, objects)}]": f"{what}: read only, "
+                f"under their own content-addressed {prefix} prefix.",
+            },
+        )
 
     def grant_debugger_actions(self, names: Names, *, stop_training: bool, notify: bool) -> None:
         """Debugger rule actions run as the execution role: StopTraining stops the job it watches,

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Aws, Duration, Stack
+from aws_cdk import Aws, CfnElement, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -187,9 +187,21 @@ class JobPipeline(JobPipelineBase):
             )
         found = _ROLE_POLICIES[self.role]
         cfn = self.state_machine.node.default_child
+        self._depends_on: list[str] | None = None
         if found is None or cfn is None or found[0] is not Stack.of(self):
             return  # a role in another stack: CloudFormation orders the stacks instead
-        cfn.add_override("DependsOn", [found[1]])  # type: ignore[attr-defined]
+        self._depends_on = [found[1]]
+        cfn.add_override("DependsOn", self._depends_on)  # type: ignore[attr-defined]
+
+    def wait_for(self, resource: CfnElement) -> None:
+        """Create the state machine only once `resource` (of this stack) exists: e.g. the files the
+        jobs it starts read."""
+        if self._depends_on is None:
+            self.state_machine.node.add_dependency(resource)
+            return
+        self._depends_on.append(Stack.of(self).get_logical_id(resource))
+        cfn = self.state_machine.node.default_child
+        cfn.add_override("DependsOn", sorted(self._depends_on))  # type: ignore[union-attr]
 
     def _acknowledge_role(self) -> None:
         """What CDK itself grants a state machine's role for logging, tracing and the topic."""

@@ -4,6 +4,7 @@ poll, the next instance candidate on capacity errors — then, for each ModelReg
 
 from __future__ import annotations
 
+import shutil
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -16,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
@@ -34,6 +36,7 @@ from sagestack.constructs.model_registration import (
 )
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
+from sagestack.constructs.prefix_deployment import deploy_to_prefix
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
@@ -48,6 +51,8 @@ from sagestack.endpoints.request import lineage_of
 from sagestack.endpoints.resolved import ResolvedEndpoint
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
+from sagestack.training.launch_files import job_launch_files, launch_files_key
+from sagestack.training.launcher import uses_drivers
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.retrain import retrainable
@@ -137,13 +142,21 @@ class TrainingPipeline(JobPipeline):
         source, source_sha256 = _source_asset(scope, key, Path(code))
         if first_time(execution_role, "source archive", source_sha256):
             execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
+        launch = _launch_files(scope, key, names, job_spec, Path(code), artifacts, execution_role)
         if mlflow_server_arn is not None and first_time(execution_role, "mlflow", mlflow_server_arn):
             grant_mlflow_logging(execution_role, mlflow_server_arn)
         deployment, stand_ins = deployments = _deployments(
             scope, region, names.request_tags(tags), execution_role, artifacts, encryption_key
         )
         job_plan, validated = _job_plans(
-            names, key, job_spec, deployments, image, source, source_sha256, mlflow_server_arn, validated
+            names,
+            key,
+            job_spec,
+            deployments,
+            image,
+            (source, source_sha256, None if launch is None else deployment.s3.launch_files(launch[0])),
+            mlflow_server_arn,
+            validated,
         )
         lineage_values = (*lineage_of(key, job_plan.digest, source_sha256), *sorted((lineage or {}).items()))
         settings = self._settings(poll_interval, backoff, topic, quota_codes)
@@ -176,6 +189,11 @@ class TrainingPipeline(JobPipeline):
         )
         self.key = key
         self.source = source
+        # launcher: drivers — the upload of the job's launch files (code/jobs/<digest>/), which the
+        # state machine waits for: CreateTrainingJob reads its code and sm_drivers channels there
+        self.launch_files = None if launch is None else launch[1]
+        if self.launch_files is not None:
+            self.wait_for(self.launch_files.node.find_child("CustomResource").node.default_child)  # type: ignore[arg-type]
         self.job_spec = job_spec
         self.region = region
         self.validation_plan: RenderedJob = validated
@@ -275,22 +293,78 @@ class TrainingPipeline(JobPipeline):
 
 
 _ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()
+_LAUNCH_FILES: weakref.WeakKeyDictionary[Any, dict[str, s3_deployment.BucketDeployment]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _archive(scope: Construct, code: Path) -> SourceArchive:
+    """The folder's deterministic archive: jobs of one folder share it, packed once per stage."""
+    stage = Stage.of(scope)
+    packed = _ARCHIVES.setdefault(stage if stage is not None else Stack.of(scope), {})
+    return packed.get(code.resolve()) or packed.setdefault(code.resolve(), pack_source_dir(code))
+
+
+def _staging(scope: Construct, folder: str) -> Path:
+    """A folder of the cloud assembly's outdir that files are staged in before CDK takes them."""
+    stage = Stage.of(scope)
+    return Path(stage.outdir if stage is not None else ".") / folder
 
 
 def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asset, str]:
     """The code as one deterministic archive per folder, written once per synth, and its sha256."""
 
-    stage = Stage.of(scope)
-    # Jobs of one folder share its archive: packed once per stage, not once per job.
-    packed = _ARCHIVES.setdefault(stage if stage is not None else Stack.of(scope), {})
-    archive = packed.get(code.resolve()) or packed.setdefault(code.resolve(), pack_source_dir(code))
-    outdir = Path(stage.outdir if stage is not None else ".") / ".sagestack-sources"
+    archive = _archive(scope, code)
+    outdir = _staging(scope, ".sagestack-sources")
     outdir.mkdir(parents=True, exist_ok=True)
     tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
     if not tarball.exists():
         tarball.write_bytes(archive.data)
     # In the parent scope, as the stacks always created it (keeps asset IDs stable).
     return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
+
+
+def _launch_files(
+    scope: Construct,
+    key: str,
+    names: Names,
+    job: JobSpec,
+    code: Path,
+    artifacts: ArtifactBucketBase,
+    execution_role: ExecutionRoleBase,
+) -> tuple[str, s3_deployment.BucketDeployment] | None:
+    """launcher: drivers — the job's code (the archive's files, unpacked) and drivers, staged once per
+    content in the assembly's outdir and unpacked under code/jobs/<digest>/ of the artifact bucket at
+    deploy; the execution role may read that prefix. Returns the digest and the deployment."""
+    if not uses_drivers(job):
+        return None
+    files = job_launch_files(job, _archive(scope, code))
+    staged = _staging(scope, ".sagestack-launch-files") / files.digest
+    if not staged.exists():
+        partial_dir = staged.with_name(f"{files.digest}.partial")
+        shutil.rmtree(partial_dir, ignore_errors=True)
+        files.write(partial_dir)
+        partial_dir.rename(staged)
+    prefix = launch_files_key(files.digest)
+    # One deployment per content and stack: jobs whose files are the same share the prefix.
+    deployed = _LAUNCH_FILES.setdefault(Stack.of(scope), {})
+    if prefix not in deployed:
+        deployed[prefix] = deploy_to_prefix(
+            scope,
+            f"LaunchFiles-{files.digest}",
+            source=str(staged),
+            artifacts=artifacts,
+            prefix=prefix,
+            what=f"The launch files (code and SageMaker SDK drivers) of training job '{key}'",
+            role_description=f"Copies the launch files of sagestack {names.prefix} training jobs",
+            role_id="LaunchFilesDeployRole",
+            retain_on_delete=True,  # content-addressed: a job started before a deploy may still read them
+        )
+    if first_time(execution_role, "launch files", prefix):
+        execution_role.grant_prefix_read(
+            artifacts.bucket, prefix, "A drivers-contract job's code and SageMaker SDK drivers"
+        )
+    return files.digest, deployed[prefix]
 
 
 def _deployments(
@@ -320,8 +394,7 @@ def _job_plans(
     job: JobSpec,
     deployments: tuple[Deployment, Deployment],  # the deployment's tokens, and its stand-ins
     image: TrainingImage,
-    source: s3_assets.Asset,
-    source_sha256: str,
+    code: tuple[s3_assets.Asset, str, str | None],  # the source asset, its sha256, the launch files' URI
     mlflow_server_arn: str | None,
     validated: RenderedJob | None,
 ) -> tuple[RenderedJob, RenderedJob]:
@@ -329,6 +402,7 @@ def _job_plans(
     stand-ins: `validated` when the environment already did it, else here (the library door), with
     the stand-ins `sagestack plan` and `sagestack lock` use (CloudFormation tokens are not ARNs)."""
     deployment, stand_ins = deployments
+    source, source_sha256, launch_files = code
     validation_rules_image = rules_image_for(job, stand_ins.region)
     if validation_rules_image is None or not Token.is_unresolved(deployment.region):
         rules_image = rules_image_for(job, deployment.region)
@@ -352,6 +426,7 @@ def _job_plans(
             rules_image,
             mlflow,
             image.framework,
+            launch_files,
         )
 
     job_plan = resolve(context=token_context, validate=False)

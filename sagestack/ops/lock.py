@@ -26,7 +26,7 @@ from sagestack.project.requests import EnvironmentRequests, request_sha256
 
 LOCK_VERSION = 1
 # Parts of the lock that say what runs; the catalog versions only say how it was resolved.
-REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sources")
+REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sources", "launch_files")
 
 
 def lock_document(
@@ -59,6 +59,9 @@ def lock_document(
             "botocore": metadata.version("botocore"),
         },
         "sources": dict(sorted(requests.sources.items())),
+        # launcher: drivers jobs only (a lock without one keeps its bytes): job -> the launch files'
+        # digest, which moves with the code and with the pinned sagemaker-train's drivers
+        **({"launch_files": dict(sorted(requests.launch_files.items()))} if requests.launch_files else {}),
         "jobs": jobs,
         "tuning": {k: {"request_sha256": request_sha256(r)} for k, r in requests.tuning.items()},
         "endpoints": {
@@ -213,7 +216,7 @@ def lock_changes(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
         before, after = old.get(section) or {}, current.get(section) or {}
         for key in sorted(set(before) | set(after)):
             label = f"{section}.{key}"
-            if key not in after or key not in before or section in ("serving", "sources"):
+            if key not in after or key not in before or section in ("serving", "sources", "launch_files"):
                 was = {k: v for k, v in before.items() if k == key}
                 out += diff({section: was}, {section: {k: v for k, v in after.items() if k == key}})
                 continue

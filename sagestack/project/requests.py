@@ -19,7 +19,8 @@ from typing import Any
 from sagestack.core.catalog.images import dlc_framework
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
-from sagestack.core.sourcedir import dockerfile_fingerprint, pack_source_dir
+from sagestack.core.layout import STAND_IN_LAUNCH_FILES
+from sagestack.core.sourcedir import SourceArchive, dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
 from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
 from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_registration
@@ -28,6 +29,8 @@ from sagestack.llm.optimization_job import stand_in_requests as optimization_req
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
+from sagestack.training.launch_files import job_launch_files
+from sagestack.training.launcher import uses_drivers
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 from sagestack.tuning.request import render_tuning_request
@@ -111,6 +114,9 @@ class EnvironmentRequests:
     optimizations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> instance type -> identity
     sources: dict[str, str] = field(default_factory=dict)  # source_dir -> sha256 of sourcedir.tar.gz
+    # launcher: drivers — job -> the digest of its launch files (code/jobs/<digest>/: the unpacked
+    # code and the pinned sagemaker-train's drivers), which the rendered requests name by a stand-in
+    launch_files: dict[str, str] = field(default_factory=dict)
 
 
 def render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool = True) -> EnvironmentRequests:
@@ -129,9 +135,13 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
     out = EnvironmentRequests()
     deployment = stand_in_deployment(plan)
     mlflow = mlflow_target(plan)
+    archives: dict[str, SourceArchive] = {}
     for key, job in plan.spec.jobs.items():
         if job.source_dir not in out.sources:
-            out.sources[job.source_dir] = pack_source_dir(root / job.source_dir).sha256
+            archives[job.source_dir] = pack_source_dir(root / job.source_dir)
+            out.sources[job.source_dir] = archives[job.source_dir].sha256
+        if uses_drivers(job):
+            out.launch_files[key] = job_launch_files(job, archives[job.source_dir]).digest
         images = job_images(plan, root, key)
         out.images[key] = images.identity
         out.jobs[key] = resolve_training_job(
@@ -219,6 +229,8 @@ STAND_INS = {
     "role/sagestack-validation": "the execution role (FoundationStack)",
     "key/00000000-0000-0000-0000-000000000000": "the project KMS key (FoundationStack)",
     "code/sourcedir.tar.gz": "the source archive's asset location (its sha256 is in the lock)",
+    f"code/jobs/{STAND_IN_LAUNCH_FILES}/": "the job's launch files prefix (launcher: drivers: its code "
+    "and the SDK's drivers, unpacked), content-addressed at synth (its digest is in the lock)",
     "cdk-assets:": "the Dockerfile image's asset URI (built and pushed by cdk deploy)",
     "sagestack-validation-job": "the training job the pipeline ran",
     "reported-by-the-training-job": "the training job's image (DescribeTrainingJob)",

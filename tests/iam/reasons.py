@@ -135,6 +135,11 @@ CUSTOM_RESOURCE = (
     "CDK's AwsCustomResource provider function (run_on_deploy starts the pipeline once per deploy): "
     "CDK writes it, it runs only during a deploy, "
 )
+BUCKET_DEPLOYMENT = "CustomCDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C81C01536"
+DEPLOYMENT_FUNCTION = (
+    "CDK's BucketDeployment function (files unpacked under one prefix of the artifact bucket, with a "
+    "role scoped to those prefixes): CDK writes it, it runs only during a deploy, "
+)
 CHECKOV = {
     ("CKV_AWS_18", "AWS::S3::Bucket.ArtifactsAccessLogs4D97777C"): "The access-log bucket itself: logging "
     "its own access would log the logging (S3 server access logs go to it from the artifact bucket).",
@@ -144,4 +149,17 @@ CHECKOV = {
     + "and calls only the Step Functions API.",
     ("CKV_AWS_115", "AWS::Lambda::Function.AWS679f53fac002430cb0da5b7982bd22872D164C4C"): CUSTOM_RESOURCE
     + "once per deploy: a concurrency limit would cap nothing.",
+}
+# CDK's BucketDeployment function (launcher: drivers jobs' launch files, clusters' lifecycle scripts),
+# for projects that have one (the example and broad projects have none: test_iam would call them unused)
+BUCKET_DEPLOYMENT_CHECKOV = {
+    ("CKV_AWS_115", f"AWS::Lambda::Function.{BUCKET_DEPLOYMENT}"): DEPLOYMENT_FUNCTION
+    + "once per deploy and per changed prefix: a concurrency limit would cap nothing.",
+    ("CKV_AWS_116", f"AWS::Lambda::Function.{BUCKET_DEPLOYMENT}"): DEPLOYMENT_FUNCTION
+    + "and CloudFormation reports its failure (no queue would be read).",
+    ("CKV_AWS_117", f"AWS::Lambda::Function.{BUCKET_DEPLOYMENT}"): DEPLOYMENT_FUNCTION
+    + "and calls only S3 (the staged zip and its own prefixes of the artifact bucket).",
+    ("CKV_AWS_173", f"AWS::Lambda::Function.{BUCKET_DEPLOYMENT}"): DEPLOYMENT_FUNCTION
+    + "and its one environment variable is the path of the CA bundle (AWS_CA_BUNDLE), no secret; Lambda "
+    "encrypts it at rest with its own key.",
 }

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from sagestack.cli import app
 from sagestack.ops.lock import LockMismatchError, lock_changes, lock_document, read_lock
 from sagestack.project import resolve_environment
-from sagestack.project.requests import render_environment
+from sagestack.project.requests import render_environment, requests_named
 from tests.conftest import MINIMAL
 
 SPEC = MINIMAL + "    hyperparameters: {epochs: 10, lr: 0.001}\n"
@@ -111,3 +111,33 @@ def test_a_source_change_is_the_hash_and_the_source_not_a_list_of_names(project)
     assert lines[1] == "    only the names and tags carrying the hash (it covers the source too)"
     old, new = before["sources"]["training_src"][:12], _current(project)["sources"]["training_src"][:12]
     assert lines[2:] == [f"~ sources.training_src: {old} → {new}"]
+
+
+DRIVERS = SPEC + "    launcher: drivers\n"
+
+
+def test_a_drivers_job_locks_its_launch_files_and_a_change_of_the_drivers_shows(project, monkeypatch):
+    """The launch files' digest (code/jobs/<digest>/) is in the lock beside the source archives: a new
+    pinned sagemaker-train's drivers change no request (they name the prefix by a stand-in) but show
+    as that digest; a lock without a drivers job has no such section (its bytes are unchanged)."""
+    import sagestack.core.drivers as drivers
+
+    project.spec(SPEC).env("dev")
+    assert "launch_files" not in _current(project)
+    project.spec(DRIVERS)
+    before = _current(project)
+    digest = before["launch_files"]["classifier"]
+    plan = resolve_environment(project.load("dev"))
+    (shown,) = requests_named(plan, render_environment(plan, project.root), "classifier")
+    assert "content-addressed at synth" in shown.stand_ins["code/jobs/launch-files/"]  # `render` says so
+    assert len(digest) == 16 and int(digest, 16) >= 0
+    shipped = drivers._sdk_files()
+    bumped = tuple(
+        (p, d + b"# a newer sagemaker-train\n" if p.endswith("_driver.py") else d) for p, d in shipped
+    )
+    monkeypatch.setattr(drivers, "_sdk_files", lambda: bumped)
+    after = _current(project)
+    assert after["jobs"] == before["jobs"] and after["sources"] == before["sources"]
+    assert lock_changes(before, after) == [
+        f"~ launch_files.classifier: {digest} → {after['launch_files']['classifier']}"
+    ]
