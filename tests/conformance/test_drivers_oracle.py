@@ -480,10 +480,10 @@ DIFFERENCES: dict[str, Difference[Pair]] = {
         _absent(lambda p, ours, theirs, path: ours is True and bool(p.job.metric_definitions)),
     ),
     "InputDataConfig[train].InputMode": Difference(
-        "sagestack leaves a data channel's InputMode unset unless the spec sets one (the channel then "
-        "takes the job's TrainingInputMode); ModelTrainer writes the job's mode on the channel",
+        "sagestack leaves a data channel's InputMode unset unless the spec sets one (the channel takes "
+        "the job's TrainingInputMode); ModelTrainer writes File on every channel it makes from an S3 URI",
         lambda p, ours, theirs, path: (
-            ours == MISSING and p.job.channels["train"].input_mode is None and theirs == p.job.input_mode
+            ours == MISSING and p.job.channels["train"].input_mode is None and theirs == "File"
         ),
     ),
     "DebugHookConfig": Difference(
