@@ -74,7 +74,8 @@ def preferred_job(names: Names, key: str, digest: str, candidates: list[Rendered
     name = names.preference_job(key, digest)
     request = json.loads(json.dumps(candidates[0].request))
     request["TrainingJobName"] = name
-    request["HyperParameters"]["sagemaker_job_name"] = encode_hyperparameter(name)
+    if "sagemaker_job_name" in request["HyperParameters"]:  # the toolkit's key (none under the drivers)
+        request["HyperParameters"]["sagemaker_job_name"] = encode_hyperparameter(name)
     request["HyperParameters"].pop("sagemaker_instance_type", None)
     if "MlflowConfig" in request:
         request["MlflowConfig"]["MlflowRunName"] = name

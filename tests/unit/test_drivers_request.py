@@ -142,3 +142,12 @@ def test_the_pinned_sdk_is_part_of_a_drivers_jobs_name(monkeypatch) -> None:
     toolkit = plan(TORCHRUN).digest
     monkeypatch.undo()
     assert plan(TORCHRUN).digest == toolkit  # a toolkit job does not depend on the SDK v3's pin
+
+
+def test_the_preferred_drivers_job_sends_no_toolkit_key() -> None:
+    job = {k: v for k, v in TORCHRUN.items() if k not in ("use_spot_instances", "checkpoint")}
+    rendered = plan({**job, "launcher": "drivers", "instance_type": ["ml.g5.12xlarge", "ml.g6.12xlarge"]})
+    assert rendered.preferred is not None
+    assert rendered.preferred.request["HyperParameters"] == rendered.candidates[0].request["HyperParameters"]
+    toolkit = plan({**job, "instance_type": ["ml.g5.12xlarge", "ml.g6.12xlarge"]}).preferred
+    assert toolkit is not None and toolkit.request["HyperParameters"]["sagemaker_job_name"].startswith('"')
