@@ -19,9 +19,10 @@ from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.endpoints.resolved import ResolvedEndpoint, endpoints_fed_by
 from sagestack.project import ResolvedEnvironment
 from sagestack.project.requests import render_training
+from sagestack.training.launcher import uses_drivers
 
 # CloudFormation allows 500 resources in a stack; a pipeline is 2 or 3 (state machine, alarm, the
-# deploy trigger). Up to PIPELINES_IN_ONE_STACK jobs every pipeline lives in the training stack; beyond
+# deploy trigger), and a launcher: drivers job's one more (the upload of its launch files). Up to PIPELINES_IN_ONE_STACK jobs every pipeline lives in the training stack; beyond
 # it, each job's pipeline lives in shard stack hash(job) % SHARDS ('<prefix>-training-07'), so adding a
 # job never moves another (crossing the threshold moves them once, in one deploy).
 PIPELINES_IN_ONE_STACK = 100
@@ -50,7 +51,7 @@ def check_shards(plan: ResolvedEnvironment) -> None:
     per_shard: dict[int, int] = {}
     for key, job in jobs.items():
         per_shard[pipeline_shard(key)] = per_shard.get(pipeline_shard(key), 0) + (
-            2 + job.run_on_deploy + (3 if job.schedule else 0)
+            2 + job.run_on_deploy + (3 if job.schedule else 0) + uses_drivers(job)
         )
     full = {s: n for s, n in per_shard.items() if n > SHARD_RESOURCE_BUDGET}
     if full:

@@ -19,6 +19,8 @@ from typing import Any
 from sagestack.core.catalog.images import dlc_framework
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
+from sagestack.core.drivers import DriversUnavailable
+from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.core.layout import STAND_IN_LAUNCH_FILES
 from sagestack.core.sourcedir import SourceArchive, dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
@@ -31,6 +33,7 @@ from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.launch_files import job_launch_files
 from sagestack.training.launcher import uses_drivers
+from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 from sagestack.tuning.request import render_tuning_request
@@ -141,7 +144,7 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
             archives[job.source_dir] = pack_source_dir(root / job.source_dir)
             out.sources[job.source_dir] = archives[job.source_dir].sha256
         if uses_drivers(job):
-            out.launch_files[key] = job_launch_files(job, archives[job.source_dir]).digest
+            out.launch_files[key] = _launch_files_digest(key, job, archives[job.source_dir])
         images = job_images(plan, root, key)
         out.images[key] = images.identity
         out.jobs[key] = resolve_training_job(
@@ -165,6 +168,14 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
             validate_request("CreateHyperParameterTuningJob", request)
         out.tuning[key] = request
     return out
+
+
+def _launch_files_digest(key: str, job: JobSpec, archive: SourceArchive) -> str:
+    """A drivers job's launch files' digest; the pinned sagemaker-train missing is the spec's error."""
+    try:
+        return job_launch_files(job, archive).digest
+    except DriversUnavailable as e:
+        raise SpecError([SpecIssue(str(e), path=("jobs", key, "launcher"))]) from None
 
 
 def render_environment(

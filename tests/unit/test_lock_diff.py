@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from sagestack.cli import app
@@ -141,3 +142,22 @@ def test_a_drivers_job_locks_its_launch_files_and_a_change_of_the_drivers_shows(
     assert lock_changes(before, after) == [
         f"~ launch_files.classifier: {digest} → {after['launch_files']['classifier']}"
     ]
+
+
+def test_without_the_pinned_sdk_a_drivers_job_is_a_spec_error_not_a_traceback(project, monkeypatch):
+    import sagestack.core.drivers as drivers
+    from sagestack.core.errors import SpecError
+
+    def missing() -> None:
+        raise drivers.DriversUnavailable(
+            "launcher: drivers needs sagemaker-train; pip install 'sagestack[train]'"
+        )
+
+    project.spec(DRIVERS).env("dev")
+    monkeypatch.setattr(drivers, "_sdk_files", missing)
+    with pytest.raises(SpecError) as info:
+        _current(project)
+    assert str(info.value).count("jobs.classifier.launcher: launcher: drivers needs sagemaker-train") == 1
+    result = _cli(project, "lock")
+    assert result.exit_code != 0 and "pip install 'sagestack[train]'" in result.output
+    assert "Traceback" not in result.output
