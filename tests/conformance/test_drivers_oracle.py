@@ -9,9 +9,8 @@ the same inputs (the same role, bucket, image, instances, distribution, spot, ch
 hyperparameters and code), the `sm_drivers` channel's files with ModelTrainer's temp drivers folder
 and the `code` channel's with what ModelTrainer uploads, file by file. Every difference must be in
 DIFFERENCES (field path -> why) and be exactly what that entry says (its check); any other difference
-fails, and so does an entry that no job shows. KNOWN_BUGS holds what was found wrong in sagestack and
-reported, path by path, until it is fixed. Debugger has no ModelTrainer counterpart: its fields are
-listed, the rest of that job is compared.
+fails, and so does an entry that no job shows. Debugger has no ModelTrainer counterpart: its fields
+are listed, the rest of that job is compared.
 
 ModelTrainer runs offline (tests/support/model_trainer.py): its S3 uploads go to a local moto server,
 and the one call it makes to IAM (`SimulatePrincipalPolicy`, in
@@ -216,10 +215,11 @@ CASES: dict[str, Case] = {
             "vpc": {"subnets": SUBNETS, "security_groups": SECURITY_GROUPS},
             "network_isolation": True,
             "environment": ENVIRONMENT,
+            "entry_point": "run.sh",  # a shell entry point: the basic driver runs it with bash
         },
         lambda o, src: {
             "compute": _compute(o, "ml.g5.2xlarge"),
-            "source_code": _source(o, src),
+            "source_code": o.configs.SourceCode(source_dir=str(src), entry_script="run.sh"),
             "stopping_condition": _stopping(o, 3600),
             "networking": o.configs.Networking(
                 subnets=SUBNETS, security_group_ids=SECURITY_GROUPS, enable_network_isolation=True
@@ -254,10 +254,15 @@ CASES: dict[str, Case] = {
     ),
     # a CPU type without instance storage: the volume's KMS key is sent
     "hyperparameters": Case(
-        {"instance_type": "ml.m5.xlarge", "max_run": 3600, "hyperparameters": SPEC_HYPERPARAMETERS},
+        {
+            "instance_type": "ml.m5.xlarge",
+            "max_run": 3600,
+            "hyperparameters": SPEC_HYPERPARAMETERS,
+            "entry_point": "pkg/main.py",  # an entry point in a subfolder of the code
+        },
         lambda o, src: {
             "compute": _compute(o, "ml.m5.xlarge"),
-            "source_code": _source(o, src),
+            "source_code": o.configs.SourceCode(source_dir=str(src), entry_script="pkg/main.py"),
             "stopping_condition": _stopping(o, 3600),
             "hyperparameters": TRAINER_HYPERPARAMETERS,
         },
@@ -530,6 +535,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (src / "train.py").write_text("from pkg.util import X\nprint('train', X)\n")
         (src / "pkg" / "__init__.py").write_text("")
         (src / "pkg" / "util.py").write_text("X = 1\n")
+        (src / "pkg" / "main.py").write_text("import sys\nprint(sys.argv)\n")
+        (src / "run.sh").write_text('#!/bin/bash\nexec python train.py "$@"\n')
         (src / "pkg" / "__pycache__" / "util.cpython-311.pyc").write_bytes(b"\0compiled")
         (src / ".settings.json").write_text('{"local": true}\n')  # a dotfile: only ModelTrainer uploads it
     (root / "training_src_req" / "requirements.txt").write_text("numpy\n")
@@ -598,17 +605,6 @@ def pairs(
 # ---------------------------------------------------------------------------------------------------
 
 
-# Differences that are sagestack's bugs, reported and not yet fixed: (job, side) -> (path, report).
-# The test expects exactly that path to differ and fails once it no longer does (remove the entry).
-KNOWN_BUGS: dict[tuple[str, str], tuple[str, str]] = {
-    ("candidates", "request"): (
-        "HyperParameters.sagemaker_job_name",
-        "training/preferences.preferred_job adds the toolkit's sagemaker_job_name to a drivers job's "
-        "InstancePreferences request; ModelTrainer (and the drivers contract) send the user's only",
-    ),
-}
-
-
 @pytest.mark.parametrize("side", ["request", "sm_drivers", "code"])
 @pytest.mark.parametrize("key", CASES)
 def test_sagestack_renders_what_model_trainer_renders_but_for_the_listed_differences(
@@ -620,11 +616,6 @@ def test_sagestack_renders_what_model_trainer_renders_but_for_the_listed_differe
     ours, theirs = pair.sides()[side]
     assert ours and theirs
     problems, _ = compare(pair, DIFFERENCES, ours, theirs)
-    if (key, side) in KNOWN_BUGS:
-        path, report = KNOWN_BUGS[(key, side)]
-        assert problems, f"fixed: remove KNOWN_BUGS[{(key, side)!r}]"
-        assert [p.split(":")[0] for p in problems] == [path], "\n".join(problems)
-        pytest.xfail(report)
     assert not problems, "\n".join(problems)
 
 
