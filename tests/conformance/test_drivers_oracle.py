@@ -118,27 +118,38 @@ CASES: dict[str, Case] = {
         {"instance_type": "ml.g5.2xlarge"},
         lambda o, src: {"compute": _compute(o, "ml.g5.2xlarge"), "source_code": _source(o, src)},
     ),
+    # with a warm pool and a bigger volume
     "torchrun-1x4": Case(
-        {"instance_type": "ml.g5.12xlarge", "max_run": 3600, "distribution": {"torch_distributed": {}}},
+        {
+            "instance_type": "ml.g5.12xlarge",
+            "max_run": 3600,
+            "distribution": {"torch_distributed": {}},
+            "keep_alive": 600,
+            "volume_size_gb": 200,
+        },
         lambda o, src: {
-            "compute": _compute(o, "ml.g5.12xlarge"),
+            "compute": _compute(o, "ml.g5.12xlarge", keep_alive_period_in_seconds=600, volume_size_in_gb=200),
             "source_code": _source(o, src),
             "distributed": o.distributed.Torchrun(),
             "stopping_condition": _stopping(o, 3600),
         },
     ),
+    # with a bound on the time waiting for capacity
     "torchrun-2x1": Case(
         {
             "instance_type": "ml.g5.2xlarge",
             "instance_count": 2,
             "max_run": 3600,
+            "max_pending_time": 1800,
             "distribution": {"torch_distributed": {}},
         },
         lambda o, src: {
             "compute": _compute(o, "ml.g5.2xlarge", 2),
             "source_code": _source(o, src),
             "distributed": o.distributed.Torchrun(),
-            "stopping_condition": _stopping(o, 3600),
+            "stopping_condition": o.configs.StoppingCondition(
+                max_runtime_in_seconds=3600, max_pending_time_in_seconds=1800
+            ),
         },
     ),
     "mpi-1x2": Case(
