@@ -78,12 +78,6 @@ class TrainerRendering:
     channel_files: dict[str, dict[str, bytes]]  # channel -> the objects under its S3Uri, relative keys
     defaults: dict[str, Any]  # the SDK's own defaults (sagemaker.train.defaults), by name
 
-    def channel_uri(self, name: str) -> str:
-        for channel in self.request.get("InputDataConfig", []):
-            if channel["ChannelName"] == name:
-                return str(channel["DataSource"]["S3DataSource"]["S3Uri"])
-        raise KeyError(name)
-
 
 class ModelTrainerOracle:
     """Renders ModelTrainer requests against a local S3 (moto) with a given role and bucket."""
