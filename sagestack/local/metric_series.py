@@ -24,9 +24,15 @@ NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS_PREFIX = "metrics:"
 
 
+# what `mpirun --tag-output` (the SDK v3's MPI driver passes it) puts before each rank's line
+OPEN_MPI_TAG = re.compile(r"^\[\d+,\d+\]<stdout>:")
+
+
 def parse_metrics_line(line: str) -> dict[str, float]:
-    """The name=value pairs of a `metrics:` line ({} for any other line). Same format as
-    training_src/metrics.py (kept in step by a test; training_src imports nothing from here)."""
+    """The name=value pairs of a `metrics:` line ({} for any other line), an Open MPI rank's tag
+    before it allowed. Same format as training_src/metrics.py (kept in step by a test;
+    training_src imports nothing from here)."""
+    line = OPEN_MPI_TAG.sub("", line, count=1)
     if not line.startswith(METRICS_PREFIX):
         return {}
     out = {}

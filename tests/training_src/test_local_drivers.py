@@ -89,6 +89,19 @@ def train(project: Project, job: str, workdir: Path, **options: object):  # type
     return run_local_training(loaded, job, LocalTrainOptions(workdir=workdir, tracking=False, **options))  # type: ignore[arg-type]
 
 
+def sandboxed_processes(workdir: Path) -> list[int]:
+    """Processes still in a host's mount namespace of this run (their mounts name its folder)."""
+    mark = f"{workdir.parent.name}/{workdir.name}/"
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and mark in (proc / "mountinfo").read_text():
+                left.append(int(proc.name))
+        except OSError:
+            continue
+    return left
+
+
 def weights(result) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
     return torch.load(result.model_dir / "state_dict.bin", weights_only=True)
 
@@ -151,6 +164,7 @@ def test_spot_resume_under_drivers_equals_the_uninterrupted_run(project, straigh
     workdir = tmp_path / "spot"
     killed = train(project, "drivers-single", workdir, interrupt_at=15)
     assert killed.interrupted_at is not None and not killed.succeeded
+    assert sandboxed_processes(workdir) == []  # the kill reached every process in the sandbox
     assert not (workdir / "model" / "state_dict.bin").exists()
     saved = sorted(int(p.stem.split("-")[1]) for p in (workdir / "checkpoints").glob("checkpoint-*.pt"))
     assert saved and 10 <= saved[-1] < 44, saved  # progress was saved, and the run did not finish
@@ -169,6 +183,9 @@ def test_mpi_on_one_host_runs_two_ranks(sandbox, project, tmp_path):  # type: ig
     assert "Running MPI Driver" in log and "mpirun --host algo-1:2 -np 2" in log
     assert "[1,0]<stdout>:training: world_size=2" in log
     assert "[1,1]<" in log  # the second rank ran (it prints warnings only: rank 0 logs)
+    assert result.metrics and "step" in result.metrics[-1]  # `metrics:` lines read through the tag
+    # the stand-in sshd the MPI driver started (and never stops) ended with the run
+    assert sandboxed_processes(result.workdir) == []
     assert (result.model_dir / "state_dict.bin").exists()
     assert result.last("val_accuracy") is not None
 
