@@ -10,8 +10,9 @@ process_count_per_node under MPI), the command each host's driver logged ("Execu
 is the one the request's distribution, entry script and hyperparameters (in order) imply, the
 entry point (drivers_probe.py, as train.py) sees the request's hyperparameters as arguments and in
 SM_HPS, the request's channels in SM_CHANNELS, its host in SM_CURRENT_HOST, the simulated
-accelerators in SM_NUM_GPUS, and leaves its files in its own host's model/ and output/; a failing
-rank fails the job with output/failure.
+accelerators in SM_NUM_GPUS; each host holds the request's channels (sm_drivers byte for byte, a
+sharded channel of the job's own split between the hosts); the script leaves its files in its own
+host's model/ and output/; a failing rank fails the job with output/failure.
 
 One run per layout (module-scoped), checked many ways.
 """
@@ -47,7 +48,8 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/trainer:1"  # a team'
 HYPERPARAMETERS = "{epochs: 2, arch: resnet, lr: 0.001, amp: true, seed: -1}"
 TORCHRUN = "distribution: {torch_distributed: {}}"
 EXECUTING = re.compile(r"^Executing command: (.*)$", re.MULTILINE)
-PYTHON = r"\S*/python3?"  # the image's python (here: this environment's, first on the host's PATH)
+PYTHON = r"\S*/python3?"
+SHARDS = 4  # the files of a layout's train channel  # the image's python (here: this environment's, first on the host's PATH)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,15 @@ class Layout:
 LAYOUTS = {
     "1x1-basic": Layout(1, 1, "ml.g5.2xlarge", "basic"),
     "1x2-torchrun": Layout(1, 2, "ml.g5.12xlarge", "torchrun", TORCHRUN),
-    "2x1-torchrun": Layout(2, 1, "ml.g5.2xlarge", "torchrun", TORCHRUN),
+    # with a channel of the job's own, sharded between the hosts
+    "2x1-torchrun": Layout(
+        2,
+        1,
+        "ml.g5.2xlarge",
+        "torchrun",
+        f"{TORCHRUN}\nchannels:\n"
+        "  train: {key_prefix: data/train, local_path: data/train, distribution: ShardedByS3Key}",
+    ),
     "1x2-mpi": Layout(1, 2, "ml.g5.12xlarge", "mpi", "distribution: {mpi: {processes_per_host: 2}}"),
 }
 # rank 1 of a one-host torchrun world stops with an error (on several hosts the other hosts' ranks
@@ -109,6 +119,9 @@ class Run:
 def write_project(root: Path, layout: Layout) -> Project:
     project = Project(root)
     shutil.copyfile(Path(__file__).with_name("drivers_probe.py"), root / "training_src" / "train.py")
+    if "data/train" in layout.job:
+        for part in range(SHARDS):
+            project.write(f"data/train/part-{part}.csv", f"{part}\n")
     extra = "".join(f"    {line}\n" for line in layout.job.splitlines())
     project.spec(
         textwrap.dedent(
@@ -191,6 +204,21 @@ def test_the_cloud_request_is_valid_and_is_what_ran(run: Run) -> None:
     for host in run.local.hosts:
         assert channel_files(host.data / "sm_drivers") == run.drivers, host.name
         assert set(channel_files(host.data / "code")) == set(run.source_files), host.name
+    check_own_channels(run)
+
+
+def check_own_channels(run: Run) -> None:
+    """The job's own channels on each host: the same files, or each host its share when sharded."""
+    own = [c for c in run.request["InputDataConfig"] if c["ChannelName"] not in ("code", "sm_drivers")]
+    assert bool(own) == ("channels:" in run.layout.job)
+    for channel in own:
+        name = channel["ChannelName"]
+        shares = [set(channel_files(host.data / name)) for host in run.local.hosts]
+        assert set().union(*shares) == {f"part-{i}.csv" for i in range(SHARDS)}, shares
+        if channel["DataSource"]["S3DataSource"]["S3DataDistributionType"] == "ShardedByS3Key":
+            assert all(shares) and sum(map(len, shares)) == SHARDS, shares  # each host its own share
+        else:
+            assert all(share == shares[0] for share in shares), shares
 
 
 def channel_files(channel: Path) -> dict[str, bytes]:
@@ -284,6 +312,16 @@ def test_the_script_sees_the_request_in_its_arguments_and_sm_environment(run: Ru
             for key, value in hps.items():
                 assert decoded(env[f"SM_HP_{key.upper()}"]) == value
             assert json.loads(env["SM_CHANNELS"]) == channels
+            assert {
+                name: (c["TrainingInputMode"], c["S3DistributionType"])
+                for name, c in json.loads(env["SM_INPUT_DATA_CONFIG"]).items()
+            } == {
+                c["ChannelName"]: (
+                    c.get("InputMode", request["AlgorithmSpecification"]["TrainingInputMode"]),
+                    c["DataSource"]["S3DataSource"]["S3DataDistributionType"],
+                )
+                for c in request["InputDataConfig"]
+            }
             for channel in channels:
                 assert env[f"SM_CHANNEL_{channel.upper()}"] == f"/opt/ml/input/data/{channel}"
             assert json.loads(env["SM_HOSTS"]) == hosts and env["SM_HOST_COUNT"] == str(len(hosts))
