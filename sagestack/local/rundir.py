@@ -26,6 +26,7 @@ RUN_ENTRIES = (
     "request.json",
     "sourcedir.tar.gz",
     "hosts",
+    "sandbox",  # the drivers contract's per-host sandbox files (local/sandbox.py)
     "checkpoints",
     ".checkpoints.partial",
     "logs",
