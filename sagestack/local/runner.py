@@ -11,6 +11,7 @@ the toolkit's last word on each host (output/success or output/failure) and algo
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -157,7 +158,7 @@ def _run_drivers(
     command = container_command(local.request)
     on_line(
         "sagestack",
-        f"launch: drivers contract (AWS's sm_train.sh) on {len(hosts)} host(s): {' '.join(command)}",
+        f"launch: drivers contract (AWS's sm_train.sh) on {len(hosts)} host(s): {shlex.join(command)}",
     )
     for note in _scale_notes(local.request, options):
         on_line("sagestack", note)

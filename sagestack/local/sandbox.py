@@ -46,14 +46,16 @@ def unshare_flags(euid: int | None = None) -> list[str]:
     return ["--net"] if root else ["--user", "--map-root-user", "--net"]
 
 
-def _refused(reason: str) -> LocalRunError:
-    user = os.geteuid() != 0
-    fix = (
-        "allow unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
-        "also kernel.apparmor_restrict_unprivileged_userns=0), or run as root"
-        if user
-        else "give the container CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN, or --privileged)"
-    )
+def _namespace_fix() -> str:
+    if os.geteuid() != 0:
+        return (
+            "allow unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
+            "also kernel.apparmor_restrict_unprivileged_userns=0), or run as root"
+        )
+    return "give the container CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN, or --privileged)"
+
+
+def _refused(reason: str, fix: str) -> LocalRunError:
     return LocalRunError(
         "the drivers contract runs AWS's sm_train.sh and drivers as in the container, each simulated "
         "host in a mount namespace of its own (/opt/ml, /etc/hosts, /etc/environment, /usr/sbin/sshd) "
@@ -75,7 +77,9 @@ class Network:
         """Start the holder; a clear LocalRunError when this machine cannot make the namespaces."""
         unshare = shutil.which("unshare")
         if unshare is None:
-            raise _refused("util-linux's `unshare` is not on PATH (apt-get install util-linux)")
+            raise _refused(
+                "util-linux's `unshare` is not on PATH", "install util-linux (apt-get install util-linux)"
+            )
         flags = unshare_flags()
         command = [unshare, *flags, "--", sys.executable, sandbox_init.__file__, "--hold"]
         leash = [sys.executable, guard.__file__, str(os.getpid()), "--"]
@@ -93,7 +97,9 @@ class Network:
             guard.kill_tree([process.pid])
             _, error = process.communicate()
             said = (error or line).strip().splitlines()
-            raise _refused(f"`unshare {' '.join(flags)}` failed: {said[-1] if said else 'no answer'}")
+            raise _refused(
+                f"`unshare {' '.join(flags)}` failed: {said[-1] if said else 'no answer'}", _namespace_fix()
+            )
         return cls(process, int(line.split()[0]), user="--user" in flags)
 
     @classmethod

@@ -197,5 +197,5 @@ def test_mpi_on_two_hosts_is_refused_with_the_reason(project, tmp_path):  # type
 
 def test_a_machine_without_unshare_gets_a_clear_error(project, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(LocalRunError, match=r"`unshare` is not on PATH.*launcher: toolkit"):
+    with pytest.raises(LocalRunError, match=r"`unshare` is not on PATH.*install util-linux.*launcher: toolkit"):
         train(project, "drivers-single", tmp_path / "run")

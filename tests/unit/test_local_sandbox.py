@@ -5,6 +5,7 @@ mpirun (its ranks started for real: two tiny processes), each host's /etc/hosts.
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 
 from sagestack.core.drivers import drivers_folder
 from sagestack.local import mpirun
-from sagestack.local.sandbox import Accelerators, hosts_file, stand_ins, unshare_flags
+from sagestack.local.job import LocalRunError
+from sagestack.local.sandbox import Accelerators, Network, hosts_file, stand_ins, unshare_flags
 
 
 def drivers_module(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:
@@ -106,3 +108,18 @@ def test_each_host_resolves_every_algo_host_and_itself():
 def test_a_normal_user_gets_a_user_namespace_and_root_does_not():
     assert unshare_flags(0) == ["--net"]
     assert unshare_flags(1000) == ["--user", "--map-root-user", "--net"]
+
+
+def test_a_refused_namespace_says_what_was_refused_and_what_to_do(monkeypatch, tmp_path):
+    """The probe fails as `unshare` fails where namespaces are not allowed (a stand-in unshare)."""
+    (tmp_path / "unshare").write_text(
+        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    (tmp_path / "unshare").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    fix = "CAP_SYS_ADMIN" if os.geteuid() == 0 else "unprivileged user namespaces"
+    with pytest.raises(
+        LocalRunError, match=rf"unshare failed: Operation not permitted; to run it here, .*{fix}"
+    ):
+        Network.start()
+    assert Network.unavailable() is not None
