@@ -73,14 +73,15 @@ class Network:
         self.user = user  # the namespace lives in a user namespace (not root)
 
     @classmethod
-    def start(cls, timeout: float = START_SECONDS) -> Network:
-        """Start the holder; a clear LocalRunError when this machine cannot make the namespaces."""
+    def start(cls, timeout: float = START_SECONDS, *, user: bool | None = None) -> Network:
+        """Start the holder; a clear LocalRunError when this machine cannot make the namespaces.
+        `user`: in a user namespace (default: unless this is root; root may ask for one too)."""
         unshare = shutil.which("unshare")
         if unshare is None:
             raise _refused(
                 "util-linux's `unshare` is not on PATH", "install util-linux (apt-get install util-linux)"
             )
-        flags = unshare_flags()
+        flags = unshare_flags(None if user is None else 1 if user else 0)
         command = [unshare, *flags, "--", sys.executable, sandbox_init.__file__, "--hold"]
         leash = [sys.executable, guard.__file__, str(os.getpid()), "--"]
         process = subprocess.Popen(

@@ -5,8 +5,10 @@ mpirun (its ranks started for real: two tiny processes), each host's /etc/hosts.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -16,7 +18,15 @@ import pytest
 from sagestack.core.drivers import drivers_folder
 from sagestack.local import mpirun
 from sagestack.local.job import LocalRunError
-from sagestack.local.sandbox import Accelerators, Network, hosts_file, stand_ins, unshare_flags
+from sagestack.local.sandbox import (
+    Accelerators,
+    Network,
+    hosts_file,
+    prepare_host,
+    sandboxed,
+    stand_ins,
+    unshare_flags,
+)
 
 
 def drivers_module(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:
@@ -123,3 +133,62 @@ def test_a_refused_namespace_says_what_was_refused_and_what_to_do(monkeypatch, t
     ):
         Network.start()
     assert Network.unavailable() is not None
+
+
+PROBE = """\
+import json, os, shutil, socket
+out = {"opt": sorted(os.listdir("/opt")), "ml": sorted(os.listdir("/opt/ml")), "uid": os.getuid(),
+       "sshd": os.access("/usr/sbin/sshd", os.X_OK), "sbin": len(os.listdir("/usr/sbin")),
+       "algo-2": socket.gethostbyname("algo-2"), "me": socket.gethostbyname(socket.gethostname()),
+       "nvidia-smi": shutil.which("nvidia-smi"), "env": sorted(os.environ)}
+with open("/etc/environment", "a") as f:
+    f.write("WRITTEN=1\\n")
+s = socket.socket()
+s.bind(("0.0.0.0", 7777))  # torchrun's fixed port: each run's network has its own
+s.listen()
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize("user", [False, True], ids=["plain", "user-namespace"])
+def test_a_host_sees_its_container_paths_and_nothing_leaks(tmp_path, user):
+    """Two runs' hosts at once, each binding port 7777: their own /opt/ml, the rest of /opt and
+    /usr/sbin still there, a stand-in sshd, algo-N and this machine's name resolved, writes to
+    /etc/environment kept in the host's copy, exactly the given environment."""
+    if os.geteuid() != 0 and not user:
+        pytest.skip("plain namespaces need root")
+    reason = Network.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    outside = sorted(os.listdir("/opt"))
+    runs = []
+    with Network.start(user=user) as first, Network.start(user=user) as second:
+        for name, network in (("a", first), ("b", second)):
+            base = tmp_path / name / "ml"
+            (base / "input").mkdir(parents=True)
+            spec = prepare_host(
+                tmp_path / name / "sandbox",
+                host="algo-1",
+                hosts=["algo-1", "algo-2"],
+                base=base,
+                environment={"TRAINING_JOB_NAME": name},
+                accelerators=Accelerators(gpus=1),
+                holder=network.holder,
+                user=network.user,
+            )
+            runs.append(
+                subprocess.Popen(
+                    sandboxed(spec, [sys.executable, "-c", PROBE]), stdout=subprocess.PIPE, text=True
+                )
+            )
+        seen = [json.loads(p.communicate(timeout=60)[0]) for p in runs]
+    assert [p.returncode for p in runs] == [0, 0]
+    for name, out in zip("ab", seen, strict=True):
+        assert out["ml"] == ["input"] and out["opt"] == sorted({*outside, "ml"})
+        assert out["sshd"] and out["sbin"] > 1 and out["uid"] == 0
+        assert out["algo-2"] == "127.0.1.2" and out["me"] == "127.0.1.1"
+        assert out["nvidia-smi"] == str(tmp_path / name / "sandbox" / "bin" / "nvidia-smi")
+        assert set(out["env"]) - {"LC_CTYPE"} == {"TRAINING_JOB_NAME", "PATH"}  # LC_CTYPE: Python's own
+        assert (tmp_path / name / "sandbox" / "environment").read_text().endswith("WRITTEN=1\n")
+    assert "WRITTEN=1" not in Path("/etc/environment").read_text()
+    assert sorted(os.listdir("/opt")) == outside and not Path("/opt/ml").exists()
