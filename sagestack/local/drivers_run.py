@@ -107,9 +107,17 @@ def platform_environment(local: LocalRequest, *, threads: int) -> dict[str, str]
     }
 
 
-def refuse_multi_host_mpi(drivers: Mapping[str, bytes], hosts: int) -> None:
+DRIVER_SCRIPTS = ("torchrun_driver.py", "mpi_driver.py", "basic_script_driver.py")
+
+
+def driver_script(drivers: Mapping[str, bytes]) -> str | None:
+    """The driver the packed sm_train.sh runs (None: a command of its own)."""
     train_script = drivers.get("sm_train.sh", b"").decode(errors="replace")
-    if hosts > 1 and "mpi_driver.py" in train_script:
+    return next((d for d in DRIVER_SCRIPTS if d in train_script), None)
+
+
+def refuse_multi_host_mpi(drivers: Mapping[str, bytes], hosts: int) -> None:
+    if hosts > 1 and driver_script(drivers) == "mpi_driver.py":
         raise LocalRunError(
             f"MPI on {hosts} hosts under the drivers contract: AWS's MPI driver starts the other hosts' "
             "ranks with mpirun over ssh between the hosts, which local train does not emulate; run it "

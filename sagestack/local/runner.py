@@ -24,6 +24,7 @@ from sagestack.local.drivers_run import (
     CODE_CHANNEL,
     conclude_driver_hosts,
     container_command,
+    driver_script,
     is_drivers_request,
     prepare_driver_hosts,
     run_driver_hosts,
@@ -156,10 +157,13 @@ def _run_drivers(
     job = loaded.spec.jobs[job_key]
     requirements = _ensure_requirements(hosts[0].layout.data / CODE_CHANNEL, job.source_dir, options)
     command = container_command(local.request)
+    driver = driver_script(local.drivers or {}) or "its own command"
     on_line(
         "sagestack",
-        f"launch: drivers contract (AWS's sm_train.sh) on {len(hosts)} host(s): {shlex.join(command)}",
+        f"launch: drivers contract (AWS's sm_train.sh, {driver}) on {len(hosts)} host(s): {shlex.join(command)}",
     )
+    if len(hosts) > 1 and driver == "basic_script_driver.py":
+        on_line("sagestack", _independent_hosts(len(hosts)))
     for note in _scale_notes(local.request, options):
         on_line("sagestack", note)
     run = run_driver_hosts(
@@ -273,11 +277,14 @@ def _announce(
     for note in _scale_notes(local.request, options):
         on_line("sagestack", note)
     if len(plans) > 1 and leader.runner == "process":
-        on_line(
-            "sagestack",
-            f"warning: {len(plans)} hosts and no distribution: the script runs {len(plans)} times independently, "
-            "as in the container (algo-1's model is kept); add distribution: to train one model",
-        )
+        on_line("sagestack", _independent_hosts(len(plans)))
+
+
+def _independent_hosts(hosts: int) -> str:
+    return (
+        f"warning: {hosts} hosts and no distribution: the script runs {hosts} times independently, "
+        "as in the container (algo-1's model is kept); add distribution: to train one model"
+    )
 
 
 def _commands(plan: SimulatedHost, workdir: Path, port: int, tracking_env: dict[str, str]) -> list[Command]:
