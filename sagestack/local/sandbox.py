@@ -37,7 +37,7 @@ from sagestack.local.job import LocalRunError
 
 START_SECONDS = 30.0
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-HIDDEN_UNDER = ("/opt", "/usr/sbin", "/etc")  # what the sandbox covers: a run folder there would vanish
+HIDDEN_UNDER = ("/opt/ml",)  # what each host's own folder covers: a run folder there would vanish
 
 
 def unshare_flags(euid: int | None = None) -> list[str]:

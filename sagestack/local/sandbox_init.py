@@ -90,19 +90,21 @@ def _shadow(folder: Path, stash: Path, skip: set[str]) -> None:
     new entries can be made in it here without touching the machine's own folder."""
     stash.mkdir(parents=True, exist_ok=True)
     _mount(str(folder), str(stash), None, MS_BIND | MS_REC)
+    # held open: the stash stays reachable even where the tmpfs covers its path (a run folder in /opt)
+    held = os.open(stash, os.O_RDONLY | os.O_DIRECTORY)
     _mount("tmpfs", str(folder), "tmpfs", 0, "mode=755")
-    for entry in os.scandir(stash):
+    for entry in os.scandir(held):
         if entry.name in skip:
             continue
-        target = folder / entry.name
+        source, target = f"/proc/self/fd/{held}/{entry.name}", folder / entry.name
         if entry.is_symlink():
-            os.symlink(os.readlink(entry.path), target)
+            os.symlink(os.readlink(source), target)
             continue
-        if entry.is_dir():
+        if entry.is_dir(follow_symlinks=False):
             target.mkdir()
         else:
             target.touch()
-        _mount(entry.path, str(target), None, MS_BIND | MS_REC)
+        _mount(source, str(target), None, MS_BIND | MS_REC)
 
 
 def place(files: dict[str, str], stash: Path) -> None:
