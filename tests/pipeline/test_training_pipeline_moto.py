@@ -146,6 +146,15 @@ def test_without_a_snapshot_the_quota_is_looked_up_and_an_unreachable_api_is_not
     states = dev_app.stages["dev"].training.pipelines["classifier"].definition["States"]
     assert states["Quota 1/2"]["Resource"] == "arn:aws:states:::aws-sdk:servicequotas:listServiceQuotas"
     assert result["status"] == "SUCCEEDED", result
+    # Each failed lookup was retried as its Retry says, with its waits (recorded, not slept: MotoServer)
+    unanswered = [s for s in result["entered"] if f"{s}: not checked" in result["entered"]]
+    assert unanswered[0] == "Quota 1/2" and len(unanswered) == 2, result["entered"]  # and the transform's
+    retries = [states[s]["Retry"] for s in unanswered]
+    assert moto.retry_waits == [
+        r["IntervalSeconds"] * r["BackoffRate"] ** attempt
+        for (r,) in retries
+        for attempt in range(r["MaxAttempts"])
+    ], (moto.retry_waits, retries)
 
 
 QUOTAS = [

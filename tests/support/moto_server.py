@@ -29,10 +29,14 @@ class MotoServer:
         self.port = free_port()
         self.url = f"http://localhost:{self.port}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        # The seconds each Retry of a state asked to wait, in order (cleared by reset): moto's interpreter
+        # runs every retry, but does not sleep them here (see _RetryWaits).
+        self.retry_waits: list[float] = []
 
     def start(self) -> None:
         # moto's interpreter sends each aws-sdk task to localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
+        _RetryWaits.install(self.retry_waits)
         self._server.start()
         requests.post(
             f"{self.url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=10
@@ -43,9 +47,11 @@ class MotoServer:
         # server's resources behind for the next one (the e2e tier bootstraps CDKToolkit itself).
         requests.post(f"{self.url}/moto-api/reset", timeout=10).raise_for_status()
         self._server.stop()
+        _RetryWaits.uninstall()
 
     def reset(self) -> None:
         requests.post(f"{self.url}/moto-api/reset", timeout=10).raise_for_status()
+        self.retry_waits.clear()
         requests.post(
             f"{self.url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=10
         ).raise_for_status()
@@ -58,6 +64,38 @@ class MotoServer:
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
         )
+
+
+class _RetryWaits:
+    """moto's Step Functions interpreter sleeps a Retry's interval for real (IntervalSeconds x BackoffRate^n:
+    2 + 4 + 8 s for a quota read moto cannot answer, 5 + 10 + 20 s for a describe). Here each wait is
+    recorded in the server's retry_waits and not slept: every attempt still runs, in the same order, with
+    the same outcome; only the wall-clock pause is left out (the suite's pipeline runs spent most of their
+    time in it)."""
+
+    _original: Any = None
+
+    def __init__(self, waits: list[float]) -> None:
+        self._waits = waits
+
+    def sleep(self, seconds: float) -> None:
+        self._waits.append(seconds)
+
+    @classmethod
+    def install(cls, waits: list[float]) -> None:
+        from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+        if cls._original is None:
+            cls._original = retrier_decl.time
+        retrier_decl.time = cls(waits)  # type: ignore[assignment]
+
+    @classmethod
+    def uninstall(cls) -> None:
+        from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+        if cls._original is not None:
+            retrier_decl.time = cls._original
+            cls._original = None
 
 
 @contextmanager
