@@ -10,7 +10,9 @@ What this tier cannot cover, and where it is covered instead:
   the e2e environment names an existing server (`tracking.mlflow.server`); the created server is
   covered by tests/constructs/test_foundation.py::test_mlflow_tracking_server_stores_artifacts_in_the_project_bucket.
 - moto runs no Lambda: the pipeline is started with `sagestack run`, not `run_on_deploy`
-  (covered by tests/constructs/test_training_stack.py::test_run_on_deploy_starts_an_execution_named_after_the_hash).
+  (covered by tests/constructs/test_training_stack.py::test_run_on_deploy_starts_an_execution_named_after_the_hash),
+  and the example's `launcher: drivers` job runs the toolkit contract here, since its launch files are
+  uploaded by CDK's BucketDeployment, a Lambda (covered by tests/constructs/test_drivers_synth.py).
 - moto's CloudFormation has no AWS::S3::BucketPolicy, AWS::SNS::TopicPolicy, AWS::CloudWatch::Alarm,
   AWS::SageMaker::ModelPackageGroup, AWS::ApplicationAutoScaling::*, AWS::SageMaker::InferenceComponent,
   AWS::SageMaker::DataQualityJobDefinition or AWS::SageMaker::MonitoringSchedule: it skips them, and
@@ -55,6 +57,9 @@ E2E_OVERLAY = """\
 retain_data: false
 images:
   train-efa: {dockerfile: null, dlc: {framework: pytorch, version: "2.5", py_version: py311}}
+  train-ngc: {dockerfile: null, dlc: {framework: pytorch, version: "2.5", py_version: py311}}
+# moto runs no Lambda, so no BucketDeployment: the drivers job runs the toolkit contract here
+jobs: {classifier-ngc: {launcher: toolkit}}
 pipeline: {poll_interval: 1s, backoff: 1s}
 # moto has no MLflow: the environment names a tracking server instead of creating one.
 tracking: {mlflow: {server: "MLFLOW"}}

@@ -150,8 +150,8 @@ CHECKOV = {
     ("CKV_AWS_115", "AWS::Lambda::Function.AWS679f53fac002430cb0da5b7982bd22872D164C4C"): CUSTOM_RESOURCE
     + "once per deploy: a concurrency limit would cap nothing.",
 }
-# CDK's BucketDeployment function (launcher: drivers jobs' launch files, clusters' lifecycle scripts),
-# for projects that have one (the example and broad projects have none: test_iam would call them unused)
+# CDK's BucketDeployment function (launcher: drivers jobs' launch files, clusters' lifecycle scripts):
+# the example's classifier-ngc has one
 BUCKET_DEPLOYMENT_CHECKOV = {
     ("CKV_AWS_115", f"AWS::Lambda::Function.{BUCKET_DEPLOYMENT}"): DEPLOYMENT_FUNCTION
     + "once per deploy and per changed prefix: a concurrency limit would cap nothing.",
@@ -163,3 +163,4 @@ BUCKET_DEPLOYMENT_CHECKOV = {
     + "and its one environment variable is the path of the CA bundle (AWS_CA_BUNDLE), no secret; Lambda "
     "encrypts it at rest with its own key.",
 }
+CHECKOV.update(BUCKET_DEPLOYMENT_CHECKOV)
