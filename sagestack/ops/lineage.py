@@ -177,8 +177,7 @@ def _from_package(sm: Any, package_arn: str, steps: list[Step], root: Path) -> L
         job_facts = [
             ("status", str(job.get("TrainingJobStatus", "?"))),
             ("image", training_image),
-            ("code", str(hp.get("sagemaker_submit_directory", "?")).strip('"')),
-            ("entry point", str(hp.get("sagemaker_program", "?")).strip('"')),
+            *launch_facts(job, hp),
             (
                 "instances",
                 f"{job['ResourceConfig'].get('InstanceCount', '?')}x {job['ResourceConfig'].get('InstanceType', '?')}",
@@ -279,3 +278,21 @@ def verdict(meta: dict[str, str], training_image: str, root: Path) -> Verdict:
             f"config/envs/{env}.lock.json changed since it was registered ({recorded[:12]} → {current[:12]})"
         )
     return Verdict(env, all(ok for ok, _ in reasons), reasons, notes)
+
+
+def launch_facts(job: dict[str, Any], hp: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where the job's code came from and what started it: the toolkit's hyperparameters, or (the
+    SDK v3's drivers contract) its code channel and sm_train.sh."""
+    if "ContainerEntrypoint" not in job.get("AlgorithmSpecification", {}):
+        return [
+            ("code", str(hp.get("sagemaker_submit_directory", "?")).strip('"')),
+            ("entry point", str(hp.get("sagemaker_program", "?")).strip('"')),
+        ]
+    channels = {
+        c.get("ChannelName"): c.get("DataSource", {}).get("S3DataSource", {})
+        for c in job.get("InputDataConfig", [])
+    }
+    return [
+        ("code", str(channels.get("code", {}).get("S3Uri", "?"))),
+        ("entry point", "sm_train.sh (launcher: drivers; the script is named in sm_drivers/sourcecode.json)"),
+    ]

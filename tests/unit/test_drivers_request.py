@@ -1,5 +1,5 @@
 """launcher: drivers renders the SDK v3's contract (the field-by-field judge is ModelTrainer itself:
-tests/unit/test_drivers_oracle.py); here: what changes with the launcher and what does not, the
+tests/conformance/test_drivers_oracle.py); here: what changes with the launcher and what does not, the
 tuning job's trials, and the sm_drivers channel packed deterministically from the pinned SDK."""
 
 from __future__ import annotations
@@ -151,3 +151,18 @@ def test_the_preferred_drivers_job_sends_no_toolkit_key() -> None:
     assert rendered.preferred.request["HyperParameters"] == rendered.candidates[0].request["HyperParameters"]
     toolkit = plan({**job, "instance_type": ["ml.g5.12xlarge", "ml.g6.12xlarge"]}).preferred
     assert toolkit is not None and toolkit.request["HyperParameters"]["sagemaker_job_name"].startswith('"')
+
+
+def test_lineage_names_a_drivers_jobs_code_and_entry() -> None:
+    from sagestack.ops.lineage import launch_facts
+
+    drivers = plan({**TORCHRUN, "launcher": "drivers"}).candidates[0].request
+    assert launch_facts(drivers, drivers["HyperParameters"]) == [
+        ("code", f"{LAUNCH}code/"),
+        ("entry point", "sm_train.sh (launcher: drivers; the script is named in sm_drivers/sourcecode.json)"),
+    ]
+    toolkit = plan(TORCHRUN).candidates[0].request
+    assert launch_facts(toolkit, toolkit["HyperParameters"]) == [
+        ("code", "s3://cdk-assets/abc.tar.gz"),
+        ("entry point", "train.py"),
+    ]
