@@ -11,6 +11,7 @@ otherwise. The toolkit-only kinds (SMDDP, SMP v1, the TensorFlow strategies) hav
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Collection
 from typing import Any
 
@@ -56,7 +57,8 @@ def drivers_config(job: JobSpec, *, requirements: bool) -> DriversConfig:
             **common,
             driver="mpi",
             process_count_per_node=dist.mpi.processes_per_host,
-            mpi_additional_options=tuple(dist.mpi.custom_mpi_options.split()),
+            # ModelTrainer's MPI takes a list (the driver passes it to Popen, no shell): quoting is kept
+            mpi_additional_options=tuple(shlex.split(dist.mpi.custom_mpi_options)),
         )
     # rules_launcher refuses the rest (drivers-distribution); the plain script is what would run
     return DriversConfig(**common)

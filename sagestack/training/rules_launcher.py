@@ -199,3 +199,28 @@ def drivers_tuning(ctx: RuleContext) -> Iterator[Finding]:
                 f"'{tuning.job}' runs under launcher: drivers, but its trials run the toolkit contract and "
                 f"images.{job.image}: {verdict[1]}",
             )
+
+
+@rule(
+    "drivers-debugger-hook",
+    "warning",
+    "Debugger's tensor rules under the drivers contract need smdebug in the image",
+    why=(
+        "Debugger's rules read the tensors the smdebug hook saves during training. AWS's Deep Learning "
+        "Containers carry smdebug and the toolkit turns the hook on; under the drivers contract on another "
+        "image nothing saves tensors unless the image has smdebug and the script registers its hook, so "
+        "the rules find nothing and never fire. The Profiler's system metrics need nothing in the image."
+    ),
+    fix="pip install smdebug in the image and create the hook in the script "
+    "(smdebug.pytorch.Hook.create_from_json_file()), or run the job on a DLC.",
+)
+def drivers_debugger_hook(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in _drivers_jobs(ctx):
+        image = ctx.spec.images.get(job.image)
+        if job.debugger is None or image is None or toolkit_verdict(image, ctx.root) is None:
+            continue
+        yield Finding(
+            ("jobs", name, "debugger"),
+            f"images.{job.image} is not an AWS Deep Learning Container: the rules read the tensors smdebug "
+            "saves, so the image needs smdebug and the script its hook",
+        )

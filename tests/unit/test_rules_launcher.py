@@ -136,3 +136,14 @@ def test_drivers_tuning(project):
         "images.registry: 123456789012.dkr.ecr.us-east-1.amazonaws.com/team/trainer:1 is not an AWS training "
         "Deep Learning Container"
     ]
+
+
+def test_drivers_debugger_hook(project):
+    rule = "drivers-debugger-hook"
+    body = "instance_type: ml.g5.2xlarge\nlauncher: drivers\ndebugger: {rules: [vanishing_gradient]}"
+    assert findings(project, rule, job(f"image: dlc\n{body}")) == []
+    assert findings(project, rule, job(f"image: registry\n{body.replace('drivers', 'toolkit')}")) == []
+    assert findings(project, rule, job(f"image: registry\n{body}")) == [
+        "jobs.big.debugger: images.registry is not an AWS Deep Learning Container: the rules read the tensors "
+        "smdebug saves, so the image needs smdebug and the script its hook"
+    ]
