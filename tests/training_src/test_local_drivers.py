@@ -89,16 +89,22 @@ def train(project: Project, job: str, workdir: Path, **options: object):  # type
     return run_local_training(loaded, job, LocalTrainOptions(workdir=workdir, tracking=False, **options))  # type: ignore[arg-type]
 
 
-def sandboxed_processes(workdir: Path) -> list[int]:
-    """Processes still in a host's mount namespace of this run (their mounts name its folder)."""
+PF_EXITING = 0x4  # /proc/PID/stat's flags: killed, its exit under way (the kernel finishes it)
+
+
+def sandboxed_processes(workdir: Path) -> list[tuple[int, str]]:
+    """Processes still alive in a host's mount namespace of this run (their mounts name its folder)."""
     mark = f"{workdir.parent.name}/{workdir.name}/"
     left = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and mark in (proc / "mountinfo").read_text():
-                left.append(int(proc.name))
+            if not proc.name.isdigit() or mark not in (proc / "mountinfo").read_text():
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
+        if fields[0] != "Z" and not int(fields[6]) & PF_EXITING:
+            left.append((int(proc.name), (proc / "cmdline").read_bytes().decode(errors="replace")))
     return left
 
 
@@ -197,5 +203,7 @@ def test_mpi_on_two_hosts_is_refused_with_the_reason(project, tmp_path):  # type
 
 def test_a_machine_without_unshare_gets_a_clear_error(project, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(LocalRunError, match=r"`unshare` is not on PATH.*install util-linux.*launcher: toolkit"):
+    with pytest.raises(
+        LocalRunError, match=r"`unshare` is not on PATH.*install util-linux.*launcher: toolkit"
+    ):
         train(project, "drivers-single", tmp_path / "run")
