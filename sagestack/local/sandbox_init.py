@@ -109,13 +109,11 @@ def _shadow(folder: Path, stash: Path, skip: set[str]) -> None:
 
 def place(files: dict[str, str], stash: Path) -> None:
     """Each source bound over its container path, made first where it does not exist."""
-    shadowed: set[Path] = set()
     missing = [Path(t) for t in files if not os.path.lexists(t)]
     for index, folder in enumerate(sorted({t.parent for t in missing})):
         if not folder.is_dir():
             raise OSError(f"{folder} does not exist on this machine; the sandbox cannot make {folder}")
         _shadow(folder, stash / str(index), {t.name for t in missing if t.parent == folder})
-        shadowed.add(folder)
     for target, source in files.items():
         path = Path(target)
         if not os.path.lexists(path):
