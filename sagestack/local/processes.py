@@ -73,6 +73,7 @@ def free_port(attempts: int = 64) -> int:
 
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WAIT_POLL_SECONDS = 0.1  # how often the run looks for a process that has ended
 
 
 class Stopped(KeyboardInterrupt):
@@ -137,6 +138,12 @@ class Outcome:
     metrics: list[dict[str, float]]  # every `metrics:` line's values, in the order read
     series: MetricSeries  # the job's metric definitions read from every line of every host
     interrupted_at: int | None  # the step at which every process was killed
+    failed: int | None = None  # the process that failed first (the others were then stopped)
+
+    @property
+    def exit_code(self) -> int:
+        """The run's: the first failure's code (SageMaker fails the job when any host fails), else 0."""
+        return 0 if self.failed is None else self.codes[self.failed]
 
 
 class Processes:
@@ -215,9 +222,7 @@ class Processes:
             t.start()
         with stopping_signals_raise():  # still ignoring a second signal while the run is killed
             try:
-                codes = [
-                    0 if c.service else p.wait() for c, p in zip(self.commands, self.processes, strict=True)
-                ]
+                codes, failed = self._wait()
                 services = [p for c, p in zip(self.commands, self.processes, strict=True) if c.service]
                 if services:
                     guard.kill_tree([p.pid for p in services])
@@ -230,4 +235,25 @@ class Processes:
                 raise
         for t in pumps:
             t.join(timeout=10)
-        return Outcome(codes, metrics, series, interrupted[0] if interrupted else None)
+        return Outcome(codes, metrics, series, interrupted[0] if interrupted else None, failed)
+
+    def _wait(self) -> tuple[list[int], int | None]:
+        """Every process's exit code; on the first failure the rest are stopped, as SageMaker stops a
+        job's other hosts when one fails (a rank waiting for a dead peer would otherwise wait out its
+        collective's timeout). Services count 0."""
+        codes = [0] * len(self.processes)
+        pending = [i for i, c in enumerate(self.commands) if not c.service]
+        failed: int | None = None
+        while pending:
+            for i in list(pending):
+                code = self.processes[i].poll()
+                if code is None:
+                    continue
+                codes[i] = code
+                pending.remove(i)
+                if code != 0 and failed is None:
+                    failed = i
+                    self.kill()
+            if pending:
+                time.sleep(WAIT_POLL_SECONDS)
+        return codes, failed

@@ -109,7 +109,7 @@ def run_local_training(
         definitions=dict(loaded.spec.jobs[job_key].metric_definitions),
     )
     failure = _conclude_hosts(plans, commands, outcome)
-    exit_code = next((c for c in outcome.codes if c != 0), 0)
+    exit_code = outcome.exit_code
     model_dir = _keep_model(workdir, plans[0].layout, outcome, exit_code)
     return LocalTrainResult(
         workdir=workdir,
@@ -176,7 +176,7 @@ def _run_drivers(
         definitions=dict(job.metric_definitions),
     )
     failure = conclude_driver_hosts(hosts, run, command)
-    exit_code = next((c for c in run.codes if c != 0), 0)
+    exit_code = run.outcome.exit_code
     return LocalTrainResult(
         workdir=workdir,
         exit_code=exit_code,
