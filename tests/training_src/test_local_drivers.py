@@ -2,7 +2,7 @@
 
 Each simulated host runs AWS's own sm_train.sh and drivers (the pinned sagemaker-train's, packed by
 core/drivers.py) in its sandbox (local/sandbox.py); training_src/train.py runs unchanged. One
-two-host torchrun run is checked many ways and is also the uninterrupted run a spot resume must
+two-host torchrun run of the example's drivers job is checked many ways and is also the uninterrupted run a spot resume must
 equal; one host with the basic script driver; one host with the MPI driver's two ranks."""
 
 from __future__ import annotations
@@ -36,17 +36,6 @@ jobs:
     hyperparameters: {epochs: 2, log_every: 5}
     metric_definitions: {val_accuracy: 'val_accuracy=([0-9.]+)', train_loss: 'train_loss=([0-9.]+)'}
 
-  drivers-torchrun:
-    image: train-efa
-    launcher: drivers
-    source_dir: training_src
-    entry_point: train.py
-    instance_type: [ml.g5.12xlarge]
-    instance_count: 2
-    distribution: {torch_distributed: {}}
-    hyperparameters: {epochs: 1, log_every: 5}
-    metric_definitions: {val_accuracy: 'val_accuracy=([0-9.]+)'}
-
   drivers-mpi:
     image: train-efa
     launcher: drivers
@@ -70,7 +59,8 @@ def sandbox() -> None:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    """The example project with the real training_src and three drivers-contract jobs."""
+    """The example project (its drivers job classifier-ngc among the rest) with the real training_src
+    and two more drivers-contract jobs."""
     project = Project(tmp_path_factory.mktemp("drivers") / "digits")
     shutil.rmtree(project.root / "config")
     shutil.rmtree(project.root / "training_src")
@@ -114,8 +104,10 @@ def weights(result) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def two_hosts(sandbox: None, project: Project, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """Two hosts, AWS's torchrun driver: one run, checked many ways."""
-    return train(project, "drivers-torchrun", tmp_path_factory.mktemp("two") / "run", hosts=2)
+    """The example's own drivers job (classifier-ngc, on its NGC image) on two hosts, AWS's torchrun
+    driver: one run, checked many ways."""
+    run_dir = tmp_path_factory.mktemp("two") / "run"
+    return train(project, "classifier-ngc", run_dir, hosts=2, overrides={"epochs": 1, "log_every": 5})
 
 
 @pytest.fixture(scope="module")
