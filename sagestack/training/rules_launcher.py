@@ -81,15 +81,19 @@ def toolkit_verdict(image: ImageSpec, root: Path) -> tuple[str, str] | None:
     "image), build the image FROM a DLC, or `pip install sagemaker-training` in its Dockerfile.",
 )
 def toolkit_needs_dlc(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job, why in _toolkit_jobs_without_toolkit(ctx, "error"):
+        yield Finding(("jobs", name, "launcher"), f"images.{job.image}: {why}; set launcher: drivers")
+
+
+def _toolkit_jobs_without_toolkit(ctx: RuleContext, severity: str) -> Iterator[tuple[str, JobSpec, str]]:
+    """(job, spec, why) for each toolkit-contract job whose image's verdict has this severity."""
     for name, job in ctx.spec.jobs.items():
         image = ctx.spec.images.get(job.image)
         if uses_drivers(job) or image is None:
             continue
         verdict = toolkit_verdict(image, ctx.root)
-        if verdict is not None and verdict[0] == "error":
-            yield Finding(
-                ("jobs", name, "launcher"), f"images.{job.image}: {verdict[1]}; set launcher: drivers"
-            )
+        if verdict is not None and verdict[0] == severity:
+            yield name, job, verdict[1]
 
 
 @rule(
@@ -106,16 +110,11 @@ def toolkit_needs_dlc(ctx: RuleContext) -> Iterator[Finding]:
     "SDK v3's contract: it needs only Python in the image).",
 )
 def toolkit_registry_image(ctx: RuleContext) -> Iterator[Finding]:
-    for name, job in ctx.spec.jobs.items():
-        image = ctx.spec.images.get(job.image)
-        if uses_drivers(job) or image is None:
-            continue
-        verdict = toolkit_verdict(image, ctx.root)
-        if verdict is not None and verdict[0] == "warning":
-            yield Finding(
-                ("jobs", name, "image"),
-                f"images.{job.image}: {verdict[1]}; unless it installs sagemaker-training, set launcher: drivers",
-            )
+    for name, job, why in _toolkit_jobs_without_toolkit(ctx, "warning"):
+        yield Finding(
+            ("jobs", name, "image"),
+            f"images.{job.image}: {why}; unless it installs sagemaker-training, set launcher: drivers",
+        )
 
 
 def _drivers_jobs(ctx: RuleContext) -> Iterator[tuple[str, JobSpec]]:
