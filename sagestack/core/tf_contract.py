@@ -65,9 +65,10 @@ def cluster_addresses(tf_config: Mapping[str, Any]) -> list[str]:
     return [a for tasks in tf_config["cluster"].values() for a in tasks]
 
 
-def tensorflow_exports(user_hyperparameters: Mapping[str, Any], region: str) -> dict[str, str]:
+def tensorflow_exports(region: str) -> dict[str, str]:
     """What s3_utils.configure puts in the environment the script inherits. S3_REGION is the
-    bucket's region for an s3:// model_dir: the job's own, as every bucket sagestack names is."""
+    bucket's region for an s3:// model_dir, else the job's: the job's either way here, as every
+    bucket sagestack names lies in the job's region."""
     return {"S3_REGION": region, "TF_CPP_MIN_LOG_LEVEL": "1", "S3_USE_HTTPS": "1"}
 
 

@@ -233,7 +233,8 @@ def _hyperparameter(value: Any) -> Any:
         return value
     raise PydanticCustomError(
         "hyperparameter",
-        "a hyperparameter value must be a string, number or boolean (SageMaker passes each as a string)",
+        "a hyperparameter value must be a string, number or boolean (SageMaker passes each as a string); "
+        "write a list, a mapping or null as its JSON text in quotes, e.g. '[1, 2]'",
     )
 
 

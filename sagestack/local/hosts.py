@@ -180,7 +180,7 @@ def host_environment(
     hyperparameters: dict[str, str] = request["HyperParameters"]
     tensorflow = env_dict["framework_module"] == TENSORFLOW_FRAMEWORK_MODULE
     container = (
-        tensorflow_exports(env_dict["hyperparameters"], local.deployment.region)
+        tensorflow_exports(local.deployment.region)
         if tensorflow
         else {
             **({"NCCL_PROTO": "simple"} if launch.runner == "torchrun" else {}),

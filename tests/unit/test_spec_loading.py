@@ -111,7 +111,8 @@ def test_hyperparameter_values_must_be_scalars(project):
     errors = project.spec(MINIMAL + "    hyperparameters: {lr: {nested: 1}}\n").errors()
     assert errors == [
         "config/sagestack.yaml:9:27: jobs.classifier.hyperparameters.lr: a hyperparameter value must be a "
-        "string, number or boolean (SageMaker passes each as a string)"
+        "string, number or boolean (SageMaker passes each as a string); write a list, a mapping or null as its "
+        "JSON text in quotes, e.g. '[1, 2]'"
     ]
 
 
