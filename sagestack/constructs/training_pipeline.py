@@ -4,20 +4,17 @@ poll, the next instance candidate on capacity errors — then, for each ModelReg
 
 from __future__ import annotations
 
-import shutil
-import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Unpack
 
-from aws_cdk import Duration, Stack, Stage, Token
+from aws_cdk import Duration, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
-from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
@@ -27,6 +24,7 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compliance
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.grants import first_time
+from sagestack.constructs.job_code import launch_files, source_asset
 from sagestack.constructs.job_pipeline import JobPipeline
 from sagestack.constructs.mlflow_server import grant_mlflow_logging
 from sagestack.constructs.model_registration import (
@@ -36,7 +34,6 @@ from sagestack.constructs.model_registration import (
 )
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
-from sagestack.constructs.prefix_deployment import deploy_to_prefix
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
@@ -46,13 +43,10 @@ from sagestack.constructs.validation import stand_in_deployment, token_deploymen
 from sagestack.core.catalog.images import debugger_rules_image_uri
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
-from sagestack.core.sourcedir import SourceArchive, pack_source_dir
 from sagestack.endpoints.request import lineage_of
 from sagestack.endpoints.resolved import ResolvedEndpoint
 from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
-from sagestack.training.launch_files import job_launch_files, launch_files_key
-from sagestack.training.launcher import uses_drivers
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.retrain import retrainable
@@ -139,10 +133,10 @@ class TrainingPipeline(JobPipeline):
         key = job or id
         region = region or Stack.of(scope).region
         job_spec = _job_of(key, code, job_spec, job_props)
-        source, source_sha256 = _source_asset(scope, key, Path(code))
+        source, source_sha256 = source_asset(scope, key, Path(code))
         if first_time(execution_role, "source archive", source_sha256):
             execution_role.grant_object_read(source.bucket.arn_for_objects(source.s3_object_key))
-        launch = _launch_files(scope, key, names, job_spec, Path(code), artifacts, execution_role)
+        launch = launch_files(scope, key, names, job_spec, Path(code), artifacts, execution_role)
         if mlflow_server_arn is not None and first_time(execution_role, "mlflow", mlflow_server_arn):
             grant_mlflow_logging(execution_role, mlflow_server_arn)
         deployment, stand_ins = deployments = _deployments(
@@ -290,81 +284,6 @@ class TrainingPipeline(JobPipeline):
                 },
             )
             acknowledge_compliance(provider, PROVIDER_FUNCTION)
-
-
-_ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()
-_LAUNCH_FILES: weakref.WeakKeyDictionary[Any, dict[str, s3_deployment.BucketDeployment]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _archive(scope: Construct, code: Path) -> SourceArchive:
-    """The folder's deterministic archive: jobs of one folder share it, packed once per stage."""
-    stage = Stage.of(scope)
-    packed = _ARCHIVES.setdefault(stage if stage is not None else Stack.of(scope), {})
-    return packed.get(code.resolve()) or packed.setdefault(code.resolve(), pack_source_dir(code))
-
-
-def _staging(scope: Construct, folder: str) -> Path:
-    """A folder of the cloud assembly's outdir that files are staged in before CDK takes them."""
-    stage = Stage.of(scope)
-    return Path(stage.outdir if stage is not None else ".") / folder
-
-
-def _source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asset, str]:
-    """The code as one deterministic archive per folder, written once per synth, and its sha256."""
-
-    archive = _archive(scope, code)
-    outdir = _staging(scope, ".sagestack-sources")
-    outdir.mkdir(parents=True, exist_ok=True)
-    tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
-    if not tarball.exists():
-        tarball.write_bytes(archive.data)
-    # In the parent scope, as the stacks always created it (keeps asset IDs stable).
-    return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
-
-
-def _launch_files(
-    scope: Construct,
-    key: str,
-    names: Names,
-    job: JobSpec,
-    code: Path,
-    artifacts: ArtifactBucketBase,
-    execution_role: ExecutionRoleBase,
-) -> tuple[str, s3_deployment.BucketDeployment] | None:
-    """launcher: drivers — the job's code (the archive's files, unpacked) and drivers, staged once per
-    content in the assembly's outdir and unpacked under code/jobs/<digest>/ of the artifact bucket at
-    deploy; the execution role may read that prefix. Returns the digest and the deployment."""
-    if not uses_drivers(job):
-        return None
-    files = job_launch_files(job, _archive(scope, code))
-    staged = _staging(scope, ".sagestack-launch-files") / files.digest
-    if not staged.exists():
-        partial_dir = staged.with_name(f"{files.digest}.partial")
-        shutil.rmtree(partial_dir, ignore_errors=True)
-        files.write(partial_dir)
-        partial_dir.rename(staged)
-    prefix = launch_files_key(files.digest)
-    # One deployment per content and stack: jobs whose files are the same share the prefix.
-    deployed = _LAUNCH_FILES.setdefault(Stack.of(scope), {})
-    if prefix not in deployed:
-        deployed[prefix] = deploy_to_prefix(
-            scope,
-            f"LaunchFiles-{files.digest}",
-            source=str(staged),
-            artifacts=artifacts,
-            prefix=prefix,
-            what=f"The launch files (code and SageMaker SDK drivers) of training job '{key}'",
-            role_description=f"Copies the launch files of sagestack {names.prefix} training jobs",
-            role_id="LaunchFilesDeployRole",
-            retain_on_delete=True,  # content-addressed: a job started before a deploy may still read them
-        )
-    if first_time(execution_role, "launch files", prefix):
-        execution_role.grant_prefix_read(
-            artifacts.bucket, prefix, "A drivers-contract job's code and SageMaker SDK drivers"
-        )
-    return files.digest, deployed[prefix]
 
 
 def _deployments(
