@@ -115,9 +115,6 @@ class PackedDrivers:
     files: dict[str, bytes]
     sha256: str
 
-    def write(self, dest: Path) -> None:
-        write_drivers(self, dest)
-
 
 def _site(distribution: str, relative: str) -> Path:
     try:
@@ -205,9 +202,10 @@ def pack_drivers(config: DriversConfig) -> PackedDrivers:
     return PackedDrivers(ordered, digest.hexdigest())
 
 
-def write_drivers(packed: PackedDrivers, dest: Path) -> None:
-    """Lay the channel's files out under `dest` (as SageMaker downloads an S3 prefix)."""
-    for relative, data in packed.files.items():
+def write_drivers(files: Mapping[str, bytes], dest: Path) -> None:
+    """Lay the channel's files (PackedDrivers.files) out under `dest`, as SageMaker downloads an S3
+    prefix."""
+    for relative, data in files.items():
         target = dest / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)

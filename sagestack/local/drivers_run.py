@@ -31,6 +31,7 @@ from sagestack.core.contract import (
     resource_config,
     write_host_config,
 )
+from sagestack.core.drivers import CODE_CHANNEL, DRIVERS_CHANNEL, write_drivers
 from sagestack.local.failure import error_message
 from sagestack.local.hosts import (
     LOCAL_INTERFACE,
@@ -44,9 +45,6 @@ from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions
 from sagestack.local.processes import Command, Outcome, Processes
 from sagestack.local.sandbox import Accelerators, Network, check_run_folder, prepare_host, sandboxed
 from sagestack.project.loader import LoadedSpec
-
-CODE_CHANNEL = "code"
-DRIVERS_CHANNEL = "sm_drivers"
 
 
 def is_drivers_request(request: Mapping[str, Any]) -> bool:
@@ -84,14 +82,6 @@ class DriversRun:
     @property
     def logs(self) -> list[Path]:
         return [c.log for c in self.commands]
-
-
-def write_files(files: Mapping[str, bytes], dest: Path) -> None:
-    """A channel's files (relative path -> bytes) under `dest`."""
-    for relative, data in sorted(files.items()):
-        target = dest / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
 
 
 def platform_environment(local: LocalRequest, *, threads: int) -> dict[str, str]:
@@ -187,7 +177,7 @@ def lay_out_driver_hosts(
         )
         extract_archive(local.archive, layout.data / CODE_CHANNEL)
         empty_folder(layout.data / DRIVERS_CHANNEL)
-        write_files(local.drivers, layout.data / DRIVERS_CHANNEL)
+        write_drivers(local.drivers, layout.data / DRIVERS_CHANNEL)
         lay_out_channels(layout, dict(sources or {}), own, index, len(hosts))
         if checkpoint_path:
             share_checkpoints(layout, checkpoint_path, checkpoints)

@@ -20,8 +20,8 @@ from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
+from sagestack.core.drivers import CODE_CHANNEL
 from sagestack.local.drivers_run import (
-    CODE_CHANNEL,
     conclude_driver_hosts,
     container_command,
     driver_script,

@@ -49,7 +49,7 @@ class LaunchFiles:
         code.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(self.archive.data), mode="r:gz") as tar:
             tar.extractall(code, filter="data")
-        write_drivers(self.drivers, dest / DRIVERS_CHANNEL)
+        write_drivers(self.drivers.files, dest / DRIVERS_CHANNEL)
 
 
 def job_launch_files(job: JobSpec, archive: SourceArchive) -> LaunchFiles:
