@@ -266,6 +266,13 @@ def pack_source_dir(root: Path) -> SourceArchive:
     return SourceArchive(data=data, sha256=hashlib.sha256(data).hexdigest(), files=selection.files)
 
 
+def unpack_source_archive(data: bytes, dest: Path) -> None:
+    """The archive's files under `dest`, as the container unpacks sourcedir.tar.gz (members that
+    would leave `dest` refused: tarfile's data filter)."""
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        tar.extractall(dest, filter="data")
+
+
 def dockerfile_fingerprint(folder: Path, build_args: dict[str, str], target: str | None) -> str:
     """What a Dockerfile image is made of: every file of its build folder, the build args and the
     target (sha256). Independent of CDK, so plan, lock and synth agree on it."""

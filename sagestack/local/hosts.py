@@ -8,11 +8,8 @@ Checkpoints live in one folder shared by all hosts, as SageMaker's S3 checkpoint
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 import shutil
-import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -36,6 +33,7 @@ from sagestack.core.contract import (
     training_environment,
     write_host_config,
 )
+from sagestack.core.sourcedir import unpack_source_archive
 from sagestack.core.tf_contract import (
     MWMS_FLAG,
     PS_FLAG,
@@ -64,8 +62,7 @@ def extract_archive(archive: bytes, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(archive))) as tar:
-        tar.extractall(dest, filter="data")
+    unpack_source_archive(archive, dest)
 
 
 def simulated_devices(instance_type: str, procs: int) -> Devices:

@@ -12,14 +12,12 @@ lock` records the digest, so a change of the drivers shows in the lock's diff.
 from __future__ import annotations
 
 import hashlib
-import io
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.core.drivers import CODE_CHANNEL, DRIVERS_CHANNEL, PackedDrivers, write_drivers
 from sagestack.core.layout import S3Layout
-from sagestack.core.sourcedir import SourceArchive
+from sagestack.core.sourcedir import SourceArchive, unpack_source_archive
 from sagestack.training.launcher import pack_job_drivers
 from sagestack.training.models import JobSpec
 
@@ -47,8 +45,7 @@ class LaunchFiles:
         """Lay the folder out as the channels read it: dest/code/…, dest/sm_drivers/…"""
         code = dest / CODE_CHANNEL
         code.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(self.archive.data), mode="r:gz") as tar:
-            tar.extractall(code, filter="data")
+        unpack_source_archive(self.archive.data, code)
         write_drivers(self.drivers.files, dest / DRIVERS_CHANNEL)
 
 
