@@ -19,9 +19,10 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.prefix_deployment import deploy_to_prefix
+from sagestack.core.layout import launch_files_key
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
-from sagestack.training.launch_files import job_launch_files, launch_files_key
+from sagestack.training.launch_files import job_launch_files
 from sagestack.training.launcher import uses_drivers
 from sagestack.training.models import JobSpec
 

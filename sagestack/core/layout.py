@@ -68,7 +68,7 @@ class S3Layout:
     def launch_files(self, digest: str = STAND_IN_LAUNCH_FILES) -> str:
         """A drivers-contract job's unpacked code and SDK drivers: code/jobs/<hash>/ (content-addressed:
         the same files, the same prefix), with `code/` and `sm_drivers/` under it."""
-        return self.uri(f"code/jobs/{digest}/")
+        return self.uri(launch_files_key(digest))
 
     # serving
     def compiled_models(self, endpoint: str) -> str:
@@ -107,3 +107,8 @@ class S3Layout:
 
     def cluster_lifecycle(self, cluster: str) -> str:
         return self.uri(self.cluster_lifecycle_key(cluster))
+
+
+def launch_files_key(digest: str = STAND_IN_LAUNCH_FILES) -> str:
+    """The key of a drivers job's launch files: code/jobs/<digest>/ (S3Layout.launch_files' URI)."""
+    return f"code/jobs/{digest}/"

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.core.drivers import CODE_CHANNEL, DRIVERS_CHANNEL, PackedDrivers, write_drivers
-from sagestack.core.layout import S3Layout
 from sagestack.core.sourcedir import SourceArchive, unpack_source_archive
 from sagestack.training.launcher import pack_job_drivers
 from sagestack.training.models import JobSpec
@@ -52,9 +51,3 @@ class LaunchFiles:
 def job_launch_files(job: JobSpec, archive: SourceArchive) -> LaunchFiles:
     """The launch files of a drivers job whose code packs to `archive`."""
     return LaunchFiles(archive, pack_job_drivers(job, archive.files))
-
-
-def launch_files_key(digest: str) -> str:
-    """The prefix's key in the bucket (code/jobs/<digest>/), as S3Layout.launch_files spells it."""
-    bucket = "bucket"
-    return S3Layout(bucket).launch_files(digest).removeprefix(f"s3://{bucket}/")
