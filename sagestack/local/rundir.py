@@ -1,12 +1,13 @@
 """The folder of a local training run, and what `--fresh` may remove from it.
 
 Every run folder sagestack makes carries a marker, `.sagestack-run` (what made it, for which job,
-when). A run takes a folder that has the marker, a new or empty folder, or one holding nothing but
-what a run writes and a run's record or checkpoints to resume from (a folder of an earlier run, or
-checkpoints copied there); it marks it. Any other folder (the project root, a home folder, a file)
-is refused before anything is written or removed: a run would write model/, checkpoints/ … into it
-and replace its model/, and `--fresh` would delete what sagestack did not write. `--fresh` removes
-the run's own entries (RUN_ENTRIES) and leaves anything else in the folder alone.
+when), and only a folder with the marker is a run folder. A run takes a marked folder, a new or empty
+folder, or (without `--fresh`) one holding nothing but `checkpoints/` copied there to resume from; it
+marks it. Any other folder (the project root, a home folder, a file, a folder that merely holds
+`model/` and `checkpoints/`) is refused before anything is written or removed: a run would write
+model/, checkpoints/ … into it and replace its model/, and `--fresh` would delete what sagestack did
+not write. Entry names prove nothing: a folder of the user's may be called `model/` too. `--fresh`
+removes the run's own entries (RUN_ENTRIES) from a marked folder and leaves anything else alone.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ RUN_ENTRIES = (
     "training_curves.png",
 )
 SHOWN = 6  # entries named in a refusal
+# What an unmarked folder may hold and still be taken (without --fresh): checkpoints to resume from.
+RESUMABLE = frozenset({"checkpoints"})
 
 
 class RunFolderRefused(LocalRunError):
@@ -47,6 +50,14 @@ def _refuse(folder: Path, why: str, fresh: bool, default: Path) -> RunFolderRefu
         if fresh
         else "a run would write into it (model/, checkpoints/, hosts/, logs/ …) and replace its model/"
     )
+    if folder == default:
+        way = (
+            "If it is the folder of a run by an earlier sagestack, move what you want to keep out "
+            "of it and remove it yourself, or give --workdir a new or empty folder"
+        )
+        return RunFolderRefused(
+            f"{folder}: refused: {why}; {consequence}. Nothing was written or removed. {way}"
+        )
     return RunFolderRefused(
         f"--workdir {folder}: refused: {why}; {consequence}. Nothing was written or removed. "
         f"Give --workdir a new or empty folder (the default is {default}), or remove what you want "
@@ -54,10 +65,10 @@ def _refuse(folder: Path, why: str, fresh: bool, default: Path) -> RunFolderRefu
     )
 
 
-def _foreign(entries: set[str]) -> bool:
-    """Whether the unmarked folder holds anything a run would not have written, or nothing that
-    says it is a run's (its request record, or checkpoints to resume from)."""
-    return not entries <= set(RUN_ENTRIES) or not entries & {"request.json", "checkpoints"}
+def _foreign(entries: set[str], fresh: bool) -> bool:
+    """Whether an unmarked, non-empty folder is not the run's to take: with --fresh always (it would
+    remove what sagestack did not mark), otherwise unless it holds only checkpoints to resume from."""
+    return fresh or not entries <= RESUMABLE
 
 
 def claim(folder: Path, *, fresh: bool, job: str, default: Path) -> Path:
@@ -66,7 +77,7 @@ def claim(folder: Path, *, fresh: bool, job: str, default: Path) -> Path:
     if folder.exists() and not folder.is_dir():
         raise _refuse(folder, "it is a file, not a folder", fresh, default)
     entries = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
-    if entries and MARKER not in entries and _foreign(entries):
+    if entries and MARKER not in entries and _foreign(entries, fresh):
         listed = sorted(f"{name}/" if (folder / name).is_dir() else name for name in entries)
         more = f" (and {len(listed) - SHOWN} more)" if len(listed) > SHOWN else ""
         why = (
