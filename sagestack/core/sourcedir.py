@@ -11,8 +11,10 @@ What is packed (the archive is uploaded to S3 and unpacked in every training con
   (`#` comments, `*`, `?`, `[…]`, `**`, a leading `/` anchors, a trailing `/` means folders, `!`
   re-includes; a file inside an ignored folder cannot be re-included, as in git), read after the
   defaults, so `!` can re-include a default.
-- a secret-looking file that is packed all the same (re-included with `!`) is named by
-  `secret_files` (the `source-dir-secrets` rule warns about each);
+- a secret-looking file that is packed all the same (re-included with `!`, or reached through a
+  symlink: `settings.txt -> .env` packs `.env`'s content, so a link is judged by every name on its way
+  and by its target's path in the folder too) is named by `secret_files` (the `source-dir-secrets`
+  rule warns about each);
 - a symlink to a file inside the folder is packed as that file's content; a symlink that leads out
   of the folder, to a folder, or nowhere is refused (`problems`; `pack_source_dir` raises
   SourceDirError, the `source-dir-contents` rule reports each at the job's source_dir).
@@ -29,7 +31,7 @@ import os
 import re
 import tarfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 IGNORE_FILE = ".sagestackignore"
 SECRET_PATTERNS = (
@@ -161,24 +163,49 @@ def ignored_by(patterns: list[IgnorePattern], rel: str, is_dir: bool) -> IgnoreP
 
 
 @dataclass(frozen=True)
+class LinkAlias:
+    """A packed symlink: its path in the archive, its target's path in the folder (whose content
+    is packed), and the name each link on the way points at."""
+
+    rel: str
+    target: str
+    hops: tuple[str, ...]
+
+
+def looks_secret(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, s) for s in SECRET_PATTERNS)
+
+
+@dataclass(frozen=True)
 class SourceSelection:
     """What pack_source_dir packs from a folder, and what it cannot."""
 
     members: tuple[tuple[str, Path, bool], ...]  # (path in the archive, what to read, is a folder)
     problems: tuple[str, ...]  # symlinks that lead out, to a folder, or nowhere
     patterns: tuple[IgnorePattern, ...]
+    links: tuple[LinkAlias, ...] = ()  # the packed symlinks
 
     @property
     def files(self) -> tuple[str, ...]:
         return tuple(rel for rel, _, is_dir in self.members if not is_dir)
 
+    def link(self, rel: str) -> LinkAlias | None:
+        """The packed symlink at `rel`, or None for a plain file."""
+        return next((a for a in self.links if a.rel == rel), None)
+
     def secret_files(self) -> tuple[str, ...]:
-        """Packed files whose name looks like a secret (re-included past the defaults)."""
-        return tuple(
-            rel
-            for rel in self.files
-            if any(fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], s) for s in SECRET_PATTERNS)
-        )
+        """Packed files that look like secrets: by their own name (re-included past the defaults),
+        or, for a symlink, by the name of any link on its way or of any part of its target's path
+        in the folder (`settings.txt -> .env` packs the .env file's content)."""
+        out = []
+        for rel in self.files:
+            names = [rel.rsplit("/", 1)[-1]]
+            alias = self.link(rel)
+            if alias is not None:
+                names += [*alias.hops, *PurePosixPath(alias.target).parts]
+            if any(looks_secret(n) for n in names):
+                out.append(rel)
+        return tuple(out)
 
     def excluded(self, rel: str) -> IgnorePattern | None:
         """The pattern that keeps `rel` (a file's path in the folder) out of the archive, if any."""
@@ -195,6 +222,7 @@ def select_source_files(root: Path) -> SourceSelection:
     patterns = ignore_patterns(root)
     real_root = root.resolve()
     members: list[tuple[str, Path, bool]] = []
+    links: list[LinkAlias] = []
     problems: list[str] = []
     pending = [root]
     while pending:
@@ -212,13 +240,26 @@ def select_source_files(root: Path) -> SourceSelection:
                     problems.append(problem)
                 else:
                     members.append((rel, path.resolve(), False))
+                    links.append(_alias(path, rel, real_root))
             elif is_dir:
                 members.append((rel, path, True))
                 pending.append(path)
             elif entry.is_file(follow_symlinks=False):
                 members.append((rel, path, False))
     members.sort(key=lambda m: m[0])
-    return SourceSelection(tuple(members), tuple(sorted(problems)), tuple(patterns))
+    links.sort(key=lambda a: a.rel)
+    return SourceSelection(tuple(members), tuple(sorted(problems)), tuple(patterns), tuple(links))
+
+
+def _alias(path: Path, rel: str, real_root: Path) -> LinkAlias:
+    """A symlink inside the folder (`_link_problem` found none): each hop's name and the target."""
+    hops: list[str] = []
+    current = path
+    while current.is_symlink() and len(hops) < 40:  # the kernel's own limit on a chain of links
+        target = os.readlink(current)
+        hops.append(PurePosixPath(target).name)
+        current = current.parent / target
+    return LinkAlias(rel, path.resolve().relative_to(real_root).as_posix(), tuple(hops))
 
 
 def _link_problem(path: Path, rel: str, real_root: Path) -> str | None:

@@ -112,18 +112,25 @@ def source_dir_contents(ctx: RuleContext) -> Iterator[Finding]:
     why=(
         "sourcedir.tar.gz is uploaded to S3 and unpacked in every container of the job: a key, a "
         "certificate or an .env file in it reaches everyone who can read the bucket or the job. Such "
-        "files are ignored by default; this warns about each one a '!' pattern packs all the same."
+        "files are ignored by default; this warns about each one a '!' pattern packs all the same, and "
+        "about each symlink that packs one under another name (settings.txt -> .env is packed with the "
+        ".env file's content): a link is judged by its own name, the name each link on its way points "
+        "at, and its target's path in the folder."
     ),
-    fix="Remove the '!' pattern from <source_dir>/.sagestackignore and pass the secret at run time "
-    "(Secrets Manager, an environment variable from the job's role), or rename a file that only "
-    "looks like a secret.",
+    fix="Remove the '!' pattern from <source_dir>/.sagestackignore (or the symlink, or ignore it there) "
+    "and pass the secret at run time (Secrets Manager, an environment variable from the job's role), "
+    "or rename a file that only looks like a secret.",
 )
 def source_dir_secrets(ctx: RuleContext) -> Iterator[Finding]:
     for name, source_dir, selection in _packed_folders(ctx):
         secrets = selection.secret_files()
         if secrets:
+            shown = []
+            for rel in secrets:
+                alias = selection.link(rel)
+                shown.append(rel if alias is None else f"{rel} (a link to {alias.target})")
             yield Finding(
                 ("jobs", name, "source_dir"),
                 f"{len(secrets)} file(s) of {source_dir}/ that look like secrets would be uploaded with the "
-                f"code: {', '.join(secrets)}",
+                f"code: {', '.join(shown)}",
             )

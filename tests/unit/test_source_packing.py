@@ -185,3 +185,16 @@ def test_the_ignore_file_means_what_it_means_to_git(tmp_path_factory, lines):
     (root / IGNORE_FILE).write_text("\n".join(lines) + "\n")
     ours = set(select_source_files(root).files)
     assert ours == _git_packs(root, lines), lines
+
+
+def test_a_symlink_to_a_secret_is_named_whatever_it_is_called(tmp_path):
+    """The archive packs a link's target content; the secrets check judges what is packed."""
+    src = _tree(tmp_path / "src", {**CODE, ".env": "TOKEN=x\n", "conf/.netrc": "machine x\n"})
+    os.symlink(".env", src / "settings.txt")
+    os.symlink("../conf/.netrc", src / "pkg" / "hosts.txt")
+    selection = select_source_files(src)
+    assert "settings.txt" in pack_source_dir(src).files  # packed, with the .env file's content
+    assert selection.secret_files() == ("pkg/hosts.txt", "settings.txt")
+    alias = selection.link("pkg/hosts.txt")
+    assert alias is not None and (alias.target, alias.hops) == ("conf/.netrc", (".netrc",))
+    assert selection.link("train.py") is None

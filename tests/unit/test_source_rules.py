@@ -117,3 +117,25 @@ def test_source_dir_secrets(project):
     ]
     warnings = [w.format() for w in project.load().warnings]
     assert any("[source-dir-secrets]" in w and ".env, server.pem" in w for w in warnings), warnings
+
+
+def test_source_dir_secrets_through_a_symlink_alias(project):
+    """settings.txt -> .env packs the .env file's content under a harmless name: the link is judged by
+    the names on its way and its target's path, and the warning names what it packs."""
+    src = project.root / "training_src"
+    (src / ".env").write_text("TOKEN=x\n")
+    (src / ".env.d").mkdir()
+    (src / ".env.d" / "app.conf").write_text("PASSWORD=x\n")
+    (src / "notes").mkdir()
+    (src / "notes" / "plain.txt").write_text("x\n")
+    os.symlink(".env", src / "settings.txt")  # an alias of a secret-looking name
+    os.symlink("settings.txt", src / "config.txt")  # a link to the alias: .env on its way
+    os.symlink(".env.d/app.conf", src / "app.txt")  # the target's path in the folder looks like one
+    os.symlink("notes/plain.txt", src / "plain.txt")  # a plain file: not a secret
+    assert findings(project, "source-dir-secrets", MINIMAL) == [
+        "jobs.classifier.source_dir: 3 file(s) of training_src/ that look like secrets would be uploaded "
+        "with the code: app.txt (a link to .env.d/app.conf), config.txt (a link to .env), "
+        "settings.txt (a link to .env)"
+    ]
+    (src / ".sagestackignore").write_text("settings.txt\nconfig.txt\napp.txt\n")
+    assert findings(project, "source-dir-secrets", MINIMAL) == []
