@@ -17,7 +17,12 @@ from sagestack.core.catalog import (
     validate_request,
 )
 from sagestack.core.catalog.images import ImageLookupError
-from sagestack.core.catalog.instances import catalog_data
+from sagestack.core.catalog.instances import (
+    RETIRED_FAMILIES,
+    all_instance_types,
+    catalog_data,
+    nearest_offered,
+)
 
 
 def _gpu_info() -> dict:
@@ -103,6 +108,53 @@ def test_instance_type_check_messages():
         "'ml.g5.xlarg' is not a SageMaker training job instance type; did you mean 'ml.g5.xlarge'?"
     )
     assert check_instance_type("ml.inf2.xlarge", "hosting") is None
+
+
+def _names(name: str, usage: str) -> list[str]:
+    return [t.name for t in nearest_offered(name, usage)]  # type: ignore[arg-type]
+
+
+def test_a_type_offered_for_another_use_names_the_nearest_types_offered_for_this_one():
+    # botocore's enums: p3dn (8x V100 32 GiB) trains but hosts no endpoint; t2 hosts but trains nothing.
+    assert "ml.p3dn.24xlarge" in instance_types_for("training")
+    assert "ml.p3dn.24xlarge" not in instance_types_for("hosting")
+    near = _names("ml.p3dn.24xlarge", "hosting")
+    assert near[0] == "ml.p4d.24xlarge"  # 8 NVIDIA GPUs again, with at least their memory
+    assert "ml.p3.16xlarge" in near  # the same 8 V100s, with half the memory
+    assert check_instance_type("ml.p3dn.24xlarge", "hosting") == (
+        "'ml.p3dn.24xlarge' exists but SageMaker does not offer it for endpoints; the nearest offered: "
+        "ml.p4d.24xlarge (8x A100 40 GiB), ml.p4de.24xlarge (8x A100 80 GiB), ml.p3.16xlarge (8x V100 16 "
+        "GiB), ml.p5.48xlarge (8x H100 80 GiB)"
+    )
+    t2 = _names("ml.t2.medium", "training")
+    assert t2[0] == "ml.t3.medium" and "ml.m5.large" in t2  # 2 vCPUs, general purpose
+    assert check_instance_type("ml.t2.medium", "training").startswith(
+        "'ml.t2.medium' exists but SageMaker does not offer it for training jobs; the nearest offered: "
+        "ml.t3.medium (2 vCPU, 4 GiB), "
+    )
+    # Inferentia trains nothing: Trainium is the Neuron type that does.
+    assert {instance_type(n).accelerator.kind for n in _names("ml.inf2.xlarge", "training")} == {"trainium"}
+    assert _names("ml.inf2.xlarge", "training")[0] == "ml.trn1.2xlarge"  # one chip, as inf2.xlarge
+
+
+@pytest.mark.parametrize("usage", ["training", "hosting", "transform", "processing"])
+def test_every_type_refused_for_a_use_gets_offered_types_of_its_kind_when_there_are_any(usage):
+    offered = set(instance_types_for(usage))
+    kinds = {
+        n: (instance_type(n).accelerator.kind if instance_type(n).accelerator else None) for n in offered
+    }
+    for name in sorted(all_instance_types() - offered):
+        message = check_instance_type(name, usage)
+        near = nearest_offered(name, usage)
+        assert message is not None and near and all(t.name in offered for t in near), name
+        assert all(t.name in message for t in near), name
+        it = instance_type(name)
+        kind = it.accelerator.kind if it.accelerator else None
+        if kind in kinds.values():
+            first = near[0].accelerator.kind if near[0].accelerator else None
+            assert first == kind, (name, near[0].name)
+        if any(kinds[n] == kind and instance_type(n).family not in RETIRED_FAMILIES for n in offered):
+            assert near[0].family not in RETIRED_FAMILIES, name
 
 
 def test_quota_names_follow_sagemaker():

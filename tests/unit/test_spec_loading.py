@@ -41,7 +41,12 @@ def test_unknown_instance_type_suggests_the_real_one(project):
 
 def test_hosting_only_instance_type_is_refused_for_training(project):
     errors = project.spec(MINIMAL.replace("ml.m5.xlarge", "ml.inf2.xlarge")).errors()
-    assert "'ml.inf2.xlarge' exists but SageMaker does not offer it for training jobs" in errors[0]
+    assert errors == [
+        "config/sagestack.yaml:8:20: jobs.classifier.instance_type[0]: 'ml.inf2.xlarge' exists but SageMaker "
+        "does not offer it for training jobs; the nearest offered: ml.trn1.2xlarge (1x Trainium 32 GiB), "
+        "ml.trn1.32xlarge (16x Trainium 32 GiB), ml.trn1n.32xlarge (16x Trainium 32 GiB), ml.trn2.48xlarge "
+        "(16x Trainium2 96 GiB)"
+    ]
 
 
 def test_every_error_of_a_file_is_reported_together(project):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -12,7 +14,7 @@ from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.catalog.suggest import did_you_mean
 
 AcceleratorKind = Literal["nvidia", "trainium", "inferentia", "unknown"]
-Usage = Literal["training", "hosting", "transform"]
+Usage = Literal["training", "hosting", "transform", "processing"]
 
 _INSTANCE_STORAGE_FAMILIES = frozenset(
     {
@@ -41,6 +43,13 @@ _ENUM_FOR_USAGE: dict[str, str] = {
     "training": "TrainingInstanceType",
     "hosting": "ProductionVariantInstanceType",
     "transform": "TransformInstanceType",
+    "processing": "ProcessingInstanceType",
+}
+_WHAT = {
+    "training": "training job",
+    "hosting": "endpoint",
+    "transform": "transform job",
+    "processing": "processing job",
 }
 
 
@@ -153,7 +162,8 @@ def instance_type(name: str) -> InstanceType:
         family=family,
         size=size,
         vcpu=vcpu,
-        memory_gib=vcpu * ratio if vcpu is not None and ratio is not None else None,
+        memory_gib=data.get("cpu_memory_gib", {}).get(name)
+        or (vcpu * ratio if vcpu is not None and ratio is not None else None),
         accelerator=accelerator,
         price_per_hour=data["cpu_prices"].get(name),
     )
@@ -166,19 +176,91 @@ def instance_types_for(usage: Usage) -> tuple[str, ...]:
 
 @cache
 def all_instance_types() -> frozenset[str]:
-    return frozenset(instance_types_for("training")) | frozenset(instance_types_for("hosting"))
+    return frozenset(n for usage in _ENUM_FOR_USAGE for n in instance_types_for(usage))
 
 
 def check_instance_type(name: str, usage: Usage) -> str | None:
-    """None when `name` is a valid `usage` instance type, else an error message with a suggestion."""
+    """None when `name` is a valid `usage` instance type, else an error message with a suggestion:
+    the nearest types offered for that use when `name` exists for another."""
     allowed = instance_types_for(usage)
     if name in allowed:
         return None
-    what = {"training": "training job", "hosting": "endpoint", "transform": "transform job"}[usage]
-    other: Usage = "hosting" if usage == "training" else "training"
-    if name in instance_types_for(other):
-        return f"'{name}' exists but SageMaker does not offer it for {what}s"
+    what = _WHAT[usage]
+    if name in all_instance_types():
+        near = ", ".join(f"{t.name} ({describe(t)})" for t in nearest_offered(name, usage))
+        return f"'{name}' exists but SageMaker does not offer it for {what}s; the nearest offered: {near}"
     return f"'{name}' is not a SageMaker {what} instance type{did_you_mean(name, allowed)}"
+
+
+def describe(t: InstanceType) -> str:
+    """What a type has, in a few words: '8x A100 40 GiB', '2 vCPU, 8 GiB'."""
+    a = t.accelerator
+    if a is not None and a.kind != "unknown":
+        memory = f" {a.memory_gib:g} GiB" if a.memory_gib else ""
+        return f"{a.count}x {a.model}{memory}"
+    if a is not None:
+        return "accelerated"
+    parts = [f"{t.vcpu} vCPU" if t.vcpu else "", f"{t.memory_gib:g} GiB" if t.memory_gib else ""]
+    return ", ".join(p for p in parts if p) or "CPU"
+
+
+# CPU families by what they are for: a burstable t is a general-purpose m that bursts.
+_CPU_CLASS = {"t": "general", "m": "general", "c": "compute", "r": "memory", "x": "memory", "z": "memory"}
+_NEURON = frozenset({"trainium", "inferentia"})
+
+
+def _family_parts(family: str) -> tuple[str, int]:
+    """'p3dn' -> ('p', 3), 'c7i-flex' -> ('c', 7), 'p6-b200' -> ('p', 6), 'inf2' -> ('inf', 2)."""
+    found = re.match(r"([a-z]+)(\d*)", family)
+    letters, digits = (found.group(1), found.group(2)) if found else (family, "")
+    return letters, int(digits) if digits else 0
+
+
+def _kind(t: InstanceType) -> str:
+    return t.accelerator.kind if t.accelerator is not None else "cpu"
+
+
+def _gap(want: float | None, have: float | None, shortfall: float = 1.0, surplus: float = 1.0) -> float:
+    """How far `have` is from `want`, in doublings, each way weighted."""
+    if not want or not have:
+        return 1.0  # unknown: neither near nor far
+    doublings = math.log2(have / want)
+    return -doublings * shortfall if doublings < 0 else doublings * surplus
+
+
+def _distance(want: InstanceType, t: InstanceType) -> tuple[int, float]:
+    """(tier, distance): the same kind of accelerator (or none) first, then Neuron for Neuron; within
+    a tier, near in accelerator model, count and memory (less memory counts 1.5 times: the model may not
+    fit; more counts half: it only costs), else in vCPUs and memory; then in family and generation."""
+    wk, tk = _kind(want), _kind(t)
+    tier = 0 if wk == tk else 1 if {wk, tk} <= _NEURON else 2
+    (w_letters, w_gen), (t_letters, t_gen) = _family_parts(want.family), _family_parts(t.family)
+    d = 0.2 * abs(w_gen - t_gen)
+    a, b = want.accelerator, t.accelerator
+    if a is not None and b is not None and a.kind != "unknown" and b.kind != "unknown":
+        d += (0.0 if a.model == b.model else 0.5) + (0.0 if w_letters == t_letters else 0.5)
+        d += _gap(a.count, b.count) + _gap(a.memory_gib, b.memory_gib, shortfall=1.5, surplus=0.5)
+        d += 0.25 * _gap(want.vcpu, t.vcpu)  # the host's size, last
+    else:
+        if w_letters != t_letters:
+            same_class = _CPU_CLASS.get(w_letters, w_letters) == _CPU_CLASS.get(t_letters, t_letters)
+            d += 0.5 if same_class else 1.0
+        d += _gap(want.vcpu, t.vcpu) + _gap(want.memory_gib, t.memory_gib, shortfall=1.5, surplus=0.5)
+    return tier, d
+
+
+def nearest_offered(name: str, usage: Usage, n: int = 4) -> list[InstanceType]:
+    """The `n` types offered for `usage` nearest to `name` (which SageMaker knows, for another use),
+    nearest first: the same kind of accelerator with as much memory, then the fewest changes of
+    model, count, family and generation; retired families (P2) only when nothing else is near."""
+    want = instance_type(name)
+    pool = [instance_type(m) for m in instance_types_for(usage) if m != name]
+
+    def key(t: InstanceType) -> tuple[int, bool, float, float, str]:
+        tier, d = _distance(want, t)
+        return tier, t.family in RETIRED_FAMILIES, round(d, 6), t.price_per_hour or math.inf, t.name
+
+    return sorted(pool, key=key)[:n]
 
 
 # Families SageMaker still lists but no current framework container supports: the DLCs dropped
