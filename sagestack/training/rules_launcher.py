@@ -174,6 +174,69 @@ def drivers_entry_point(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
+# sagemaker-training's own test of a name (process.py, _SAFE_ENTRY_POINT, and no '.' or '..' part):
+# under the toolkit a name it refuses fails the job; under the drivers the same characters are the
+# ones the basic driver's `sh -c "chmod +x NAME && ./NAME"` and the exported SM_ENTRY_SCRIPT='NAME'
+# read as themselves.
+ENTRY_POINT_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._+-]*(?:/[A-Za-z0-9._+-]+)*")
+_ENTRY_POINT_CHARACTER = re.compile(r"[A-Za-z0-9._+/-]")
+
+
+def entry_point_problem(name: str) -> str | None:
+    """Why `name` is not a plain relative path of plain file names (None: it is)."""
+    if ENTRY_POINT_NAME.fullmatch(name) is None:
+        bad = sorted({c for c in name if not _ENTRY_POINT_CHARACTER.match(c)})
+        if bad:
+            return "the character(s) " + " ".join(repr(c) for c in bad)
+        if name.startswith(("-", "+")):
+            return f"a leading '{name[0]}', which a launcher reads as an option"
+        return "an empty part ('//' or a trailing '/')"
+    if any(part in (".", "..") for part in name.split("/")):
+        return "a '.' or '..' part"
+    return None
+
+
+def suggested_entry_point(name: str) -> str:
+    """`name` made plain: other characters as '_', no empty or '.' part, no leading '-' or '+'."""
+    parts = [re.sub(r"[^A-Za-z0-9._+-]", "_", p) for p in name.split("/") if p not in ("", ".", "..")]
+    plain = "/".join(parts).lstrip("-+")
+    return plain if ENTRY_POINT_NAME.fullmatch(plain) else "train.py"
+
+
+@rule(
+    "entry-point-name",
+    "error",
+    "a job's entry_point is a plain file name (or a relative path of plain names)",
+    why=(
+        "Under the toolkit contract sagemaker-training refuses, when the job starts, an entry point whose "
+        "name holds anything but letters, digits, '.', '_', '+', '-' and '/', starts with '-' or '/', or "
+        "has a '.' or '..' part: the job fails after its instances started. Under the drivers contract "
+        "nothing refuses it: the SDK v3's basic driver runs a .sh file as `sh -c \"chmod +x NAME && "
+        "./NAME\"` with the name unquoted, and environment.py exports SM_ENTRY_SCRIPT='NAME' into the file "
+        "sm_train.sh sources, so `x;touch y.sh` or `$(...).sh` runs as shell code in the container, and a "
+        "quote fails the job. The same names are refused under both contracts, so the local run and the "
+        "cloud agree."
+    ),
+    fix="Rename the script using only letters, digits, '.', '_', '+', '-' and '/' (not first: '-', '+' or "
+    "'/'), and set entry_point to that name relative to source_dir, e.g. entry_point: train.py or "
+    "bin/train.sh.",
+)
+def entry_point_name(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in ctx.spec.jobs.items():
+        entry = job.entry_point
+        if entry.startswith("/") or "\\" in entry or ".." in entry.split("/"):
+            continue  # entry-point-in-source-dir says it is not a path inside source_dir
+        problem = entry_point_problem(entry)
+        if problem is not None:
+            plain = suggested_entry_point(entry)
+            yield Finding(
+                ("jobs", name, "entry_point"),
+                f"{entry!r} has {problem}: an entry point is a plain file name (letters, digits, '.', '_', "
+                f"'+', '-', '/'), which sagemaker-training refuses otherwise and the drivers' shell would "
+                f"read as code; rename the script and set entry_point: {plain}",
+            )
+
+
 @rule(
     "drivers-tuning",
     "error",

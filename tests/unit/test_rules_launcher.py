@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import pytest
 
 from tests.unit.test_rules import findings
@@ -147,3 +150,75 @@ def test_drivers_debugger_hook(project):
         "jobs.big.debugger: images.registry is not an AWS Deep Learning Container: the rules read the tensors "
         "smdebug saves, so the image needs smdebug and the script its hook"
     ]
+
+
+# Names an entry point may be given: sagemaker-training's own validate_entry_point is the judge.
+ENTRY_POINTS = [
+    "train.py",
+    "bin/train.sh",
+    "my-job_v2.1+cpu.py",
+    "_private.py",
+    ".hidden.py",
+    "x;touch y.sh",
+    "$(touch pwned).sh",
+    "`id`.sh",
+    "it's.py",
+    "two words.py",
+    "-rf.sh",
+    "+x.sh",
+    "./train.py",
+    "bin/./train.sh",
+    "bin//train.sh",
+    "bin/",
+    "trän.py",
+    "a\nb.sh",
+]
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_entry_point_name_is_what_the_toolkit_accepts(project, entry: str):
+    """Refused under both contracts exactly when sagemaker-training refuses it; what is accepted is
+    read by the drivers' `sh -c` as itself; the suggestion is a name both accept."""
+    process = pytest.importorskip("sagemaker_training.process")
+    from sagestack.training.rules_launcher import suggested_entry_point
+
+    try:
+        process.validate_entry_point(entry)
+        toolkit_refuses = False
+    except process.errors.ClientError:
+        toolkit_refuses = True
+    for launcher in ("toolkit", "drivers"):
+        spec = job(
+            f"image: dlc\ninstance_type: ml.g5.2xlarge\nlauncher: {launcher}\nentry_point: {json.dumps(entry)}"
+        )
+        found = findings(project, "entry-point-name", spec)
+        assert bool(found) == toolkit_refuses, (launcher, found)
+    if toolkit_refuses:
+        plain = suggested_entry_point(entry)
+        process.validate_entry_point(plain)  # the suggestion works as printed
+        assert found[0].startswith(f"jobs.big.entry_point: {entry!r} has ")
+        assert found[0].endswith(f"rename the script and set entry_point: {plain}")
+    else:  # the basic driver's shell command reads the name as one word, unchanged
+        assert shlex.split(f"chmod +x {entry} && ./{entry}") == ["chmod", "+x", entry, "&&", f"./{entry}"]
+
+
+def test_entry_point_name_messages(project):
+    def one(entry: str) -> str:
+        spec = job(
+            f"image: dlc\ninstance_type: ml.g5.2xlarge\nlauncher: drivers\nentry_point: {json.dumps(entry)}"
+        )
+        (found,) = findings(project, "entry-point-name", spec)
+        return found.split(": ", 1)[1]
+
+    assert one("x;touch y.sh") == (
+        "'x;touch y.sh' has the character(s) ' ' ';': an entry point is a plain file name (letters, digits, "
+        "'.', '_', '+', '-', '/'), which sagemaker-training refuses otherwise and the drivers' shell would "
+        "read as code; rename the script and set entry_point: x_touch_y.sh"
+    )
+    assert one("-rf.sh").startswith("'-rf.sh' has a leading '-', which a launcher reads as an option")
+    assert one("./train.py").startswith("'./train.py' has a '.' or '..' part")
+    assert one("./train.py").endswith("set entry_point: train.py")
+    # entry-point-in-source-dir reports these; one error each
+    for other in ("/abs/train.py", "../train.py", "a\\b.py"):
+        spec = job(f"image: dlc\ninstance_type: ml.g5.2xlarge\nentry_point: {json.dumps(other)}")
+        assert findings(project, "entry-point-name", spec) == []
