@@ -316,8 +316,9 @@ def _plain(node: Any, path: Path_, doc: Document, budget: _Budget) -> Any:
         out: dict[str, Any] = {}
         for k, v in node.items():
             child = (*path, str(k))
-            doc.keys[child] = at(node.lc.key(k))
-            doc.values[child] = at(node.lc.value(k))
+            written = _written_in(node, k)  # the map the key is written in: a merged key's anchor
+            doc.keys[child] = at(written.lc.key(k))
+            doc.values[child] = at(written.lc.value(k))
             out[str(k)] = _plain(v, child, doc, budget)
         return out
     if isinstance(node, CommentedSeq):
@@ -339,6 +340,18 @@ def _plain(node: Any, path: Path_, doc: Document, budget: _Budget) -> Any:
         return node
     # anything else the round-trip loader builds (tagged values, sets, ordered maps): its text
     return str(node)
+
+
+def _written_in(node: Any, key: Any) -> Any:
+    """The mapping `key` of `node` is written in: `node` itself, or for a key a merge key
+    (`<<: *a`, `<<: [*a, *b]`) brought in, the first merged mapping that has it, as YAML 1.1 merges
+    (own keys first, then each merged mapping in order; merged mappings may merge others)."""
+    if key in (node.lc.data or ()):
+        return node
+    for merged in getattr(node, "merge", ()):
+        if key in merged:
+            return _written_in(merged, key)
+    return node  # not found (cannot happen for a key of node.items()): the mapping itself
 
 
 def _paths(value: Any, path: Path_) -> Iterator[Path_]:

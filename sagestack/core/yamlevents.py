@@ -3,12 +3,14 @@ and the location of every key and value — what ruamel's round-trip loader give
 is written in, at a small part of the cost (ruamel's scanner is pure Python: a 1 MiB spec took
 seconds).
 
-ruamel stays the reference. Anything outside the plain subset — a tag, an anchor or alias, a merge
-key, a key that is not a string, a key given twice, a timestamp, a number not written in decimal, a
-directive, a second document, an empty value, a tab, nesting or size past the limits, Unicode line
-breaks, a syntax error —
-makes `read_events` answer None, and the caller reads the text with ruamel, whose values, messages
-and locations are then exactly those of before. tests/unit/test_spec_fuzz.py holds the two readers
+ruamel stays the reference. Anchors, aliases and merge keys (`<<: *a`, `<<: [*a, *b]`) are read
+here as ruamel reads them: an alias's content, and a merged key, located where the anchor's is
+written; own keys first and kept over merged ones, then each merged mapping's keys in order. Anything
+else outside the plain subset — a tag, a merge key followed by anything but aliases, a key that is
+not a string, a key given twice, a timestamp, a number not written in decimal, a directive, a second
+document, an empty value, a tab, nesting or size past the limits, Unicode line breaks, a syntax
+error — makes `read_events` answer None, and the caller reads the text with ruamel, whose values,
+messages and locations are then exactly those of before. tests/unit/test_spec_fuzz.py holds the two readers
 equal on every text both accept."""
 
 from __future__ import annotations
@@ -65,6 +67,46 @@ def _resolvers() -> dict[str, list[tuple[str, Any]]]:
     return _RESOLVERS
 
 
+class _Anchored:
+    """An anchored node as written: its value, and the locations below it by relative path (an
+    alias repeats them: ruamel locates an alias's content where the anchor's is written)."""
+
+    def __init__(self, value: Any, location: Location, keys: list[Any], values: list[Any]) -> None:
+        self.value = value
+        self.location = location
+        self.keys = keys  # [(relative path, Location)]
+        self.values = values
+        self.nodes = 1 + len(values)  # the node itself and every key's value and item below it
+        self.depth = max((len(p) for p, _ in values), default=0)
+        self._by_key: dict[Any, tuple[list[Any], list[Any]]] | None = None
+
+    def below(self, key: str) -> tuple[list[Any], list[Any]]:
+        """The locations of one key of an anchored mapping and of what is below it, relative to
+        the mapping (grouped once: a merge takes every key)."""
+        if self._by_key is None:
+            self._by_key = {}
+            for index, logged in enumerate((self.keys, self.values)):
+                for entry in logged:
+                    self._by_key.setdefault(entry[0][0], ([], []))[index].append(entry)
+        return self._by_key[key]
+
+
+class _Frame:
+    """An open collection: a mapping's key awaiting its value, and its merge keys' mappings; the
+    anchor it is written with, and where its locations start in the logs."""
+
+    __slots__ = ("anchor", "container", "key", "location", "logged", "merges", "path")
+
+    def __init__(self, container: Any, path: Path_, anchor: str | None, logged: tuple[int, int]) -> None:
+        self.container = container
+        self.path = path
+        self.key: Any = _NO_KEY
+        self.merges: list[_Anchored] | None = None  # after a merge key: the mappings it merges
+        self.anchor = anchor
+        self.logged = logged
+        self.location: Location | None = None
+
+
 class _Builder:
     def __init__(
         self, file: str, max_depth: int, max_nodes: int, resolvers: dict[str, list[tuple[str, Any]]]
@@ -75,6 +117,10 @@ class _Builder:
         self.resolvers = resolvers
         self.keys: dict[Path_, Location] = {}
         self.values: dict[Path_, Location] = {}
+        # every location recorded, in order: an anchored collection's are the slice since its start
+        self.key_log: list[tuple[Path_, Location]] = []
+        self.value_log: list[tuple[Path_, Location]] = []
+        self.anchors: dict[str, _Anchored] = {}
         self.nodes = 0
 
     def build(self, parser: Any, yaml: Any) -> tuple[Any, dict[Path_, Location], dict[Path_, Location]]:
@@ -82,8 +128,7 @@ class _Builder:
         documents = 0
         scalar, mapping, sequence = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
         ends = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
-        # each open collection: [container, its path, the key awaiting its value (mappings)]
-        stack: list[list[Any]] = []
+        stack: list[_Frame] = []
         while True:
             event = parser.get_event()
             kind = type(event)
@@ -92,7 +137,12 @@ class _Builder:
             elif kind is mapping or kind is sequence:
                 value = {} if kind is mapping else []
             elif kind in ends:
-                stack.pop()
+                self.close(stack.pop())
+                continue
+            elif kind is yaml.AliasEvent:
+                if not stack:
+                    raise _Unsupported
+                self.alias(stack[-1], event)
                 continue
             elif kind is yaml.StreamEndEvent:
                 return root, self.keys, self.values
@@ -104,10 +154,18 @@ class _Builder:
             elif kind is yaml.StreamStartEvent or kind is yaml.DocumentEndEvent:
                 continue
             else:
-                raise _Unsupported  # an alias
-            if event.anchor is not None or event.tag is not None:
                 raise _Unsupported
+            if event.tag is not None:
+                raise _Unsupported
+            if stack and stack[-1].key is _MERGE:  # `<<:` then a list of aliases, or refused
+                if kind is not sequence or event.anchor is not None:
+                    raise _Unsupported  # a mapping written in place, a scalar: ruamel reads it
+                logged = (len(self.key_log), len(self.value_log))
+                stack.append(_Frame(_MergeList(stack[-1]), stack[-1].path, None, logged))
+                continue
             if not stack:
+                if event.anchor is not None:
+                    raise _Unsupported  # nothing can repeat the whole document but itself
                 root = value
                 path: Path_ = ()
             else:
@@ -116,29 +174,127 @@ class _Builder:
                     continue
                 path = placed
             if kind is not scalar:
-                stack.append([value, path, _NO_KEY])
+                stack.append(_Frame(value, path, event.anchor, (len(self.key_log), len(self.value_log))))
+                if event.anchor is not None:  # an alias inside it would be recursive: refused
+                    self.anchors.pop(event.anchor, None)
+                    stack[-1].location = self.values[path]
+            elif event.anchor is not None:
+                self.anchors[event.anchor] = _Anchored(value, self.values[path], [], [])
 
-    def place(self, frame: list[Any], value: Any, event: Any) -> Path_ | None:
-        container, path, key = frame
+    def place(self, frame: _Frame, value: Any, event: Any) -> Path_ | None:
+        container, path, key = frame.container, frame.path, frame.key
         mark = event.start_mark
         if isinstance(container, dict):
             if key is _NO_KEY:
+                if event.anchor is not None:
+                    raise _Unsupported  # an anchored key
+                if value is _MERGE:
+                    if frame.merges is not None:
+                        raise _Unsupported  # a second merge key: ruamel's error
+                    frame.key, frame.merges = _MERGE, []
+                    return None
                 if not isinstance(value, str) or value in container:
                     raise _Unsupported  # a collection, number, boolean or null as a key; a duplicate
-                frame[2] = value
-                self.keys[(*path, value)] = Location(self.file, mark.line + 1, mark.column + 1)
+                frame.key = value
+                self.key_at((*path, value), Location(self.file, mark.line + 1, mark.column + 1))
                 return None
-            frame[2] = _NO_KEY
+            if value is _MERGE:
+                raise _Unsupported  # `<<` as a value
+            frame.key = _NO_KEY
             child: Path_ = (*path, key)
             container[key] = value
+        elif value is _MERGE or (isinstance(container, _MergeList)):
+            raise _Unsupported  # `<<` as an item; a merge list holding anything but aliases
         else:
             child = (*path, len(container))
             container.append(value)
-        self.nodes += 1
-        if len(child) > self.max_depth or self.nodes >= self.max_nodes:
-            raise _Unsupported  # ruamel's reading reports it
-        self.values[child] = Location(self.file, mark.line + 1, mark.column + 1)
+        self.count(child, 1, 0)
+        self.value_at(child, Location(self.file, mark.line + 1, mark.column + 1))
         return child
+
+    def alias(self, frame: _Frame, event: Any) -> None:
+        """`*name`: the anchored value again (a copy), its content located where it was written;
+        a merge key's mapping, or one of its list."""
+        anchored = self.anchors.get(event.anchor)
+        if anchored is None:
+            raise _Unsupported  # an alias of a collection still open (recursive)
+        container, key = frame.container, frame.key
+        if key is _MERGE:  # `<<: *a`
+            if not isinstance(anchored.value, dict) or frame.merges is None:
+                raise _Unsupported
+            frame.merges.append(anchored)
+            frame.key = _NO_KEY
+            return
+        if isinstance(container, _MergeList):  # `<<: [*a, *b]`
+            if not isinstance(anchored.value, dict):
+                raise _Unsupported
+            container.merged.append(anchored)
+            return
+        if isinstance(container, dict):
+            if key is _NO_KEY:
+                raise _Unsupported  # an alias as a key
+            frame.key = _NO_KEY
+            child: Path_ = (*frame.path, key)
+            container[key] = self.copy_of(anchored, child)
+        else:
+            child = (*frame.path, len(container))
+            container.append(self.copy_of(anchored, child))
+
+    def copy_of(self, anchored: _Anchored, path: Path_) -> Any:
+        self.count(path, anchored.nodes, anchored.depth)
+        self.value_at(path, anchored.location)
+        for relative, location in anchored.keys:
+            self.key_at((*path, *relative), location)
+        for relative, location in anchored.values:
+            self.value_at((*path, *relative), location)
+        return _copy_plain(anchored.value)
+
+    def close(self, frame: _Frame) -> None:
+        """A collection's end: the mappings its merge key names merged in (own keys first, then
+        each merged mapping's keys not seen yet, in order, as ruamel orders them); if anchored, it
+        is recorded for its aliases."""
+        container = frame.container
+        if isinstance(container, _MergeList):
+            owner = container.owner
+            if owner.merges is None or not container.merged:
+                raise _Unsupported
+            owner.merges.extend(container.merged)
+            owner.key = _NO_KEY
+            return
+        for anchored in frame.merges or ():
+            for key, value in anchored.value.items():
+                if key in container:
+                    continue  # an own key, or an earlier mapping's: those are kept
+                keys, values = anchored.below(key)
+                self.count((*frame.path, key), len(values), max(len(p) for p, _ in values) - 1)
+                for relative, location in keys:
+                    self.key_at((*frame.path, *relative), location)
+                for relative, location in values:
+                    self.value_at((*frame.path, *relative), location)
+                container[key] = _copy_plain(value)
+        if frame.anchor is not None:
+            assert frame.location is not None
+            base = len(frame.path)
+            keys_from, values_from = frame.logged
+            self.anchors[frame.anchor] = _Anchored(
+                container,
+                frame.location,
+                [(p[base:], loc) for p, loc in self.key_log[keys_from:]],
+                [(p[base:], loc) for p, loc in self.value_log[values_from:]],
+            )
+
+    def count(self, path: Path_, nodes: int, depth: int) -> None:
+        self.nodes += nodes
+        if len(path) + depth > self.max_depth or self.nodes >= self.max_nodes:
+            raise _Unsupported  # ruamel's reading reports it
+
+    def key_at(self, path: Path_, location: Location) -> None:
+        self.keys[path] = location
+        self.key_log.append((path, location))
+
+    def value_at(self, path: Path_, location: Location) -> None:
+        self.values[path] = location
+        self.value_log.append((path, location))
 
     def scalar(self, event: Any) -> Any:
         value = event.value
@@ -161,7 +317,27 @@ class _Builder:
             return int(value)
         if kind == "float" and not _NOT_PLAIN_FLOAT.search(value):
             return float(value)
-        raise _Unsupported  # timestamps, merge keys, ints in other bases or with underscores …
+        if kind == "merge":
+            return _MERGE  # `<<`: a merge key where a key is awaited, else refused
+        raise _Unsupported  # timestamps, ints in other bases or with underscores …
 
 
+class _MergeList(list):  # type: ignore[type-arg]
+    """The list after a merge key (`<<: [*a, *b]`): the mappings it names."""
+
+    def __init__(self, owner: _Frame) -> None:
+        super().__init__()
+        self.owner = owner
+        self.merged: list[_Anchored] = []
+
+
+def _copy_plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_plain(v) for v in value]
+    return value
+
+
+_MERGE = object()
 _NO_KEY = object()
