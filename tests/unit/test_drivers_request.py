@@ -166,3 +166,37 @@ def test_lineage_names_a_drivers_jobs_code_and_entry() -> None:
         ("code", "s3://cdk-assets/abc.tar.gz"),
         ("entry point", "train.py"),
     ]
+
+
+def test_the_drivers_digest_names_each_files_path_as_well_as_its_bytes(monkeypatch) -> None:
+    """The sha256 is the channel's address (S3Layout.launch_files): two channels that differ only in
+    where a file lies (a driver renamed or moved by a new sagemaker-train) must not share it, or the
+    job would read the old layout from the prefix it already uploaded."""
+    import sagestack.core.drivers as drivers
+
+    config = DriversConfig("train.py", "training_src")
+
+    def packed(*files: tuple[str, bytes]) -> str:
+        monkeypatch.setattr(drivers, "_sdk_files", lambda: files)
+        return pack_drivers(config).sha256
+
+    first = packed(("scripts/a.py", b"same bytes"))
+    assert packed(("scripts/a.py", b"same bytes")) == first
+    assert packed(("scripts/b.py", b"same bytes")) != first  # renamed
+    assert packed(("distributed_drivers/a.py", b"same bytes")) != first  # moved
+    assert packed(("scripts/a.py", b"other bytes")) != first
+    # the same bytes under two names: swapping which path holds which is a change
+    swapped = packed(("scripts/a.py", b"1"), ("scripts/b.py", b"2"))
+    assert packed(("scripts/a.py", b"2"), ("scripts/b.py", b"1")) != swapped
+
+
+def test_the_launch_files_prefix_follows_the_code_and_the_drivers() -> None:
+    from sagestack.training.launch_files import DIGEST_LENGTH, launch_files_digest
+
+    code, drivers = "1" * 64, "2" * 64
+    digest = launch_files_digest(code, drivers)
+    assert len(digest) == DIGEST_LENGTH == 16 and int(digest, 16) >= 0
+    assert launch_files_digest(code, drivers) == digest
+    assert launch_files_digest("3" * 64, drivers) != digest  # the code changed
+    assert launch_files_digest(code, "3" * 64) != digest  # the drivers changed
+    assert launch_files_digest(drivers, code) != digest  # which is which matters
