@@ -198,3 +198,21 @@ def test_a_symlink_to_a_secret_is_named_whatever_it_is_called(tmp_path):
     alias = selection.link("pkg/hosts.txt")
     assert alias is not None and (alias.target, alias.hops) == ("conf/.netrc", (".netrc",))
     assert selection.link("train.py") is None
+
+
+def test_an_executable_file_stays_executable_and_the_rest_do_not_become_so(tmp_path):
+    """The container runs what it unpacks: a `.sh` entry point (or a helper the script execs) must
+    keep its executable bit, and a plain file must not gain one, whatever the umask here."""
+    root = _tree(tmp_path / "src", {"run.sh": "#!/bin/sh\necho hi\n", "train.py": "print(1)\n"})
+    (root / "run.sh").chmod(0o700)  # executable by its owner only: still executable in the archive
+    (root / "train.py").chmod(0o666)
+    (root / "pkg").mkdir()
+    members = _members(pack_source_dir(root).data)
+    assert members["run.sh"].mode == 0o755
+    assert members["train.py"].mode == 0o644
+    assert members["pkg"].mode == 0o755 and members["pkg"].isdir()
+    from sagestack.core.sourcedir import unpack_source_archive
+
+    out = tmp_path / "out"
+    unpack_source_archive(pack_source_dir(root).data, out)
+    assert os.access(out / "run.sh", os.X_OK) and not os.access(out / "train.py", os.X_OK)
