@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.instances import InstanceType, instance_type, instance_types_for
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.training.hp_names import DATALOADER_WORKERS, as_int, keys_named
 from sagestack.training.models import TENSORFLOW_KINDS, JobSpec
 from sagestack.training.rules import candidates, job_framework
 
@@ -240,18 +241,6 @@ def multi_host_without_distribution(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-# Hyperparameter names that scripts commonly use for DataLoader(num_workers=...).
-DATALOADER_WORKER_KEYS = (
-    "num_workers",
-    "dataloader_num_workers",
-    "dataloader_workers",
-    "data_loader_workers",
-    "num_data_workers",
-    "data_workers",
-    "workers",
-)
-
-
 def _processes_per_host(job: JobSpec, it: InstanceType) -> int:
     dist = job.distribution
     if dist is None:
@@ -268,15 +257,18 @@ def _processes_per_host(job: JobSpec, it: InstanceType) -> int:
     "warning",
     "data-loader workers per process stay within the instance's vCPUs per process",
     why="More data-loader workers than vCPUs per process oversubscribes the CPU and slows training.",
-    fix="Lower num_workers, or choose a type with more vCPUs per accelerator.",
+    fix=(
+        "Lower the data-loader workers (num_workers, num-data-workers, dataloader_num_workers, workers … "
+        "in any spelling), or choose a type with more vCPUs per accelerator."
+    ),
 )
 def dataloader_workers_per_cpu(ctx: RuleContext) -> Iterator[Finding]:
     for name, job, _i, it in candidates(ctx):
         if it.vcpu is None:
             continue
-        for key in DATALOADER_WORKER_KEYS:
-            value = job.hyperparameters.get(key)
-            if isinstance(value, bool) or not isinstance(value, int):
+        for key in keys_named(job.hyperparameters, DATALOADER_WORKERS):
+            value = as_int(job.hyperparameters[key])
+            if value is None:
                 continue
             procs = _processes_per_host(job, it)
             share = max(1, it.vcpu // procs)

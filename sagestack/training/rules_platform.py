@@ -12,6 +12,7 @@ from sagestack.core.catalog.instances import RETIRED_FAMILIES, current_replaceme
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.core.types import arn_region
+from sagestack.training.hp_names import TRAINING_COMPILER, keys_named
 from sagestack.training.rules import candidates
 
 
@@ -147,14 +148,13 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 )
 def training_compiler(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
-        for key in ("compiler_config", "training_compiler", "sagemaker_training_compiler_enabled"):
-            if key in job.hyperparameters:
-                yield Finding(
-                    ("jobs", name, "hyperparameters", key),
-                    f"{key}: SageMaker Training Compiler's switch. It gets no new releases (AWS); use "
-                    "PyTorch's own compiler instead: hyperparameters: {compile: true} (torch.compile in "
-                    "training_src)",
-                )
+        for key in keys_named(job.hyperparameters, TRAINING_COMPILER):
+            yield Finding(
+                ("jobs", name, "hyperparameters", key),
+                f"{key}: SageMaker Training Compiler's switch. It gets no new releases (AWS); use "
+                "PyTorch's own compiler instead: hyperparameters: {compile: true} (torch.compile in "
+                "training_src)",
+            )
 
 
 @rule(

@@ -13,6 +13,14 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.instances import InstanceType, instance_type, instance_types_for
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.training.hp_names import (
+    BATCH_SIZE,
+    LEARNING_RATE,
+    LEARNING_RATE_SCALING,
+    as_int,
+    as_number,
+    key_named,
+)
 from sagestack.training.models import TENSORFLOW_KINDS, JobSpec
 from sagestack.training.rules import Framework, job_framework
 
@@ -25,19 +33,6 @@ SMDDP_TENSORFLOW = ((2, 3), (2, 11))
 # Keras 3 is TensorFlow's Keras from 2.16, and tf.estimator is gone from it.
 KERAS3_TENSORFLOW = (2, 16)
 
-# Hyperparameters that say how the script sets its learning rate for the global batch.
-LEARNING_RATE_KEYS = ("lr", "learning_rate", "learning-rate", "base_lr")
-BATCH_KEYS = ("batch_size_per_device", "per_device_train_batch_size", "batch_size", "train_batch_size")
-SCALING_KEYS = (
-    "lr_scaling",
-    "reference_batch",
-    "warmup_steps",
-    "warmup_epochs",
-    "warmup_ratio",
-    "lr_warmup_steps",
-    "lr_warmup_epochs",
-    "global_batch_size",
-)
 # …and the options of a script that scales (or warms up) its learning rate itself, as
 # training_src/train.py does (--lr_scaling linear --reference_batch 64 --warmup_steps -1).
 SCALING_OPTION = re.compile(
@@ -287,8 +282,8 @@ def replicas(job: JobSpec, it: InstanceType) -> int:
 def data_parallel_learning_rate(ctx: RuleContext) -> Iterator[Finding]:
     for name, job in ctx.spec.jobs.items():
         hps = job.hyperparameters
-        lr_key = next((k for k in LEARNING_RATE_KEYS if k in hps), None)
-        if lr_key is None or any(k in hps for k in SCALING_KEYS) or script_scales(ctx, job):
+        lr_key = key_named(hps, LEARNING_RATE)
+        if lr_key is None or key_named(hps, LEARNING_RATE_SCALING) or script_scales(ctx, job):
             continue
         by_count: dict[int, list[str]] = {}  # replicas -> the candidates that make that many
         for itype in job.instance_type:
@@ -317,16 +312,11 @@ def script_scales(ctx: RuleContext, job: JobSpec) -> bool:
 
 def _learning_rate_message(job: JobSpec, lr_key: str, n: int, where: list[str]) -> str:
     hps = job.hyperparameters
-    lr, batch_key = hps[lr_key], next((k for k in BATCH_KEYS if k in hps), None)
-    batch = hps[batch_key] if batch_key else None
-    sizes = (
-        f"{n}x {batch_key}={batch} = {n * batch}"
-        if isinstance(batch, int) and not isinstance(batch, bool)
-        else f"{n}x the per-device batch"
-    )
-    scaled = (
-        f" (linear: {lr} -> {lr * n:g})" if isinstance(lr, float | int) and not isinstance(lr, bool) else ""
-    )
+    lr, batch_key = hps[lr_key], key_named(hps, BATCH_SIZE)
+    batch = as_int(hps[batch_key]) if batch_key else None
+    sizes = f"{n}x {batch_key}={batch} = {n * batch}" if batch is not None else f"{n}x the per-device batch"
+    rate = as_number(lr)
+    scaled = f" (linear: {lr} -> {rate * n:g})" if rate is not None else ""
     return (
         f"{n} data-parallel replicas ({' or '.join(where)}) make the global batch {sizes}: scale {lr_key} "
         f"with it{scaled} and warm it up, unless the script does; or keep the global batch (a smaller "

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.training.hp_names import EPOCHS, as_int, key_named
 from sagestack.tuning.request import grid_size
 
 
@@ -148,11 +149,12 @@ def tuning_hyperband(ctx: RuleContext) -> Iterator[Finding]:
                 ("tuning", name, "early_stopping"), "Hyperband stops trials itself; set early_stopping: Off"
             )
         job = ctx.spec.jobs.get(t.job)
-        epochs = job.hyperparameters.get("epochs") if job else None
-        if isinstance(epochs, int) and epochs < t.hyperband.max_resource:
+        epochs_key = key_named(job.hyperparameters, EPOCHS) if job else None
+        epochs = as_int(job.hyperparameters[epochs_key]) if job and epochs_key else None
+        if epochs is not None and epochs < t.hyperband.max_resource:
             yield Finding(
                 ("tuning", name, "hyperband", "max_resource"),
-                f"max_resource {t.hyperband.max_resource} exceeds the job's epochs ({epochs}): Hyperband needs the "
+                f"max_resource {t.hyperband.max_resource} exceeds the job's {epochs_key} ({epochs}): Hyperband needs the "
                 "objective metric once per epoch, up to max_resource epochs",
             )
 

@@ -235,6 +235,13 @@ def test_data_parallel_learning_rate(project):
     assert located(project, bad, rule) == [
         f"config/sagestack.yaml:13:27: info: jobs.big.hyperparameters.lr: {message} [{rule}]"
     ]
+    # the AWS PyTorch examples' spellings (learning-rate, batch-size; the value quoted) are the same names
+    spelt = bad.replace(HPS, "hyperparameters: {learning-rate: '0.001', batch-size: '64'}")
+    assert findings(project, rule, spelt) == [
+        "jobs.big.hyperparameters.learning-rate: "
+        + message.replace("batch_size_per_device", "batch-size").replace("scale lr", "scale learning-rate")
+    ]
+    assert findings(project, rule, spelt.replace("batch-size", "warmup-steps")) == []
     # MWMS runs one process per host but mirrors over its 4 GPUs: the same 8 replicas
     mwms = bad.replace("image: torch", "image: tf").replace("distribution: {torch_distributed: {}}", MWMS)
     assert findings(project, rule, mwms) == [f"jobs.big.hyperparameters.lr: {message}"]

@@ -214,6 +214,41 @@ def test_dataloader_workers_per_cpu(project):
     ]
 
 
+def test_dataloader_workers_in_the_spellings_the_book_and_the_examples_use(project):
+    # The book's chapter 7 (and the SageMaker profiler examples) pass num-data-workers; on ml.g4dn.xlarge
+    # (4 vCPUs, one process) 8 workers contend for 4 cores, whatever the spelling or quoting.
+    rule = "dataloader-workers-per-cpu"
+    for key, value in [
+        ("num-data-workers", "8"),
+        ("num_data_workers", "8"),
+        ("dataloader-num-workers", "8"),
+        ("dataloader_num_workers", '"8"'),
+        ("workers", "8"),
+        ("--num-workers", "8"),
+        ("workers_per_gpu", "8"),
+    ]:
+        spec = job(f"instance_type: ml.g4dn.xlarge\nhyperparameters: {{'{key}': {value}, epochs: 3}}")
+        assert findings(project, rule, spec) == [
+            f"jobs.big.hyperparameters.{key}: {key}=8 data-loader workers per process, but ml.g4dn.xlarge has "
+            "4 vCPUs for 1 training process(es) (4 each): the extra workers contend for the same cores and "
+            "slow every step; use at most 4"
+        ], key
+        within = spec.replace(f": {value},", ": 4,")
+        assert findings(project, rule, within) == [], key
+    assert (
+        findings(project, rule, job("instance_type: ml.g4dn.xlarge\nhyperparameters: {workers: auto}")) == []
+    )
+
+
+def test_hyperparameter_names_have_one_normal_form():
+    from sagestack.training.hp_names import DATALOADER_WORKERS, key_named, keys_named, normalized
+
+    assert normalized("--Num-Data-Workers") == "num_data_workers" == normalized("num_data_workers")
+    hps = {"lr": 0.1, "num-data-workers": 4, "num_workers": 2}
+    assert list(keys_named(hps, DATALOADER_WORKERS)) == ["num-data-workers", "num_workers"]
+    assert key_named(hps, ("batch_size",)) is None
+
+
 def test_requirements_need_network(project):
     project.write("training_src/requirements.txt", "scikit-learn==1.9.1\n")
     isolated = job("instance_type: ml.g5.2xlarge\nnetwork_isolation: true")

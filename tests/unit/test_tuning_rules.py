@@ -78,6 +78,15 @@ def test_tuning_hyperband(project):
         "tuning.search.hyperband.max_resource: max_resource 20 exceeds the job's epochs (10): Hyperband needs the "
         "objective metric once per epoch, up to max_resource epochs"
     ]
+    # the epochs in the spelling the job uses (Hugging Face's num_train_epochs, the examples' num-epochs)
+    for key in ("num_train_epochs", "num-epochs"):
+        spelt = tuning(HYPERBAND.replace("max_resource: 10", "max_resource: 20")).replace(
+            "epochs:", f"{key}:"
+        )
+        assert findings(project, "tuning-hyperband", spelt) == [
+            f"tuning.search.hyperband.max_resource: max_resource 20 exceeds the job's {key} (10): Hyperband "
+            "needs the objective metric once per epoch, up to max_resource epochs"
+        ], key
     assert findings(project, "tuning-hyperband", tuning(OK + "\nstrategy: Hyperband")) == [
         "tuning.search: Hyperband needs hyperband: {min_resource: N, max_resource: M} (in epochs)"
     ]
