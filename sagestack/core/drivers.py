@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -215,3 +216,34 @@ def safe_serialize(value: Any) -> str:
     """A hyperparameter as ModelTrainer sends it (train/utils.safe_serialize): a string as it is,
     anything else JSON-encoded."""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def safe_deserialize(text: str) -> Any:
+    """A hyperparameter as the drivers read it back (common/utils.safe_deserialize): JSON when it
+    parses, else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+# environment.py writes every variable into /opt/ml/input/sm_training.env as `export NAME='TEXT'`,
+# TEXT unescaped, and sm_train.sh sources the file (set -e): a NAME bash refuses fails the job, a '
+# in TEXT ends the quoted string (the rest is shell code), a NUL is dropped by bash.
+SHELL_NAME_TAIL = re.compile(r"[A-Za-z0-9_]+")
+
+
+def exported_text_problem(text: str) -> str | None:
+    """Why `export NAME='text'` does not give the script `text` back (None: it does)."""
+    if "'" in text:
+        return "a ' (it ends the shell's quoted string: the rest runs as shell code)"
+    if "\0" in text:
+        return "a NUL character (bash drops it)"
+    return None
+
+
+def hyperparameter_exports(key: str, sent: str) -> tuple[str, tuple[str, ...]]:
+    """The variable environment.py names for a hyperparameter sent as `sent`, and each text it writes
+    for it: SM_HP_<KEY>'s value, and its entry in SM_HPS (and SM_TRAINING_ENV) as JSON."""
+    value = safe_deserialize(sent)
+    return f"SM_HP_{key.replace('-', '_').upper()}", (safe_serialize(value), json.dumps({key: value}))

@@ -8,15 +8,22 @@ inside cannot be read here)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from sagestack.core.catalog.images import dlc_framework
-from sagestack.core.drivers import SMP_FIELDS
+from sagestack.core.drivers import (
+    SHELL_NAME_TAIL,
+    SMP_FIELDS,
+    exported_text_problem,
+    hyperparameter_exports,
+    safe_serialize,
+)
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.foundation.models import ImageSpec
-from sagestack.training.launcher import DRIVERS_KINDS, uses_drivers
+from sagestack.training.launcher import DRIVERS_KINDS, drivers_config, uses_drivers
 from sagestack.training.models import JobSpec
 
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
@@ -286,3 +293,114 @@ def drivers_debugger_hook(ctx: RuleContext) -> Iterator[Finding]:
             f"images.{job.image} is not an AWS Deep Learning Container: the rules read the tensors smdebug "
             "saves, so the image needs smdebug and the script its hook",
         )
+
+
+_INSTEAD = (
+    "write it without ' (the typographic apostrophe \u2019 reads the same), or put the text in a file of source_dir and "
+    "pass the file's name"
+)
+
+
+@rule(
+    "drivers-shell-values",
+    "error",
+    "what a job under the drivers contract writes into sm_train.sh's environment reaches it intact",
+    why=(
+        "The SDK v3's environment.py writes every SM_* variable into /opt/ml/input/sm_training.env as "
+        "export NAME='VALUE', unescaped, and sm_train.sh sources that file, in the cloud as locally. A ' in "
+        'a value ends the quoted string: `note: "it\'s"` fails the job, and a crafted value runs commands '
+        "in the container with the job's role. The values it writes come from the spec: each hyperparameter "
+        "(SM_HP_<KEY>, and SM_HPS as JSON, where \\u0027 decodes to ' too), each channel (SM_CHANNEL_<NAME>, "
+        "its content_type in SM_INPUT_DATA_CONFIG), the distribution (SM_DISTRIBUTED_CONFIG: MPI options, "
+        "SMP parameters), the entry point (SM_ENTRY_SCRIPT: see entry-point-name), and SM_LOG_LEVEL, which "
+        "environment.py reads with int() before anything else. A name bash refuses (SM_HP_MODEL.LR, "
+        "SM_CHANNEL_MY-DATA: a shell variable holds only letters, digits and '_') fails the job as well, "
+        "and a NUL character is dropped."
+    ),
+    fix="Write values without ' (the typographic apostrophe \u2019, or the text in a file of source_dir whose name is "
+    "passed), hyperparameter keys with letters, digits, '_' and '-' only, channel names with letters, "
+    "digits and '_' only, and SM_LOG_LEVEL as a logging level number (20 is INFO).",
+)
+def drivers_shell_values(ctx: RuleContext) -> Iterator[Finding]:
+    for name, job in _drivers_jobs(ctx):
+        yield from _hyperparameter_findings(name, job)
+        for channel, spec in job.channels.items():
+            where = ("jobs", name, "channels", channel)
+            if SHELL_NAME_TAIL.fullmatch(channel) is None:
+                plain = re.sub(r"[^A-Za-z0-9_]", "_", channel)
+                yield Finding(
+                    where,
+                    f"channel {channel!r}: environment.py exports SM_CHANNEL_{channel.upper()}, a name bash "
+                    f"refuses (only letters, digits and '_'), and the job fails before the script starts; "
+                    f"name the channel {plain}",
+                )
+            problem = (
+                None if spec.content_type is None else exported_text_problem(json.dumps(spec.content_type))
+            )
+            if problem is not None:
+                yield Finding((*where, "content_type"), f"{spec.content_type!r} holds {problem}; {_INSTEAD}")
+        yield from _distribution_findings(name, job)
+        level = job.environment.get("SM_LOG_LEVEL")
+        if level is not None and _not_int(level):
+            yield Finding(
+                ("jobs", name, "environment", "SM_LOG_LEVEL"),
+                f"{level!r}: environment.py reads SM_LOG_LEVEL with int() when it starts, and the job fails "
+                "before the script starts; give a logging level number, e.g. 20 (INFO) or 10 (DEBUG)",
+            )
+
+
+def _not_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return True
+    return False
+
+
+def _hyperparameter_findings(name: str, job: JobSpec) -> Iterator[Finding]:
+    for key, value in job.hyperparameters.items():
+        where = ("jobs", name, "hyperparameters", key)
+        variable, texts = hyperparameter_exports(key, safe_serialize(value))
+        if re.fullmatch(r"[A-Za-z0-9_-]+", key) is None:
+            plain = re.sub(r"[^A-Za-z0-9_-]", "_", key) or "value"
+            yield Finding(
+                where,
+                f"key {key!r}: environment.py exports it as {variable}, a name bash refuses (a key holds "
+                f"letters, digits, '_' and '-' only), and the job fails before the script starts, or a crafted "
+                f"key runs as shell code; name it {plain}",
+            )
+            continue
+        problem = next((p for p in map(exported_text_problem, texts) if p is not None), None)
+        if problem is not None:
+            yield Finding(
+                where,
+                f"{value!r}: environment.py writes it into sm_train.sh's environment as {variable}='…' and it "
+                f"holds {problem}; {_INSTEAD}",
+            )
+
+
+def _distribution_findings(name: str, job: JobSpec) -> Iterator[Finding]:
+    dist = job.distribution
+    if dist is None:
+        return
+    try:
+        distributed = drivers_config(job, requirements=False).distributed()
+    except ValueError:
+        return  # MPI options a shell cannot split: the request's renderer says so
+    options = distributed.get("mpi_additional_options") or []
+    problem = exported_text_problem(json.dumps(options))
+    if dist.mpi is not None and problem is not None:
+        yield Finding(
+            ("jobs", name, "distribution", "mpi", "custom_mpi_options"),
+            f"{dist.mpi.custom_mpi_options!r}: environment.py writes the options into SM_DISTRIBUTED_CONFIG='…' "
+            f"and one holds {problem}; {_INSTEAD}",
+        )
+    smp = distributed.get("smp") or {}
+    for key, value in smp.items():
+        problem = exported_text_problem(json.dumps(value))
+        if problem is not None:
+            yield Finding(
+                ("jobs", name, "distribution", "smp", "parameters", key),
+                f"{value!r}: environment.py writes SMP's parameters into SM_DISTRIBUTED_CONFIG='…' and this "
+                f"one holds {problem}; {_INSTEAD}",
+            )

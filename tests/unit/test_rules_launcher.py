@@ -222,3 +222,141 @@ def test_entry_point_name_messages(project):
     for other in ("/abs/train.py", "../train.py", "a\\b.py"):
         spec = job(f"image: dlc\ninstance_type: ml.g5.2xlarge\nentry_point: {json.dumps(other)}")
         assert findings(project, "entry-point-name", spec) == []
+
+
+# AWS's environment.py writes the file sm_train.sh sources; run it, source its file with bash as
+# sm_train.sh does (set -e), and read back what a script would see.
+_SET_ENV = r"""
+import json, os, sys
+drivers, case = sys.argv[1], json.loads(sys.argv[2])
+sys.path[:0] = [drivers, drivers + "/scripts"]
+os.environ.update(case["environment"], TRAINING_JOB_NAME="job")
+import environment
+environment.read_source_code_json = lambda: {"entry_script": "train.py"}
+environment.read_distributed_json = lambda: case["distributed"]
+resources = {"current_host": "algo-1", "current_instance_type": "ml.m5.large", "hosts": ["algo-1"],
+             "network_interface_name": "eth0"}
+environment.set_env(resources, case["channels"], case["hyperparameters"], output_file=case["file"])
+"""
+
+
+def _what_the_script_sees(tmp_path, case: dict) -> dict[str, str] | None:
+    """The SM_* environment after sm_train.sh's `source`, or None when the job fails there."""
+    import subprocess
+    import sys
+
+    from sagestack.core.drivers import drivers_folder
+
+    case = {**case, "file": str(tmp_path / "sm_training.env")}
+    made = subprocess.run(
+        [sys.executable, "-c", _SET_ENV, str(drivers_folder()), json.dumps(case)], capture_output=True
+    )
+    if made.returncode != 0:
+        return None
+    seen = tmp_path / "seen.json"
+    dump = f"{sys.executable} -c 'import json, os, sys; open(sys.argv[1], \"w\").write(json.dumps(dict(os.environ)))'"
+    sourced = subprocess.run(
+        ["bash", "-c", f'set -e\nsource "$1"\n{dump} "$2"', "_", case["file"], str(seen)],
+        capture_output=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    return json.loads(seen.read_text()) if sourced.returncode == 0 else None
+
+
+SHELL_CASES = [  # (the job's lines, refused: AWS's drivers fail the job or change the value)
+    ("hyperparameters: {note: plain, lr: 0.001, amp: true, layers: 3}", False),
+    ("""hyperparameters: {note: "it's"}""", True),
+    ("""hyperparameters: {note: "x'; echo injected >&2; echo '"}""", True),
+    ("""hyperparameters: {note: '"\\u0027"'}""", True),  # JSON text that decodes to '
+    ("""hyperparameters: {note: '{"a": "\\u0027"}'}""", True),  # in SM_HPS only
+    ("""hyperparameters: {note: "$(echo no) `id` \\" \\\\ é\\nsecond line"}""", False),  # all intact
+    ("""hyperparameters: {note: "a\\0b"}""", True),
+    ("hyperparameters: {model.lr: 0.1}", True),
+    ("hyperparameters: {batch-size: 8, Batch_Size2: 9}", False),
+    ("""hyperparameters: {"x PATH": 1}""", True),
+    ("hyperparameters: {é: 1}", True),
+    ("channels: {train_2: {s3_uri: 's3://b/p'}}", False),
+    ("channels: {my-data: {s3_uri: 's3://b/p'}}", True),
+    ("channels: {my.data: {s3_uri: 's3://b/p'}}", True),
+    ("channels: {train: {s3_uri: 's3://b/p', content_type: 'text/csv; header=present'}}", False),
+    ("""channels: {train: {s3_uri: 's3://b/p', content_type: "text/csv; x='1'"}}""", True),
+    ("distribution: {mpi: {processes_per_host: 2, custom_mpi_options: '-x NCCL_DEBUG=INFO'}}", False),
+    ("""distribution: {mpi: {processes_per_host: 2, custom_mpi_options: "-x 'NOTE=a b'"}}""", False),
+    ("""distribution: {mpi: {processes_per_host: 2, custom_mpi_options: "-x \\"NOTE=it's\\""}}""", True),
+    ("""distribution: {smp: {parameters: {hybrid_shard_degree: 2}}}""", False),
+    ("""distribution: {smp: {parameters: {hybrid_shard_degree: "it's"}}}""", True),
+    ("environment: {SM_LOG_LEVEL: '10'}", False),
+    ("environment: {SM_LOG_LEVEL: DEBUG}", True),
+]
+
+
+@pytest.mark.parametrize(("body", "refused"), SHELL_CASES)
+def test_drivers_shell_values_refuses_what_the_drivers_cannot_pass(
+    project, tmp_path, body: str, refused: bool
+):
+    """Refused exactly when AWS's environment.py + sm_train.sh's `source` fail the job or change a
+    value: every hyperparameter as SM_HP_<KEY> and in SM_HPS, every channel, the distribution."""
+    from sagestack.core.drivers import hyperparameter_exports, safe_deserialize, safe_serialize
+    from sagestack.training.launcher import drivers_config
+
+    spec = job(f"image: registry\ninstance_type: ml.p4d.24xlarge\nlauncher: drivers\n{body}")
+    found = findings(project, "drivers-shell-values", spec)
+    loaded = project.spec(spec).load(run_rules=False).spec.jobs["big"]
+    sent = {k: safe_serialize(v) for k, v in loaded.hyperparameters.items()}
+    channels = {
+        name: {
+            "TrainingInputMode": "File",
+            "S3DistributionType": "FullyReplicated",
+            "RecordWrapperType": "None",
+        }
+        | ({} if c.content_type is None else {"ContentType": c.content_type})
+        for name, c in loaded.channels.items()
+    }
+    distributed = drivers_config(loaded, requirements=False).distributed()
+    seen = _what_the_script_sees(
+        tmp_path,
+        {
+            "hyperparameters": sent,
+            "channels": channels,
+            "distributed": distributed,
+            "environment": loaded.environment,
+        },
+    )
+    intact = seen is not None and all(
+        seen.get(hyperparameter_exports(k, v)[0]) == safe_serialize(safe_deserialize(v))
+        and json.loads(seen["SM_HPS"])[k] == safe_deserialize(v)
+        for k, v in sent.items()
+    )
+    intact = intact and seen is not None and json.loads(seen["SM_INPUT_DATA_CONFIG"]) == channels
+    intact = intact and seen is not None and all(f"SM_CHANNEL_{c.upper()}" in seen for c in channels)
+    if distributed:
+        intact = intact and seen is not None and json.loads(seen["SM_DISTRIBUTED_CONFIG"]) == distributed
+    assert (not intact) == refused  # AWS's drivers, as this case expects them
+    assert bool(found) == refused, found
+    assert len(found) <= 1, found  # one error for one value
+
+
+def test_drivers_shell_values_messages(project):
+    def one(body: str) -> str:
+        spec = job(f"image: registry\ninstance_type: ml.g5.2xlarge\nlauncher: drivers\n{body}")
+        (found,) = findings(project, "drivers-shell-values", spec)
+        return found
+
+    assert one("""hyperparameters: {note: "it's"}""") == (
+        "jobs.big.hyperparameters.note: \"it's\": environment.py writes it into sm_train.sh's environment as "
+        "SM_HP_NOTE='…' and it holds a ' (it ends the shell's quoted string: the rest runs as shell code); "
+        "write it without ' (the typographic apostrophe \u2019 reads the same), or put the text in a file of "
+        "source_dir and pass the file's name"
+    )
+    assert one("hyperparameters: {model.lr: 0.1}") == (
+        "jobs.big.hyperparameters.model.lr: key 'model.lr': environment.py exports it as SM_HP_MODEL.LR, a "
+        "name bash refuses (a key holds letters, digits, '_' and '-' only), and the job fails before the "
+        "script starts, or a crafted key runs as shell code; name it model_lr"
+    )
+    assert one("channels: {my-data: {s3_uri: 's3://b/p'}}").endswith("name the channel my_data")
+    assert one("environment: {SM_LOG_LEVEL: DEBUG}").endswith(
+        "give a logging level number, e.g. 20 (INFO) or 10 (DEBUG)"
+    )
+    # the toolkit contract passes these through its own files: not this rule's
+    toolkit = job("""image: dlc\ninstance_type: ml.g5.2xlarge\nhyperparameters: {note: "it's"}""")
+    assert findings(project, "drivers-shell-values", toolkit) == []
