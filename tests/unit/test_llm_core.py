@@ -146,10 +146,10 @@ def test_sizing_per_instance_type():
     )  # 6 chips x 2 cores
     assert tensor_parallel_degree(spec(), "ml.g5.48xlarge", accelerators=2) == 2
     big = spec(parameters=70e9)
-    assert memory_fit(big, "ml.p4d.24xlarge").ok  # 130 GiB / 0.8 within 8 x 40 GiB
+    assert memory_fit(big, "ml.p4d.24xlarge").ok  # 130 GiB + 8 x 1 GiB within 90 % of 8 x 40 GiB
     small = memory_fit(big, "ml.g5.12xlarge")
-    assert (small.ok, small.available_gib, small.tensor_parallel_degree) == (False, 96.0, 4)
-    assert small.needed_gib == pytest.approx(small.weights_gib / 0.8)
+    assert (small.ok, small.available_gib, small.tensor_parallel_degree) == (False, 86.4, 4)
+    assert small.needed_gib == pytest.approx(small.weights_gib + 4 * 1.0)  # no token limit: no KV cache
 
 
 def test_timeouts_grow_with_the_weights_and_stay_in_the_apis_range():
@@ -209,3 +209,46 @@ def test_a_components_devices_count_gpus_or_neuron_devices_not_cores():
     neuron = spec(container="djl-neuronx", tensor_parallel_degree=4)
     assert accelerator_devices(neuron, "ml.inf2.24xlarge") == 2  # 4 NeuronCores on 2 Inferentia2 devices
     assert accelerator_devices(neuron, "ml.inf2.24xlarge", accelerators=3) == 3
+
+
+# Each family's load-time quantization variable, as its launcher reads it (module docstring of
+# sagestack/llm/environment.py): a quantized model loaded without it is loaded at full size.
+QUANTIZATION_VARIABLE = {
+    "djl-lmi": "OPTION_QUANTIZE",
+    "huggingface-llm": "HF_MODEL_QUANTIZE",
+    "vllm": "SM_VLLM_QUANTIZATION",
+    "sglang": "SM_SGLANG_QUANTIZATION",
+}
+
+
+@pytest.mark.parametrize(("container", "variable"), sorted(QUANTIZATION_VARIABLE.items()))
+def test_each_familys_quantization_reaches_its_variable(container, variable):
+    for quantization in ("awq", "gptq"):
+        env = rendered_environment(
+            spec(container=container, quantization=quantization), instance_type=GPU_TYPE
+        )
+        assert env[variable] == quantization
+    # an fp8 dtype is fp8 quantization at load time; without either, the variable is left out
+    assert (
+        rendered_environment(spec(container=container, dtype="fp8"), instance_type=GPU_TYPE)[variable]
+        == "fp8"
+    )
+    assert variable not in rendered_environment(spec(container=container), instance_type=GPU_TYPE)
+    from sagestack.llm.environment import unrendered
+
+    assert "quantization" not in unrendered(spec(container=container, quantization="awq"))
+
+
+def test_a_degree_that_spans_part_of_a_neuron_device_takes_the_whole_device():
+    """NumberOfAcceleratorDevicesRequired counts whole Inferentia2 devices (2 NeuronCores each): a
+    degree of 3 needs 2 devices, 1 needs 1, never 0 or fewer than its cores."""
+    from sagestack.llm.sizing import accelerator_devices
+
+    neuron = spec(container="djl-neuronx")
+    for degree, wanted in ((1, 1), (2, 1), (3, 2), (5, 3), (8, 4)):
+        got = accelerator_devices(
+            neuron.model_copy(update={"tensor_parallel_degree": degree}), "ml.inf2.24xlarge"
+        )
+        assert got == wanted, degree
+    # GPUs are devices of their own: the degree is the count
+    assert accelerator_devices(spec(tensor_parallel_degree=3), "ml.g5.12xlarge") == 3
