@@ -343,6 +343,25 @@ def test_efa_environment_on_multi_node_efa_types():
     assert "Environment" not in _request({"instance_type": "ml.p4d.24xlarge"})
 
 
+def test_efa_variables_only_where_the_instance_has_efa():
+    """FI_PROVIDER=efa on an instance without an EFA device makes libfabric fail NCCL's start-up: the
+    spec's `efa: true` asks for EFA where there is one, never conjures it (ml.g5.2xlarge has none);
+    GPUDirect RDMA's variable only where the instance has it (ml.g4dn.8xlarge: EFA without RDMA)."""
+    for count in (1, 2):
+        plain = _request({"instance_type": "ml.g5.2xlarge", "instance_count": count, "efa": True})
+        assert "FI_PROVIDER" not in plain.get("Environment", {})
+    assert _request({"instance_type": "ml.g4dn.8xlarge", "instance_count": 2})["Environment"] == {
+        "FI_PROVIDER": "efa"
+    }
+    # asked for on one host of an EFA type: given; refused on several: none
+    assert _request({"instance_type": "ml.p4d.24xlarge", "efa": True})["Environment"] == {
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+    }
+    off = _request({"instance_type": "ml.p4d.24xlarge", "instance_count": 2, "efa": False})
+    assert "FI_PROVIDER" not in off.get("Environment", {})
+
+
 def test_invalid_request_is_refused_at_render():
     req = _request({"instance_type": "ml.g5.xlarge"})
     req["TrainingJobName"] = "digits_dev"  # underscores are not allowed in job names
