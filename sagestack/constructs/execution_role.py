@@ -82,8 +82,15 @@ class ExecutionRoleBase(Construct):
             jobs = stack.format_arn(
                 service="sagemaker", resource="training-job", resource_name=names.training_job_pattern
             )
+            # held to the environment's tags too: the name pattern also matches a sibling's jobs
+            # (`digits-dev-*` is environment `dev-eu`'s as well)
+            tagged = {f"aws:ResourceTag/{key}": value for key, value in sorted(names.tags.items())}
             self.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=list(actions.TRAINING_JOBS_STOP), resources=[jobs])
+                iam.PolicyStatement(
+                    actions=list(actions.TRAINING_JOBS_STOP),
+                    resources=[jobs],
+                    conditions={"StringEquals": tagged},
+                )
             )
             acknowledge(
                 self.role,

@@ -247,19 +247,16 @@ class JobPipeline(JobPipelineBase):
             acknowledge(self.role, {f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": reason})
         return grant
 
-    def grant_sagemaker(
-        self, what: tuple[str, ...], resource: str, pattern: str, reason: str, *, by_tags: bool = False
-    ) -> iam.Grant:
-        """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`. With
-        `by_tags` (a pattern that cannot tell environments apart) each action is also held to this
-        environment's tags (Names.tags), which every request of it carries: Create and AddTags by
-        the tags in the request (AddTags only while creating: sagemaker:TaggingAction), Describe and
-        Stop by the resource's own."""
-        if not first_time(self.role, "sagemaker", what, resource, pattern, by_tags):
+    def grant_sagemaker(self, what: tuple[str, ...], resource: str, pattern: str, reason: str) -> iam.Grant:
+        """Let the pipeline's role run SageMaker work of one kind whose names match `pattern`, each
+        action also held to this environment's tags (Names.tags), which every request of it carries:
+        no name pattern tells environments apart, since names may hold '-' (`digits-dev-*` is also
+        environment `dev-eu`'s, and project `digits-dev`'s environment `eu`), and tuning jobs' 32
+        characters hold no environment at all. Create and AddTags by the tags in the request (AddTags
+        only while creating: sagemaker:TaggingAction), Describe and Stop by the resource's own."""
+        if not first_time(self.role, "sagemaker", what, resource, pattern):
             return iam.Grant.drop(self.role, f"{', '.join(what)} (granted already)")
         arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
-        if not by_tags:
-            return self._grant(what, arn, reason)
         creates = tuple(a for a in what if a.split(":")[1].startswith("Create"))
         tags = sorted(self.names.tags.items())
         requested = {f"aws:RequestTag/{k}": v for k, v in tags}

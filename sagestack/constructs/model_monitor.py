@@ -101,7 +101,8 @@ class ModelMonitor(Construct):
             }
         )
         self.plan = ResolvedMonitor.of(names, endpoint_key, spec)
-        stand_ins = stand_in_deployment(self, region=region)
+        tags = names.request_tags()
+        stand_ins = stand_in_deployment(self, region=region, tags=tags)
         # In an environment-agnostic stack the image is the deploy region's, read from a mapping.
         image = (
             image_in_deploy_region(stack, "model-monitor", analyzer_image)
@@ -115,6 +116,7 @@ class ModelMonitor(Construct):
             bucket=artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn,
             region=region,
+            tags=tags,
         )
         # 1. The baseline: run once after the model is deployed, and again when the training data moves.
         self.baseline = self._baseline(deployment, image, names, topic, encryption_key, poll_interval)

@@ -133,7 +133,6 @@ class TuningPipeline(JobPipeline):
             names.tuning_job_pattern,
             "Tuning jobs whose names start with the project's name (SageMaker allows them 32 characters: "
             "no room for the environment, so each action is also held to the environment's tags).",
-            by_tags=True,
         )
         self._grant(
             actions.PARAMETERS_WRITE,

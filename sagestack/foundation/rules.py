@@ -4,11 +4,15 @@ images that exist in the project's region."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
 from sagestack.core.catalog.instances import is_retired
 from sagestack.core.catalog.suggest import did_you_mean
+from sagestack.core.config import ENV_DIR, PROJECT_FILE, list_environments
+from sagestack.core.errors import SpecError
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.core.yamldoc import read_yaml
 
 PROTECTED_ENV_PREFIXES = ("prod",)
 
@@ -216,3 +220,55 @@ def tag_limits(ctx: RuleContext) -> Iterator[Finding]:
             yield Finding(("tags", key), f"tag key is {len(key)} characters; allowed 1-128")
         if len(value) > 256:
             yield Finding(("tags", key), f"tag value is {len(value)} characters; allowed at most 256")
+
+
+@rule(
+    "environment-name-overlap",
+    "warning",
+    "no two environments that may share an account have names where one is the other and a '-'",
+    why=(
+        "Every name sagestack gives an environment's resources starts with '<project>-<env>-'; an "
+        "environment 'dev-eu' beside 'dev' starts with 'digits-dev-' too. sagestack holds every "
+        "SageMaker grant to the environment's tags as well, so neither environment's roles can touch "
+        "the other's jobs and models, but in one account the names themselves can collide (dev's job "
+        "'eu-x' and dev-eu's job 'x' are both 'digits-dev-eu-x'), and the console, the CLI and any "
+        "policy of your own that filters by 'digits-dev-*' mix the two environments."
+    ),
+    fix=(
+        "Rename one environment so that neither name is the other followed by '-' (e.g. 'dev' and "
+        "'eu-dev' instead of 'dev' and 'dev-eu'), or deploy them to different accounts (account:)."
+    ),
+)
+def environment_name_overlap(ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.env is None:
+        return
+    mine = f"{ctx.env}-"
+    for other in list_environments(ctx.root):
+        theirs = f"{other}-"
+        if other == ctx.env or not (theirs.startswith(mine) or mine.startswith(theirs)):
+            continue
+        account = _declared_account(ctx.root, other)
+        if account and ctx.spec.account and account != ctx.spec.account:
+            continue  # two accounts: nothing is shared
+        where = f"account {account}" if account and account == ctx.spec.account else "one account"
+        longer, shorter = (ctx.env, other) if len(ctx.env) > len(other) else (other, ctx.env)
+        yield Finding(
+            ("account",) if ctx.spec.account else ("project",),
+            f"environments '{shorter}' and '{longer}' may share {where}: every name of '{longer}' "
+            f"('{ctx.spec.project}-{longer}-…') also starts with '{ctx.spec.project}-{shorter}-'; "
+            f"rename one (e.g. '{longer.removeprefix(shorter + '-')}-{shorter}'), or give them "
+            "different accounts",
+        )
+
+
+def _declared_account(root: Path, env: str) -> str | None:
+    """The account an environment's files declare (its overlay's, else the project file's): read
+    from the files, not by loading the environment (whose own rules would read this one's)."""
+    for display in (f"{ENV_DIR}/{env}.yaml", PROJECT_FILE):
+        try:
+            data = read_yaml(root / display, display).data
+        except SpecError:
+            return None  # that environment's own load reports it
+        if isinstance(data, dict) and data.get("account") is not None:
+            return str(data["account"])
+    return None

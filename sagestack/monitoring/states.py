@@ -110,6 +110,8 @@ def baseline_request(m: ResolvedMonitor, deployment: Deployment, *, name: str, i
             }
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": m.spec.max_runtime},
+        # the environment's tags: the pipeline's role may create, follow and stop only jobs carrying them
+        **({"Tags": [{"Key": k, "Value": v} for k, v in deployment.tags]} if deployment.tags else {}),
     }
 
 

@@ -336,6 +336,9 @@ def test_model_monitor_baselines_schedules_and_alarms_on_drift(project, tmp_path
     monitor = serving.monitors["digits"]
     states = monitor.baseline.definition["States"]
     job = states["Compute baseline"]["Parameters"]
+    # its role may create, follow and stop only jobs carrying the environment's tags
+    assert {"Key": "sagestack:environment", "Value": "prod"} in job["Tags"]
+    assert {"Key": "sagestack:project", "Value": "digits"} in job["Tags"]
     assert (
         job["AppSpecification"]["ImageUri"]
         == "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer"

@@ -82,10 +82,18 @@ def test_parliament_and_cloudsplaining_find_nothing_without_a_reason(synthesized
 
 
 def sibling_names(project: str, env: str) -> set[str]:
-    """Every name the sibling environments (env+'2', project+'2') would use: each Names attribute,
-    with the suffixes SageMaker names carry after a prefix."""
+    """Every name the sibling environments would use — `dev2` and `digits2`, and those a '-' makes:
+    an environment `dev-eu` of the same project, a project `digits-dev` with an environment `eu`
+    (names may hold '-', so `digits-dev-*` matches both) — each Names attribute, with the suffixes
+    SageMaker names carry after a prefix."""
     out: set[str] = set()
-    for names in (Names(project, f"{env}2"), Names(f"{project}2", env)):
+    siblings = (
+        Names(project, f"{env}2"),
+        Names(f"{project}2", env),
+        Names(project, f"{env}-eu"),
+        Names(f"{project}-{env}", "eu"),
+    )
+    for names in siblings:
         for attr, member in inspect.getmembers(type(names)):
             if attr.startswith("_"):
                 continue
@@ -139,8 +147,9 @@ def reaches_siblings(app: Synthesized) -> list[str]:
 
 
 def test_no_name_pattern_reaches_a_sibling_environment(synthesized):
-    """`dev` vs `dev2`, `digits` vs `digits2`: a pattern that cannot tell them apart (tuning jobs'
-    32 characters) is held to the environment's tags instead."""
+    """`dev` vs `dev2` and `dev-eu`, `digits` vs `digits2` and `digits-dev`: a pattern that cannot
+    tell them apart (tuning jobs' 32 characters, any `<project>-<env>-*`) is held to the
+    environment's tags instead."""
     leaks = [leak for app in synthesized for leak in reaches_siblings(app)]
     assert not leaks, "\n".join(leaks)
 

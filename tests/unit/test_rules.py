@@ -157,6 +157,29 @@ def test_tag_limits(project):
     ]
 
 
+def test_environment_name_overlap(project):
+    """'dev' and 'dev-eu' in one account: every name of dev-eu starts with 'digits-dev-' too."""
+    project.spec(MINIMAL).env("dev", "{}\n").env("dev-eu", "{}\n").env("prod", "{}\n")
+    found = findings(project, "environment-name-overlap", MINIMAL, env="dev")
+    assert found == [
+        "project: environments 'dev' and 'dev-eu' may share one account: every name of 'dev-eu' "
+        "('digits-dev-eu-…') also starts with 'digits-dev-'; rename one (e.g. 'eu-dev'), or give them "
+        "different accounts"
+    ]
+    assert findings(project, "environment-name-overlap", MINIMAL, env="dev-eu") == found
+    # 'prod' overlaps neither; 'development' is not 'dev' and a '-'
+    assert findings(project, "environment-name-overlap", MINIMAL, env="prod") == []
+    project.env("dev-eu", 'account: "222222222222"\n').env("development", "{}\n")
+    spec = MINIMAL + 'account: "111111111111"\n'
+    assert findings(project, "environment-name-overlap", spec, env="dev") == []  # two accounts
+    project.env("dev-eu", 'account: "111111111111"\n')
+    assert findings(project, "environment-name-overlap", spec, env="dev") == [
+        "account: environments 'dev' and 'dev-eu' may share account 111111111111: every name of "
+        "'dev-eu' ('digits-dev-eu-…') also starts with 'digits-dev-'; rename one (e.g. 'eu-dev'), or "
+        "give them different accounts"
+    ]
+
+
 def test_rule_errors_carry_location_and_rule_id(project):
     errors = project.spec(MINIMAL.replace("image: train", "image: trian")).errors()
     assert errors == [
@@ -181,6 +204,7 @@ REGISTRY_ORDER = [
     "prod-retains-data",
     "dlc-in-region",
     "tag-limits",
+    "environment-name-overlap",
     "endpoint-model-source",
     "endpoint-capacity",
     "endpoint-compile-target",
