@@ -152,6 +152,24 @@ def test_endpoint_name_length(project):
     ]
 
 
+def test_an_endpoint_name_of_exactly_the_apis_limit_is_accepted(project):
+    """The limit is botocore's own (EndpointName and EndpointConfigName: max 63, pattern), and 63
+    characters fit it: the rule refuses from 64 on, not at the limit."""
+    import re
+
+    import botocore.session
+
+    from sagestack.endpoints.rules import ENDPOINT_NAME_MAX
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    for shape in ("EndpointName", "EndpointConfigName"):
+        assert model.shape_for(shape).metadata["max"] == ENDPOINT_NAME_MAX
+    env = "e" * 49  # 'digits-' + 49 + '-digits' = 63
+    name = f"digits-{env}-digits"
+    assert len(name) == 63 and re.fullmatch(model.shape_for("EndpointName").metadata["pattern"], name)
+    assert findings(project, "endpoint-name-length", endpoint(), env=env) == []
+
+
 def test_endpoint_inference_image(project):
     assert (
         findings(
