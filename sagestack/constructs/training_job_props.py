@@ -27,7 +27,7 @@ class TrainingJobProps(TypedDict, total=False):
     max_runtime: Duration  # default: 24 hours
     volume_size: Size  # default: 30 GiB
     spot: bool  # managed spot training; default: False
-    max_wait: Duration  # with spot; default: max_runtime
+    max_wait: Duration  # with spot: the run plus the wait for capacity; default: 2x max_runtime, <= 28 days
     max_pending_time: Duration  # stop after waiting this long for capacity (30 min to 28 days); default: none
     metric_definitions: Mapping[str, str]  # metric name -> regex; default: none
     distribution: Mapping[str, Any]  # the spec's `distribution:`, e.g. {"torch_distributed": {}}

@@ -24,6 +24,7 @@ from sagestack.llm import rules_optimize as llm_optimize
 from sagestack.endpoints import rules_serving as endpoint_serving
 from sagestack.training import rules_tensorflow as training_tensorflow
 from sagestack.training import rules_launcher as training_launcher
+from sagestack.training import rules_spot as training_spot
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -47,6 +48,7 @@ FEATURE_RULES = (
     endpoint_serving,
     training_tensorflow,
     training_launcher,
+    training_spot,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

@@ -21,6 +21,12 @@ from sagestack.core.types import (
 )
 
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling (28 days)
+# max_wait's ceiling too: SageMaker states none for MaxWaitTimeInSeconds, but ends every training job
+# 30 days after it starts (publishing included), and 28 days is the longest it runs.
+MAX_WAIT_LIMIT = MAX_RUN_LIMIT
+# A spot job without max_wait may wait for capacity (and across interruptions) as long again as it
+# runs: MaxWaitTimeInSeconds includes the run (the SageMaker SDK asks for max_wait with spot).
+DEFAULT_SPOT_WAIT_FACTOR = 2
 
 
 class TorchDistributed(StrictModel):
@@ -339,7 +345,13 @@ class JobSpec(StrictModel):
     channels: dict[str, ChannelSpec] = Field(default_factory=dict)
     distribution: Distribution | None = None
     use_spot_instances: bool = False
-    max_wait: Seconds | None = Field(default=None, ge=1, le=MAX_RUN_LIMIT)
+    max_wait: Seconds | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_WAIT_LIMIT,
+        description="spot only: the run plus the time to wait for spot capacity "
+        "(StoppingCondition.MaxWaitTimeInSeconds, >= max_run); default: max_run doubled, at most 28 days",
+    )
     max_pending_time: Seconds | None = Field(
         default=None,
         ge=30 * 60,
@@ -394,6 +406,15 @@ class JobSpec(StrictModel):
         validation_alias=AliasChoices("sizing", "model"),
         description="the model's size, for the memory and communication estimate of `sagestack plan`",
     )
+
+    @property
+    def spot_max_wait(self) -> int | None:
+        """MaxWaitTimeInSeconds: None on demand; max_wait, or (unset) max_run doubled, at most 28 days."""
+        if not self.use_spot_instances:
+            return None
+        if self.max_wait is not None:
+            return self.max_wait
+        return max(self.max_run, min(DEFAULT_SPOT_WAIT_FACTOR * self.max_run, MAX_WAIT_LIMIT))
 
     @property
     def uses_smp_v2(self) -> bool:

@@ -267,8 +267,8 @@ def _resources(job: JobSpec, candidate: str, kms_key_id: str) -> dict[str, Any]:
 
 def _stopping_condition(job: JobSpec) -> dict[str, Any]:
     stopping: dict[str, Any] = {"MaxRuntimeInSeconds": job.max_run}
-    if job.use_spot_instances:
-        stopping["MaxWaitTimeInSeconds"] = job.max_wait or job.max_run
+    if job.spot_max_wait is not None:
+        stopping["MaxWaitTimeInSeconds"] = job.spot_max_wait
     if job.max_pending_time is not None:
         stopping["MaxPendingTimeInSeconds"] = job.max_pending_time
     return stopping

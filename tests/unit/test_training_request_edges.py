@@ -1,7 +1,8 @@
 """The edges of a CreateTrainingJob request that a plausible slip would move without any golden
-request noticing: spot's default wait, the user's own values over sagestack's defaults, and the
-limit of five instance preferences. Each assertion here was seen to fail under a hand-made mutation
-of the line it guards (issue 26, item 19); `make mutate` keeps the rest of the module honest."""
+request noticing: spot's default wait (max_run doubled, at most 28 days), the user's own values
+over sagestack's defaults, and the limit of five instance preferences. Each assertion here was seen
+to fail under a hand-made mutation of the line it guards (issue 26, item 19); `make mutate` keeps the
+rest of the module honest."""
 
 from __future__ import annotations
 
@@ -25,9 +26,15 @@ SPOT = {
 }
 
 
-def test_a_spot_job_without_max_wait_waits_as_long_as_it_runs():
+def test_a_spot_job_without_max_wait_may_wait_as_long_again_as_it_runs():
+    # MaxWaitTimeInSeconds includes the run: equal to max_run it would leave no time to wait for capacity
     stopping = _request(SPOT)["StoppingCondition"]
-    assert stopping == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 7200}
+    assert stopping == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 14400}
+    validate_request("CreateTrainingJob", _request(SPOT))
+    # at most 28 days (SageMaker's longest run; it ends every job 30 days after it starts)
+    days = _request({**SPOT, "max_run": "20d"})["StoppingCondition"]
+    assert days == {"MaxRuntimeInSeconds": 20 * 86400, "MaxWaitTimeInSeconds": 28 * 86400}
+    # the rule spot-default-max-wait says which wait was chosen (test_training_rules.py)
     # an on-demand job has no wait at all (SageMaker refuses one without spot)
     assert _request({"instance_type": "ml.g5.xlarge", "max_run": "2h"})["StoppingCondition"] == {
         "MaxRuntimeInSeconds": 7200

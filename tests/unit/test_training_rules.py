@@ -99,6 +99,30 @@ def test_spot_max_wait(project):
     ]
 
 
+def test_spot_default_max_wait(project):
+    # Spot without max_wait: MaxWaitTimeInSeconds is max_run doubled, at most 28 days; the spec is told
+    # which wait was chosen and how to choose its own.
+    body = "instance_type: ml.g5.xlarge\nuse_spot_instances: true\ncheckpoint: {every_steps: 100}\n"
+    assert findings(project, "spot-default-max-wait", job(body + "max_run: 2h")) == [
+        "jobs.big.use_spot_instances: spot without max_wait: sagestack renders MaxWaitTimeInSeconds 14400, "
+        "max_run 2h doubled, so the job may wait up to 2h for spot capacity; say so with max_wait: 4h (or "
+        "the time you choose, >= max_run)"
+    ]
+    assert findings(project, "spot-default-max-wait", job(body + "max_run: 1h30m\nmax_wait: 1h30m")) == []
+    assert findings(project, "spot-default-max-wait", job(body + "max_run: 20d")) == [
+        "jobs.big.use_spot_instances: spot without max_wait: sagestack renders MaxWaitTimeInSeconds 2419200, "
+        "max_run 20d doubled (capped at 28 days), so the job may wait up to 8d for spot capacity; say so "
+        "with max_wait: 28d (or the time you choose, >= max_run)"
+    ]
+    assert findings(project, "spot-default-max-wait", job(body + "max_run: 28d")) == [
+        "jobs.big.use_spot_instances: spot without max_wait, and max_run is already 28d, SageMaker's "
+        "longest: the job has no time to wait for spot capacity or across interruptions; lower max_run "
+        "and set max_wait above it"
+    ]
+    on_demand = "instance_type: ml.g5.xlarge\nmax_run: 2h"
+    assert findings(project, "spot-default-max-wait", job(on_demand)) == []
+
+
 def test_spot_checkpoint(project):
     assert findings(project, "spot-checkpoint", job(SPOT)) == []
     no_checkpoint = job("instance_type: ml.g5.xlarge\nuse_spot_instances: true")
