@@ -17,7 +17,8 @@ PREFIXES: dict[str, str] = {
     "lifecycle scripts",
     "data": "training channels (data/<channel>/)",
     "checkpoints": "spot checkpoints (checkpoints/<job>/<hash>/)",
-    "models": "compiled models (models/compiled/<endpoint>/)",
+    "models": "compiled models (models/compiled/<endpoint>/) and packages promoted from another account "
+    "(models/promoted/<entry>/<digest>/)",
     "optimized": "LLMs written by optimization jobs (optimized/<endpoint>/<job>/)",
     "output": "training outputs (output/<job>/<training job>/output/model.tar.gz)",
     "profiler": "SageMaker Profiler data",
@@ -73,6 +74,11 @@ class S3Layout:
     # serving
     def compiled_models(self, endpoint: str) -> str:
         return self.uri(f"models/compiled/{endpoint}/")
+
+    def promoted(self, entry: str, digest: str) -> str:
+        """A package promoted from another account, copied here (the target owns what it serves):
+        models/promoted/<entry>/<digest>/ with the source's file names."""
+        return self.uri(f"models/promoted/{entry}/{digest}/")
 
     def optimized(self, endpoint: str, job: str) -> str:
         """What an LLM optimization job writes (uncompressed files, served as an S3 prefix)."""

@@ -82,6 +82,17 @@ class Names:
         return f"{self.prefix}-{job}"[: TRAINING_JOB_NAME_MAX - len(suffix)].rstrip("-") + suffix
 
     @property
+    def promotion_reader_role(self) -> str:
+        """The role another account's promotion assumes to read this environment's packages and their
+        artifacts (it trusts only the environments that promote from this one)."""
+        return f"{self.prefix}-promotion-reader"
+
+    @property
+    def promoter_policy(self) -> str:
+        """The managed policy whoever runs `sagestack promote --to <env>` needs in this account."""
+        return f"{self.prefix}-promoter"
+
+    @property
     def tracking_server(self) -> str:
         """The environment's SageMaker managed MLflow tracking server."""
         return f"{self.prefix}-mlflow"
