@@ -218,7 +218,9 @@ def promote(
     from_env: Annotated[
         str | None,
         typer.Option(
-            "--from", help="the environment whose model is promoted (its pin, else its newest Approved)"
+            "--from",
+            help="the environment whose model is promoted (its pin, else its newest Approved package "
+            "registered for ENDPOINT)",
         ),
     ] = None,
     package: Annotated[
@@ -241,6 +243,8 @@ def promote(
     root: RootOption = Path("."),
 ) -> None:
     """Pin a model package in another environment's config (reviewed in git, deployed by cdk deploy).
+    The package is the one registered for ENDPOINT, of its kind. Across accounts it runs with --to's
+    credentials and copies the package into --to's bucket and registry (its own package is pinned).
     With --shadow, as the endpoint's shadow variant; an endpoint with a shadow is promoted by making
     its shadow production."""
     from sagestack.core.errors import SpecError
@@ -258,8 +262,21 @@ def promote(
         raise spec_errors(e, root) from None
     except PromotionError as e:
         err.print(f"[red]✗ not promoted[/]: {e}", highlight=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(e.exit_code) from None
     status = f" ({result.status})" if result.status else " (status not checked: --offline)"
+    copied = result.copied
+    if copied is not None and copied.reused:
+        out.print(f"{to_env} holds a copy of it already:", markup=False, highlight=False)
+        out.print(f"  {copied.arn}", markup=False, highlight=False, soft_wrap=True)
+    elif copied is not None:
+        for line in (
+            f"copied into {to_env}'s account: {copied.objects} object(s), {copied.bytes:,} bytes,",
+            f"verified by digest {copied.digest}, under",
+            f"  {copied.prefix}",
+            f"registered in {to_env}'s group as",
+            f"  {copied.arn}",
+        ):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
     if not result.changed:
         where = " as its shadow" if result.kind == "shadow" else ""
         out.print(

@@ -151,6 +151,10 @@ def _from_package(sm: Any, package_arn: str, steps: list[Step], root: Path) -> L
     ):
         if f"sagestack:{key}" in meta:
             facts.append((key, meta[f"sagestack:{key}"]))
+    # a package promoted from another account (ops/promote_copy): where it was copied from, and how
+    for key in ("promoted-from", "promoted-digest"):
+        if f"sagestack:{key}" in meta:
+            facts.append((key.replace("-", " "), meta[f"sagestack:{key}"]))
     steps.append(Step("model package", package_arn, facts))
     if "sagestack:training-job" not in meta:
         steps[

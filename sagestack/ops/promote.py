@@ -22,12 +22,19 @@ from sagestack.core.names import Names
 from sagestack.core.types import arn_region
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.ops.account import aws_client
+from sagestack.ops.promote_copy import PROMOTED_FROM, Copied, copy_package
+from sagestack.ops.promote_registry import (
+    Kind,
+    PromotionError,
+    crossing,
+    describe,
+    find_across,
+    within_account,
+)
 from sagestack.project import load_project
 from sagestack.project.loader import LoadedSpec
 
-
-class PromotionError(Exception):
-    """The promotion is refused; the message says why and what to do."""
+__all__ = ["PinTarget", "Promotion", "PromotionError", "pin_target", "promote"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class PinTarget:
     label: str
     instance_types: tuple[str, ...]
     supported_field: str  # the package's list of supported types to check them against
+    kind: Kind = "endpoint"  # what the package must serve as
 
     def pin(self, spec: object) -> str | None:
         node: object = spec
@@ -62,6 +70,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
             f"endpoints.{endpoint}.components.{component}",
             tuple(ep.instance_type or ()),  # every pool: SageMaker may place the fleet on any
             "SupportedRealtimeInferenceInstanceTypes",
+            "llm" if ep.components[component].llm is not None else "endpoint",
         )
     if key in endpoints:
         ep = endpoints[key]
@@ -70,6 +79,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
             f"endpoints.{key}",
             tuple(ep.instance_type or ()),  # every pool: SageMaker may place the variant on any
             "SupportedRealtimeInferenceInstanceTypes",
+            "llm" if ep.llm is not None else "endpoint",
         )
     if key in transforms:
         return PinTarget(
@@ -77,6 +87,7 @@ def pin_target(spec: object, key: str) -> PinTarget | None:
             f"transforms.{key}",
             tuple(transforms[key].instance_type),
             "SupportedTransformInstanceTypes",
+            "transform",
         )
     return None
 
@@ -99,54 +110,11 @@ class Promotion:
     config_file: Path
     kind: Literal["pin", "shadow", "shadow-promoted"] = "pin"
     changes: list[str] = field(default_factory=list)  # 'key: old → new', as written
+    copied: Copied | None = None  # across accounts: the target's own copy of the source package
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
-
-
-def latest_approved(group: str, region: str) -> str:
-    """The newest Approved package of a group."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        page = aws_client("sagemaker", region).list_model_packages(
-            ModelPackageGroupName=group,
-            ModelApprovalStatus="Approved",
-            SortBy="CreationTime",
-            SortOrder="Descending",
-            MaxResults=1,
-        )
-    except (ClientError, BotoCoreError) as e:
-        raise PromotionError(
-            f"cannot list the packages of model package group '{group}' in {region}: {e}"
-        ) from None
-    summaries = page.get("ModelPackageSummaryList", [])
-    if not summaries:
-        raise PromotionError(
-            f"model package group '{group}' has no Approved package; approve one with `aws sagemaker "
-            "update-model-package --model-package-arn ARN --model-approval-status Approved`, or pass --package ARN"
-        )
-    arn: str = summaries[0]["ModelPackageArn"]
-    return arn
-
-
-def describe_status(
-    arn: str, field: str = "SupportedRealtimeInferenceInstanceTypes"
-) -> tuple[str, list[str]]:
-    """(approval status, the instance types the package supports for real-time or transform use)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    region = arn_region(arn)
-    try:
-        d = aws_client("sagemaker", region).describe_model_package(ModelPackageName=arn)
-    except (ClientError, BotoCoreError) as e:
-        raise PromotionError(
-            f"cannot read model package {arn}: {e}. Check the credentials and region (or pass --offline to "
-            "write the pin unchecked, which environments that require approved models refuse)"
-        ) from None
-    supported = d.get("InferenceSpecification", {}).get(field, []) or []
-    return str(d.get("ModelApprovalStatus", "PendingManualApproval")), list(supported)
 
 
 def promote(
@@ -161,22 +129,24 @@ def promote(
 ) -> Promotion:
     """Pin a package in `target_env`'s overlay: as what an endpoint, component or transform serves;
     with `shadow`, as an endpoint's shadow variant; and, for an endpoint that has a shadow, its
-    shadow's package as production (the shadow removed)."""
+    shadow's package as production (the shadow removed). A package in another account than the
+    target's is copied into the target's account first (promote_copy), and the copy is pinned."""
     if source_env is not None and source_env == target_env:
-        raise PromotionError("--from and --to name the same environment")
+        raise PromotionError("--from and --to name the same environment", exit_code=2)
     target = load_project(root, target_env)
     target_pin = pin_target(target.spec, endpoint)
     if target_pin is None:
         raise PromotionError(
             f"environment '{target_env}' has no endpoint, component or transform '{endpoint}' "
-            f"(there: {_known(target.spec)})"
+            f"(there: {_known(target.spec)})",
+            exit_code=2,
         )
     ep = target.spec.endpoints.get(endpoint)
     if shadow:
         return _to_shadow(root, target, endpoint, source_env, target_env, package_arn, offline)
     if ep is not None and ep.shadow is not None:
         return _shadow_to_production(root, target, endpoint, source_env, target_env, package_arn, offline)
-    arn = _candidate(root, endpoint, source_env, package_arn, offline)
+    arn, copied = _candidate(root, target, target_pin, endpoint, source_env, target_env, package_arn, offline)
     status = _check(arn, target, target_env, target_pin, offline)
     previous = target_pin.pin(target.spec)
     path = overlay_path(root, target_env)
@@ -184,7 +154,7 @@ def promote(
     if previous != arn:
         _edit_overlay(root, path, target_env, target_pin.path, lambda node: _set(node, "model_package", arn))
         changes.append(f"{target_pin.label}.model_package: {previous or '(none)'} → {arn}")
-    return Promotion(endpoint, source_env, target_env, arn, status, previous, path, "pin", changes)
+    return Promotion(endpoint, source_env, target_env, arn, status, previous, path, "pin", changes, copied)
 
 
 def overlay_path(root: Path, env: str) -> Path:
@@ -192,28 +162,88 @@ def overlay_path(root: Path, env: str) -> Path:
 
 
 def _candidate(
-    root: Path, endpoint: str, source_env: str | None, package_arn: str | None, offline: bool
-) -> str:
-    """--package, else the source environment's pin, else its group's newest Approved package."""
-    if package_arn is not None:
-        return package_arn
-    if source_env is None:
+    root: Path,
+    target: LoadedSpec,
+    pin: PinTarget,
+    key: str,
+    source_env: str | None,
+    target_env: str,
+    package_arn: str | None,
+    offline: bool,
+) -> tuple[str, Copied | None]:
+    """What `target_env` pins: --package, else the source environment's pin, else the newest Approved
+    package its group holds for `key` — itself within one account, the target's copy of it across
+    accounts."""
+    source = load_project(root, source_env) if source_env is not None else None
+    if package_arn is None:
+        if source is None:
+            raise PromotionError(
+                "say which package: give --from ENV or --package ARN (--from takes its pin, else its newest "
+                "Approved package)",
+                exit_code=2,
+            )
+        found = pin_target(source.spec, key)
+        if found is None:
+            raise PromotionError(
+                f"environment '{source_env}' has no endpoint, component or transform '{key}' "
+                f"(there: {_known(source.spec)})",
+                exit_code=2,
+            )
+        package_arn = found.pin(source.spec)
+    if package_arn is not None and arn_region(package_arn) != target.spec.region:
         raise PromotionError(
-            "say which package: give --from ENV or --package ARN (--from takes its pin, else its newest Approved package)"
+            f"{package_arn} is not a model package ARN in {target.spec.region}, where '{target_env}' deploys"
         )
-    source = load_project(root, source_env)
-    found = pin_target(source.spec, endpoint)
-    if found is None:
-        raise PromotionError(
-            f"environment '{source_env}' has no endpoint, component or transform '{endpoint}' "
-            f"(there: {_known(source.spec)})"
-        )
-    pinned = found.pin(source.spec)
-    if pinned is not None:
-        return pinned
+    creds = crossing(root, source, source_env, target, target_env, package_arn)
+    if creds is None:
+        return within_account(source, source_env, key, pin.kind, package_arn, offline), None
     if offline:
-        raise PromotionError(f"'{source_env}' pins no package for '{endpoint}'; pass --package ARN")
-    return latest_approved(Names(source.spec.project, source_env).model_package_group, source.spec.region)
+        raise PromotionError(
+            f"'{creds.source}' (account {creds.source_account}) and '{target_env}' (account "
+            f"{creds.target_account}) are different accounts: the package is copied into "
+            f"{target_env}'s, which needs both registries; drop --offline",
+            exit_code=2,
+        )
+    description, reader = find_across(creds, key, pin.kind, package_arn)
+    problem = _status_problem(str(description["ModelPackageArn"]), description, target, target_env, pin)
+    if problem is not None:
+        raise PromotionError(problem)
+    names = Names(target.spec.project, target_env)
+    copied = copy_package(
+        description,
+        reader_s3=reader.s3,
+        entry=key,
+        group=names.model_package_group,
+        stack=names.stack("foundation"),
+        target_env=target_env,
+        tags={**target.spec.tags, **names.tags},
+        creds=creds,
+    )
+    return copied.arn, copied
+
+
+def _status_problem(
+    arn: str, description: dict[str, Any], target: LoadedSpec, target_env: str, pin: PinTarget
+) -> str | None:
+    """Why the described package may not be served at `pin` in `target_env` (None: it may)."""
+    status = str(description.get("ModelApprovalStatus", "PendingManualApproval"))
+    supported = list(description.get("InferenceSpecification", {}).get(pin.supported_field, []) or [])
+    if status == "Rejected":
+        return f"{arn} is Rejected; promote another package"
+    if status != "Approved" and target.spec.require_approved_models:
+        return (
+            f"{arn} is {status}, and '{target_env}' takes Approved packages only "
+            "(require_approved_models: true). After review: `aws sagemaker update-model-package "
+            f"--model-package-arn {arn} --model-approval-status Approved`"
+        )
+    missing = [t for t in pin.instance_types if supported and t not in supported]
+    if missing:
+        return (
+            f"{arn} supports {', '.join(supported[:6])}{' …' if len(supported) > 6 else ''}, not "
+            f"{', '.join(missing)} ({pin.label}.instance_type in {target_env}); the model was "
+            "registered (or compiled) for other instance types"
+        )
+    return None
 
 
 def _check(arn: str, target: LoadedSpec, target_env: str, pin: PinTarget, offline: bool) -> str | None:
@@ -231,23 +261,11 @@ def _check(arn: str, target: LoadedSpec, target_env: str, pin: PinTarget, offlin
                 "status cannot be checked with --offline"
             )
         return None
-    status, supported = describe_status(arn, pin.supported_field)
-    if status == "Rejected":
-        raise PromotionError(f"{arn} is Rejected; promote another package")
-    if status != "Approved" and target.spec.require_approved_models:
-        raise PromotionError(
-            f"{arn} is {status}, and '{target_env}' takes Approved packages only "
-            "(require_approved_models: true). After review: `aws sagemaker update-model-package "
-            f"--model-package-arn {arn} --model-approval-status Approved`"
-        )
-    missing = [t for t in pin.instance_types if supported and t not in supported]
-    if missing:
-        raise PromotionError(
-            f"{arn} supports {', '.join(supported[:6])}{' …' if len(supported) > 6 else ''}, not "
-            f"{', '.join(missing)} ({pin.label}.instance_type in {target_env}); the model was "
-            "registered (or compiled) for other instance types"
-        )
-    return status
+    description = describe(aws_client("sagemaker", region), arn)
+    problem = _status_problem(arn, description, target, target_env, pin)
+    if problem is not None:
+        raise PromotionError(problem)
+    return str(description.get("ModelApprovalStatus", "PendingManualApproval"))
 
 
 def _shadow_refusal(ep: EndpointSpec, key: str, env: str) -> str | None:
@@ -287,18 +305,22 @@ def _to_shadow(
     refusal = _shadow_refusal(ep, key, target_env)
     if refusal is not None:
         raise PromotionError(f"endpoints.{key} in '{target_env}': {refusal}")
-    arn = _candidate(root, key, source_env, package_arn, offline)
-    if arn == ep.model_package:
-        raise PromotionError(
-            f"{arn} is already production at '{key}' in '{target_env}'; nothing to shadow-test"
-        )
     shadow_type = (ep.shadow.instance_type if ep.shadow else None) or ep.primary_instance_type
     pin = PinTarget(
         ("endpoints", key, "shadow"),
         f"endpoints.{key}.shadow",
         (shadow_type,) if shadow_type else (),
         "SupportedRealtimeInferenceInstanceTypes",
+        "llm" if ep.llm is not None else "endpoint",
     )
+    if package_arn is None or package_arn != ep.model_package:
+        arn, copied = _candidate(root, target, pin, key, source_env, target_env, package_arn, offline)
+    else:
+        arn, copied = package_arn, None
+    if arn == ep.model_package:
+        raise PromotionError(
+            f"{arn} is already production at '{key}' in '{target_env}'; nothing to shadow-test"
+        )
     status = _check(arn, target, target_env, pin, offline)
     previous = ep.shadow.model_package if ep.shadow else None
     path = overlay_path(root, target_env)
@@ -306,7 +328,7 @@ def _to_shadow(
     if previous != arn:
         _edit_overlay(root, path, target_env, pin.path, lambda node: _set(node, "model_package", arn))
         changes.append(f"{pin.label}.model_package: {previous or '(none)'} → {arn}")
-    return Promotion(key, source_env, target_env, arn, status, previous, path, "shadow", changes)
+    return Promotion(key, source_env, target_env, arn, status, previous, path, "shadow", changes, copied)
 
 
 def _shadow_to_production(
@@ -329,7 +351,7 @@ def _shadow_to_production(
         found = pin_target(source.spec, key)
         source_pin = found.pin(source.spec) if found else None
     asked = package_arn or source_pin
-    if asked is not None and asked != arn:
+    if asked is not None and asked != arn and not _copy_of(arn, asked, offline):
         raise PromotionError(
             f"endpoints.{key} in '{target_env}' has a shadow under test ({arn}); promote it "
             f"(`sagestack promote {key} --to {target_env}`), or shadow-test {asked} first "
@@ -356,6 +378,14 @@ def _shadow_to_production(
     return Promotion(
         key, source_env, target_env, arn, status, ep.model_package, path, "shadow-promoted", changes
     )
+
+
+def _copy_of(arn: str, source_arn: str, offline: bool) -> bool:
+    """Whether `arn` is the target's copy of `source_arn` (promoted across accounts)."""
+    if offline or arn.split(":")[4:5] == source_arn.split(":")[4:5]:
+        return False
+    meta = describe(aws_client("sagemaker", arn_region(arn)), arn).get("CustomerMetadataProperties") or {}
+    return bool(meta.get(PROMOTED_FROM) == source_arn)
 
 
 def _set(node: Any, key: str, value: str) -> None:

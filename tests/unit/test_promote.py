@@ -1,5 +1,7 @@
-"""`sagestack promote` against a moto server holding a registry: the pin is written into the
-target overlay with its comments kept, and packages that must not be served are refused."""
+"""`sagestack promote` within one account (moto's default account holds every environment here),
+against a moto server holding a registry: the pin is written into the target overlay with its
+comments kept, the package is the entry's own, and packages that must not be served are refused.
+Across accounts: test_promote_accounts.py."""
 
 from __future__ import annotations
 
@@ -21,13 +23,13 @@ endpoints:
 )
 STAGING = """\
 # staging: reviewed before prod
-account: "222222222222"   # the staging account
+account: "123456789012"   # the staging account
 endpoints:
   digits:
     autoscaling: {min: 1, max: 2}   # keep it small
 """
 PROD = """\
-account: "111111111111"
+account: "123456789012"
 require_approved_models: true  # only reviewed models reach prod
 """
 
@@ -49,8 +51,12 @@ def sm(registry, monkeypatch):
     return client
 
 
-def _package(sm, status: str, instance_types=("ml.c5.large", "ml.c5.xlarge")) -> str:
+def _package(
+    sm, status: str, instance_types=("ml.c5.large", "ml.c5.xlarge"), entry: str | None = "digits"
+) -> str:
+    """A package as sagestack's pipelines register one for `entry` (None: registered elsewhere)."""
     arn: str = sm.create_model_package(
+        **({"CustomerMetadataProperties": {"sagestack:endpoint": entry}} if entry else {}),
         ModelPackageGroupName="digits-dev",
         ModelApprovalStatus=status,
         InferenceSpecification={
@@ -76,7 +82,7 @@ def test_promotion_writes_the_pin_and_keeps_comments(proj, sm):
     assert result.changed and result.status == "PendingManualApproval" and result.previous is None
     text = (proj.root / "config/envs/staging.yaml").read_text()
     assert text.startswith("# staging: reviewed before prod\n")
-    assert '"222222222222"   # the staging account' in text
+    assert '"123456789012"   # the staging account' in text
     assert "autoscaling: {min: 1, max: 2}   # keep it small" in text
     assert proj.load("staging").spec.endpoints["digits"].model_package == arn
     # promoting it again changes nothing
@@ -109,6 +115,42 @@ def test_without_a_package_the_newest_approved_of_the_source_group_is_taken(proj
     assert promote(proj.root, "digits", "dev", "staging").package_arn == newest
 
 
+def test_the_newest_approved_package_is_the_entrys_own(project, sm):
+    """One group holds every entry's packages (issue 38, item 1): a transform's and another
+    endpoint's packages lying newer are not taken for 'digits'; nor one that records no entry."""
+    proj = (
+        project.spec(
+            SPEC + "  other:\n    model: {from: classifier}\n    instance_type: ml.c5.xlarge\n"
+            "transforms:\n  score:\n    model: {from: classifier}\n    instance_type: [ml.m5.xlarge]\n"
+        )
+        .env("dev")
+        .env("staging", STAGING)
+    )
+    own = _package(sm, "Approved")
+    _package(sm, "Approved", entry="other")  # a real-time endpoint's, for ml.c5.xlarge too
+    _package(sm, "Approved", entry=None)
+    transform: str = sm.create_model_package(
+        ModelPackageGroupName="digits-dev",
+        ModelApprovalStatus="Approved",
+        CustomerMetadataProperties={"sagestack:transform": "score"},
+        InferenceSpecification={
+            "Containers": [
+                {"Image": "123.dkr.ecr.us-east-1.amazonaws.com/x:1", "ModelDataUrl": "s3://b/t.tar.gz"}
+            ],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+            "SupportedTransformInstanceTypes": ["ml.m5.xlarge"],
+        },
+    )["ModelPackageArn"]
+    assert promote(proj.root, "digits", "dev", "staging").package_arn == own
+    assert promote(proj.root, "score", "dev", "staging").package_arn == transform
+    with pytest.raises(
+        PromotionError, match=r"was registered for transform 'score'; 'digits' is a real-time"
+    ) as e:
+        promote(proj.root, "digits", "dev", "staging", package_arn=transform)
+    assert e.value.exit_code == 2 and f"its newest Approved package is {own}" in str(e.value)
+
+
 def test_a_package_for_another_instance_family_is_refused(proj, sm):
     arn = _package(sm, "Approved", instance_types=("ml.inf1.xlarge",))
     with pytest.raises(PromotionError, match=r"supports ml\.inf1\.xlarge, not ml\.c5\.xlarge"):
@@ -131,7 +173,7 @@ def test_unknown_endpoint_and_wrong_region_are_refused(proj, sm):
             "digits",
             "dev",
             "staging",
-            package_arn="arn:aws:sagemaker:eu-west-1:111111111111:model-package/digits-dev/1",
+            package_arn="arn:aws:sagemaker:eu-west-1:123456789012:model-package/digits-dev/1",
         )
 
 
@@ -162,9 +204,10 @@ def test_cli_reports_a_refusal_without_a_traceback(proj, sm):
 
 
 def test_a_component_and_a_transform_are_promoted_like_endpoints(project, sm):
-    package = _package(sm, "Approved", instance_types=("ml.g5.12xlarge",))
+    package = _package(sm, "Approved", instance_types=("ml.g5.12xlarge",), entry=None)
     transform_package: str = sm.create_model_package(
         ModelPackageGroupName="digits-dev",
+        CustomerMetadataProperties={"sagestack:transform": "score"},
         ModelApprovalStatus="Approved",
         InferenceSpecification={
             "Containers": [
@@ -182,7 +225,7 @@ def test_a_component_and_a_transform_are_promoted_like_endpoints(project, sm):
         + "transforms:\n  score:\n    model: {from: classifier}\n    instance_type: [ml.m5.xlarge, ml.c5.xlarge]\n"
     )
     proj = project.spec(spec).env("dev").env("prod", PROD)
-    newer = _package(sm, "Approved", instance_types=("ml.g5.12xlarge",))
+    newer = _package(sm, "Approved", instance_types=("ml.g5.12xlarge",), entry=None)
     result = promote(proj.root, "shared/small", "dev", "prod", package_arn=newer)
     assert result.previous == package and result.changed
     assert proj.load("prod").spec.endpoints["shared"].components["small"].model_package == newer

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from sagestack.ops.promote import PromotionError, promote
+from tests.support.accounts import account
 from tests.support.moto_server import running_moto
 
-PROD_PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
+PROD = "111111111111"  # the example's prod account: the candidates are prod's own packages
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +23,23 @@ def registry():
 @pytest.fixture
 def sm(registry, monkeypatch):
     registry.reset()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", registry.url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    client = registry.client("sagemaker")
-    client.create_model_package_group(ModelPackageGroupName="digits-staging")
+    prod = account(registry, PROD)
+    prod.use(monkeypatch)
+    client = prod.client("sagemaker")
+    client.create_model_package_group(ModelPackageGroupName="digits-prod")
     return client
+
+
+def _prod_pin(example) -> str:
+    """What the example's prod serves (its pin, a package of prod's own group)."""
+    pin = example.load("prod").spec.endpoints["digits"].model_package
+    assert pin is not None and pin.split(":")[4] == PROD
+    return str(pin)
 
 
 def _package(sm, status: str, instance_types=("ml.c5.large", "ml.c5.xlarge")) -> str:
     arn: str = sm.create_model_package(
-        ModelPackageGroupName="digits-staging",
+        ModelPackageGroupName="digits-prod",
         ModelApprovalStatus=status,
         InferenceSpecification={
             "Containers": [
@@ -57,6 +64,7 @@ def _validates(example, env: str):
 
 
 def test_a_shadow_then_its_full_promotion_on_the_example(example_project, sm):
+    prod_pin = _prod_pin(example_project)
     prod = example_project.root / "config/envs/prod.yaml"
     before = prod.read_text()
     candidate = _package(sm, "Approved")
@@ -69,7 +77,7 @@ def test_a_shadow_then_its_full_promotion_on_the_example(example_project, sm):
         f'    autoscaling: {{min: 2, max: 10}}\n    shadow:\n      model_package: "{candidate}"\n',
     )
     spec = _validates(example_project, "prod").endpoints["digits"]
-    assert spec.model_package == PROD_PIN
+    assert spec.model_package == prod_pin
     assert spec.shadow is not None and spec.shadow.model_package == candidate
     # the same candidate again changes nothing
     assert not promote(
@@ -77,28 +85,53 @@ def test_a_shadow_then_its_full_promotion_on_the_example(example_project, sm):
     ).changed
 
     step2 = promote(example_project.root, "digits", None, "prod")
-    assert step2.changed and step2.package_arn == candidate and step2.previous == PROD_PIN
+    assert step2.changed and step2.package_arn == candidate and step2.previous == prod_pin
     assert step2.changes == [
-        f"endpoints.digits.model_package: {PROD_PIN} → {candidate}",
+        f"endpoints.digits.model_package: {prod_pin} → {candidate}",
         f"endpoints.digits.shadow: removed (it tested {candidate})",
     ]
-    assert prod.read_text() == before.replace(f'"{PROD_PIN}"', f'"{candidate}"')
+    assert prod.read_text() == before.replace(f'"{prod_pin}"', f'"{candidate}"')
     spec = _validates(example_project, "prod").endpoints["digits"]
     assert spec.model_package == candidate and spec.shadow is None
 
 
-def test_the_candidate_can_come_from_a_source_environments_pin(example_project, sm):
-    candidate = _package(sm, "Approved")
-    staging = example_project.root / "config/envs/staging.yaml"
+def test_the_candidate_can_come_from_a_source_environments_pin(example_project, registry, sm):
+    """Staging's pin is a package of staging's account: prod shadow-tests its own copy of it, and
+    the full promotion after it takes that copy (staging's pin names the same model)."""
+    staging = account(registry, "222222222222")
+    bucket = staging.foundation("digits", "staging")
+    staging.reader_role("digits", "staging", trusted=PROD)
+    account(registry, PROD).foundation_stack("digits", "prod")
+    staging.client("s3").put_object(Bucket=bucket, Key="models/compiled/digits/model.tar.gz", Body=b"m")
+    candidate = staging.client("sagemaker").create_model_package(
+        ModelPackageGroupName="digits-staging",
+        ModelApprovalStatus="Approved",
+        InferenceSpecification={
+            "Containers": [
+                {
+                    "Image": "123.dkr.ecr.us-east-1.amazonaws.com/x:1",
+                    "ModelDataUrl": f"s3://{bucket}/models/compiled/digits/model.tar.gz",
+                }
+            ],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+            "SupportedRealtimeInferenceInstanceTypes": ["ml.c5.xlarge"],
+        },
+        CustomerMetadataProperties={"sagestack:endpoint": "digits"},
+    )["ModelPackageArn"]
+    staging_file = example_project.root / "config/envs/staging.yaml"
     # staging's overlay already has an endpoints: section (its LLM endpoint); the pin joins it
-    staging.write_text(
-        staging.read_text().replace(
+    staging_file.write_text(
+        staging_file.read_text().replace(
             "endpoints:\n", f'endpoints:\n  digits:\n    model_package: "{candidate}"\n'
         )
     )
     result = promote(example_project.root, "digits", "staging", "prod", shadow=True)
-    assert result.package_arn == candidate
-    assert _validates(example_project, "prod").endpoints["digits"].shadow.model_package == candidate
+    copy = result.package_arn
+    assert copy.split(":")[4] == PROD and result.copied is not None
+    assert _validates(example_project, "prod").endpoints["digits"].shadow.model_package == copy
+    full = promote(example_project.root, "digits", "staging", "prod")
+    assert full.kind == "shadow-promoted" and full.package_arn == copy
 
 
 def test_a_shadow_in_the_project_file_is_switched_off_in_the_overlay(example_project, sm):
@@ -115,9 +148,10 @@ def test_a_shadow_in_the_project_file_is_switched_off_in_the_overlay(example_pro
     )
     prod = example_project.root / "config/envs/prod.yaml"
     before = prod.read_text()
+    prod_pin = _prod_pin(example_project)
     result = promote(example_project.root, "digits", None, "prod")
     assert result.changes[-1] == f"endpoints.digits.shadow: removed (it tested {candidate})"
-    assert prod.read_text() == before.replace(f'"{PROD_PIN}"', f'"{candidate}"').replace(
+    assert prod.read_text() == before.replace(f'"{prod_pin}"', f'"{candidate}"').replace(
         "    autoscaling: {min: 2, max: 10}\n", "    autoscaling: {min: 2, max: 10}\n    shadow: null\n"
     )
     assert _validates(example_project, "prod").endpoints["digits"].shadow is None
@@ -160,8 +194,9 @@ def test_endpoints_that_cannot_have_a_shadow_are_refused(project, sm, body, mess
 
 def test_what_is_already_production_rejected_or_unapproved_is_not_shadowed(example_project, sm):
     root = example_project.root
+    prod_pin = _prod_pin(example_project)
     with pytest.raises(PromotionError, match="is already production at 'digits' in 'prod'"):
-        promote(root, "digits", None, "prod", package_arn=PROD_PIN, shadow=True, offline=False)
+        promote(root, "digits", None, "prod", package_arn=prod_pin, shadow=True, offline=False)
     with pytest.raises(PromotionError, match="is Rejected"):
         promote(root, "digits", None, "prod", package_arn=_package(sm, "Rejected"), shadow=True)
     with pytest.raises(PromotionError, match="'prod' takes Approved packages only"):
@@ -203,7 +238,7 @@ def test_the_cli_prints_each_step(example_project, sm):
     assert "✓ promoted the shadow of digits to production in prod (Approved)" in second.output
     assert f"endpoints.digits.shadow: removed (it tested {candidate})" in second.output
     refused = runner.invoke(app, ["promote", "digits", "--to", "prod", "--shadow", *root])
-    assert refused.exit_code == 1 and "give --from ENV or --package ARN" in refused.output
+    assert refused.exit_code == 2 and "give --from ENV or --package ARN" in refused.output
     assert "Traceback" not in refused.output
 
 
@@ -215,7 +250,7 @@ def test_an_endpoints_package_must_support_every_instance_pool(project, sm):
     project.spec(
         MINIMAL + "endpoints:\n  web:\n    model: {from: classifier}\n"
         "    instance_type: [ml.c5.xlarge, ml.g5.xlarge]\n"
-    ).env("dev").env("prod", 'account: "111111111111"\n')
+    ).env("dev").env("prod", f'account: "{PROD}"\n')
     arn = _package(sm, "Approved", instance_types=("ml.c5.xlarge",))
     with pytest.raises(PromotionError, match=r"not ml\.g5\.xlarge \(endpoints\.web\.instance_type in prod\)"):
         promote(project.root, "web", "dev", "prod", package_arn=arn)
