@@ -247,7 +247,7 @@ def environment_name_overlap(ctx: RuleContext) -> Iterator[Finding]:
         theirs = f"{other}-"
         if other == ctx.env or not (theirs.startswith(mine) or mine.startswith(theirs)):
             continue
-        account = _declared_account(ctx.root, other)
+        account = declared_account(ctx.root, other)
         if account and ctx.spec.account and account != ctx.spec.account:
             continue  # two accounts: nothing is shared
         where = f"account {account}" if account and account == ctx.spec.account else "one account"
@@ -261,7 +261,7 @@ def environment_name_overlap(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-def _declared_account(root: Path, env: str) -> str | None:
+def declared_account(root: Path, env: str) -> str | None:
     """The account an environment's files declare (its overlay's, else the project file's): read
     from the files, not by loading the environment (whose own rules would read this one's)."""
     for display in (f"{ENV_DIR}/{env}.yaml", PROJECT_FILE):

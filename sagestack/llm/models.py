@@ -45,6 +45,12 @@ class WeightsSpec(StrictModel):
         gt=0,
         description="the weights' size on disk, if known (default: parameters x bytes per dtype)",
     )
+    kms_key: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$",
+        description="the ARN of the KMS key that encrypts weights in another bucket (an s3:// URI): the "
+        "execution role may decrypt with it through S3 (the key's own policy must allow this account)",
+    )
 
 
 class OptimizeSpec(StrictModel):

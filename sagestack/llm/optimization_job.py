@@ -64,7 +64,9 @@ class ResolvedOptimization:
 
     @property
     def digest(self) -> str:
-        spec = {"llm": self.llm.model_dump(mode="json"), "instance_type": self.instance_type}
+        # weights.kms_key decrypts the weights, it does not change them: not part of the job's identity
+        llm = self.llm.model_dump(mode="json", exclude={"weights": {"kms_key"}})
+        spec = {"llm": llm, "instance_type": self.instance_type}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
     @property

@@ -333,3 +333,30 @@ def llm_environment(ctx: RuleContext) -> Iterator[Finding]:
                 (*s.path, field),
                 f"{s.spec.container} has no environment variable for {field}: the container ignores it",
             )
+
+
+@rule(
+    "llm-weights-other-bucket",
+    "warning",
+    "weights in another bucket name the KMS key that encrypts them, if one does",
+    why=(
+        "Weights under an s3:// URI are not the project's: the execution role is granted read on exactly "
+        "that prefix, and decrypts with the project's key only. Objects there encrypted with another "
+        "KMS key fail to download (AccessDenied on kms:Decrypt) when the endpoint starts, unless the "
+        "role may use that key too. Another account's bucket and key must also allow this account "
+        "(the bucket policy on the prefix, the key policy for kms:Decrypt through S3)."
+    ),
+    fix="Add weights.kms_key: <the key's ARN> when the objects are encrypted with a KMS key (SSE-KMS); "
+    "leave it out for SSE-S3. Or copy the weights into the project's bucket and give a key prefix.",
+)
+def llm_weights_other_bucket(ctx: RuleContext) -> Iterator[Finding]:
+    for _name, s in served(ctx):
+        uri = s.spec.weights.s3
+        if uri.startswith("s3://") and s.spec.weights.kms_key is None:
+            bucket = uri.removeprefix("s3://").split("/", 1)[0]
+            yield Finding(
+                (*s.path, "weights", "s3"),
+                f"the weights are in bucket {bucket}, not the project's: if it encrypts them with a KMS "
+                "key, add weights.kms_key: <that key's ARN> (the role may then decrypt through S3), and "
+                "make sure its bucket and key policies allow this account",
+            )

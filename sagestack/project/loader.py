@@ -45,6 +45,12 @@ _TRAINING_COMPILER = (
     "SageMaker Training Compiler gets no new releases (AWS); use PyTorch's own compiler instead: "
     "hyperparameters: {compile: true} (torch.compile in training_src), with a current PyTorch image"
 )
+# Keys of the project file an overlay may not set: what to do instead.
+PROJECT_ONLY = {
+    "project": f"an environment cannot rename the project (it is set in {PROJECT_FILE})",
+    "promotion": "the promotion order is the project's, not one environment's: set promotion: in "
+    f"{PROJECT_FILE} (e.g. promotion: [dev, staging, prod]) and remove it here",
+}
 RETIRED_KEYS = {"training_compiler": _TRAINING_COMPILER, "compiler_config": _TRAINING_COMPILER}
 
 
@@ -223,15 +229,10 @@ def _apply_overlay(files: ProjectFiles, base: Document, env: str) -> tuple[Docum
         raise SpecError([SpecIssue("an environment overlay must be a mapping", location=overlay.locate(()))])
     issues: list[SpecIssue] = []
     data = dict(overlay.data)
-    if "project" in data:
-        issues.append(
-            SpecIssue(
-                f"an environment cannot rename the project (it is set in {PROJECT_FILE})",
-                path=("project",),
-                location=overlay.locate(("project",), key=True),
-            )
-        )
-        del data["project"]
+    for key, why in PROJECT_ONLY.items():
+        if key in data:
+            issues.append(SpecIssue(why, path=(key,), location=overlay.locate((key,), key=True)))
+            del data[key]
     for section in ENTRY_SECTIONS:
         if isinstance(data.get(section), dict):
             kept, found = _declared_entries(base, overlay, section, data[section])

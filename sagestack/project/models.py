@@ -47,6 +47,13 @@ class ProjectSpec(StrictModel):
     delivery: DeliverySpec | None = Field(
         default=None, description="a CDK Pipelines stack that deploys the environments from the repository"
     )
+    promotion: list[str] = Field(
+        default_factory=list,
+        description="the promotion order, e.g. [dev, staging, prod]: each environment promotes from the "
+        "one before it (`sagestack promote ENTRY --from staging --to prod`); across accounts, the source "
+        "gets a reader role trusting the target's account and the target a promoter policy. The project "
+        "file only. Default: none (promotion within one account only)",
+    )
     require_approved_models: bool = Field(
         default=False,
         description="`sagestack promote` into this environment accepts only Approved model packages",

@@ -25,6 +25,7 @@ from sagestack.endpoints import rules_serving as endpoint_serving
 from sagestack.training import rules_tensorflow as training_tensorflow
 from sagestack.training import rules_launcher as training_launcher
 from sagestack.training import rules_spot as training_spot
+from sagestack.foundation import rules_promotion as promotion
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -49,6 +50,7 @@ FEATURE_RULES = (
     training_tensorflow,
     training_launcher,
     training_spot,
+    promotion,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

@@ -26,6 +26,7 @@ def overlay_schema() -> dict[str, Any]:
         return node
 
     schema: dict[str, Any] = strip(project_schema())
+    schema["properties"].pop("promotion")  # the project file's alone (the loader refuses it here)
     schema["title"] = "sagestack environment overlay (config/envs/<env>.yaml)"
     return schema
 
