@@ -9,6 +9,7 @@ from pathlib import Path
 from aws_cdk import App, Validations, cx_api
 from constructs import Construct
 
+from sagestack.app.foundation import PromotionPeers
 from sagestack.app.stage import EnvironmentStage
 from sagestack.constructs.compliance import PACKS, PROJECT_WIDE, acknowledge_compliance, compliance_packs
 from sagestack.constructs.nag import unacknowledged_findings
@@ -58,19 +59,32 @@ def selected_environments(app: App, files: ProjectFiles) -> list[str]:
     return files.environments()
 
 
-def environment_accounts(files: ProjectFiles) -> dict[str, str]:
-    """env -> account for every environment that names one (promotion targets read its models).
-    An environment the synth already loaded is not loaded again; the others are loaded without the
-    rules. One whose config does not load is left out here; its own synth reports why."""
-    out: dict[str, str] = {}
-    for env in files.environments():
+def promotion_peers(files: ProjectFiles, plan: ResolvedEnvironment) -> PromotionPeers:
+    """`plan`'s neighbours in `promotion:` across accounts. A pair (source, target) crosses accounts
+    when the target names an account and the source names another or none: the source then trusts
+    the target's account, the target may assume the source's reader role. A neighbour whose config
+    does not load is left out here; its own synth reports why."""
+    order = list(plan.spec.promotion)
+    if plan.env not in order:
+        return PromotionPeers()
+    at = order.index(plan.env)
+
+    def account(env: str) -> tuple[bool, str | None]:
         try:
-            account = files.account(env)
+            return True, files.account(env)
         except SpecError:
-            continue
-        if account:
-            out[env] = account
-    return out
+            return False, None
+
+    readers: tuple[str, ...] = ()
+    if at + 1 < len(order):
+        loaded, target = account(order[at + 1])
+        if loaded and target and target != plan.account:
+            readers = (target,)
+    if at > 0 and plan.account:
+        loaded, source = account(order[at - 1])
+        if loaded and source != plan.account:
+            return PromotionPeers(readers, order[at - 1], source)
+    return PromotionPeers(readers)
 
 
 def build_app(
@@ -94,16 +108,13 @@ def build_app(
     check_quotas(app, root, plans)
     digests = check_lock(app, root, plans)
     check_serving_updates(plans)
-    accounts = environment_accounts(files)
     stages = [
         EnvironmentStage(
             app,
             plan.env,
             plan=plan,
             project_root=files.root,
-            model_readers=tuple(
-                sorted({a for e, a in accounts.items() if e != plan.env and a != plan.account})
-            ),
+            promotion=promotion_peers(files, plan),
             image_digests=digests.get(plan.env),
         )
         for plan in plans

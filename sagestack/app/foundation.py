@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,22 @@ from sagestack.constructs import (
 )
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
+from sagestack.constructs.promotion import PromoterPolicy, PromotionReaderRole, reader_role_arn
+from sagestack.core.names import Names
 from sagestack.project import ResolvedEnvironment
 from sagestack.training.models import JobSpec
+
+
+@dataclass(frozen=True)
+class PromotionPeers:
+    """This environment's neighbours in `promotion:` across accounts (app.builder finds them): the
+    accounts that promote from it (its reader role trusts exactly those), and the environment it
+    promotes from (its promoter policy assumes that one's reader role) with that one's account
+    (None: it names none)."""
+
+    reader_accounts: tuple[str, ...] = ()
+    source: str | None = None
+    source_account: str | None = None
 
 
 class FoundationStack(Stack):
@@ -34,11 +49,11 @@ class FoundationStack(Stack):
         *,
         plan: ResolvedEnvironment,
         project_root: Path,
-        model_readers: tuple[str, ...] = (),
+        promotion: PromotionPeers | None = None,
         **kwargs: Any,
     ) -> None:
-        """model_readers: accounts of the environments this one promotes models to; they may read
-        the registry's packages and the models under the bucket's models/ prefix."""
+        """promotion: this environment's neighbours across accounts in `promotion:` (default none:
+        no reader role, no promoter policy). No bucket, key or group policy names another account."""
         super().__init__(scope, id, **kwargs)
         spec = plan.spec
         retain = plan.retain_data
@@ -89,12 +104,12 @@ class FoundationStack(Stack):
             group_name=plan.names.model_package_group,
             description=f"Models trained by sagestack for {plan.names.prefix}",
             removal_policy=removal,
-            reader_accounts=model_readers,
         )
         # CloudWatch Logs encrypts the pipelines' log group (TrainingStack) with this key.
         allow_log_group_encryption(self.key, plan.names.pipeline_log_group)
-        # The environments models are promoted to read them: models/ objects and the key, via S3.
-        self.artifacts.grant_read_to_accounts(model_readers, ("models",))
+        self.promotion_reader: PromotionReaderRole | None = None
+        self.promoter: PromoterPolicy | None = None
+        self._add_promotion(plan, promotion or PromotionPeers())
         self.mlflow_server_arn: str | None = None
         self.mlflow_server: MlflowTrackingServer | None = None
         self._add_tracking(plan)
@@ -122,6 +137,33 @@ class FoundationStack(Stack):
         for img in [*self.images.values(), *self.smp_images.values()]:
             if img.all_uris or img.fingerprint:
                 img.grant_pull(self.execution_role)
+
+    def _add_promotion(self, plan: ResolvedEnvironment, peers: PromotionPeers) -> None:
+        """Across accounts, each side of `promotion:` holds its own half: the source a role the
+        target's accounts may assume (read only), the target a policy for whoever runs promote."""
+        if peers.reader_accounts:
+            self.promotion_reader = PromotionReaderRole(
+                self,
+                "PromotionReader",
+                role_name=plan.names.promotion_reader_role,
+                reader_accounts=peers.reader_accounts,
+                model_registry=self.model_registry,
+                artifacts=self.artifacts,
+                encryption_key=self.key,
+            )
+            CfnOutput(self, "PromotionReaderRoleArn", value=self.promotion_reader.role_arn)
+        if peers.source is not None:
+            source = Names(plan.project, peers.source)
+            self.promoter = PromoterPolicy(
+                self,
+                "Promoter",
+                policy_name=plan.names.promoter_policy,
+                source_reader_role_arn=reader_role_arn(source.promotion_reader_role, peers.source_account),
+                model_registry=self.model_registry,
+                artifacts=self.artifacts,
+                encryption_key=self.key,
+            )
+            CfnOutput(self, "PromoterPolicyArn", value=self.promoter.policy_arn)
 
     def _add_tracking(self, plan: ResolvedEnvironment) -> None:
         """tracking.mlflow: the environment's MLflow tracking server (or the one it names), which

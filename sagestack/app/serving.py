@@ -30,8 +30,9 @@ from sagestack.constructs import (
     TransformPipeline,
     VpcPlacement,
 )
+from sagestack.constructs.endpoint_llm import grant_weights_key
 from sagestack.endpoints.models import BatchingSpec, ComponentSpec, EndpointSpec
-from sagestack.endpoints.resolved import ResolvedEndpoint, resolve_endpoint
+from sagestack.endpoints.resolved import ResolvedEndpoint, resolve_endpoint, resolve_transform_registration
 from sagestack.monitoring.models import MonitorSpec
 from sagestack.project import ResolvedEnvironment
 from sagestack.transforms.models import TransformSpec
@@ -246,25 +247,17 @@ class ServingStack(Stack):
         )
 
     def _grant_serving(self, ep: ResolvedEndpoint) -> None:
-        """The role pulls the package's image and reads its model; a package promoted from another
-        account keeps its model in that account's bucket and key."""
+        """The role pulls the endpoint's image and decrypts LLM weights kept in another bucket under
+        their own key (weights.kms_key). Every pinned package is the environment's own (rule
+        pin-own-account): its model lies in the environment's bucket, which the role reads already."""
         role = self._foundation.execution_role
         if ep.image_uri:
             TrainingImage.from_registry(ep.image_uri).grant_pull(role)
-        package = ep.spec.model_package
-        packages = (
-            [package]
-            if package
-            else [c.model_package for c in ep.spec.components.values() if c.model_package]
-        )
-        if ep.spec.shadow is not None:
-            packages.append(ep.spec.shadow.model_package)
-        for source_account in sorted({p.split(":")[4] for p in packages}):
-            self._grant_promoted(source_account)
-
-    def _grant_promoted(self, source_account: str) -> None:
-        if source_account != self._plan.account:
-            self._foundation.execution_role.grant_read_promoted_models(source_account, self._plan.region)
+        spec = ep.spec
+        llms = [spec.llm] if spec.llm is not None and not spec.model_package else []
+        llms += [c.llm for c in spec.components.values() if c.llm is not None and not c.model_package]
+        for key_arn in sorted({llm.weights.kms_key for llm in llms if llm.weights.kms_key}):
+            grant_weights_key(role, key_arn)
 
     def _transform(self, key: str, t: TransformSpec) -> TransformPipeline:
         plan, foundation = self._plan, self._foundation
@@ -286,7 +279,11 @@ class ServingStack(Stack):
             tags=plan.tags,
             topic=self._topic(plan, foundation),
         )
-        self._grant_promoted(t.model_package.split(":")[4])
+        if t.model is not None:
+            # The image a pipeline registers the model with (a promoted copy keeps it): pulled by the
+            # role in this account too, as an endpoint's is.
+            image = resolve_transform_registration(plan, key).image_uri
+            TrainingImage.from_registry(image).grant_pull(foundation.execution_role)
         return pipeline
 
     def _topic(self, plan: ResolvedEnvironment, foundation: FoundationStack) -> sns.Topic:

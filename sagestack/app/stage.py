@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from aws_cdk import Environment, Stage, Tags
 from constructs import Construct
 
-from sagestack.app.foundation import FoundationStack
+from sagestack.app.foundation import FoundationStack, PromotionPeers
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.project import ResolvedEnvironment
 
@@ -49,7 +49,7 @@ class EnvironmentStage(Stage):
         *,
         plan: ResolvedEnvironment,
         project_root: Path,
-        model_readers: tuple[str, ...] = (),
+        promotion: PromotionPeers | None = None,
         image_digests: dict[str, str] | None = None,
     ) -> None:
         # No account in the overlay: account-agnostic templates, so synth needs no credentials.
@@ -63,7 +63,7 @@ class EnvironmentStage(Stage):
             "Foundation",
             plan=plan,
             project_root=project_root,
-            model_readers=model_readers,
+            promotion=promotion,
             stack_name=plan.names.stack("foundation"),
             description=f"sagestack {plan.names.prefix}: key, artifact bucket, registry, images, role",
             termination_protection=plan.retain_data and plan.account is not None,

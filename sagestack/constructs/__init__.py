@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from sagestack.constructs.model_registration import ModelRegistration
     from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
     from sagestack.constructs.nag import acknowledge
+    from sagestack.constructs.promotion import PromoterPolicy, PromotionReaderRole
     from sagestack.constructs.repository import project_repository
     from sagestack.constructs.retraining_schedule import RetrainingSchedule
     from sagestack.constructs.training_image import TrainingImage, repository_arn_of
@@ -74,6 +75,8 @@ _WHERE = {
     "ModelPackageGroupBase": "sagestack.constructs.model_registry",
     "ModelRegistration": "sagestack.constructs.model_registration",
     "Names": "sagestack.core.names",
+    "PromoterPolicy": "sagestack.constructs.promotion",
+    "PromotionReaderRole": "sagestack.constructs.promotion",
     "OptimizationPipeline": "sagestack.constructs.llm_optimization",
     "PREFIXES": "sagestack.constructs.artifact_bucket",
     "RetrainingSchedule": "sagestack.constructs.retraining_schedule",
@@ -128,6 +131,8 @@ __all__ = [
     "ModelPackageGroupBase",
     "ModelRegistration",
     "Names",
+    "PromoterPolicy",
+    "PromotionReaderRole",
     "RetrainingSchedule",
     "Rollout",
     "ServerlessConfig",

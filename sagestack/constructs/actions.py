@@ -25,6 +25,7 @@ KMS_FOR_ALARMS = ("kms:Decrypt", "kms:GenerateDataKey*")
 KMS_USE = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 KMS_GRANT_FOR_AWS_RESOURCE = ("kms:CreateGrant",)  # DescribeKey lacks kms:GrantIsForAWSResource
 KMS_DECRYPT = ("kms:Decrypt",)
+KMS_COPY = ("kms:GenerateDataKey", "kms:Decrypt")  # writing (and re-reading) an object under the key
 # CloudWatch Logs encrypting a log group with the project key (the key's resource policy).
 KMS_FOR_LOGS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
 
@@ -86,6 +87,18 @@ MODEL_PACKAGES_READ = (
     "sagemaker:DescribeModelPackageGroup",
     "sagemaker:ListModelPackages",
 )
+MODEL_PACKAGE_DESCRIBE = (
+    "sagemaker:DescribeModelPackage",
+)  # CreateModel from a package asks it of the caller
+# Promotion into an environment (constructs/promotion.py PromoterPolicy): register the copy, find an
+# earlier copy of the same package; AddTags only while registering (sagemaker:TaggingAction).
+MODEL_PACKAGES_PROMOTE = (
+    "sagemaker:CreateModelPackage",
+    "sagemaker:DescribeModelPackage",
+    "sagemaker:ListModelPackages",
+)
+TAGS_ADD = ("sagemaker:AddTags",)
+ROLE_ASSUME = ("sts:AssumeRole",)
 QUOTAS_READ = ("servicequotas:GetServiceQuota",)
 QUOTAS_LIST = ("servicequotas:ListServiceQuotas",)  # no resource-level permission: "*"
 PARAMETERS_WRITE = ("ssm:PutParameter",)

@@ -26,7 +26,8 @@ SSE_KEY = "s3:x-amz-server-side-encryption-aws-kms-key-id"
 SSE_CUSTOMER = "s3:x-amz-server-side-encryption-customer-algorithm"
 
 
-def _check(prefixes: Sequence[str]) -> tuple[str, ...]:
+def checked_prefixes(prefixes: Sequence[str]) -> tuple[str, ...]:
+    """`prefixes` if each is one of PREFIXES (ValueError naming the others)."""
     unknown = [p for p in prefixes if p not in PREFIXES]
     if unknown:
         raise ValueError(
@@ -51,12 +52,12 @@ class ArtifactBucketBase(Construct):
 
     def s3_uri(self, prefix: str, *parts: str) -> str:
         """s3://<bucket>/<prefix>/<parts…> for one of PREFIXES."""
-        _check([prefix])
+        checked_prefixes([prefix])
         return "/".join([f"s3://{self.bucket.bucket_name}", prefix, *parts])
 
     def grant_prefix_read(self, grantee: iam.IGrantable, prefixes: Sequence[str] = PREFIXES) -> iam.Grant:
         """Read objects under the given prefixes and list only those prefixes."""
-        prefixes = _check(prefixes)
+        prefixes = checked_prefixes(prefixes)
         return self._grant_objects(grantee, actions.S3_OBJECTS_READ, prefixes).combine(
             self._grant_listing(grantee, prefixes)
         )
@@ -66,7 +67,7 @@ class ArtifactBucketBase(Construct):
     ) -> iam.Grant:
         """Read, write and delete objects under the given prefixes only, and list only those prefixes
         (no bucket-wide wildcard actions, unlike Bucket.grant_read_write)."""
-        prefixes = _check(prefixes)
+        prefixes = checked_prefixes(prefixes)
         return self._grant_objects(grantee, actions.S3_OBJECTS_READ_WRITE, prefixes).combine(
             self._grant_listing(grantee, prefixes)
         )
@@ -270,26 +271,3 @@ class ArtifactBucket(ArtifactBucketBase):
             ),
             encryption_key,
         )
-
-    def grant_read_to_accounts(self, accounts: Sequence[str], prefixes: Sequence[str] = ("models",)) -> None:
-        """Let other accounts (the environments models are promoted to) read objects under `prefixes`
-        through the bucket policy, and decrypt them with the bucket's key — through S3 only."""
-        region = Stack.of(self).region
-        for account in accounts:
-            reader = iam.AccountPrincipal(account)
-            self.bucket.add_to_resource_policy(
-                iam.PolicyStatement(
-                    actions=list(actions.S3_OBJECT_GET),
-                    principals=[reader],
-                    resources=[self.bucket.arn_for_objects(f"{p}/*") for p in _check(prefixes)],
-                )
-            )
-            if self.encryption_key is not None:
-                self.encryption_key.add_to_resource_policy(
-                    iam.PolicyStatement(
-                        actions=list(actions.KMS_DECRYPT),
-                        principals=[reader],
-                        resources=["*"],
-                        conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-                    )
-                )

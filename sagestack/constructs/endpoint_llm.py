@@ -153,3 +153,14 @@ def grant_weights_read(grantee: iam.IGrantable, uri: str) -> None:
                 "them): the narrowest grant that reads a folder of files."
             },
         )
+
+
+def grant_weights_key(grantee: iam.IGrantable, key_arn: str) -> iam.Grant:
+    """Decrypt LLM weights encrypted with a key other than the project's (another bucket's, maybe
+    another account's), through S3 only — once per principal."""
+    return grant_once(
+        grantee,
+        actions.KMS_DECRYPT,
+        [key_arn],
+        {"StringEquals": {"kms:ViaService": f"s3.{Aws.REGION}.amazonaws.com"}},
+    )

@@ -106,36 +106,6 @@ class ExecutionRoleBase(Construct):
                 iam.PolicyStatement(actions=list(actions.DEBUGGER_NOTIFY), resources=[topic])
             )
 
-    def grant_read_promoted_models(self, source_account: str, region: str) -> None:
-        """A model package promoted from another account keeps its model in that account's bucket,
-        encrypted with that account's key: read models/ objects there, decrypt through S3 only."""
-        objects = f"arn:{Aws.PARTITION}:s3:::*/models/*"
-        keys = f"arn:{Aws.PARTITION}:kms:{region}:{source_account}:key/*"
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=list(actions.S3_OBJECT_GET),
-                resources=[objects],
-                conditions={"StringEquals": {"s3:ResourceAccount": source_account}},
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=list(actions.KMS_DECRYPT),
-                resources=[keys],
-                conditions={"StringLike": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-            )
-        )
-        acknowledge(
-            self.role,
-            {
-                f"AwsSolutions-IAM5[Resource::{nag_text(self.role, objects)}]": "Model "
-                f"objects of a package promoted from account {source_account}: its bucket's name is not known "
-                "here, so the statement is limited to that account (s3:ResourceAccount) and its models/ prefix.",
-                f"AwsSolutions-IAM5[Resource::{nag_text(self.role, keys)}]": "The "
-                "source account's key that encrypts the promoted model, used only through S3 (kms:ViaService).",
-            },
-        )
-
 
 class _ImportedExecutionRole(ExecutionRoleBase):
     def __init__(self, scope: Construct, id: str, role: iam.IRole) -> None:

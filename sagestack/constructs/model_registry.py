@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
@@ -74,8 +72,9 @@ class ModelPackageGroup(ModelPackageGroupBase):
       group_name: explicit (pipelines and promotion refer to it by name; see Names.model_package_group).
       description: default none.
       removal_policy: default RETAIN.
-      reader_accounts: accounts that may read the group's packages (the environments models are
-        promoted to; default none).
+
+    It has no resource policy: another account never reads it. Promotion copies a package into the
+    target account's own group (`PromotionReaderRole` / `PromoterPolicy`, constructs/promotion.py).
     """
 
     @typed_props
@@ -87,30 +86,14 @@ class ModelPackageGroup(ModelPackageGroupBase):
         group_name: str,
         description: str | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
-        reader_accounts: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         self.group_name = group_name
-        policy = None
-        if reader_accounts:
-            policy = {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        "Sid": "PromotionTargetsReadPackages",
-                        "Effect": "Allow",
-                        "Principal": {"AWS": [f"arn:{Aws.PARTITION}:iam::{a}:root" for a in reader_accounts]},
-                        "Action": list(actions.MODEL_PACKAGES_READ),
-                        "Resource": [self.group_arn, self.packages_arn],
-                    }
-                ],
-            }
         self.resource = sagemaker.CfnModelPackageGroup(
             self,
             "Resource",
             model_package_group_name=group_name,
             model_package_group_description=description or None,
-            model_package_group_policy=policy,
         )
         self.resource.apply_removal_policy(removal_policy)
 

@@ -103,6 +103,10 @@ class TransformPipeline(JobPipeline):
         self.key = key
         self.plan = plan
         grant_transform_steps(self)
+        # CreateModel from a package asks the caller for DescribeModelPackage on it: exactly the pin.
+        iam.Grant.add_to_principal(
+            grantee=self.role, actions=list(actions.MODEL_PACKAGE_DESCRIBE), resource_arns=[model_package]
+        )
         execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(stack.region)
 

@@ -44,7 +44,7 @@ def test_project_without_dockerfile_images_has_no_docker_asset(project, tmp_path
 # ------------------------------------------------------------------ compliance packs (issue 26, item 18)
 
 COMPLIANCE = "compliance: [nist-800-53-r5, hipaa, pci-dss-3.2.1]\n"
-PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
+PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"
 OTHER = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/7"
 # Every kind of thing sagestack alarms on: a real-time endpoint rolled out under error and latency
 # alarms, with capture and a monitor; an async one that wakes from zero; serverless; components; a

@@ -207,9 +207,28 @@ CASES: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
     (
         "ModelPackageGroup",
         _construct("ModelPackageGroup", group_name="digits-typed"),
+        {"removal_policy": "retain"},
+        "removal_policy: expected RemovalPolicy, got the string 'retain'",
+    ),
+    (
+        "PromotionReaderRole",
+        _construct(
+            "PromotionReaderRole",
+            role_name="digits-dev-promotion-reader",
+            model_registry="registry",
+            artifacts="artifacts",
+            encryption_key="key",
+        ),
         {"reader_accounts": "111122223333"},
         "reader_accounts: expected a list of str, got the string '111122223333' "
         "(did you mean ['111122223333']?)",
+    ),
+    (
+        "PromoterPolicy",
+        _construct("PromoterPolicy", policy_name="digits-prod-promoter", model_registry="registry"),
+        {"source_reader_role_arn": None, "artifacts": "digits-bucket", "encryption_key": "alias/x"},
+        "source_reader_role_arn: expected str, got None; artifacts: expected ArtifactBucketBase, got "
+        "the string 'digits-bucket'; encryption_key: expected kms.IKey, got the string 'alias/x'",
     ),
     (
         "RetrainingSchedule",

@@ -15,7 +15,7 @@ from tests.support.cfn import cfn_lint
 
 pytestmark = pytest.mark.synth
 
-PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
+PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"
 OTHER = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/7"
 
 
@@ -207,7 +207,6 @@ def test_inference_components_share_a_managed_fleet(project, tmp_path):
     )
     # the endpoint itself does not blue/green: the components roll
     assert "DeploymentConfig" not in _endpoint(t)
-    # the role reads models promoted from the other account
     _lint(tmp_path)
 
 

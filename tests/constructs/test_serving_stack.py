@@ -3,6 +3,8 @@ and on small projects for serverless, Inferentia and cross-account promotion."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk.assertions import Match, Template
 
@@ -11,7 +13,7 @@ from tests.support.cdk_app import BuiltApp
 
 pytestmark = pytest.mark.synth
 
-PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
+PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"  # prod's own copy
 
 
 def _serving(app: BuiltApp, env: str) -> Template:
@@ -118,48 +120,53 @@ def test_autoscaling_tracks_invocations_per_instance(example_app):
     )
 
 
-def test_registry_lets_promotion_targets_read_packages(example_app):
-    dev_registry = example_app.template("dev").find_resources("AWS::SageMaker::ModelPackageGroup")
-    ((_, group),) = dev_registry.items()
-    (statement,) = group["Properties"]["ModelPackageGroupPolicy"]["Statement"]
-    principals = statement["Principal"]["AWS"]
-    rendered = [str(p) for p in principals]
-    assert any("111111111111" in p for p in rendered) and any("222222222222" in p for p in rendered)
-    assert set(statement["Action"]) == {
-        "sagemaker:DescribeModelPackage",
-        "sagemaker:DescribeModelPackageGroup",
-        "sagemaker:ListModelPackages",
-    }
-    # prod reads staging's models: staging's bucket shares models/ with prod's account, through S3
+def test_no_account_reads_another_s_registry_bucket_or_key(example_app):
+    """Promotion copies (issue 38): no group, bucket or key policy names another account, and prod's
+    execution role reads nothing of staging's (its pin is its own copy)."""
+    for env in ("dev", "staging", "prod"):
+        t = example_app.template(env)
+        (group,) = t.find_resources("AWS::SageMaker::ModelPackageGroup").values()
+        assert "ModelPackageGroupPolicy" not in group["Properties"]
+        for kind in ("AWS::S3::BucketPolicy", "AWS::KMS::Key"):
+            for res in t.find_resources(kind).values():
+                text = json.dumps(res["Properties"])
+                assert "111111111111" not in text and "222222222222" not in text, (env, kind)
+    roles = example_app.template("prod").find_resources("AWS::IAM::Policy")
+    assert not [p for p in roles.values() if "222222222222" in json.dumps(p)]
+
+
+def test_the_reader_role_trusts_the_next_environment_and_the_promoter_assumes_it(example_app):
     staging = example_app.template("staging")
     staging.has_resource_properties(
-        "AWS::S3::BucketPolicy",
+        "AWS::IAM::Role",
         {
-            "PolicyDocument": {
-                "Statement": Match.array_with(
-                    [
-                        Match.object_like(
-                            {
-                                "Action": "s3:GetObject",
-                                "Principal": {"AWS": Match.any_value()},
-                                "Resource": {"Fn::Join": ["", [Match.any_value(), "/models/*"]]},
-                            }
-                        )
-                    ]
-                )
-            }
+            "RoleName": "digits-staging-promotion-reader",
+            "MaxSessionDuration": 3600,
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {
+                        "Action": "sts:AssumeRole",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": "arn:aws:iam::111111111111:root"},
+                    }
+                ],
+                "Version": "2012-10-17",
+            },
         },
     )
-
-
-def test_the_role_reads_a_promoted_model_only_in_its_source_account(example_app):
-    policies = example_app.template("prod").find_resources("AWS::IAM::Policy")
-    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    (s3,) = [
-        s for s in statements if s.get("Condition", {}).get("StringEquals", {}).get("s3:ResourceAccount")
+    prod = example_app.template("prod")
+    assert not prod.find_resources(
+        "AWS::IAM::Role", {"Properties": {"RoleName": Match.string_like_regexp("reader")}}
+    )
+    (policy,) = prod.find_resources("AWS::IAM::ManagedPolicy").values()
+    assert policy["Properties"]["ManagedPolicyName"] == "digits-prod-promoter"
+    (assume,) = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole"
     ]
-    assert s3["Condition"]["StringEquals"]["s3:ResourceAccount"] == "222222222222"
-    assert s3["Action"] == "s3:GetObject"
+    assert "".join(str(p) for p in assume["Resource"]["Fn::Join"][1]).endswith(
+        ":iam::222222222222:role/digits-staging-promotion-reader"
+    )
+    assert "PromoterPolicyArn" in prod.to_json()["Outputs"]
 
 
 def _project_app(project, tmp_path, body: str, env: str = "prod") -> BuiltApp:
