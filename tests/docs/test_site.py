@@ -107,6 +107,29 @@ def test_chromium_renders_every_page_of_the_nav(served: str, browser: object) ->
         assert browser.find_element(By.CSS_SELECTOR, "article.md-content__inner h1").text, source
 
 
+def test_every_picture_of_the_guides_loads(served: str, browser: object) -> None:
+    """A picture is a file beside its page (no script draws it, nothing is fetched from elsewhere):
+    each <img> of every page loads, and the multi-account guide shows its diagram."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    pictures: dict[str, list[str]] = {}
+    for _title, source in nav_pages():
+        browser.get(served + url_of(source))
+        WebDriverWait(browser, 20).until(
+            lambda d: d.execute_script(
+                "return [...document.querySelectorAll('article img')].every(i => i.complete)"
+            )
+        )
+        images = browser.find_elements(By.CSS_SELECTOR, "article img")
+        broken = [i.get_attribute("src") for i in images if not i.get_property("naturalWidth")]
+        assert not broken, (source, broken)
+        pictures[source] = [urlsplit(i.get_attribute("src") or "").path for i in images]
+    assert pictures["guide/multi-account.md"] == ["/guide/multi-account.svg"]
+
+
 def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
