@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.core.catalog.service_model import validate_request
+from sagestack.core.catalog.service_model import RequestValidationError, validate_request
 from sagestack.core.layout import S3Layout
 from sagestack.ops.account import aws_client
 from sagestack.ops.promote_registry import Credentials, PromotionError, denied, packages
@@ -263,7 +263,10 @@ def copy_package(
         target_env=target_env,
         tags=tags,
     )
-    validate_request("CreateModelPackage", request)
+    try:
+        validate_request("CreateModelPackage", request)
+    except RequestValidationError as e:
+        raise PromotionError(f"{source_arn} cannot be registered again as it is described: {e}") from None
     try:
         arn = str(sm.create_model_package(**request)["ModelPackageArn"])
     except (ClientError, BotoCoreError) as e:

@@ -317,3 +317,59 @@ def test_a_direction_promotion_does_not_give_is_refused(world):
         PromotionError, match=r"'prod' promotes from 'dev' \(promotion: \[dev, prod, staging\]\)"
     ):
         promote(proj.root, "digits", "staging", "prod")
+
+
+def test_a_copy_that_does_not_read_back_is_not_registered(world, monkeypatch):
+    """The copy is re-read from prod's bucket and hashed: bytes changed on the way are refused,
+    and nothing is registered or pinned."""
+    from sagestack.ops import promote_copy
+
+    proj, _, prod, _, _ = world
+    real = promote_copy.aws_client
+
+    def client(service, region):
+        c = real(service, region)
+        if service == "s3":
+            upload = c.upload_file
+
+            def changed_on_the_way(path, bucket, key):
+                with open(path, "ab") as f:
+                    f.write(b"!")
+                upload(path, bucket, key)
+
+            c.upload_file = changed_on_the_way
+        return c
+
+    monkeypatch.setattr(promote_copy, "aws_client", client)
+    with pytest.raises(PromotionError, match=r"does not read back as s3://.*nothing was registered"):
+        promote(proj.root, "plain", "staging", "prod")
+    sm = prod.client("sagemaker")
+    assert sm.list_model_packages(ModelPackageGroupName="digits-prod")["ModelPackageSummaryList"] == []
+    assert proj.load("prod").spec.endpoints["plain"].model_package is None
+
+
+def test_an_image_in_the_source_accounts_registry_is_refused(world):
+    proj, staging, _, _, packages = world
+    sm = staging.client("sagemaker")
+    d = sm.describe_model_package(ModelPackageName=packages["plain"][0])
+    spec = d["InferenceSpecification"]
+    spec["Containers"][0]["Image"] = f"{STAGING}.dkr.ecr.us-east-1.amazonaws.com/digits-staging-serving:1"
+    own = sm.create_model_package(
+        ModelPackageGroupName="digits-staging",
+        ModelApprovalStatus="Approved",
+        InferenceSpecification=spec,
+        CustomerMetadataProperties=d["CustomerMetadataProperties"],
+    )["ModelPackageArn"]
+    with pytest.raises(PromotionError, match=r"an image in staging's own registry: prod would depend on"):
+        promote(proj.root, "plain", "staging", "prod", package_arn=own)
+
+
+def test_across_accounts_offline_and_without_promotion_are_refused(world):
+    proj = world[0]
+    with pytest.raises(PromotionError, match=r"different accounts: the package is copied .* drop --offline"):
+        promote(proj.root, "digits", "staging", "prod", offline=True)
+    proj.spec(SPEC.replace("promotion: [dev, staging, prod]\n", ""))
+    with pytest.raises(
+        PromotionError, match=r"follows `promotion:` in config/sagestack.yaml, which is not set"
+    ):
+        promote(proj.root, "digits", "staging", "prod")
