@@ -1,6 +1,7 @@
 """The apps the IAM tier judges, synthesized once per session (jsii start-up and synth are the slow
 part): the example, the broad project, a project with a HyperPod cluster, the example with delivery,
-and one with every serving kind — each in an environment without an account and in one with one."""
+one with every serving kind — each in an environment without an account and in one with one —, and
+a promotion across accounts where the source names one too."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from tests.constructs.test_clusters import SPEC as CLUSTER_SPEC
 from tests.constructs.test_delivery import DELIVERY
 
 BROAD = REPO / "tests" / "constructs" / "baseline" / "broad"
-PIN = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/3"
-OTHER = "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/4"
+PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"
+OTHER = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/4"
 # Every serving kind beside the example's real-time, compiled, autoscaled endpoint and the broad
 # project's serverless and Inferentia ones: async, inference components, VPC with Model Monitor, a
 # pinned batch transform.
@@ -36,6 +37,24 @@ SERVING = (
     + "    monitor: {dataset_format: csv, csv_header: false, alarm_features: [_c36], drift_threshold: 0.2}\n"
     + "transforms:\n  score:\n"
     + f'    model_package: "{PIN}"\n    instance_type: [ml.m5.xlarge]\n    split_type: Line\n'
+)
+
+# Promotion across accounts where the source names an account too (the example's dev names none):
+# dev (333333333333) -> staging (222222222222). Staging scores with its own copy of a transform's
+# package (a pipeline's model too: the image it registers with), and serves an LLM whose weights lie
+# in another bucket under that bucket's key (of an account no environment names).
+LLM_KEY = "arn:aws:kms:us-east-1:444444444444:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+PROMOTION = (
+    MINIMAL
+    + "promotion: [dev, staging]\n"
+    + "transforms:\n  score:\n    model: {from: classifier}\n    instance_type: [ml.m5.xlarge]\n"
+    + "endpoints:\n  chat:\n    deploy: false\n    instance_type: ml.g5.2xlarge\n    llm:\n"
+    + "      container: djl-lmi\n      parameters: 1.0e9\n      dtype: fp16\n"
+    + f"      weights: {{s3: s3://shared-weights/llama/, kms_key: {LLM_KEY}}}\n"
+)
+PROMOTION_STAGING = (
+    'account: "222222222222"\nendpoints:\n  chat: {deploy: true}\ntransforms:\n  score:\n'
+    '    model_package: "arn:aws:sagemaker:us-east-1:222222222222:model-package/digits-staging/2"\n'
 )
 
 
@@ -65,12 +84,16 @@ def _projects(base: Path) -> dict[str, Path]:
     script.chmod(0o755)
     serving = Project(base / "serving")
     serving.spec(SERVING).env("dev", "retain_data: false\n").env("prod", 'account: "111111111111"\n')
+    promotion = Project(base / "promotion")
+    promotion.spec(PROMOTION).env("dev", 'account: "333333333333"\nretain_data: false\n')
+    promotion.env("staging", PROMOTION_STAGING)
     return {
         "example": REPO,
         "broad": BROAD,
         "cluster": cluster.root,
         "delivery": _copy_example(base / "delivery", DELIVERY),
         "serving": serving.root,
+        "promotion": promotion.root,
     }
 
 

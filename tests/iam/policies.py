@@ -3,7 +3,8 @@ resolved to ARN-shaped strings (a fixed partition, region and account where the 
 them to the deployment), so that IAM's own service-authorization data can judge each one.
 
 Kinds: identity (AWS::IAM::Policy / ManagedPolicy, a Role's inline Policies), trust (a Role's
-AssumeRolePolicyDocument) and resource (bucket, key, topic, queue and repository policies).
+AssumeRolePolicyDocument) and resource (bucket, key, topic, queue, repository and model package
+group policies).
 """
 
 from __future__ import annotations
@@ -192,6 +193,8 @@ def policies(outdir: Path, assembly: str) -> Iterator[Policy]:
                 yield Policy("resource", where, t.resolve(props["PolicyDocument"]))
             elif typ == "AWS::KMS::Key":
                 yield Policy("resource", where, t.resolve(props["KeyPolicy"]), t.arn_of(lid))
+            elif typ == "AWS::SageMaker::ModelPackageGroup" and "ModelPackageGroupPolicy" in props:
+                yield Policy("resource", where, t.resolve(props["ModelPackageGroupPolicy"]), t.arn_of(lid))
             elif typ == "AWS::ECR::Repository" and "RepositoryPolicyText" in props:
                 yield Policy("resource", where, t.resolve(props["RepositoryPolicyText"]), t.arn_of(lid))
 

@@ -41,7 +41,9 @@ JUDGE = {
 PARLIAMENT = {
     ("CREDENTIALS_EXPOSURE", "ecr:getauthorizationtoken"): "Pulling an image from ECR needs a token: the "
     "execution role pulls the training and serving images.",
-    ("CREDENTIALS_EXPOSURE", "sts:assumerole"): PIPELINES + "the pipeline's roles assume its action roles.",
+    ("CREDENTIALS_EXPOSURE", "sts:assumerole"): PIPELINES + "the pipeline's roles assume its action roles. "
+    "And a target environment's promoter policy (constructs/promotion.py) assumes the source's promotion "
+    "reader role, whose trust names only the target's account: promotion's one cross-account read.",
     ("MISMATCHED_TYPE", "Type mismatch: ArnLike requires a value of type Arn but given String"): LOGS_KEY
     + " parliament types kms:EncryptionContext:* as a string; AWS's text compares it with ArnLike.",
     (

@@ -37,6 +37,7 @@ PROJECT_OF = {
     "cluster": "digits",
     "delivery": "digits",
     "serving": "digits",
+    "promotion": "digits",
 }
 
 
