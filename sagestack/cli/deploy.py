@@ -261,7 +261,9 @@ def promote(
     except SpecError as e:
         raise spec_errors(e, root) from None
     except PromotionError as e:
-        err.print(f"[red]✗ not promoted[/]: {e}", highlight=False)
+        from rich.markup import escape
+
+        err.print(f"[red]✗ not promoted[/]: {escape(str(e))}", highlight=False)
         raise typer.Exit(e.exit_code) from None
     status = f" ({result.status})" if result.status else " (status not checked: --offline)"
     copied = result.copied

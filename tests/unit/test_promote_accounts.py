@@ -317,6 +317,13 @@ def test_a_direction_promotion_does_not_give_is_refused(world):
         PromotionError, match=r"'prod' promotes from 'dev' \(promotion: \[dev, prod, staging\]\)"
     ):
         promote(proj.root, "digits", "staging", "prod")
+    from sagestack.cli import app
+
+    args = ["promote", "digits", "--from", "staging", "--to", "prod", "--root", str(proj.root)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    # the list is printed as written, not read as console markup
+    assert "(promotion: [dev, prod, staging])" in " ".join(result.output.split())
 
 
 def test_a_copy_that_does_not_read_back_is_not_registered(world, monkeypatch):
