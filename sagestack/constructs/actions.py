@@ -99,6 +99,10 @@ MODEL_PACKAGES_PROMOTE = (
 )
 TAGS_ADD = ("sagemaker:AddTags",)
 ROLE_ASSUME = ("sts:AssumeRole",)
+# A promotion's copy: a large object goes up in parts (boto3's upload_file), abandoned parts removed.
+S3_MULTIPART_ABORT = ("s3:AbortMultipartUpload",)
+# A promotion finds the target's bucket in its FoundationStack's outputs.
+STACK_DESCRIBE = ("cloudformation:DescribeStacks",)
 QUOTAS_READ = ("servicequotas:GetServiceQuota",)
 QUOTAS_LIST = ("servicequotas:ListServiceQuotas",)  # no resource-level permission: "*"
 PARAMETERS_WRITE = ("ssm:PutParameter",)

@@ -153,8 +153,13 @@ class PromoterPolicy(Construct):
                     resources=[source_reader_role_arn],
                 ),
                 iam.PolicyStatement(
+                    sid="FindBucket",  # the ArtifactsBucketName output of this stack, exactly
+                    actions=list(actions.STACK_DESCRIBE),
+                    resources=[Aws.STACK_ID],
+                ),
+                iam.PolicyStatement(
                     sid="WriteCopies",
-                    actions=[*actions.S3_OBJECT_PUT, *actions.S3_OBJECT_GET],
+                    actions=[*actions.S3_OBJECT_PUT, *actions.S3_OBJECT_GET, *actions.S3_MULTIPART_ABORT],
                     resources=[copies],
                 ),
                 iam.PolicyStatement(

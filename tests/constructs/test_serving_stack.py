@@ -169,6 +169,12 @@ def test_the_reader_role_trusts_the_next_environment_and_the_promoter_assumes_it
         ":iam::222222222222:role/digits-staging-promotion-reader"
     )
     assert "PromoterPolicyArn" in prod.to_json()["Outputs"]
+    # what `promote` calls beside the copy: the stack's ArtifactsBucketName output (this stack only),
+    # and a large copy's parts aborted when an upload fails
+    statements = {s.get("Sid"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert statements["FindBucket"]["Action"] == "cloudformation:DescribeStacks"
+    assert statements["FindBucket"]["Resource"] == {"Ref": "AWS::StackId"}
+    assert "s3:AbortMultipartUpload" in statements["WriteCopies"]["Action"]
 
 
 def _project_app(project, tmp_path, body: str, env: str = "prod") -> BuiltApp:

@@ -125,6 +125,8 @@ class Template:
             "AWS::Partition": PARTITION,
             "AWS::URLSuffix": "amazonaws.com",
             "AWS::StackName": self.path.stem,
+            "AWS::StackId": f"arn:{PARTITION}:cloudformation:{self.region}:{self.account}:stack/"
+            f"{self.path.stem}/00000000-0000-0000-0000-000000000000",
         }
         if name in pseudo:
             return pseudo[name]
