@@ -80,6 +80,39 @@ def test_endpoint_components_rule(project):
     ]
 
 
+def _packed(instance_type: str, **components: dict) -> list[str]:
+    from sagestack.endpoints.components import describe, pack
+    from sagestack.endpoints.models import EndpointSpec
+
+    given = {k: {"model_package": PIN, **c} for k, c in components.items()}
+    spec = EndpointSpec.model_validate(
+        {"instance_type": instance_type, "autoscaling": {"min": 1, "max": 4}, "components": given}
+    )
+    return describe(pack(spec))
+
+
+def test_components_pack_largest_copies_first():
+    """As a scheduler would (first fit, largest first): two 3-GPU and two 1-GPU copies take two
+    4-GPU instances (3+1 each); taken in the order given, smallest first, they would take three."""
+    assert _packed(
+        "ml.g5.12xlarge",
+        small={"memory_mb": 8192, "accelerators": 1, "copies": 2},
+        big={"memory_mb": 8192, "accelerators": 3, "copies": 2},
+    ) == [
+        "instance 1: 1xbig, 1xsmall (free: 46 vCPU, 176.0 GiB, 0 accelerator(s))",
+        "instance 2: 1xbig, 1xsmall (free: 46 vCPU, 176.0 GiB, 0 accelerator(s))",
+    ]
+    # without accelerators, memory decides: 40 + 16 GiB twice on 64 GiB instances
+    assert _packed(
+        "ml.m5.4xlarge",
+        small={"memory_mb": 16384, "copies": 2},
+        big={"memory_mb": 40960, "copies": 2},
+    ) == [
+        "instance 1: 1xbig, 1xsmall (free: 14 vCPU, 8.0 GiB)",
+        "instance 2: 1xbig, 1xsmall (free: 14 vCPU, 8.0 GiB)",
+    ]
+
+
 def test_endpoint_monitor_rule(project):
     spec = ENDPOINT + "    instance_type: ml.m5.large\n"
     assert findings(project, "endpoint-monitor", spec + "    data_capture: {}\n    monitor: {}\n") == []
