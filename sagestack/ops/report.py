@@ -45,7 +45,7 @@ def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanR
         rows = [s for c in job.instance_type if (s := size_job(job, c)) is not None]
         if rows:
             sizing[key] = rows
-    llm = [fit for key, ep in plan.spec.endpoints.items() for fit in llm_fits(key, ep)]
+    llm = [fit for key, ep in plan.spec.endpoints.items() for fit in llm_fits(key, ep, root, plan.env)]
     result = PlanResult(plan, requests, capacity, sizing, llm)
     locked = plan.files.lock
     if locked is not None:
@@ -260,24 +260,39 @@ def _render_components(result: PlanResult, console: Any) -> None:
 
 
 def _render_llm(result: PlanResult, console: Any) -> None:
-    """Each LLM on each pool type: the accelerators one copy spans and its weights against their
-    memory (less the KV-cache headroom)."""
+    """Each LLM on each pool type: the accelerators one copy spans, its KV cache, and weights + KV
+    cache + activations against the memory its server uses there."""
     if not result.llm:
         return
-    t = _table(console, "LLMs per pool (GiB: weights / accelerator memory less KV-cache headroom)")
-    _columns(t, ("endpoint", "instance", "accelerators", "tp", "GiB", "fits"), ("tp", "GiB"))
+    t = _table(
+        console,
+        "LLMs per pool (GiB: weights + KV cache + activations / accelerator memory the server uses)",
+    )
+    _columns(t, ("endpoint", "instance", "accelerators", "tp", "KV", "GiB", "fits"), ("tp", "KV", "GiB"))
     shown: set[str] = set()
+    notes: list[str] = []
     for f in result.llm:
         t.add_row(
             f.endpoint if f.endpoint not in shown else "",
             f.instance_type,
             f"{f.accelerators}x {f.accelerator}" if f.accelerators else "none",
             str(f.tensor_parallel_degree),
-            f"{f.weights_gib:.1f} / {f.available_gib:.1f}",
+            f"{f.kv_cache_gib:.1f}",
+            f"{f.needed_gib:.1f} / {f.available_gib:.1f}",
             "[green]yes[/]" if f.fits else "[red]no[/]",
         )
+        if f.endpoint not in shown:
+            estimate = (
+                "; the shape is estimated from the parameter count: state num_layers, num_kv_heads and "
+                "head_dim in llm:"
+                if f.shape_estimated
+                else ""
+            )
+            notes.append(f"{f.endpoint}: KV cache = {f.kv_cache}{estimate}")
         shown.add(f.endpoint)
     _show(console, t)
+    for note in notes:
+        _say(console, note, "  ")
 
 
 def optimization_rows(result: PlanResult) -> list[dict[str, Any]]:
