@@ -305,7 +305,7 @@ def test_types_the_catalog_knows_little_about_are_not_judged(project):
         "endpoint-pool-accelerators",
     ):
         assert findings(project, rule_id, newer) == []
-    triton = llm_endpoint("ml.t2.large", container="sagemaker-tritonserver")  # no memory figure
+    triton = llm_endpoint("ml.m6g.large", container="sagemaker-tritonserver")  # no memory figure
     assert findings(project, "llm-memory-fit", triton) == []
     assert (
         findings(project, "endpoint-pool-accelerators", llm_endpoint("[ml.g7e.2xlarge, ml.inf2.xlarge]"))

@@ -3,6 +3,7 @@ transforms: each with a spec that passes and one that fails (message asserted)."
 
 from __future__ import annotations
 
+from sagestack.core.catalog.instances import describe, nearest_offered
 from tests.conftest import MINIMAL
 from tests.unit.test_rules import findings
 
@@ -118,9 +119,19 @@ def test_endpoint_monitor_rule(project):
     assert findings(project, "endpoint-monitor", spec + "    data_capture: {}\n    monitor: {}\n") == []
     assert findings(project, "endpoint-monitor", spec + "    monitor: {instance_type: ml.t3.nano}\n") == [
         "endpoints.digits.monitor: Model Monitor reads the endpoint's captured requests: add data_capture: {}",
-        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a processing instance type; "
-        "did you mean 'ml.t3.large'?",
+        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a SageMaker processing job instance "
+        "type; did you mean 'ml.t3.large'?",
     ]
+    # a type SageMaker has, but not for processing jobs: the nearest that are (ProcessingInstanceType)
+    capture = spec + "    data_capture: {}\n"
+    assert findings(
+        project, "endpoint-monitor", capture + "    monitor: {instance_type: ml.p4d.24xlarge}\n"
+    ) == [
+        "endpoints.digits.monitor.instance_type: 'ml.p4d.24xlarge' exists but SageMaker does not offer it for "
+        "processing jobs; the nearest offered: "
+        + ", ".join(f"{t.name} ({describe(t)})" for t in nearest_offered("ml.p4d.24xlarge", "processing"))
+    ]
+    assert all(t.accelerator for t in nearest_offered("ml.p4d.24xlarge", "processing"))
 
 
 TRANSFORM = MINIMAL + "transforms:\n  score:\n    instance_type: ml.m5.xlarge\n"
