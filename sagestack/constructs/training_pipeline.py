@@ -10,7 +10,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Unpack
 
-from aws_cdk import Duration, Stack, Token
+from aws_cdk import Annotations, Duration, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -189,6 +189,15 @@ class TrainingPipeline(JobPipeline):
         if self.launch_files is not None:
             self.wait_for(self.launch_files.node.find_child("CustomResource").node.default_child)  # type: ignore[arg-type]
         self.job_spec = job_spec
+        if job_props and job_spec.spot_max_wait is not None and job_spec.max_wait is None:
+            # the spec path says so by its rule (spot-default-max-wait); the typed props, here
+            wait = job_spec.spot_max_wait
+            Annotations.of(self).add_warning_v2(
+                "sagestack:spot-default-max-wait",
+                f"spot without max_wait: MaxWaitTimeInSeconds is {wait} (max_runtime doubled, at most 28 "
+                f"days), so the job may wait {wait - job_spec.max_run} s for spot capacity; pass "
+                f"max_wait=Duration.seconds({wait}) (or the time you choose, >= max_runtime) to say so.",
+            )
         self.region = region
         self.validation_plan: RenderedJob = validated
         self.job_plan: RenderedJob = job_plan
