@@ -215,7 +215,7 @@ def _render_serving(result: PlanResult, console: Any) -> None:
     """Endpoints (each instance pool, → the first the quotas allow; a shadow variant), transforms
     (their candidates, → the one allowed), clusters and the account-wide rows; what a cost covers
     (a month, an hour of a run) below the table."""
-    kinds = ("endpoint", "shadow", "transform", "cluster", "aggregate")
+    kinds = ("endpoint", "shadow", "optimization", "transform", "cluster", "aggregate")
     rows = [r for r in result.capacity.rows if r.kind in kinds]
     if not rows:
         return
@@ -229,8 +229,10 @@ def _render_serving(result: PlanResult, console: Any) -> None:
         several = r.kind == "transform" or (r.kind == "endpoint" and pools.get(r.key, 1) > 1)
         pick = ("→ " if r.chosen else "  ") if several else ""
         entry = f"{r.key} ({r.kind})" if r.kind in ("transform", "shadow") else r.key
+        if r.kind == "optimization":  # as `render` labels its requests
+            entry = f"optimize {r.key}"
         # the quota column names a transform's kind; a shadow shares its endpoint's quota
-        label = (entry if r.kind == "shadow" else r.key) if entry not in shown else ""
+        label = (entry if r.kind in ("shadow", "optimization") else r.key) if entry not in shown else ""
         shown.add(entry)
         cells = [label, f"{pick}{r.instance_type} x{r.count}", _short_usage(r.quota)]
         cells += [f"{_num(r.needed)}/{_num(r.available)}", MARKS[r.status]]
