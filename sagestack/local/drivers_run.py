@@ -201,9 +201,11 @@ def run_driver_hosts(
     on_line: Callable[[str, str], None] = lambda host, line: None,
     on_metrics: Callable[[dict[str, float]], None] = lambda _: None,
     definitions: dict[str, str] | None = None,
+    writable: Sequence[Path] = (),
 ) -> DriversRun:
     """Run `command` (the request's ContainerEntrypoint + ContainerArguments) on every host at once,
-    each in its sandbox, all in one network of their own; logs in run_dir/logs/<host>.log. Raises
+    each in its sandbox, all in one network of their own; logs in run_dir/logs/<host>.log. Inside,
+    only run_dir, the hosts' folders and `writable` (a tracking store) can be written. Raises
     LocalRunError when this machine cannot make the sandbox."""
     names = [h.layout.name for h in hosts]
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -219,6 +221,7 @@ def run_driver_hosts(
                 accelerators=host.accelerators,
                 holder=network.holder,
                 user=network.user,
+                writable=[run_dir, *writable],
             )
             commands.append(
                 Command(
