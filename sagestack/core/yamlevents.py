@@ -341,3 +341,55 @@ def _copy_plain(value: Any) -> Any:
 
 _MERGE = object()
 _NO_KEY = object()
+
+
+def path_at(text: str, line: int, column: int) -> Path_:
+    """The key path open at `line`:`column` (1-based) of a text, read up to there: the mapping key
+    or list item libyaml's events have entered before that point, the path an error in text that
+    does not parse is under; () when there is none (or no libyaml)."""
+    try:
+        import yaml
+        from yaml.cyaml import CParser
+    except ImportError:
+        return ()
+    parser = CParser(text)
+    stack: list[list[Any]] = []  # [path, the key awaiting its value (a mapping) or the next index]
+    try:
+        while True:
+            event = parser.get_event()
+            kind = type(event)
+            at = (event.start_mark.line + 1, event.start_mark.column + 1)
+            if kind in (yaml.MappingEndEvent, yaml.SequenceEndEvent) and at <= (line, column):
+                stack.pop()  # closed at or before the place: a key there is not inside it
+                continue
+            if at >= (line, column):
+                break
+            if kind not in (
+                yaml.ScalarEvent,
+                yaml.AliasEvent,
+                yaml.MappingStartEvent,
+                yaml.SequenceStartEvent,
+            ):
+                continue
+            child: Path_ = ()
+            if stack:
+                frame = stack[-1]
+                if frame[1] is _NO_KEY:
+                    if kind is not yaml.ScalarEvent:
+                        break  # a collection as a key: the mapping's path is as near as it gets
+                    frame[1] = event.value
+                    continue
+                child = (*frame[0], frame[1])
+                frame[1] = frame[1] + 1 if isinstance(frame[1], int) else _NO_KEY
+            if kind is yaml.MappingStartEvent:
+                stack.append([child, _NO_KEY])
+            elif kind is yaml.SequenceStartEvent:
+                stack.append([child, 0])
+    except yaml.YAMLError:
+        pass
+    finally:
+        parser.dispose()
+    if not stack:
+        return ()
+    path, pending = stack[-1]
+    return tuple(path) if pending is _NO_KEY or isinstance(pending, int) else (*path, pending)
