@@ -53,6 +53,20 @@ from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
 
 
+def _warn_default_max_wait(scope: Construct, job: JobSpec, *, typed: bool) -> None:
+    """Spot without max_wait, from typed props: the wait sagestack chose, and the prop that chooses
+    another (the spec path says so by its rule, spot-default-max-wait)."""
+    wait = job.spot_max_wait
+    if not typed or wait is None or job.max_wait is not None:
+        return
+    Annotations.of(scope).add_warning_v2(
+        "sagestack:spot-default-max-wait",
+        f"spot without max_wait: MaxWaitTimeInSeconds is {wait} (max_runtime doubled, at most 28 "
+        f"days), so the job may wait {wait - job.max_run} s for spot capacity; pass "
+        f"max_wait=Duration.seconds({wait}) (or the time you choose, >= max_runtime) to say so.",
+    )
+
+
 def _job_of(
     key: str, code: str | PathLike[str], job_spec: JobSpec | None, job_props: TrainingJobProps
 ) -> JobSpec:
@@ -189,15 +203,7 @@ class TrainingPipeline(JobPipeline):
         if self.launch_files is not None:
             self.wait_for(self.launch_files.node.find_child("CustomResource").node.default_child)  # type: ignore[arg-type]
         self.job_spec = job_spec
-        if job_props and job_spec.spot_max_wait is not None and job_spec.max_wait is None:
-            # the spec path says so by its rule (spot-default-max-wait); the typed props, here
-            wait = job_spec.spot_max_wait
-            Annotations.of(self).add_warning_v2(
-                "sagestack:spot-default-max-wait",
-                f"spot without max_wait: MaxWaitTimeInSeconds is {wait} (max_runtime doubled, at most 28 "
-                f"days), so the job may wait {wait - job_spec.max_run} s for spot capacity; pass "
-                f"max_wait=Duration.seconds({wait}) (or the time you choose, >= max_runtime) to say so.",
-            )
+        _warn_default_max_wait(self, job_spec, typed=bool(job_props))
         self.region = region
         self.validation_plan: RenderedJob = validated
         self.job_plan: RenderedJob = job_plan
