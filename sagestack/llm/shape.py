@@ -101,9 +101,10 @@ def size_text(n: float) -> str:
     return f"{n:g} bytes"
 
 
-def kv_dtype(spec: LlmSpec) -> str:
-    """The KV cache's dtype: kv_cache_dtype, else the dtype the model computes in."""
-    if spec.kv_cache_dtype is not None:
+def kv_dtype(spec: LlmSpec, rendered: bool = True) -> str:
+    """The KV cache's dtype: kv_cache_dtype where it reaches the container (`rendered`), else the
+    dtype the model computes in."""
+    if spec.kv_cache_dtype is not None and rendered:
         return spec.kv_cache_dtype
     return "fp32" if spec.dtype == "fp32" else "bf16" if spec.dtype == "bf16" else "fp16"
 

@@ -219,7 +219,7 @@ def kv_cache(spec: LlmSpec, shape: ModelShape | None = None) -> KvCache:
     """The KV cache of one copy: the shape's bytes per token x token limit x batch."""
     shape = shape or shape_of(spec)
     engine = ENGINES[spec.container]
-    dtype = kv_dtype(spec)
+    dtype = kv_dtype(spec, rendered=engine.kv_dtype is not None)  # else the container never sees it
     if engine.kv_dtype and spec.environment.get(engine.kv_dtype, "").startswith("fp8"):
         dtype = "fp8"
     tokens, tokens_from = _tokens(spec, engine, shape)

@@ -151,7 +151,8 @@ def test_an_fp8_kv_cache_reaches_the_families_that_take_it():
         == "fp8"
     )
     assert unrendered(spec(container="djl-lmi", **fp8)) == ["kv_cache_dtype"]  # warned, and sized as 16-bit
-    assert kv_cache(spec(container="djl-lmi", **ISSUE, **fp8)).dtype == "fp8"
+    assert kv_cache(spec(container="djl-lmi", **ISSUE, **fp8)).dtype == "bf16"
+    assert kv_cache(spec(**ISSUE, **fp8)).dtype == "fp8"
 
 
 def _config(folder, **keys: Any) -> None:
