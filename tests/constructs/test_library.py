@@ -230,10 +230,6 @@ def test_training_pipeline_in_a_bare_stack():
     template.has_resource(
         "AWS::SageMaker::ModelPackageGroup", {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
     )
-    # a model package group given no removal policy keeps its registered models when the stack goes
-    template.has_resource(
-        "AWS::SageMaker::ModelPackageGroup", {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
-    )
     # its own role, log group (encrypted with the key, which lets CloudWatch Logs use it) and alarm
     template.has_resource_properties(
         "AWS::Logs::LogGroup",
