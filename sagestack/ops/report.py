@@ -353,7 +353,8 @@ def _render_sizing(result: PlanResult, console: Any) -> None:
             cells = [
                 key,
                 s.instance_type,
-                f"{s.hosts}x{s.devices_per_host}",
+                f"{s.hosts}x{s.devices_per_host}"
+                + (f" ({s.model_parallel} mp, {s.data_parallel} dp)" if s.model_parallel > 1 else ""),
                 _bytes(s.per_device),
                 fits,
                 _bytes(s.sharded_per_device),
@@ -398,6 +399,8 @@ def as_json(result: PlanResult) -> dict[str, Any]:
                 {
                     "instance_type": s.instance_type,
                     "per_device_bytes": s.per_device,
+                    "model_parallel": s.model_parallel,
+                    "data_parallel": s.data_parallel,
                     "fits": s.fits,
                     "sharded_per_device_bytes": s.sharded_per_device,
                     "allreduce_bytes": s.allreduce_bytes,
