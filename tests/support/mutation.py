@@ -255,7 +255,7 @@ def per_module(found: dict[str, int | None]) -> dict[str, str]:
     }
 
 
-def run_mutmut(root: Path, max_children: int) -> int:
+def run_mutmut(root: Path, max_children: int, names: list[str] | None = None) -> int:
     env = {
         **os.environ,
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
@@ -263,7 +263,7 @@ def run_mutmut(root: Path, max_children: int) -> int:
     }
     mutmut = Path(sys.executable).with_name("mutmut")
     done = subprocess.run(
-        [str(mutmut), "run", "--max-children", str(max_children)],
+        [str(mutmut), "run", "--max-children", str(max_children), *(names or [])],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -315,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         help="one module against its own tests (MODULE_TESTS), in a scratch copy kept between runs",
     )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--retry",
+        action="store_true",
+        help="run again the mutants not killed last time (mutmut keeps a verdict until its function changes)",
+    )
     parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this kill rate (0-1)")
     parser.add_argument("--json", type=Path, help="write the score here as JSON")
     args = parser.parse_args(argv)
@@ -326,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             root = module_copy(args.module)
         else:
             root = REPO
-        code = run_mutmut(root, args.max_children)
+        retry = [n for n, c in verdicts(root).items() if c not in KILLED and n not in EQUIVALENT]
+        code = run_mutmut(root, args.max_children, retry if args.retry else None)
         found = verdicts(root)
     if code != 0 or not found:
         print(f"mutmut exited {code} with {len(found)} verdicts", file=sys.stderr)

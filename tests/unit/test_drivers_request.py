@@ -200,3 +200,37 @@ def test_the_launch_files_prefix_follows_the_code_and_the_drivers() -> None:
     assert launch_files_digest("3" * 64, drivers) != digest  # the code changed
     assert launch_files_digest(code, "3" * 64) != digest  # the drivers changed
     assert launch_files_digest(drivers, code) != digest  # which is which matters
+
+
+def test_the_launch_files_folder_is_the_archives_code_beside_the_drivers(tmp_path) -> None:
+    """What the constructs upload under code/jobs/<digest>/: code/ holds exactly what the source
+    archive packs (no .env), sm_drivers/ exactly the packed drivers, and nothing else."""
+    from sagestack.core.sourcedir import pack_source_dir
+    from sagestack.training.launch_files import job_launch_files, launch_files_digest
+
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "train.py").write_text("print(1)\n")
+    (src / "requirements.txt").write_text("numpy\n")
+    (src / "pkg" / "util.py").write_text("X = 1\n")
+    (src / ".env").write_text("SECRET=1\n")
+    job = JobSpec.model_validate({"image": "train", **TORCHRUN, "launcher": "drivers"})
+    archive = pack_source_dir(src)
+    files = job_launch_files(job, archive)
+    assert files.drivers == pack_job_drivers(job, archive.files)  # requirements.txt seen: installed
+    assert b"install_requirements.py requirements.txt" in files.drivers.files["sm_train.sh"]
+    assert files.digest == launch_files_digest(archive.sha256, files.drivers.sha256)
+
+    def tree(folder):  # type: ignore[no-untyped-def]
+        return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    dest = tmp_path / "out"
+    for _ in range(2):  # a second write over the first (the same digest deployed again) is the same
+        files.write(dest)
+        assert sorted(p.name for p in dest.iterdir()) == ["code", "sm_drivers"]
+        assert tree(dest / "code") == {
+            "pkg/util.py": b"X = 1\n",
+            "requirements.txt": b"numpy\n",
+            "train.py": b"print(1)\n",
+        }
+        assert tree(dest / "sm_drivers") == files.drivers.files
