@@ -17,6 +17,7 @@ from typing import Any
 
 from sagestack.core.catalog.instances import instance_type as lookup
 from sagestack.core.deployment import Deployment
+from sagestack.endpoints.batching import spec_batching_environment
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
 from sagestack.llm.environment import container_environment
 from sagestack.llm.images import llm_image_uri
@@ -113,13 +114,17 @@ def _model_request(
 
 
 def _package_model_request(
-    ep: EndpointSpec, deployment: Deployment, package: str, name: str
+    ep: EndpointSpec, deployment: Deployment, package: str, name: str, workers: int
 ) -> dict[str, Any]:
-    """CreateModel of a component's registered package (its own container and environment)."""
+    """CreateModel of a component's registered package (its own container and environment, with
+    the endpoint's `batching:` added: `workers` per copy by default)."""
+    container: dict[str, Any] = {"ModelPackageName": package}
+    if ep.batching is not None:
+        container["Environment"] = spec_batching_environment(ep.batching, workers)
     request: dict[str, Any] = {
         "ModelName": name,
         "ExecutionRoleArn": deployment.role_arn,
-        "PrimaryContainer": {"ModelPackageName": package},
+        "PrimaryContainer": container,
         "EnableNetworkIsolation": True,
     }
     if ep.vpc is not None:
@@ -277,8 +282,9 @@ def llm_endpoint_requests(
                 c.llm, ep, deployment, name=model_name(name), accelerators=c.accelerators
             )
         elif c.model_package is not None:
+            workers = c.accelerators or max(1, int(c.cpu_cores))  # the model server's default per copy
             out[f"CreateModel {name}"] = _package_model_request(
-                ep, deployment, c.model_package, model_name(name)
+                ep, deployment, c.model_package, model_name(name), workers
             )
     out["CreateEndpointConfig"] = _config_request(key, ep, deployment)
     for name, c in ep.components.items():

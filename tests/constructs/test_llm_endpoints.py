@@ -317,7 +317,7 @@ def test_a_shadow_of_an_llm_serves_the_candidate_package_with_the_llm_s_settings
 def test_render_shows_what_the_template_creates_for_every_llm_shape(project, tmp_path):
     """`sagestack render` renders an LLM endpoint's requests without CDK; for each shape (pools, a
     capacity reservation, a shadow, data capture, an EBS volume, a pinned optimized package, LLM and
-    package components) every Model, EndpointConfig and InferenceComponent the template creates is
+    package components, a package's batching) every Model, EndpointConfig and InferenceComponent the template creates is
     one `render` shows, property by property."""
     from typer.testing import CliRunner
 
@@ -333,6 +333,8 @@ def test_render_shows_what_the_template_creates_for_every_llm_shape(project, tmp
         "shared": "    instance_type: [ml.g5.12xlarge, ml.g6.12xlarge]\n    autoscaling: {min: 1, max: 2}\n"
         f"    components:\n      chat: {{llm: {LLM}, memory_mb: 16384, cpu_cores: 4}}\n"
         f'      scorer: {{model_package: "{PIN}", memory_mb: 2048, copies: 2}}\n',
+        "batched": "    instance_type: ml.c5.4xlarge\n    batching: {max_batch_size: 8, max_delay_ms: 10}\n"
+        f'    components:\n      scorer: {{model_package: "{PIN}", memory_mb: 2048, cpu_cores: 2}}\n',
     }
     t = _serving(project, tmp_path, "".join(f"  {k}:\n{body}" for k, body in endpoints.items()))
     runner = CliRunner()
