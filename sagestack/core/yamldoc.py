@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.errors import Location, Path_, SpecError, SpecIssue, printable, yaml_syntax_issue
-from sagestack.core.yamlevents import path_at, read_events
+from sagestack.core.yamlevents import MAX_MERGES, merge_keys, path_at, read_events
 
 
 @dataclass
@@ -222,6 +222,17 @@ def read_with_ruamel(text: str, display: str) -> Document:
     from ruamel.yaml.composer import MaxDepthExceededError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    merges = merge_keys(text)
+    if len(merges) > MAX_MERGES:
+        line, column = _line_col(text, merges[-1])
+        raise _issue(
+            display,
+            f"more than {MAX_MERGES} merge keys (<<:); a real spec has a few dozen: "
+            "merge fewer mappings, or write their keys out",
+            line,
+            column,
+            path_at(text, line, column),
+        )
     yaml = _ruamel()
     try:
         raw = yaml.load(text)

@@ -27,6 +27,24 @@ _NOT_PLAIN_FLOAT = re.compile(r"[_:]|inf|nan", re.IGNORECASE)
 _OTHER_READINGS = ("\x85", "\u2028", "\u2029", "\t")
 
 
+# Merge keys a spec may hold: ruamel's reading costs the square of the mappings merging one anchor
+# (each checks it is not listed yet by comparing itself with every one listed: 4,000 took 51 s), so
+# a text with more is refused by it, located, and declined here.
+MAX_MERGES = 1000
+_MERGE_KEY = re.compile(r"(?:^|(?<=[\s,{\[?]))<<[ \t]*:(?=\s|$)", re.M)
+
+
+def merge_keys(text: str) -> list[int]:
+    """The offsets of what may be a merge key (`<<:`) in `text`, found before parsing it: at most
+    MAX_MERGES + 1 of them (a quoted "<<" is no merge key; text holding ' <<: ' may count once)."""
+    found = []
+    for m in _MERGE_KEY.finditer(text):
+        found.append(m.start())
+        if len(found) > MAX_MERGES:
+            break
+    return found
+
+
 class _Unsupported(Exception):
     """Outside the subset: ruamel reads this text."""
 
@@ -40,7 +58,7 @@ def read_events(
         from yaml.cyaml import CParser  # type: ignore[import-untyped]  # ImportError without libyaml
     except ImportError:
         return None
-    if any(c in text for c in _OTHER_READINGS):
+    if any(c in text for c in _OTHER_READINGS) or len(merge_keys(text)) > MAX_MERGES:
         return None
     parser = CParser(text)
     try:
