@@ -156,6 +156,13 @@ EQUIVALENT: dict[str, str] = {
     "sagestack.training.rules_platform.x__version_tuple__mutmut_8": (
         "a 4th version part cannot change a comparison with (2, 0): the first three already decide it"
     ),
+    **{
+        f"sagestack.endpoints.components.xǁCapacityǁfits__mutmut_{n}": (
+            "< for <= beside the 1e-9 tolerance: they differ only for a copy asking exactly 1e-9 more "
+            "CPU (3) or MB (6) than is free, which no spec can write (cores in steps a float can hold, MB whole)"
+        )
+        for n in (3, 6)
+    },
 }
 
 # The smoke run: one small module and the test file that covers it.
