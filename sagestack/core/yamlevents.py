@@ -135,9 +135,11 @@ class _Builder:
         self.resolvers = resolvers
         self.keys: dict[Path_, Location] = {}
         self.values: dict[Path_, Location] = {}
-        # every location recorded, in order: an anchored collection's are the slice since its start
+        # every location recorded, in order, while an anchored collection is open (`capturing` of
+        # them): an anchored collection's are the slice since its start
         self.key_log: list[tuple[Path_, Location]] = []
         self.value_log: list[tuple[Path_, Location]] = []
+        self.capturing = 0
         self.anchors: dict[str, _Anchored] = {}
         self.nodes = 0
 
@@ -194,6 +196,7 @@ class _Builder:
             if kind is not scalar:
                 stack.append(_Frame(value, path, event.anchor, (len(self.key_log), len(self.value_log))))
                 if event.anchor is not None:  # an alias inside it would be recursive: refused
+                    self.capturing += 1
                     self.anchors.pop(event.anchor, None)
                     stack[-1].location = self.values[path]
             elif event.anchor is not None:
@@ -226,8 +229,13 @@ class _Builder:
         else:
             child = (*path, len(container))
             container.append(value)
-        self.count(child, 1, 0)
-        self.value_at(child, Location(self.file, mark.line + 1, mark.column + 1))
+        self.nodes += 1  # (count and value_at, inline: this runs for every value of the file)
+        if len(child) > self.max_depth or self.nodes >= self.max_nodes:
+            raise _Unsupported  # ruamel's reading reports it
+        location = Location(self.file, mark.line + 1, mark.column + 1)
+        self.values[child] = location
+        if self.capturing:
+            self.value_log.append((child, location))
         return child
 
     def alias(self, frame: _Frame, event: Any) -> None:
@@ -300,6 +308,10 @@ class _Builder:
                 [(p[base:], loc) for p, loc in self.key_log[keys_from:]],
                 [(p[base:], loc) for p, loc in self.value_log[values_from:]],
             )
+            self.capturing -= 1
+            if not self.capturing:  # no anchored collection open: nothing will slice the logs
+                self.key_log.clear()
+                self.value_log.clear()
 
     def count(self, path: Path_, nodes: int, depth: int) -> None:
         self.nodes += nodes
@@ -308,11 +320,13 @@ class _Builder:
 
     def key_at(self, path: Path_, location: Location) -> None:
         self.keys[path] = location
-        self.key_log.append((path, location))
+        if self.capturing:
+            self.key_log.append((path, location))
 
     def value_at(self, path: Path_, location: Location) -> None:
         self.values[path] = location
-        self.value_log.append((path, location))
+        if self.capturing:
+            self.value_log.append((path, location))
 
     def scalar(self, event: Any) -> Any:
         value = event.value
