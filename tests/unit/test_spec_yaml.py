@@ -83,15 +83,29 @@ def test_the_fast_reader_reads_merge_keys_itself():
 
 
 def test_validate_with_merge_keys_exits_0_through_the_cli(project):
-    project.spec(JOBS_MERGED).env("dev", "x-a: &a {k: 1}\nx-b: {<<: *a, own: 3}\ntags: {<<: *a}\n")
+    """The issue's own text: top-level `x-` keys are the user's (as in Compose files), a place for
+    anchors; the spec's keys merge from them."""
+    project.spec(JOBS_MERGED).env("dev", "x-a: &a {k: v}\nx-b: {<<: *a, own: 3}\ntags: {<<: *a}\n")
     result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
     assert "internal error" not in result.output and "Traceback" not in result.output
-    assert result.exit_code == 2, result.output  # x-a, x-b: unknown keys, each located
-    assert "config/envs/dev.yaml:1:1: error: x-a: unknown key" in result.output
-    assert "config/envs/dev.yaml:2:1: error: x-b: unknown key" in result.output
+    assert result.exit_code == 0, result.output
+    assert project.load("dev").spec.tags == {"k": "v"}
+    project.env("dev", "x-a: &a {k: v}\nx-b: {<<: *a, own: 3}\ntagz: {<<: *a}\n")
+    result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
+    assert result.exit_code == 2, result.output  # a misspelt key is still refused, located
+    assert "config/envs/dev.yaml:3:1: error: tagz: unknown key" in result.output
+    assert "x-a" not in result.output and "x-b" not in result.output
     project.env("dev", "tags: {<<: &a {team: ml}}\n")
     result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
     assert result.exit_code == 0, result.output
+
+
+def test_top_level_extension_keys_hold_anchors_for_jobs(project):
+    spec = MINIMAL.replace("jobs:\n", "x-gpu: &gpu {instance_type: ml.g5.xlarge, max_run: 2h}\njobs:\n")
+    spec += "  second:\n    <<: *gpu\n    image: train\n"
+    loaded = project.spec(spec).load()
+    assert loaded.spec.jobs["second"].instance_type == ["ml.g5.xlarge"]
+    assert loaded.spec.jobs["second"].max_run == 7200
 
 
 # ---------------------------------------------------------------- files outside the project (item 2)
