@@ -252,3 +252,24 @@ def test_a_degree_that_spans_part_of_a_neuron_device_takes_the_whole_device():
         assert got == wanted, degree
     # GPUs are devices of their own: the degree is the count
     assert accelerator_devices(spec(tensor_parallel_degree=3), "ml.g5.12xlarge") == 3
+
+
+def test_the_devices_a_copy_spans_on_cpu_gpu_and_neuron_types():
+    from sagestack.core.catalog.instances import instance_type
+    from sagestack.llm.sizing import NEURON_COMPILE_S, Devices, accelerator_devices, devices
+
+    cpu = instance_type("ml.m5.xlarge")
+    assert devices("ml.m5.xlarge") == Devices(0, cpu.memory_gib, "none")
+    inf2 = instance_type("ml.inf2.24xlarge").accelerator
+    assert inf2 is not None and inf2.neuron_cores_per_chip == 2
+    assert devices("ml.inf2.24xlarge") == Devices(12, inf2.memory_gib / 2, f"NeuronCore ({inf2.model})", 2)
+    # without a degree, a Neuron copy spans every core: 12 NeuronCores are 6 devices
+    assert accelerator_devices(spec(container="djl-neuronx"), "ml.inf2.24xlarge") == 6
+    # a type the catalog does not know: one device, the degree's default
+    assert tensor_parallel_degree(spec(), "ml.nope.xlarge") == 1
+    # a size in GB is bytes: 16 GB on disk, exactly 16e9 / 2**30 GiB
+    assert weights_gib(spec(weights={"s3": "m/", "size_gb": 16})) == 16e9 / 2**30
+    # only a Neuron family compiles on start: the same weights start exactly NEURON_COMPILE_S later
+    small = {"parameters": 1e9}
+    gpu, vllm = timeouts(spec(**small))[1], timeouts(spec(container="vllm", **small))[1]
+    assert gpu == vllm and timeouts(spec(container="djl-neuronx", **small))[1] - gpu == NEURON_COMPILE_S
