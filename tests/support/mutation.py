@@ -189,10 +189,15 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/unit/test_source_packing.py",
         "tests/unit/test_source_rules.py",
     ],
-    "sagestack/llm/environment.py": ["tests/unit/test_llm_core.py", "tests/unit/test_llm_rules.py"],
+    "sagestack/llm/environment.py": [
+        "tests/unit/test_llm_core.py",
+        "tests/unit/test_llm_rules.py",
+        "tests/unit/test_llm_kv_cache.py",
+    ],
     "sagestack/llm/sizing.py": [
         "tests/unit/test_llm_core.py",
         "tests/unit/test_llm_rules.py",
+        "tests/unit/test_llm_kv_cache.py",
         "tests/unit/test_endpoint_capacity.py",
     ],
     "sagestack/core/names.py": [
