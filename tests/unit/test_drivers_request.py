@@ -4,6 +4,7 @@ tuning job's trials, and the sm_drivers channel packed deterministically from th
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sagestack.core.catalog import validate_request
@@ -234,3 +235,69 @@ def test_the_launch_files_folder_is_the_archives_code_beside_the_drivers(tmp_pat
             "train.py": b"print(1)\n",
         }
         assert tree(dest / "sm_drivers") == files.drivers.files
+
+
+def test_sourcecode_distributed_and_mp_parameters_are_what_the_pinned_sdk_writes() -> None:
+    """The judge is sagemaker-train itself (the pinned SDK v3's own config models): sourcecode.json
+    is SourceCode.model_dump(), distributed.json the DistributedConfig's, mp_parameters SMP's."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from sagemaker.train.configs import SourceCode
+        from sagemaker.train.distributed import MPI, SMP, Torchrun
+
+    smp = {"hybrid_shard_degree": 2, "tensor_parallel_degree": 2}
+    cases = [
+        (
+            DriversConfig(
+                "train.py",
+                "src",
+                requirements="requirements.txt",
+                driver="torchrun",
+                process_count_per_node=4,
+                smp=smp,
+            ),
+            SourceCode(source_dir="src", entry_script="train.py", requirements="requirements.txt"),
+            Torchrun(process_count_per_node=4, smp=SMP(**smp)),
+        ),
+        (
+            DriversConfig(
+                "run.py", "code", driver="mpi", process_count_per_node=2, mpi_additional_options=("-x", "A=1")
+            ),
+            SourceCode(source_dir="code", entry_script="run.py"),
+            MPI(process_count_per_node=2, mpi_additional_options=["-x", "A=1"]),
+        ),
+        (
+            DriversConfig("run.py", "code", driver="mpi"),
+            SourceCode(source_dir="code", entry_script="run.py"),
+            MPI(),
+        ),
+        (
+            DriversConfig("t.py", "s", driver="torchrun"),
+            SourceCode(source_dir="s", entry_script="t.py"),
+            Torchrun(),
+        ),
+    ]
+    for config, source, distributed in cases:
+        assert config.source_code() == source.model_dump()
+        assert config.distributed() == distributed.model_dump()
+        packed = pack_drivers(config).files
+        assert json.loads(packed["sourcecode.json"]) == source.model_dump()
+        assert json.loads(packed["distributed.json"]) == distributed.model_dump()
+    assert cases[0][0].mp_parameters() == SMP(**smp)._to_mp_hyperparameters()["mp_parameters"]
+    assert cases[1][0].mp_parameters() is None and DriversConfig("t.py", "s").distributed() == {}
+
+
+def test_the_channel_is_laid_out_as_s3_downloads_it(tmp_path) -> None:
+    from sagestack.core.drivers import write_drivers
+
+    files = {"sm_train.sh": b"#!/bin/bash\n", "scripts/environment.py": b"x = 1\n", "a/b/c.py": b""}
+    write_drivers(files, tmp_path / "sm_drivers")
+    written = {
+        p.relative_to(tmp_path / "sm_drivers").as_posix(): p.read_bytes()
+        for p in (tmp_path / "sm_drivers").rglob("*")
+        if p.is_file()
+    }
+    assert written == files
+    write_drivers(files, tmp_path / "sm_drivers")  # over an existing folder: the same
