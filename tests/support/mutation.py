@@ -201,6 +201,7 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/unit/test_endpoint_capacity.py",
     ],
     "sagestack/core/names.py": [
+        "tests/unit/test_names_limits.py",
         "tests/unit/test_name_scoping.py",
         "tests/unit/test_job_identity.py",
         "tests/unit/test_environment_names.py",
