@@ -10,6 +10,7 @@ from aws_cdk import App, Validations, cx_api
 from constructs import Construct
 
 from sagestack.app.foundation import PromotionPeers
+from sagestack.app.lookups import unresolved_lookups
 from sagestack.app.stage import EnvironmentStage
 from sagestack.constructs.compliance import PACKS, PROJECT_WIDE, acknowledge_compliance, compliance_packs
 from sagestack.constructs.nag import unacknowledged_findings
@@ -39,14 +40,17 @@ DIGESTS_CONTEXT = "sagestack:digests"
 
 
 def cdk_json_context(root: Path) -> dict[str, object]:
-    """The feature flags and context of cdk.json, for apps built outside the CDK CLI (tests,
-    benchmarks, `python app.py`); the CLI's own context still takes precedence."""
+    """The feature flags and context of cdk.json, and the lookups cdk.context.json holds (under
+    cdk.json's, as the CDK CLI merges them), for apps built outside the CDK CLI (tests, benchmarks,
+    `python app.py`, `sagestack synth`); the CLI's own context still takes precedence."""
     import json
 
-    path = root / "cdk.json"
-    if not path.exists():
-        return {}
-    context: dict[str, object] = json.loads(path.read_text()).get("context", {})
+    context: dict[str, object] = {}
+    for name, inner in (("cdk.context.json", False), ("cdk.json", True)):
+        path = root / name
+        if path.exists():
+            data = json.loads(path.read_text())
+            context.update(data.get("context", {}) if inner else data)
     return context
 
 
@@ -282,8 +286,10 @@ def main(root: Path) -> None:
     )
     app = App(context=cdk_json_context(root))
     try:
-        build_app(app, root)
-        synth_checked(app)
+        stages = build_app(app, root)
+        assembly = synth_checked(app)
     except tuple(cls for cls, _ in exit_codes) as e:
         print(e.report() if isinstance(e, SpecError) else e, file=sys.stderr)
         sys.exit(next(code for cls, code in exit_codes if isinstance(e, cls)))
+    for line in unresolved_lookups(app, Path(assembly.directory), stages):
+        print(line, file=sys.stderr)

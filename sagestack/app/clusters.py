@@ -25,6 +25,8 @@ class ClusterStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
+        zones = [c.availability_zone for c in plan.spec.clusters.values()]
+        self._named_zones = sorted({z for z in zones if z}) if all(zones) else []
         self.clusters: dict[str, HyperPodCluster] = {}
         for key, spec in plan.spec.clusters.items():
             cluster = HyperPodCluster(
@@ -41,3 +43,10 @@ class ClusterStack(Stack):
             )
             self.clusters[key] = cluster
             CfnOutput(self, f"ClusterName{key.replace('-', '')}", value=cluster.cluster_name)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The zones the clusters name, when each names one: CDK's Vpc asks its stack for the
+        region's zones even when given its own, which in a stack with an account is a context
+        lookup (app/lookups.py reports it when unresolved)."""
+        return getattr(self, "_named_zones", None) or super().availability_zones

@@ -5,33 +5,16 @@ where no instance type of the pools has instance storage."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from aws_cdk import Duration
 
 from sagestack.constructs import LlmModel
-from sagestack.constructs.endpoint_llm import has_instance_storage
+from sagestack.llm.endpoint_requests import volume_size_gb, weights_uri
 from sagestack.llm.environment import container_environment
 from sagestack.llm.images import llm_image_uri
 from sagestack.llm.models import LlmSpec
-from sagestack.llm.sizing import GIB, accelerator_devices, timeouts, weights_gib
-
-MAX_VOLUME_GB = 512  # ProductionVariant.VolumeSizeInGB's ceiling
-
-
-def weights_uri(spec: LlmSpec, bucket_name: str) -> str:
-    """s3://… as given, or the key prefix in the project's artifact bucket."""
-    s3 = spec.weights.s3
-    return s3 if s3.startswith("s3://") else f"s3://{bucket_name}/{s3.lstrip('/')}"
-
-
-def volume_size_gb(spec: LlmSpec, instance_types: Sequence[str]) -> int | None:
-    """An EBS volume holding the weights twice over (download, then load) plus 30 GB for the
-    container, on pools none of whose types has NVMe instance storage (those take no volume)."""
-    if not instance_types or any(has_instance_storage(t) for t in instance_types):
-        return None
-    return min(MAX_VOLUME_GB, math.ceil(round(2 * weights_gib(spec) * GIB / 1e9, 3)) + 30)
+from sagestack.llm.sizing import accelerator_devices, timeouts
 
 
 def llm_model_of(

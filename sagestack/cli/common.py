@@ -106,9 +106,12 @@ MAX_EXCERPT_BYTES = 2 * 1024 * 1024  # a spec is at most 1 MiB (core/yamldoc)
 
 
 def excerpt(issue: Any, root: Path) -> list[str]:
-    """The issue's source line with a caret under the value: read from a regular file only (a FIFO
-    would block), of a spec's size."""
+    """The issue's source line with a caret under the value: read from a regular file inside the
+    project only (a FIFO would block; a link to /proc/self/environ or a credentials file must not
+    be shown), of a spec's size, and only when it is text: no line of a binary or non-UTF-8 file,
+    none holding a control character (a terminal would act on it), is echoed."""
     from sagestack.core.errors import source_excerpt
+    from sagestack.core.yamldoc import inside_project
 
     if issue.location is None:
         return []
@@ -117,10 +120,18 @@ def excerpt(issue: Any, root: Path) -> list[str]:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_EXCERPT_BYTES:
             return []
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+        if not inside_project(path, issue.location.file):
+            return []
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return []
-    return source_excerpt(issue, text)
+    if "\x00" in text:
+        return []
+    lines = source_excerpt(issue, text)
+    if any(not (c.isprintable() or c in " \t") for line in lines for c in line):
+        return []
+    return lines
 
 
 def checked_env(root: Path, env: str | None, flag: str = "--env") -> str | None:

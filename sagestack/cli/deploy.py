@@ -62,6 +62,9 @@ def synth(
         for stage, names in stages.items():  # wrapped between names, never inside one
             lines = fit(f"{stage}: {', '.join(names)}", max(out.width, 40), "  ", "    ")
             out.print("\n".join(lines), markup=False)
+        missing = len(json.loads((outdir / "manifest.json").read_text()).get("missing", []))
+        if missing:  # the app's warning above says what and how to resolve it
+            out.print(f"[yellow]![/] {missing} context lookup(s) unresolved (above): not deployable yet")
     raise typer.Exit(code)
 
 

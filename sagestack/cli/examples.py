@@ -66,6 +66,7 @@ EXAMPLES: dict[str, Help] = {
         (
             ("sagestack render classifier --env dev", "CreateTrainingJob, one per candidate"),
             ("sagestack render digits --env prod --json", "the endpoint's requests as JSON"),
+            ("sagestack render chat/chat --env staging", "an LLM component's model and component"),
         ),
     ),
     "lock": Help(

@@ -73,12 +73,30 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
     if prompt is None:
         uvicorn_server(app, host, port).run()
         return
+    from botocore.exceptions import ClientError
+
     try:
         with BackgroundLlm(app, port, host) as url:
             _stream(out, url, llm.name, llm.schema, prompt, max_tokens)
     except ServeError as e:  # the port is taken, say
         err.print(str(e), markup=False)
         raise typer.Exit(1) from None
+    except ClientError as e:  # the container refused the prompt (ModelError), or failed mid-stream
+        error = e.response.get("Error", {})
+        err.print(f"\n{error.get('Code', 'error')}: {_said(e.response, error)}", markup=False)
+        raise typer.Exit(1) from None
+
+
+def _said(response: dict[str, Any], error: dict[str, Any]) -> str:
+    """The container's own message, out of the family's error body that ModelError carries."""
+    import json
+
+    original = response.get("OriginalMessage") or error.get("Message", "")
+    try:
+        body = json.loads(original)
+    except ValueError:
+        return str(original)
+    return str(body.get("message") or body.get("error") or original) if isinstance(body, dict) else original
 
 
 def _stream(out: Any, url: str, name: str, schema: str, prompt: str, max_tokens: int) -> None:

@@ -289,9 +289,31 @@ def _training_plans(resolved: Any) -> None:
                 out.print(f"  [red]✗[/] {key}: {problem}", highlight=False)
 
 
+def _not_deployed(root: Path, env: str, key: str) -> str:
+    """Why an endpoint renders nothing in `env`, and the environments that deploy it."""
+    from sagestack.core.errors import SpecError
+    from sagestack.project.loader import list_environments, load_project
+
+    deploying = []
+    for other in list_environments(root):
+        try:
+            ep = load_project(root, other, run_rules=False).spec.endpoints.get(key)
+        except SpecError:
+            continue
+        if ep is not None and ep.deploy:
+            deploying.append(f"`sagestack render {key} --env {other}`")
+    where = f"; try {' or '.join(deploying)}" if deploying else ""
+    return f" (endpoints.{key} has deploy: false in {env}{where})"
+
+
 @app.command("render")
 def render_requests(
-    name: Annotated[str, typer.Argument(help="a key of jobs:, tuning: or endpoints:")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="a key of jobs:, tuning:, endpoints: or transforms:; ENDPOINT/COMPONENT for one component"
+        ),
+    ],
     env: EnvOption = None,
     candidate: Annotated[
         int | None, typer.Option("--candidate", "-c", help="only this instance candidate (0 = first)")
@@ -308,16 +330,23 @@ def render_requests(
     import json
 
     from sagestack.core.catalog.suggest import did_you_mean
-    from sagestack.project.requests import render_environment, requests_named
+    from sagestack.project.requests import render_environment, renderable_names, requests_named
 
     resolved = resolve_for(root, env)
     out = render_environment(resolved, root)
     try:
         shown = requests_named(resolved, out, name, candidate)
     except KeyError:
-        known = [*out.jobs, *out.tuning, *out.endpoints, *out.optimizations]
+        known = renderable_names(out)
+        endpoint = resolved.spec.endpoints.get(name.partition("/")[0])
+        why = (
+            _not_deployed(root, resolved.env, name.partition("/")[0])
+            if endpoint is not None and not endpoint.deploy
+            else ""
+        )
         console(stderr=True).print(
-            f"no job, search or endpoint '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
+            f"no job, search, endpoint or transform '{name}' in {resolved.env}{why}"
+            f"{did_you_mean(name, known) if not why else ''} (defined: {', '.join(known) or 'none'})",
             markup=False,
         )
         raise typer.Exit(EXIT_INVALID_SPEC) from None

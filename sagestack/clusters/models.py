@@ -60,3 +60,10 @@ class ClusterSpec(StrictModel):
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     fsx: ClusterFsxSpec | None = Field(default_factory=ClusterFsxSpec)
     vpc_cidr: str = Field(default="10.42.0.0/16", pattern=r"^\d+\.\d+\.\d+\.\d+/\d+$")
+    availability_zone: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{2}(-[a-z]+)+-\d+[a-z]$",
+        description="the Availability Zone of the cluster's VPC, e.g. us-east-1a (default: the first "
+        "of the region's zones, which a synth for an account looks up with its credentials; an "
+        "environment without an account gets Fn::GetAZs at deploy)",
+    )

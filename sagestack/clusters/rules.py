@@ -95,3 +95,24 @@ def cluster_lifecycle_script(ctx: RuleContext) -> Iterator[Finding]:
             )
             for line in lint.stdout.splitlines()[:5]:
                 yield Finding((*where, "on_create"), f"shellcheck: {line.split(':', 1)[-1].strip()}")
+
+
+@rule(
+    "cluster-availability-zone",
+    "error",
+    "a cluster's availability_zone is a zone of the environment's region",
+    why=(
+        "The cluster's VPC, subnets and file system are created in that zone of the stack's region; "
+        "a zone of another region (an overlay that moved the region) fails the deploy."
+    ),
+    fix="Name a zone of the environment's region (e.g. us-east-1a for us-east-1), or set it per environment.",
+)
+def cluster_availability_zone(ctx: RuleContext) -> Iterator[Finding]:
+    region = ctx.spec.region
+    for name, cluster in ctx.spec.clusters.items():
+        zone = cluster.availability_zone
+        if zone is not None and (zone[:-1] != region):
+            yield Finding(
+                ("clusters", name, "availability_zone"),
+                f"{zone} is not a zone of {region}: write e.g. availability_zone: {region}a",
+            )

@@ -52,6 +52,10 @@ class HyperPodCluster(Construct):
       on_create: the lifecycle script each node runs when created (default 'on_create.sh').
       node_recovery: replace faulty nodes automatically (default True).
       vpc_cidr: the new VPC's range (default '10.42.0.0/16').
+      availability_zone: the new VPC's zone, e.g. 'us-east-1a' (default: the region's first; in a
+        stack with an account, CDK looks the zones up with credentials at `cdk synth`). CDK's Vpc
+        asks its stack for the region's zones even then: to skip that lookup, return the named
+        zone from your stack's availability_zones (as sagestack's ClusterStack does).
     spec: or the cluster as the spec's `clusters:` entry (a ClusterSpec or its dict), in place of
       the typed props (the spec path's door); validated by the same model.
     vpc: default: a new VPC (public + private subnets in one Availability Zone, one NAT gateway,
@@ -76,6 +80,7 @@ class HyperPodCluster(Construct):
         on_create: str | None = None,
         node_recovery: bool | None = None,
         vpc_cidr: str | None = None,
+        availability_zone: str | None = None,
         spec: ClusterSpec | Mapping[str, Any] | None = None,
         vpc: ec2.IVpc | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
@@ -89,12 +94,13 @@ class HyperPodCluster(Construct):
             on_create=on_create,
             node_recovery=node_recovery,
             vpc_cidr=vpc_cidr,
+            availability_zone=availability_zone,
         )
         self.spec = cluster
         self.names = names
         self.key = key
 
-        self.vpc = vpc or self._vpc(cluster.vpc_cidr, encryption_key)
+        self.vpc = vpc or self._vpc(cluster.vpc_cidr, cluster.availability_zone, encryption_key)
         subnet = self.vpc.select_subnets(
             subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, one_per_az=True
         ).subnets[0]
@@ -213,12 +219,15 @@ class HyperPodCluster(Construct):
             role_description=f"Copies the lifecycle scripts of HyperPod cluster {self.names.cluster(self.key)}",
         )
 
-    def _vpc(self, cidr: str, key: kms.IKey) -> ec2.Vpc:
+    def _vpc(self, cidr: str, zone: str | None, key: kms.IKey) -> ec2.Vpc:
+        # EFA and Lustre: every node in one Availability Zone. A named zone needs no lookup; without
+        # one, a stack with an account asks CDK for the region's zones (a context lookup).
+        where: dict[str, Any] = {"availability_zones": [zone]} if zone else {"max_azs": 1}
         vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cidr),
-            max_azs=1,  # EFA and Lustre: every node in one Availability Zone
+            **where,
             nat_gateways=1,
             subnet_configuration=[
                 # the NAT gateway's only (it has an Elastic IP): nothing launched there gets a public address
@@ -250,6 +259,14 @@ class HyperPodCluster(Construct):
         )
         vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         acknowledge_compliance(vpc, ["VPCDefaultSecurityGroupClosed", "VPCNoUnrestrictedRouteToIGW"])
+        if zone:
+            acknowledge(
+                vpc,
+                {
+                    "CloudFormation-Validate::W3010": "The zone is the one the cluster's spec names "
+                    "(availability_zone:), where its capacity is: a chosen zone, not a hard-coded guess."
+                },
+            )
         return vpc
 
     def _node_role(self, artifacts: ArtifactBucketBase, prefix: str) -> iam.Role:

@@ -90,13 +90,14 @@ def resolve_cluster_spec(
     on_create: str | None,
     node_recovery: bool | None,
     vpc_cidr: str | None,
+    availability_zone: str | None = None,
 ) -> ClusterSpec:
     """The cluster as the spec's ClusterSpec, from either door: the typed props (instance_groups …)
     or `spec` (a `clusters:` entry, or its dict); ValueError when both or neither are given, or
     listing what the model refuses."""
-    typed = (on_create, node_recovery, vpc_cidr)
+    typed = (on_create, node_recovery, vpc_cidr, availability_zone)
     if spec is not None:
-        if instance_groups is not None or file_system is not DEFAULT_FILE_SYSTEM or typed != (None,) * 3:
+        if instance_groups is not None or file_system is not DEFAULT_FILE_SYSTEM or typed != (None,) * 4:
             raise ValueError(
                 "HyperPodCluster: give either spec or the typed props (instance_groups …), not both"
             )
@@ -113,6 +114,8 @@ def resolve_cluster_spec(
         entry["node_recovery"] = "Automatic" if node_recovery else "None"
     if vpc_cidr is not None:
         entry["vpc_cidr"] = vpc_cidr
+    if availability_zone is not None:
+        entry["availability_zone"] = availability_zone
     try:
         return ClusterSpec.model_validate(entry)
     except ValidationError as e:

@@ -13,6 +13,7 @@ from constructs import Construct
 from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.validation import validate_as_request
 from sagestack.core.catalog.instances import instance_type as lookup
+from sagestack.endpoints.batching import batching_environment
 
 
 @typed_fields
@@ -45,22 +46,15 @@ class Batching:
     handler: str | None = "inference:handle"
 
     def environment(self, default_workers: int) -> dict[str, str]:
-        if self.max_batch_size < 1 or self.threads_per_worker < 1 or (self.workers or 1) < 1:
-            raise ValueError("Batching: max_batch_size, workers and threads_per_worker must be >= 1")
-        workers = str(self.workers or max(1, default_workers))
-        env = {
-            "SAGEMAKER_TS_BATCH_SIZE": str(self.max_batch_size),
-            "SAGEMAKER_TS_MAX_BATCH_DELAY": str(int(self.max_delay.to_milliseconds())),
-            "SAGEMAKER_TS_MIN_WORKERS": workers,
-            "SAGEMAKER_TS_MAX_WORKERS": workers,
-            "SAGEMAKER_TS_RESPONSE_TIMEOUT": str(int(self.response_timeout.to_seconds())),
-            "SAGEMAKER_MODEL_SERVER_WORKERS": workers,
-            "OMP_NUM_THREADS": str(self.threads_per_worker),
-            "SAGESTACK_SERVE_THREADS": str(self.threads_per_worker),
-        }
-        if self.handler:
-            env["TS_DEFAULT_SERVICE_HANDLER"] = self.handler
-        return env
+        return batching_environment(
+            max_batch_size=self.max_batch_size,
+            max_delay_ms=int(self.max_delay.to_milliseconds()),
+            workers=self.workers,
+            default_workers=default_workers,
+            threads_per_worker=self.threads_per_worker,
+            response_timeout_s=int(self.response_timeout.to_seconds()),
+            handler=self.handler,
+        )
 
 
 def default_workers(instance_type: str | None) -> int:

@@ -10,7 +10,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Unpack
 
-from aws_cdk import Duration, Stack, Token
+from aws_cdk import Annotations, Duration, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -51,6 +51,20 @@ from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
+
+
+def _warn_default_max_wait(scope: Construct, job: JobSpec, *, typed: bool) -> None:
+    """Spot without max_wait, from typed props: the wait sagestack chose, and the prop that chooses
+    another (the spec path says so by its rule, spot-default-max-wait)."""
+    wait = job.spot_max_wait
+    if not typed or wait is None or job.max_wait is not None:
+        return
+    Annotations.of(scope).add_warning_v2(
+        "sagestack:spot-default-max-wait",
+        f"spot without max_wait: MaxWaitTimeInSeconds is {wait} (max_runtime doubled, at most 28 "
+        f"days), so the job may wait {wait - job.max_run} s for spot capacity; pass "
+        f"max_wait=Duration.seconds({wait}) (or the time you choose, >= max_runtime) to say so.",
+    )
 
 
 def _job_of(
@@ -189,6 +203,7 @@ class TrainingPipeline(JobPipeline):
         if self.launch_files is not None:
             self.wait_for(self.launch_files.node.find_child("CustomResource").node.default_child)  # type: ignore[arg-type]
         self.job_spec = job_spec
+        _warn_default_max_wait(self, job_spec, typed=bool(job_props))
         self.region = region
         self.validation_plan: RenderedJob = validated
         self.job_plan: RenderedJob = job_plan

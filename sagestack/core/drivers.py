@@ -247,3 +247,15 @@ def hyperparameter_exports(key: str, sent: str) -> tuple[str, tuple[str, ...]]:
     for it: SM_HP_<KEY>'s value, and its entry in SM_HPS (and SM_TRAINING_ENV) as JSON."""
     value = safe_deserialize(sent)
     return f"SM_HP_{key.replace('-', '_').upper()}", (safe_serialize(value), json.dumps({key: value}))
+
+
+HYPERPARAMETER_KEY = re.compile(r"[A-Za-z0-9_-]+")  # SM_HP_<KEY> ('-' becomes '_') is a shell name
+
+
+def hyperparameter_problem(key: str, sent: str) -> str | None:
+    """Why the drivers cannot pass a hyperparameter sent as `sent` intact (None: they can)."""
+    variable, texts = hyperparameter_exports(key, sent)
+    if HYPERPARAMETER_KEY.fullmatch(key) is None:
+        return f"its key becomes {variable}, a name bash refuses (letters, digits, '_' and '-' only)"
+    problem = next((p for p in map(exported_text_problem, texts) if p is not None), None)
+    return None if problem is None else f"{variable}='…' holds {problem}"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 PathPart = str | int
 Path_ = tuple[PathPart, ...]
@@ -198,3 +198,80 @@ def _plain_ends(line: str, i: int) -> bool:
     if ch == ":" and (i + 1 == len(line) or line[i + 1] in " \t"):
         return True
     return ch == "#" and i > 0 and line[i - 1] in " \t"
+
+
+# ---------------------------------------------------------------- YAML syntax errors: what to do about each
+
+
+_FLOW = {
+    "while parsing a flow mapping": ("{", "}", "mapping"),
+    "while parsing a flow sequence": ("[", "]", "list"),
+}
+
+
+def yaml_syntax_issue(e: Any, text: str, compose: Callable[[], Any]) -> tuple[str, int, int, tuple[str, ...]]:
+    """A YAML error ruamel located (a MarkedYAMLError), as what to do about it and the place to fix:
+    (message, line, column, the key it concerns): a tab at the tab; an unclosed '{' or '[' where it
+    was opened; a key given twice with both lines. `compose` gives the text's node tree (it
+    composes: a duplicate key is the constructor's error)."""
+    problem, context = str(e.problem or ""), str(e.context or "")
+    mark = e.problem_mark or e.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    if "'\\t'" in problem:
+        tabbed = [
+            n for n, row in enumerate(text.splitlines(), 1) if "\t" in row[: len(row) - len(row.lstrip())]
+        ]
+        more = [n for n in tabbed if n != line]
+        others = f" (also indented with tabs: line {', '.join(map(str, more[:8]))})" if more else ""
+        message = f"a tab in the indentation; YAML indents with spaces only: indent with spaces{others}"
+        return message, line, column, ()
+    if context in _FLOW and e.context_mark is not None:
+        opening, closing, kind = _FLOW[context]
+        found = problem.rsplit("but got ", 1)[-1].strip("'")
+        where = "the file ends" if found == "<stream end>" else f"line {line}, column {column} has {found!r}"
+        cm = e.context_mark
+        return (
+            f"the {kind} opened with '{opening}' here is not closed: {where} where ',' or '{closing}' "
+            f"must come; close it with '{closing}' (or separate its entries with ',')",
+            cm.line + 1,
+            cm.column + 1,
+            (),
+        )
+    if "duplicate key" in problem:
+        first = _first_of_duplicate(compose(), mark)
+        if first is not None:
+            key, before = first
+            return (
+                f"{key!r} is given twice in one mapping, on line {before} and on line {line}; a key is "
+                f"allowed once: delete one of them (to keep this value, delete line {before})",
+                line,
+                column,
+                (key,),
+            )
+    return f"invalid YAML: {printable(' '.join(x for x in (context, problem) if x))}", line, column, ()
+
+
+def _first_of_duplicate(root: Any, mark: Any) -> tuple[str, int] | None:
+    """The key at `mark` and the line of its first occurrence in the same mapping."""
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, MappingNode):
+            seen: dict[Any, int] = {}
+            for key, value in node.value:
+                written = getattr(key, "value", None)
+                if isinstance(written, str) and key.start_mark.index == mark.index and written in seen:
+                    return written, seen[written]
+                if isinstance(written, str):
+                    seen.setdefault(written, key.start_mark.line + 1)
+                pending += [key, value]
+        elif isinstance(node, SequenceNode):
+            pending += node.value
+    return None
+
+
+def printable(message: str) -> str:
+    """A message with no raw control characters (a terminal would act on them): each escaped."""
+    return "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in message.replace("\n", " "))

@@ -165,11 +165,6 @@ TransformInstanceType = Annotated[
     _instance_type("transform"),
     WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
 ]
-ProcessingInstanceType = Annotated[
-    str,
-    _instance_type("processing"),
-    WithJsonSchema({"type": "string", "pattern": r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"}),
-]
 ModelPackageArn = Annotated[
     str,
     StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/.+$"),

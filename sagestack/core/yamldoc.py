@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagestack.core.errors import Location, Path_, SpecError, SpecIssue
-from sagestack.core.yamlevents import read_events
+from sagestack.core.errors import Location, Path_, SpecError, SpecIssue, printable, yaml_syntax_issue
+from sagestack.core.yamlevents import MAX_MERGES, merge_keys, path_at, read_events
 
 
 @dataclass
@@ -86,8 +86,8 @@ MAX_NODES = 100_000  # keys, items and scalars after alias expansion
 MAX_DEPTH = 64
 
 
-def _issue(display: str, message: str, line: int = 1, column: int = 1) -> SpecError:
-    return SpecError([SpecIssue(message, location=Location(display, line, column))])
+def _issue(display: str, message: str, line: int = 1, column: int = 1, path: Path_ = ()) -> SpecError:
+    return SpecError([SpecIssue(message, path=path, location=Location(display, line, column))])
 
 
 def _line_col(data: bytes | str, offset: int) -> tuple[int, int]:
@@ -122,6 +122,12 @@ def read_bounded(
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
             raise _not_regular(display, st.st_mode, what, fmt)
+        if not inside_project(path, display):
+            raise _issue(
+                display,
+                f"{display} links to a file outside the project; {what} is a {fmt} file inside the "
+                f"project: copy the file to {display} (or link to one inside the project)",
+            )
         if st.st_size > limit:
             raise _too_large(
                 display, f"{st.st_size / 1024 / 1024:.1f} MiB", f"{what} is at most {_mib(limit)} of {fmt}"
@@ -143,6 +149,17 @@ def read_bounded(
     if len(data) > limit:
         raise _too_large(display, f"more than {_mib(limit)}", f"{what} is at most {_mib(limit)} of {fmt}")
     return data
+
+
+def inside_project(path: Path, display: str) -> bool:
+    """Whether `path`, links followed, is inside the project: the folder `display` (the name a
+    message gives the file: its path in the project) is relative to. A config file linked outside
+    (/proc/self/environ, ~/.aws/credentials) is never read, nor shown in an error."""
+    parts = Path(display).parts
+    if Path(display).is_absolute() or ".." in parts or Path(path).parts[-len(parts) :] != parts:
+        return True  # not named by its place in a project: nothing to hold it to
+    root = os.path.realpath(Path(path).parents[len(parts) - 1])
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
 
 
 def _nonblocking(path: str, flags: int) -> int:
@@ -205,6 +222,17 @@ def read_with_ruamel(text: str, display: str) -> Document:
     from ruamel.yaml.composer import MaxDepthExceededError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    merges = merge_keys(text)
+    if len(merges) > MAX_MERGES:
+        line, column = _line_col(text, merges[-1])
+        raise _issue(
+            display,
+            f"more than {MAX_MERGES} merge keys (<<:); a real spec has a few dozen: "
+            "merge fewer mappings, or write their keys out",
+            line,
+            column,
+            path_at(text, line, column),
+        )
     yaml = _ruamel()
     try:
         raw = yaml.load(text)
@@ -219,14 +247,20 @@ def read_with_ruamel(text: str, display: str) -> Document:
             display, f"nested more than {MAX_DEPTH} levels deep", mark.line + 1, mark.column + 1
         ) from None
     except MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        loc = Location(display, mark.line + 1, mark.column + 1) if mark else Location(display, 1, 1)
-        problem = " ".join(str(x) for x in (e.context, e.problem) if x)
-        raise SpecError([SpecIssue(f"invalid YAML: {problem}", location=loc)]) from None
+        message, line, column, key = yaml_syntax_issue(e, text, lambda: _ruamel().compose(text))
+        path = (*path_at(text, line, column), *key)
+        raise _issue(display, message, line, column, path) from None
     except YAMLError as e:  # e.g. the reader's "unacceptable character": no mark, a position
         position = getattr(e, "position", None)
         line, column = _line_col(text, position) if isinstance(position, int) else (1, 1)
-        raise _issue(display, f"invalid YAML: {e}".replace("\n", " "), line, column) from None
+        character = getattr(e, "character", None)
+        message = (
+            f"a control character (U+{character:04X}) is not allowed in YAML text; is this the right "
+            "file? (a text editor shows it; delete it)"
+            if isinstance(character, int)
+            else f"invalid YAML: {printable(str(e))}"
+        )
+        raise _issue(display, message, line, column, path_at(text, line, column)) from None
     except RecursionError:
         raise _issue(
             display, f"invalid YAML: nested deeper than the parser can follow (at most {MAX_DEPTH})"
@@ -268,7 +302,7 @@ def _unconstructable(text: str) -> tuple[str, int, int]:
                 yaml.constructor.construct_object(node, deep=True)
             except Exception as e:
                 kind = str(node.tag).rsplit(":", 1)[-1]
-                message = f"{node.value!r} cannot be read as {kind} ({e}); quote it to keep it as text"
+                message = f"{node.value!r} cannot be read as {kind} ({printable(str(e))}); quote it to keep it as text"
                 return message, node.start_mark.line + 1, node.start_mark.column + 1
             continue
         children = [c for pair in node.value for c in pair] if isinstance(node, MappingNode) else node.value

@@ -27,6 +27,24 @@ _NOT_PLAIN_FLOAT = re.compile(r"[_:]|inf|nan", re.IGNORECASE)
 _OTHER_READINGS = ("\x85", "\u2028", "\u2029", "\t")
 
 
+# Merge keys a spec may hold: ruamel's reading costs the square of the mappings merging one anchor
+# (each checks it is not listed yet by comparing itself with every one listed: 4,000 took 51 s), so
+# a text with more is refused by it, located, and declined here.
+MAX_MERGES = 1000
+_MERGE_KEY = re.compile(r"(?:^|(?<=[\s,{\[?]))<<[ \t]*:(?=\s|$)", re.M)
+
+
+def merge_keys(text: str) -> list[int]:
+    """The offsets of what may be a merge key (`<<:`) in `text`, found before parsing it: at most
+    MAX_MERGES + 1 of them (a quoted "<<" is no merge key; text holding ' <<: ' may count once)."""
+    found = []
+    for m in _MERGE_KEY.finditer(text):
+        found.append(m.start())
+        if len(found) > MAX_MERGES:
+            break
+    return found
+
+
 class _Unsupported(Exception):
     """Outside the subset: ruamel reads this text."""
 
@@ -40,7 +58,7 @@ def read_events(
         from yaml.cyaml import CParser  # type: ignore[import-untyped]  # ImportError without libyaml
     except ImportError:
         return None
-    if any(c in text for c in _OTHER_READINGS):
+    if any(c in text for c in _OTHER_READINGS) or len(merge_keys(text)) > MAX_MERGES:
         return None
     parser = CParser(text)
     try:
@@ -117,9 +135,11 @@ class _Builder:
         self.resolvers = resolvers
         self.keys: dict[Path_, Location] = {}
         self.values: dict[Path_, Location] = {}
-        # every location recorded, in order: an anchored collection's are the slice since its start
+        # every location recorded, in order, while an anchored collection is open (`capturing` of
+        # them): an anchored collection's are the slice since its start
         self.key_log: list[tuple[Path_, Location]] = []
         self.value_log: list[tuple[Path_, Location]] = []
+        self.capturing = 0
         self.anchors: dict[str, _Anchored] = {}
         self.nodes = 0
 
@@ -176,6 +196,7 @@ class _Builder:
             if kind is not scalar:
                 stack.append(_Frame(value, path, event.anchor, (len(self.key_log), len(self.value_log))))
                 if event.anchor is not None:  # an alias inside it would be recursive: refused
+                    self.capturing += 1
                     self.anchors.pop(event.anchor, None)
                     stack[-1].location = self.values[path]
             elif event.anchor is not None:
@@ -208,8 +229,13 @@ class _Builder:
         else:
             child = (*path, len(container))
             container.append(value)
-        self.count(child, 1, 0)
-        self.value_at(child, Location(self.file, mark.line + 1, mark.column + 1))
+        self.nodes += 1  # (count and value_at, inline: this runs for every value of the file)
+        if len(child) > self.max_depth or self.nodes >= self.max_nodes:
+            raise _Unsupported  # ruamel's reading reports it
+        location = Location(self.file, mark.line + 1, mark.column + 1)
+        self.values[child] = location
+        if self.capturing:
+            self.value_log.append((child, location))
         return child
 
     def alias(self, frame: _Frame, event: Any) -> None:
@@ -282,6 +308,10 @@ class _Builder:
                 [(p[base:], loc) for p, loc in self.key_log[keys_from:]],
                 [(p[base:], loc) for p, loc in self.value_log[values_from:]],
             )
+            self.capturing -= 1
+            if not self.capturing:  # no anchored collection open: nothing will slice the logs
+                self.key_log.clear()
+                self.value_log.clear()
 
     def count(self, path: Path_, nodes: int, depth: int) -> None:
         self.nodes += nodes
@@ -290,11 +320,13 @@ class _Builder:
 
     def key_at(self, path: Path_, location: Location) -> None:
         self.keys[path] = location
-        self.key_log.append((path, location))
+        if self.capturing:
+            self.key_log.append((path, location))
 
     def value_at(self, path: Path_, location: Location) -> None:
         self.values[path] = location
-        self.value_log.append((path, location))
+        if self.capturing:
+            self.value_log.append((path, location))
 
     def scalar(self, event: Any) -> Any:
         value = event.value
@@ -341,3 +373,55 @@ def _copy_plain(value: Any) -> Any:
 
 _MERGE = object()
 _NO_KEY = object()
+
+
+def path_at(text: str, line: int, column: int) -> Path_:
+    """The key path open at `line`:`column` (1-based) of a text, read up to there: the mapping key
+    or list item libyaml's events have entered before that point, the path an error in text that
+    does not parse is under; () when there is none (or no libyaml)."""
+    try:
+        import yaml
+        from yaml.cyaml import CParser
+    except ImportError:
+        return ()
+    parser = CParser(text)
+    stack: list[list[Any]] = []  # [path, the key awaiting its value (a mapping) or the next index]
+    try:
+        while True:
+            event = parser.get_event()
+            kind = type(event)
+            at = (event.start_mark.line + 1, event.start_mark.column + 1)
+            if kind in (yaml.MappingEndEvent, yaml.SequenceEndEvent) and at <= (line, column):
+                stack.pop()  # closed at or before the place: a key there is not inside it
+                continue
+            if at >= (line, column):
+                break
+            if kind not in (
+                yaml.ScalarEvent,
+                yaml.AliasEvent,
+                yaml.MappingStartEvent,
+                yaml.SequenceStartEvent,
+            ):
+                continue
+            child: Path_ = ()
+            if stack:
+                frame = stack[-1]
+                if frame[1] is _NO_KEY:
+                    if kind is not yaml.ScalarEvent:
+                        break  # a collection as a key: the mapping's path is as near as it gets
+                    frame[1] = event.value
+                    continue
+                child = (*frame[0], frame[1])
+                frame[1] = frame[1] + 1 if isinstance(frame[1], int) else _NO_KEY
+            if kind is yaml.MappingStartEvent:
+                stack.append([child, _NO_KEY])
+            elif kind is yaml.SequenceStartEvent:
+                stack.append([child, 0])
+    except yaml.YAMLError:
+        pass
+    finally:
+        parser.dispose()
+    if not stack:
+        return ()
+    path, pending = stack[-1]
+    return tuple(path) if pending is _NO_KEY or isinstance(pending, int) else (*path, pending)

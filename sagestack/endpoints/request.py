@@ -17,6 +17,8 @@ from typing import Any
 
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
+from sagestack.core.layout import S3Layout
+from sagestack.core.standins import STAND_IN_BUCKET
 from sagestack.endpoints.resolved import ResolvedEndpoint
 
 CONTENT_TYPES = ["application/json", "application/jsonlines", "application/x-npy"]
@@ -150,12 +152,37 @@ def model_package_request(
     return request
 
 
+# The training job the pipeline ran, as the requests name it before it has run.
+STAND_IN_TRAINING_JOB = "sagestack-validation-job"
+
+
+def compiled_file_name(ep: ResolvedEndpoint) -> str:
+    """What SageMaker Neo writes under the job's S3OutputLocation: the input archive's name
+    (model.tar.gz, as training writes it) with the target appended, `model-<target>.tar.gz`. The
+    pipeline reads the real key from DescribeCompilationJob's ModelArtifacts.S3ModelArtifacts, as the
+    SageMaker SDK does; this name is what `render` shows in its place (a target platform's name
+    is SageMaker's own, so the stand-in spells the platform)."""
+    c = ep.spec.compile
+    assert c is not None
+    target = c.target_device or "_".join(v.lower() for v in (c.target_platform or {}).values())
+    return f"model-{target}.tar.gz"
+
+
 def validation_stand_ins(ep: ResolvedEndpoint) -> dict[str, str]:
+    """The run-time values of the compile and register steps, as stand-ins of their real shape:
+    the trained artifact (output/<job>/<training job>/output/model.tar.gz) and, when compiled, the
+    compiled artifact under the endpoint's models/compiled/<endpoint>/ (one name per target)."""
+    layout = S3Layout(STAND_IN_BUCKET)
+    trained = f"{layout.output(ep.source or 'job')}{STAND_IN_TRAINING_JOB}/output/model.tar.gz"
+    compiled = (
+        layout.compiled_models(ep.key) + compiled_file_name(ep) if ep.spec.compile is not None else None
+    )
     return {
         "name": f"{ep.compile_name_prefix}-{'0' * 32}",
-        "model_artifacts": "s3://sagestack-validation-bucket/models/job/output/model.tar.gz",
-        "training_job": "sagestack-validation-job",
-        "compiled": "s3://sagestack-validation-bucket/models/compiled/model-ml_c5.tar.gz",
+        "model_artifacts": trained,
+        "training_job": STAND_IN_TRAINING_JOB,
+        # what the register step names: the compiled artifact, else the trained one
+        "compiled": compiled or trained,
     }
 
 

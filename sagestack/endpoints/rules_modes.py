@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sagestack.core.catalog.service_model import enum_values
-from sagestack.core.catalog.suggest import did_you_mean
+from sagestack.core.catalog.instances import check_instance_type
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.core.types import arn_region
 from sagestack.endpoints.components import copy_needs, instance_capacity, pack
@@ -160,7 +159,6 @@ def _min_copies(ep: EndpointSpec, cpath: tuple[str, ...], c: ComponentSpec) -> I
     fix="Add data_capture: {} and use a ProcessingInstanceType (e.g. ml.m5.xlarge).",
 )
 def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
-    processing = enum_values("ProcessingInstanceType")
     for name, ep in ctx.spec.endpoints.items():
         m = ep.monitor
         if m is None:
@@ -170,11 +168,9 @@ def endpoint_monitor(ctx: RuleContext) -> Iterator[Finding]:
             yield Finding(path, "Model Monitor reads the endpoint's captured requests: add data_capture: {}")
         if ep.components or ep.serverless is not None:
             yield Finding(path, "Model Monitor watches endpoints that host one model on instances")
-        if m.instance_type not in processing:
-            yield Finding(
-                (*path, "instance_type"),
-                f"'{m.instance_type}' is not a processing instance type{did_you_mean(m.instance_type, list(processing))}",
-            )
+        problem = check_instance_type(m.instance_type, "processing")
+        if problem:
+            yield Finding((*path, "instance_type"), problem)
 
 
 @rule(

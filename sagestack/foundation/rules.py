@@ -212,7 +212,14 @@ def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
 def tag_limits(ctx: RuleContext) -> Iterator[Finding]:
     tags = ctx.spec.tags
     if len(tags) > 50:
-        yield Finding(("tags",), f"{len(tags)} tags given; AWS allows at most 50 per resource")
+        # located at the first tag over the limit, where it is written: an overlay's tags come
+        # after the project file's, so one that adds too many is pointed at, not the project file
+        over = len(tags) - 51
+        yield Finding(
+            ("tags", list(tags)[50]),
+            f"{len(tags)} tags given; AWS allows at most 50 per resource; drop this one, the 51st"
+            + (f" and the {over} after it" if over else ""),
+        )
     for key, value in tags.items():
         if key.lower().startswith("aws:"):
             yield Finding(("tags", key), "tag keys starting with 'aws:' are reserved by AWS")

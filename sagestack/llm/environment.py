@@ -11,8 +11,8 @@ Where each mapping comes from:
   OPTION_N_POSITIONS (transformers-neuronx's context length), OPTION_DTYPE, OPTION_QUANTIZE.
 - Hugging Face TGI (huggingface-llm): the SageMaker entrypoint maps SM_NUM_GPUS to NUM_SHARD and
   HF_MODEL_QUANTIZE to QUANTIZE; MAX_INPUT_TOKENS (MAX_INPUT_LENGTH before TGI 2.1),
-  MAX_TOTAL_TOKENS, MAX_CONCURRENT_REQUESTS, MAX_BATCH_PREFILL_TOKENS and DTYPE are the launcher's
-  own flags as variables (text-generation-launcher --help). TGI refuses --dtype with --quantize.
+  MAX_TOTAL_TOKENS, MAX_CONCURRENT_REQUESTS, MAX_BATCH_PREFILL_TOKENS, KV_CACHE_DTYPE and DTYPE are
+  the launcher's own flags as variables (text-generation-launcher --help). TGI refuses --dtype with --quantize.
 - TGI on optimum-neuron (huggingface-llm-neuronx): HF_NUM_CORES, HF_AUTO_CAST_TYPE, MAX_BATCH_SIZE,
   MAX_INPUT_TOKENS (MAX_INPUT_LENGTH before 0.0.25's TGI 2.1), MAX_TOTAL_TOKENS (optimum-neuron's
   "Deploy on SageMaker" guide).
@@ -20,10 +20,11 @@ Where each mapping comes from:
   entrypoint turns every SM_VLLM_<NAME> into `vllm serve --<name>` (vLLM's
   examples/online_serving/sagemaker-entrypoint.sh; AWS DLC docs, vLLM "Configuration"):
   SM_VLLM_MODEL, SM_VLLM_TENSOR_PARALLEL_SIZE, SM_VLLM_MAX_NUM_SEQS, SM_VLLM_MAX_MODEL_LEN,
-  SM_VLLM_DTYPE, SM_VLLM_QUANTIZATION.
+  SM_VLLM_DTYPE, SM_VLLM_QUANTIZATION, SM_VLLM_KV_CACHE_DTYPE (`--kv-cache-dtype fp8`).
 - AWS's SGLang DLC (sglang): SM_SGLANG_<NAME> becomes `--<name>` of sglang.launch_server in the same
   way: SM_SGLANG_MODEL_PATH, SM_SGLANG_TP_SIZE, SM_SGLANG_MAX_RUNNING_REQUESTS,
-  SM_SGLANG_CONTEXT_LENGTH, SM_SGLANG_DTYPE, SM_SGLANG_QUANTIZATION.
+  SM_SGLANG_CONTEXT_LENGTH, SM_SGLANG_DTYPE, SM_SGLANG_QUANTIZATION, SM_SGLANG_KV_CACHE_DTYPE
+  (its fp8 is spelled fp8_e5m2 or fp8_e4m3).
 - NVIDIA Triton (sagemaker-tritonserver): the model repository's config.pbtxt holds the backend's
   settings (tensor parallelism, batch, limits); the environment only names the model
   (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME). `unrendered` lists what the spec sets but the family's
@@ -38,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sagestack.llm.models import LlmSpec
-from sagestack.llm.sizing import tensor_parallel_degree
+from sagestack.llm.sizing import ENGINES, tensor_parallel_degree
 
 MODEL_DIR = "/opt/ml/model"  # where SageMaker mounts ModelDataSource (uncompressed S3 prefix)
 _TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -89,6 +90,7 @@ def _tgi(spec: LlmSpec, tp: int) -> dict[str, str]:
     if spec.max_input_tokens is not None:  # TGI 2.x's own default, which older versions lacked
         env["MAX_BATCH_PREFILL_TOKENS"] = str(spec.max_input_tokens + 50)
     _set(env, "MAX_CONCURRENT_REQUESTS", spec.max_batch_size)
+    _set(env, "KV_CACHE_DTYPE", spec.kv_cache_dtype)
     quantize = _quantize(spec)
     if quantize is None:
         _set(env, "DTYPE", _TGI_DTYPE.get(spec.dtype))
@@ -112,6 +114,7 @@ def _vllm(spec: LlmSpec, tp: int) -> dict[str, str]:
     _set(env, "SM_VLLM_MAX_MODEL_LEN", spec.max_total_tokens)
     _set(env, "SM_VLLM_DTYPE", _TORCH_DTYPE.get(spec.dtype))
     _set(env, "SM_VLLM_QUANTIZATION", _quantize(spec))
+    _set(env, "SM_VLLM_KV_CACHE_DTYPE", spec.kv_cache_dtype)
     return env
 
 
@@ -121,6 +124,7 @@ def _sglang(spec: LlmSpec, tp: int) -> dict[str, str]:
     _set(env, "SM_SGLANG_CONTEXT_LENGTH", spec.max_total_tokens)
     _set(env, "SM_SGLANG_DTYPE", _TORCH_DTYPE.get(spec.dtype))
     _set(env, "SM_SGLANG_QUANTIZATION", _quantize(spec))
+    _set(env, "SM_SGLANG_KV_CACHE_DTYPE", "fp8_e5m2" if spec.kv_cache_dtype == "fp8" else None)
     return env
 
 
@@ -167,6 +171,8 @@ def unrendered(spec: LlmSpec) -> list[str]:
             ["quantization"] if spec.quantization else []
         )
     missing = []
+    if spec.kv_cache_dtype is not None and ENGINES[spec.container].kv_dtype is None:
+        missing.append("kv_cache_dtype")
     if spec.dtype == "fp32" and spec.container in ("huggingface-llm", "huggingface-llm-neuronx"):
         missing.append("dtype")  # TGI's --dtype and HF_AUTO_CAST_TYPE take 16-bit types only
     if spec.max_input_tokens is not None and spec.container in (

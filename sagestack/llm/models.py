@@ -116,11 +116,35 @@ class LlmSpec(StrictModel):
         default=None,
         description="load-time quantization by the container (weights already quantized, or on the fly)",
     )
-    kv_cache_headroom: float = Field(
-        default=0.2,
+    kv_cache_headroom: float | None = Field(
+        default=None,
         ge=0,
         lt=1,
-        description="the share of accelerator memory kept free for the KV cache and activations",
+        description="the share of accelerator memory the server leaves unused (default: the family's "
+        "own, e.g. 10 % for vLLM's gpu_memory_utilization 0.9); the KV cache and activations are "
+        "counted on their own",
+    )
+    num_layers: int | None = Field(
+        default=None, ge=1, description="the model's layers (config.json num_hidden_layers), for its KV cache"
+    )
+    num_kv_heads: int | None = Field(
+        default=None,
+        ge=1,
+        description="key-value heads per layer (config.json num_key_value_heads; fewer than the attention "
+        "heads under grouped-query attention), for its KV cache",
+    )
+    head_dim: int | None = Field(
+        default=None, ge=1, description="the size of one attention head (hidden_size / num_attention_heads)"
+    )
+    kv_bytes_per_token: int | None = Field(
+        default=None,
+        ge=1,
+        description="the KV cache's bytes per token, all layers, keys and values (instead of the shape)",
+    )
+    kv_cache_dtype: Literal["fp8"] | None = Field(
+        default=None,
+        description="fp8: keep the KV cache in 8 bits, half its 16-bit size (vLLM, SGLang, TGI; default: "
+        "the dtype the model computes in)",
     )
     download_timeout: Seconds | None = Field(
         default=None,

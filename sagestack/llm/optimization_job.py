@@ -30,6 +30,25 @@ DEPLOYMENT_TYPES = "OptimizationJobDeploymentInstanceType"  # botocore's enum of
 CONTENT_TYPES = ["application/json"]
 
 
+# The llm: fields added since optimization jobs were first named: each enters the hash only when set,
+# and kv_cache_headroom (whose default went from 0.2 to the family's own) as it was then, so a spec
+# that sets none of them keeps its job's name.
+ADDED_SINCE_NAMED = ("num_layers", "num_kv_heads", "head_dim", "kv_bytes_per_token", "kv_cache_dtype")
+HEADROOM_WHEN_NAMED = 0.2
+
+
+def published_fields(llm: LlmSpec) -> dict[str, Any]:
+    """The llm: section as the job's hash reads it."""
+    # weights.kms_key decrypts the weights, it does not change them: not part of the job's identity
+    data = llm.model_dump(mode="json", exclude={"weights": {"kms_key"}})
+    for name in ADDED_SINCE_NAMED:
+        if data.get(name) is None:
+            data.pop(name, None)
+    if data.get("kv_cache_headroom") is None:
+        data["kv_cache_headroom"] = HEADROOM_WHEN_NAMED
+    return data
+
+
 @dataclass(frozen=True)
 class ResolvedOptimization:
     """One LLM with `optimize:` — an endpoint's own llm, or one inference component's."""
@@ -64,9 +83,7 @@ class ResolvedOptimization:
 
     @property
     def digest(self) -> str:
-        # weights.kms_key decrypts the weights, it does not change them: not part of the job's identity
-        llm = self.llm.model_dump(mode="json", exclude={"weights": {"kms_key"}})
-        spec = {"llm": llm, "instance_type": self.instance_type}
+        spec = {"llm": published_fields(self.llm), "instance_type": self.instance_type}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
     @property

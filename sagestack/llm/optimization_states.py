@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagestack.core import states as asl
-from sagestack.core.catalog.quotas import quota_name
+from sagestack.core.catalog.quotas import OPTIMIZATION_USAGE, quota_name
 from sagestack.core.deployment import Deployment
 from sagestack.core.states import CAPACITY_PATTERNS, IN_USE_PATTERNS, PipelineSettings
 from sagestack.llm.optimization_job import ResolvedOptimization, optimization_request, package_request
@@ -117,7 +117,7 @@ def optimization_definition(
 def _create_states(
     o: ResolvedOptimization, deployment: Deployment, settings: PipelineSettings, names: OptimizationStates
 ) -> dict[str, asl.State]:
-    qn = quota_name(o.instance_type, "endpoint")
+    qn = quota_name(o.instance_type, OPTIMIZATION_USAGE)
     s: dict[str, asl.State] = dict(
         asl.quota_check(
             names.quota,

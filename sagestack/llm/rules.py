@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from sagestack.core.catalog.instances import instance_type as lookup
 from sagestack.core.errors import Path_
 from sagestack.core.rules import Finding, RuleContext, rule
+from sagestack.llm.advice import advice, smallest_degree
 from sagestack.llm.environment import rendered_environment, unrendered
 from sagestack.llm.images import LlmImageError, instance_problem, llm_image_uri
 from sagestack.llm.models import LlmSpec
-from sagestack.llm.sizing import devices, memory_fit, tensor_parallel_degree
+from sagestack.llm.shape import ModelShape, local_weights_dir, shape_of
+from sagestack.llm.sizing import ENGINES, Fit, devices, memory_fit, tensor_parallel_degree
 
 # Quantizations each family loads (its documentation's list: LMI's option.quantize for vLLM and
 # TensorRT-LLM, TGI's --quantize, vLLM's and SGLang's --quantization). The Neuron families and
@@ -170,37 +172,53 @@ def llm_tensor_parallel(ctx: RuleContext) -> Iterator[Finding]:
 @rule(
     "llm-memory-fit",
     "error",
-    "the weights and the KV-cache headroom fit the accelerator memory one copy spans, on every pool type",
+    "the weights, the KV cache and the activations fit the accelerator memory one copy spans, on every "
+    "pool type",
     why=(
-        "The container loads the weights onto the tensor-parallel group's accelerators and keeps "
-        "kv_cache_headroom of their memory for the KV cache and activations; weights that do not fit "
-        "fail the container's start (CUDA or Neuron out of memory) after the download timeout's wait."
+        "The container loads the weights onto the tensor-parallel group's accelerators, then allocates "
+        "the KV cache for its token limit and batch (2 x layers x KV heads x head size x bytes per token "
+        "and sequence) and its activations, within the share of memory its server uses (vLLM's "
+        "gpu_memory_utilization 0.9 …); what does not fit fails the container's start (CUDA or Neuron "
+        "out of memory, or vLLM's 'max seq len is larger than the KV cache') after the download's wait."
     ),
-    fix="Choose a larger instance type, a higher tensor_parallel_degree, or quantization (awq / gptq: "
-    "4-bit; fp8: 8-bit), or lower kv_cache_headroom.",
+    fix="Use an instance type the finding lists (cheapest first, with its tensor_parallel_degree), the "
+    "batch or token limit it says fits, or a quantization (awq / gptq: 4-bit; fp8: 8-bit) or "
+    "kv_cache_dtype: fp8; state num_layers, num_kv_heads and head_dim when the shape is an estimate.",
 )
 def llm_memory_fit(ctx: RuleContext) -> Iterator[Finding]:
     for name, s in served(ctx):
+        shape = shape_of(s.spec, local_weights_dir(ctx.root, ctx.env, s.spec))
         for i, itype in enumerate(s.types):
             if not _runs(s, itype):
                 continue
-            fit = memory_fit(s.spec, itype, s.accelerators)
+            fit = memory_fit(s.spec, itype, s.accelerators, shape)
             d = devices(itype, s.accelerators)
             if fit.ok or d.gib_each is None:
                 continue  # fits, or the catalog does not know the memory
-            spans = min(fit.tensor_parallel_degree, d.count)
-            over = f"{spans} x {d.gib_each:.1f} GiB {d.name}" if d.count else "host memory"
-            hints = ["a larger instance type"]
-            if d.count > fit.tensor_parallel_degree:
-                hints.append(f"tensor_parallel_degree up to {d.count}")
-            if s.spec.quantization is None:
-                hints.append("quantization: awq (4-bit) or fp8")
-            yield Finding(
-                s.type_path(name, i),
-                f"{s.spec.parameters:g} parameters in {s.spec.dtype} are {fit.weights_gib:.1f} GiB of weights, "
-                f"{fit.needed_gib:.1f} GiB with {s.spec.kv_cache_headroom:.0%} kept for the KV cache; one copy "
-                f"on {itype} has {fit.available_gib:.1f} GiB ({over}): use {', or '.join(hints)}",
-            )
+            yield Finding(s.type_path(name, i), _memory_message(s, itype, fit, shape))
+
+
+def _memory_message(s: Served, itype: str, fit: Fit, shape: ModelShape) -> str:
+    d = devices(itype, s.accelerators)
+    spans = min(fit.tensor_parallel_degree, d.count)
+    engine = ENGINES[s.spec.container].name
+    over = (
+        f"{spans} x {d.gib_each:.1f} GiB {d.name}, {fit.fraction:.0%} used by {engine}"
+        if d.count
+        else "host memory"
+    )
+    source = shape.source + (f"; {shape.note}" if shape.note else "")
+    ways = advice(s.spec, fit, itype, shape, QUANTIZATIONS.get(s.spec.container, frozenset()))
+    if d.count > fit.tensor_parallel_degree:
+        tp = smallest_degree(s.spec, itype, s.accelerators, shape)
+        if tp is not None:
+            ways.insert(0, f"tensor_parallel_degree {tp} on {itype}")
+    return (
+        f"{s.spec.parameters:g} parameters in {s.spec.dtype}: {fit.weights_gib:.1f} GiB of weights + "
+        f"{fit.kv_cache_gib:.1f} GiB of KV cache + {fit.activations_gib:.1f} GiB of activations = "
+        f"{fit.needed_gib:.1f} GiB; one copy on {itype} has {fit.available_gib:.1f} GiB ({over}). "
+        f"KV cache: {fit.kv.formula()}; shape: {source}. Would fit: {'; '.join(ways)}"
+    )
 
 
 @rule(

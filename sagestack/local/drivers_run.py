@@ -31,7 +31,7 @@ from sagestack.core.contract import (
     resource_config,
     write_host_config,
 )
-from sagestack.core.drivers import CODE_CHANNEL, DRIVERS_CHANNEL, write_drivers
+from sagestack.core.drivers import CODE_CHANNEL, DRIVERS_CHANNEL, hyperparameter_problem, write_drivers
 from sagestack.local.failure import error_message
 from sagestack.local.hosts import (
     LOCAL_INTERFACE,
@@ -115,6 +115,20 @@ def refuse_multi_host_mpi(drivers: Mapping[str, bytes], hosts: int) -> None:
         )
 
 
+def refuse_unpassable_hyperparameters(hyperparameters: Mapping[str, str]) -> None:
+    """What the drivers cannot pass intact (a --set value: the spec's are refused at validate, rule
+    drivers-shell-values) is refused before anything starts, as it would fail the job in the cloud."""
+    for key, sent in hyperparameters.items():
+        problem = hyperparameter_problem(key, sent)
+        if problem is not None:
+            raise LocalRunError(
+                f"hyperparameter {key!r} = {sent!r}: AWS's environment.py writes it unescaped into the file "
+                f"sm_train.sh sources, and {problem}; the job would fail (or run the rest as shell code), "
+                "in the cloud as here. Write the value without ' (the typographic \u2019 reads the same) "
+                "and the key with letters, digits, '_' and '-' only"
+            )
+
+
 def prepare_driver_hosts(
     loaded: LoadedSpec,
     job_key: str,
@@ -158,6 +172,7 @@ def lay_out_driver_hosts(
     request = local.request
     hosts = [f"algo-{i + 1}" for i in range(options.hosts)]
     refuse_multi_host_mpi(local.drivers, len(hosts))
+    refuse_unpassable_hyperparameters(request["HyperParameters"])
     instance_type = request["ResourceConfig"]["InstanceType"]
     devices = simulated_devices(instance_type, options.procs)
     data_config = input_data_config(request)
@@ -201,9 +216,11 @@ def run_driver_hosts(
     on_line: Callable[[str, str], None] = lambda host, line: None,
     on_metrics: Callable[[dict[str, float]], None] = lambda _: None,
     definitions: dict[str, str] | None = None,
+    writable: Sequence[Path] = (),
 ) -> DriversRun:
     """Run `command` (the request's ContainerEntrypoint + ContainerArguments) on every host at once,
-    each in its sandbox, all in one network of their own; logs in run_dir/logs/<host>.log. Raises
+    each in its sandbox, all in one network of their own; logs in run_dir/logs/<host>.log. Inside,
+    only run_dir, the hosts' folders and `writable` (a tracking store) can be written. Raises
     LocalRunError when this machine cannot make the sandbox."""
     names = [h.layout.name for h in hosts]
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -219,6 +236,7 @@ def run_driver_hosts(
                 accelerators=host.accelerators,
                 holder=network.holder,
                 user=network.user,
+                writable=[run_dir, *writable],
             )
             commands.append(
                 Command(

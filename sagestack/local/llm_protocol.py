@@ -20,6 +20,7 @@ mistake, answered with the family's status and message — never a 500."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,16 +50,26 @@ class RequestError(Exception):
         self.message = message
 
     def body(self) -> bytes:
-        if self.schema == "tgi":
-            kind = "validation" if self.status == 422 else "bad_request"
-            return json.dumps({"error": self.message, "error_type": kind}).encode()
-        if self.schema == "openai":
-            return json.dumps(
-                {"object": "error", "message": self.message, "type": "BadRequestError", "code": self.status}
-            ).encode()
-        return json.dumps(
-            {"code": self.status, "type": "BadRequestException", "message": self.message}
-        ).encode()
+        return error_body(self.schema, self.status, self.message)
+
+
+def error_body(schema: Schema, status: int, message: str) -> bytes:
+    """The family's error body: a client's mistake (4xx) or the model's fault (500)."""
+    fault = status >= 500
+    if schema == "tgi":
+        kind = "generation" if fault else "validation" if status == 422 else "bad_request"
+        return json.dumps({"error": message, "error_type": kind}).encode()
+    if schema == "openai":
+        kind = "InternalServerError" if fault else "BadRequestError"
+        return json.dumps({"object": "error", "message": message, "type": kind, "code": status}).encode()
+    kind = "InternalServerException" if fault else "BadRequestException"
+    return json.dumps({"code": status, "type": kind, "message": message}).encode()
+
+
+def error_chunk(schema: Schema, g: Generation, status: int, message: str) -> bytes:
+    """What ends a stream the model failed after it began: the error, framed as the stream's chunks."""
+    body = error_body(schema, status, message)
+    return body + b"\n" if schema == "lmi" and g.kind == "text" else b"data:" + body + b"\n\n"
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,58 @@ class Generation:
     prompt_text: str = ""
 
 
+U64_MAX, I64_MIN, I64_MAX = 2**64 - 1, -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a family's container accepts for a sampling parameter: low/high, each end open or not."""
+
+    low: float
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    rule: str = ""
+
+    def admits(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+
+# TGI's router (validation.rs: temperature and top_k strictly positive, top_p > 0.0 and < 1.0, the
+# seed a u64); vLLM (SamplingParams: temperature >= 0, 0 is greedy; top_p in (0, 1]; the OpenAI
+# protocol's seed an int64); LMI takes TGI's parameters, its top_p as vLLM's.
+_STRICTLY_POSITIVE = Bounds(0, low_open=True, rule="must be strictly positive")
+_TOP_P = Bounds(0, 1, low_open=True, rule="must be > 0.0 and <= 1.0")
+_U64 = Bounds(0, U64_MAX, rule=f"must be an integer from 0 to {U64_MAX} (u64)")
+BOUNDS: dict[Schema, dict[str, Bounds]] = {
+    "tgi": {
+        "temperature": _STRICTLY_POSITIVE,
+        "top_p": Bounds(0, 1, low_open=True, high_open=True, rule="must be > 0.0 and < 1.0"),
+        "top_k": _STRICTLY_POSITIVE,
+        "seed": _U64,
+    },
+    "lmi": {"temperature": _STRICTLY_POSITIVE, "top_p": _TOP_P, "top_k": _STRICTLY_POSITIVE, "seed": _U64},
+    "openai": {
+        "temperature": Bounds(0, rule="must be non-negative (0 is greedy decoding)"),
+        "top_p": _TOP_P,
+        "top_k": _STRICTLY_POSITIVE,
+        "seed": Bounds(I64_MIN, I64_MAX, rule=f"must be an integer from {I64_MIN} to {I64_MAX} (int64)"),
+    },
+}
+
+
+def _shown(value: Any) -> str:
+    """A given value in a message: short, and never a walk of a nested one (it may nest 900 deep)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return f"{str(value)[:20]}... ({len(str(abs(value)))} digits)"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = json.dumps(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return f"a JSON {'array' if isinstance(value, list) else 'object'}"
+
+
 def _number(schema: Schema, params: dict[str, Any], name: str, kind: type, check: Any, rule: str) -> Any:
     value = params.get(name)
     if value is None:
@@ -96,11 +159,20 @@ def _number(schema: Schema, params: dict[str, Any], name: str, kind: type, check
         or (kind is int and not isinstance(value, int))
     ):
         raise RequestError(
-            schema, f"`{name}` must be {'an integer' if kind is int else 'a number'}, not {value!r}"
+            schema, f"`{name}` must be {'an integer' if kind is int else 'a number'}, not {_shown(value)}"
         )
-    if not check(value):
-        raise RequestError(schema, f"`{name}` {rule}. Given: {value}")
-    return value
+    try:  # JSON's 1e999 and Infinity are inf, its NaN is nan; a 400-digit integer is no float
+        finite = math.isfinite(value)
+    except OverflowError:
+        finite = False
+    if (kind is float and not finite) or not check(value):
+        raise RequestError(schema, f"`{name}` {rule}. Given: {_shown(value)}")
+    return float(value) if kind is float else value
+
+
+def _bounded(schema: Schema, params: dict[str, Any], name: str, kind: type) -> Any:
+    bounds = BOUNDS[schema][name]
+    return _number(schema, params, name, kind, bounds.admits, bounds.rule)
 
 
 def parse(schema: Schema, body: bytes, tokenizer: Any, limits: Limits) -> Generation:
@@ -109,6 +181,10 @@ def parse(schema: Schema, body: bytes, tokenizer: Any, limits: Limits) -> Genera
         request = json.loads(body)
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(schema, f"the body is not JSON: {e}", status=400) from None
+    except RecursionError:
+        raise RequestError(
+            schema, "the body nests deeper than JSON is read here (about 1,000 levels of [ and {)", status=400
+        ) from None
     if not isinstance(request, dict):
         raise RequestError(schema, "the body must be a JSON object", status=400 if schema != "tgi" else 422)
     if "messages" in request:
@@ -140,10 +216,11 @@ def _chat(schema: Schema, request: dict[str, Any], tokenizer: Any, limits: Limit
         or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages)
     ):
         raise RequestError(schema, "`messages` must be a non-empty list of {role, content} objects")
-    roles = {m.get("role") for m in messages}
-    if not roles <= {"system", "user", "assistant"}:
+    roles = [m.get("role") for m in messages]
+    unknown = [r for r in roles if not isinstance(r, str) or r not in ("system", "user", "assistant")]
+    if unknown:
         raise RequestError(
-            schema, f"a message's role must be system, user or assistant; given {sorted(map(str, roles))}"
+            schema, f"a message's role must be system, user or assistant; given {_shown(unknown[0])}"
         )
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     g = _generation(schema, "chat", request, "max_tokens", tokenizer.encode(prompt), limits)
@@ -156,16 +233,18 @@ def _generation(
     schema: Schema, kind: Any, params: dict[str, Any], new_name: str, ids: list[int], limits: Limits
 ) -> Generation:
     new = _number(schema, params, new_name, int, lambda v: v >= 1, "must be strictly positive")
-    temperature = _number(schema, params, "temperature", float, lambda v: v > 0, "must be strictly positive")
-    top_p = _number(schema, params, "top_p", float, lambda v: 0 < v <= 1, "must be > 0.0 and <= 1.0")
-    top_k = _number(schema, params, "top_k", int, lambda v: v > 0, "must be strictly positive")
-    seed = _number(schema, params, "seed", int, lambda v: v >= 0, "must be non-negative")
+    temperature = _bounded(schema, params, "temperature", float)
+    top_p = _bounded(schema, params, "top_p", float)
+    top_k = _bounded(schema, params, "top_k", int)
+    seed = _bounded(schema, params, "seed", int)
     stop = params.get("stop", params.get("stop_sequences", [])) or []
     if isinstance(stop, str):
         stop = [stop]
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise RequestError(schema, "`stop` must be a string or a list of strings")
     sample = params.get("do_sample", temperature is not None or top_p is not None or top_k is not None)
+    if temperature == 0:  # vLLM's greedy decoding (the other families refused 0 above)
+        sample, temperature = False, None
     if not isinstance(sample, bool):
         raise RequestError(schema, f"`do_sample` must be true or false, not {sample!r}")
     max_new = new or DEFAULT_NEW_TOKENS[schema]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,12 +30,15 @@ from sagestack.local.llm_protocol import (
     Token,
     chunk,
     content_type,
+    error_chunk,
     last,
     parse,
     whole,
 )
 from sagestack.local.response_stream import CONTENT_TYPE as EVENT_STREAM
 from sagestack.local.response_stream import model_stream_error, payload_part
+
+_log = logging.getLogger("sagestack.local.llm")
 
 # InvokeEndpoint's answer names the variant that served it (the endpoint's one: AllTraffic)
 INVOKED_VARIANT = ((b"x-amzn-invoked-production-variant", b"AllTraffic"),)
@@ -132,45 +136,67 @@ class LlmModelServer:
             return
         framed = runtime and parts[2] == "invocations-response-stream"
         if framed or (g.stream and not runtime):
-            await self._stream(g, receive, send, framed=framed)
+            await self._stream(g, receive, send, runtime=framed)
         else:
-            await self._whole(g, send, headers=INVOKED_VARIANT if runtime else ())
+            await self._whole(g, send, runtime=runtime)
 
-    async def _whole(self, g: Generation, send: Send, headers: tuple[tuple[bytes, bytes], ...]) -> None:
+    async def _whole(self, g: Generation, send: Send, *, runtime: bool) -> None:
         g.stream = False
         text, count, finish = "", 0, "length"
-        async for token, end in self._run(g, threading.Event()):
-            text, count, finish = text + token.text, count + 1, end or finish
-        await respond(send, 200, whole(self.schema, g, text, count, finish, self.name), headers=headers)
+        try:
+            async for token, end in self._run(g, threading.Event()):
+                text, count, finish = text + token.text, count + 1, end or finish
+        except Exception as e:  # the model's fault, not the client's: the container's 500
+            await self._fault(send, e, runtime=runtime)
+            return
+        answer = whole(self.schema, g, text, count, finish, self.name)
+        await respond(send, 200, answer, headers=INVOKED_VARIANT if runtime else ())
 
-    async def _stream(self, g: Generation, receive: Receive, send: Send, *, framed: bool) -> None:
+    async def _fault(self, send: Send, e: Exception, *, runtime: bool) -> None:
+        _log.error("the model failed: %s: %s", type(e).__name__, e)
+        fault = RequestError(self.schema, f"{type(e).__name__}: {e}", status=500)
+        await (_model_error(send, fault) if runtime else respond(send, 500, fault.body()))
+
+    async def _stream(self, g: Generation, receive: Receive, send: Send, *, runtime: bool) -> None:
+        """Streamed: the first token is made before the 200 goes out, so that what fails at the
+        start is a status; what fails later ends the stream with the container's error chunk, or
+        on the runtime's route with its ModelStreamError event (boto3 raises it)."""
+        framed = runtime  # the runtime's route frames the stream as the AWS event stream
+        cancelled = threading.Event()
+        watcher = asyncio.ensure_future(_disconnected(receive, cancelled))
+        tokens = self._run(g, cancelled)
+        try:
+            first = await anext(tokens, None)
+        except Exception as e:
+            watcher.cancel()
+            await self._fault(send, e, runtime=runtime)
+            return
         kind = content_type(self.schema, g, streamed=True)
         headers = [(b"content-type", (EVENT_STREAM if framed else kind).encode())]
         if framed:
             headers.append((b"x-amzn-sagemaker-content-type", kind.encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        cancelled = threading.Event()
-        watcher = asyncio.ensure_future(_disconnected(receive, cancelled))
         text, count, finish = "", 0, "length"
         try:
-            async for token, end in self._run(g, cancelled):
+            item = first
+            while item is not None:
+                token, end = item
                 data = chunk(self.schema, g, count, token, self.name)
                 text, count, finish = text + token.text, count + 1, end or finish
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": payload_part(data) if framed else data,
-                        "more_body": True,
-                    }
-                )
+                body = payload_part(data) if framed else data
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                item = await anext(tokens, None)
             if cancelled.is_set():
                 return
             data = last(self.schema, g, text, count, finish, self.name)
             await send({"type": "http.response.body", "body": payload_part(data) if framed else data})
-        except Exception as e:  # the model failed after streaming began: the runtime's error event
-            if framed:
-                await send({"type": "http.response.body", "body": model_stream_error(str(e))})
-            raise
+        except Exception as e:  # the model failed after streaming began
+            _log.error("the model failed mid-stream: %s: %s", type(e).__name__, e)
+            message = f"{type(e).__name__}: {e}"
+            end_of_stream = (
+                model_stream_error(message) if framed else error_chunk(self.schema, g, 500, message)
+            )
+            await send({"type": "http.response.body", "body": end_of_stream})
         finally:
             watcher.cancel()
 
@@ -197,9 +223,13 @@ class LlmModelServer:
 def _pick(logprobs: Any, g: Generation, rng: Any) -> int:
     import torch
 
+    greedy = int(torch.argmax(logprobs))
     if not g.do_sample:
-        return int(torch.argmax(logprobs))
-    scores = logprobs / g.temperature
+        return greedy
+    # In float64, less the best score: the best token's score stays 0 at any temperature the
+    # request may give (1e-300 included), so softmax never sees inf - inf.
+    scores = logprobs.double()
+    scores = (scores - scores.max()) / g.temperature
     if g.top_k:
         kth = torch.topk(scores, min(g.top_k, scores.numel())).values[-1]
         scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -207,8 +237,12 @@ def _pick(logprobs: Any, g: Generation, rng: Any) -> int:
     if g.top_p < 1:
         ordered, order = torch.sort(probs, descending=True)
         keep = torch.cumsum(ordered, dim=-1) - ordered < g.top_p
+        keep[0] = True  # the most likely token, whatever the top_p (1e-300 keeps it alone)
         probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
-    return int(torch.multinomial(probs / probs.sum(), 1, generator=rng))
+    total = probs.sum()
+    if not bool(torch.isfinite(probs).all()) or not float(total) > 0:
+        return greedy  # the model's scores were not numbers: nothing to sample from
+    return int(torch.multinomial(probs / total, 1, generator=rng))
 
 
 async def _disconnected(receive: Receive, cancelled: threading.Event) -> None:
@@ -218,10 +252,12 @@ async def _disconnected(receive: Receive, cancelled: threading.Event) -> None:
 
 
 async def _model_error(send: Send, e: RequestError) -> None:
-    """The runtime's answer to a container's 4xx: ModelError (424), the container's status and body."""
+    """The runtime's answer to a container's 4xx or 5xx: ModelError (424), the container's status
+    and body."""
     original = e.body().decode()
+    side = "server" if e.status >= 500 else "client"
     body = {
-        "Message": f'Received client error ({e.status}) from primary with message "{original}".',
+        "Message": f'Received {side} error ({e.status}) from primary with message "{original}".',
         "OriginalStatusCode": e.status,
         "OriginalMessage": original,
     }

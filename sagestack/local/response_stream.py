@@ -1,6 +1,6 @@
 """InvokeEndpointWithResponseStream's body as the SageMaker runtime frames it: the AWS event
 stream (application/vnd.amazon.eventstream), one `PayloadPart` event per chunk of what the
-container streamed, or a `ModelStreamError` event when the model fails mid-stream. Each message:
+container streamed, or a `ModelStreamError` exception when the model fails mid-stream. Each message:
 a prelude (total length, headers length, the prelude's CRC32), the headers (name, type 7 =
 string, value), the payload, the message's CRC32 — what botocore's eventstream parser reads."""
 
@@ -40,9 +40,16 @@ def payload_part(data: bytes) -> bytes:
     )
 
 
-def model_stream_error(text: str, code: str = "ModelStreamError") -> bytes:
-    """The ModelStreamError event the runtime sends when the container fails after streaming began."""
+def model_stream_error(text: str, code: str = "StreamBroken") -> bytes:
+    """The ModelStreamError the runtime sends when the container fails after streaming began: an
+    exception message (the ResponseStream's member marked `exception` in botocore's model), which
+    boto3 raises as EventStreamError with the code ModelStreamError. `code` is its ErrorCode, one of
+    the model's documented two (StreamBroken, ModelInvocationTimeExceeded)."""
     return message(
-        {":event-type": "ModelStreamError", ":content-type": "application/json", ":message-type": "event"},
+        {
+            ":exception-type": "ModelStreamError",
+            ":content-type": "application/json",
+            ":message-type": "exception",
+        },
         json.dumps({"Message": text, "ErrorCode": code}).encode(),
     )

@@ -174,6 +174,7 @@ def _run_drivers(
         on_line=on_line,
         on_metrics=on_metrics,
         definitions=dict(job.metric_definitions),
+        writable=[] if store is None else [store.folder],
     )
     failure = conclude_driver_hosts(hosts, run, command)
     exit_code = run.outcome.exit_code

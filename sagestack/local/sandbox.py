@@ -9,7 +9,10 @@ torchrun's fixed port 7777. So each host runs in namespaces of its own (local/sa
   the fixed ports belong to the run, two runs at once (two test workers) never meet;
 - one mount namespace per host: its folder as /opt/ml (the rest of /opt bound back), an /etc/hosts
   mapping algo-1..N (and this machine's name, and localhost) to 127.0.1.1..N, its own copy of
-  /etc/environment, a stand-in sshd at /usr/sbin/sshd;
+  /etc/environment, a stand-in sshd at /usr/sbin/sshd; every other mount read-only but the run
+  folder (and what `writable` adds: a tracking store) and /dev, with a /tmp of the host's own in
+  its sandbox folder: the script, or a value that slips through sm_train.sh's quoting, writes
+  nothing into the project, the user's home or the system;
 - a PATH with stand-ins first (`nvidia-smi` / `neuron-ls` reporting the simulated accelerators,
   `mpirun` starting one host's ranks directly: local/mpirun.py, `sshd` that waits), then this
   environment's Python (sm_train.sh needs python3 and pip there; torchrun is there).
@@ -28,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -200,10 +204,12 @@ def prepare_host(
     holder: int,
     user: bool,
     cwd: str = "/",
+    writable: Sequence[Path] = (),
 ) -> Path:
     """The host's sandbox files in `sandbox_dir` (its /etc/hosts, /etc/environment copy,
     stand-ins); returns the spec sandbox_init.py reads. `environment` is the whole environment of
-    the host's command (PATH is set here)."""
+    the host's command (PATH is set here). Inside, only `writable` (the run folder; a tracking
+    store), the host's folder, its sandbox folder, /dev and a /tmp of its own can be written."""
     check_run_folder(sandbox_dir)
     if sandbox_dir.exists():
         shutil.rmtree(sandbox_dir)
@@ -221,6 +227,12 @@ def prepare_host(
         "stash": str(sandbox_dir / "stash"),
         "cwd": cwd,
         "environment": {**environment, "PATH": f"{bin_dir}:{sandbox_path()}"},
+        "writable": [
+            *sorted({str(p.resolve()) for p in (*writable, base, sandbox_dir)}),
+            "/opt/ml",
+            "/etc/environment",
+        ],
+        "tmp": str(sandbox_dir.resolve() / "tmp"),
         "files": {
             "/opt/ml": str(base),
             "/etc/hosts": str(sandbox_dir / "hosts"),

@@ -13,12 +13,18 @@ Run as a script (standard library only, like guard.py), in one of two modes:
   then runs COMMAND in SPEC's folder with exactly SPEC's environment (what the platform gives a
   container, no more). A path that does not exist is made inside the namespace only: its folder is
   covered by a tmpfs on which every original entry is bound back, so what the folder held (a conda
-  install in /opt, the system's programs in /usr/sbin) stays reachable.
+  install in /opt, the system's programs in /usr/sbin) stays reachable. Then the host's file system
+  is sealed (`seal`): every mount read-only but SPEC's `writable` paths (the run folder, the host's
+  /opt/ml and /etc/environment, a tracking store) and /dev; /tmp is the host's own folder in the run
+  folder, with what the machine's /tmp held bound back read-only. So a value that slips through
+  sm_train.sh's quoting (rule drivers-shell-values) cannot write into the project, the user's home
+  or the system.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -31,9 +37,16 @@ from pathlib import Path
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_NOSUID = 2
+MS_NODEV = 4
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MS_UNBINDABLE = 1 << 17
+MOUNT_ATTR_RDONLY = 0x1
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture (Linux 5.12+)
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -85,14 +98,65 @@ def _join(holder: int, user: bool) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
-def _shadow(folder: Path, stash: Path, skip: set[str]) -> None:
-    """Cover `folder` with a tmpfs holding every original entry (bound back from `stash`), so that
-    new entries can be made in it here without touching the machine's own folder."""
+class _MountAttr(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in ("attr_set", "attr_clr", "propagation", "userns_fd")]
+
+
+def _read_only(path: str, read_only: bool, *, recursive: bool) -> None:
+    """mount_setattr(2): the mount at `path` (and those under it) read-only, or writable."""
+    attr = _MountAttr(MOUNT_ATTR_RDONLY if read_only else 0, 0 if read_only else MOUNT_ATTR_RDONLY, 0, 0)
+    result = _libc.syscall(
+        SYS_MOUNT_SETATTR,
+        ctypes.c_int(AT_FDCWD),
+        path.encode(),
+        ctypes.c_uint(AT_RECURSIVE if recursive else 0),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    _check(0 if result == 0 else -1, f"make {path} {'read-only' if read_only else 'writable'}")
+
+
+def seal(writable: list[str], tmp: str, stash: Path) -> None:
+    """Every mount read-only but `writable` (each bound on itself first, so that only it is made
+    writable), /dev (with a /dev/shm of the host's own) and a /tmp of the host's own (`tmp`: the
+    machine's /tmp entries are bound back, read-only). The stashes of the covered folders lie in
+    the sandbox folder but are unbindable (`_shadow`): a writable folder's bind leaves them out."""
+    _shadow(Path("/tmp"), stash / "tmp", set(), cover=tmp)
+    opened = ["/dev", *(p for p in writable if os.path.lexists(p))]
+    for path in opened:
+        _mount(path, path, None, MS_BIND | MS_REC)
+    try:
+        _read_only("/", True, recursive=True)
+    except OSError as e:
+        if e.errno != errno.ENOSYS:
+            raise
+        print(
+            "sagestack sandbox: this kernel has no mount_setattr (Linux 5.12+): the file system outside "
+            "the run folder stays writable",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    _read_only("/tmp", False, recursive=False)  # new entries: the host's folder; the bound-back ones stay
+    if os.path.isdir("/dev/shm"):  # the host's own shared memory, as a container has
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for path in opened:
+        _read_only(path, False, recursive=True)
+
+
+def _shadow(folder: Path, stash: Path, skip: set[str], cover: str | None = None) -> None:
+    """Cover `folder` with a tmpfs (or the folder `cover`) holding every original entry (bound back
+    from `stash`), so that new entries can be made in it here without touching the machine's own
+    folder."""
     stash.mkdir(parents=True, exist_ok=True)
     _mount(str(folder), str(stash), None, MS_BIND | MS_REC)
     # held open: the stash stays reachable even where the tmpfs covers its path (a run folder in /opt)
     held = os.open(stash, os.O_RDONLY | os.O_DIRECTORY)
-    _mount("tmpfs", str(folder), "tmpfs", 0, "mode=755")
+    if cover is None:
+        _mount("tmpfs", str(folder), "tmpfs", 0, "mode=755")
+    else:
+        Path(cover).mkdir(parents=True, exist_ok=True)
+        _mount(cover, str(folder), None, MS_BIND)
     for entry in os.scandir(held):
         if entry.name in skip:
             continue
@@ -105,6 +169,9 @@ def _shadow(folder: Path, stash: Path, skip: set[str]) -> None:
         else:
             target.touch()
         _mount(source, str(target), None, MS_BIND | MS_REC)
+    # the machine's folder, reachable in the sandbox folder: left out of every later bind (a writable
+    # run folder's), so it is never made writable with it
+    _mount(None, f"/proc/self/fd/{held}", None, MS_UNBINDABLE | MS_REC)
 
 
 def place(files: dict[str, str], stash: Path) -> None:
@@ -128,6 +195,8 @@ def run_host(spec_file: str, command: list[str]) -> None:
     spec = json.loads(Path(spec_file).read_text())
     _join(int(spec["holder"]), bool(spec["user"]))
     place(dict(spec["files"]), Path(spec["stash"]))
+    if "writable" in spec:
+        seal(list(spec["writable"]), str(spec["tmp"]), Path(spec["stash"]))
     os.chdir(spec["cwd"])
     environment = dict(spec["environment"])
     os.execvpe(command[0], command, environment)

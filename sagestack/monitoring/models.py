@@ -8,7 +8,6 @@ from pydantic import Field
 
 from sagestack.core.model import StrictModel
 from sagestack.core.types import (
-    ProcessingInstanceType,
     Seconds,
 )
 
@@ -30,9 +29,7 @@ class MonitorSpec(StrictModel):
         pattern=r"^cron\(.+\)$|^NOW$",
         description="ScheduleExpression: hourly by default",
     )
-    instance_type: ProcessingInstanceType = Field(
-        default="ml.m5.xlarge", description="the processing jobs' instance type (ProcessingInstanceType)"
-    )
+    instance_type: str = Field(default="ml.m5.xlarge", pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
     max_runtime: Seconds = Field(default=1800, ge=60, le=86400)
     alarm_features: list[str] = Field(
         default_factory=list,

@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 
 from sagestack.clusters.models import ClusterSpec
 from sagestack.core.catalog.instances import instance_type
-from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
+from sagestack.core.catalog.quotas import (
+    OPTIMIZATION_USAGE,
+    TRAINING_INSTANCES_TOTAL,
+    quota_name,
+    training_usage,
+)
 from sagestack.endpoints.models import EndpointSpec
+from sagestack.llm.optimization_job import ResolvedOptimization, resolve_optimizations
 
 # Row and Shortfall are re-exported: callers name them here.
 from sagestack.ops.capacity_rows import Row as Row
@@ -86,6 +92,8 @@ def evaluate(plan: ResolvedEnvironment, book: QuotaBook) -> CapacityReport:
     for key, ep in spec.endpoints.items():
         if ep.model is not None or deployed(ep):
             _add_endpoint(tally, key, ep)
+    for o in resolve_optimizations(plan.names, spec.endpoints):
+        _add_optimization(tally, o)
     for key, transform in spec.transforms.items():
         _add_transform(tally, key, transform)
     for key, cluster in spec.clusters.items():
@@ -218,6 +226,45 @@ def _add_endpoint(tally: _Tally, key: str, ep: EndpointSpec) -> None:
     tally.rows += found.rows
     tally.shortfalls += found.shortfalls
     tally.warnings += found.warnings
+
+
+def _add_optimization(tally: _Tally, o: ResolvedOptimization) -> None:
+    """An LLM's optimization job runs on one instance (MaxInstanceCount unset) of its
+    DeploymentInstanceType, counted in that type's endpoint quota — beside its own endpoint's
+    instances there, since `sagestack run` starts it while the endpoint serves. It costs at most
+    max_runtime of that type (SageMaker may pick the instance for quantization and compilation, and
+    charges for the one it uses; the target type's price is the estimate)."""
+    qn = quota_name(o.instance_type, OPTIMIZATION_USAGE)
+    beside = sum(
+        r.needed
+        for r in tally.rows
+        if r.kind in ("endpoint", "shadow") and r.key == o.endpoint and r.chosen and r.quota == qn
+    )
+    avail = tally.book.available(qn)
+    hours = o.optimize.max_runtime / 3600
+    price = price_of(o.instance_type)
+    tally.rows.append(
+        Row(
+            kind="optimization",
+            key=o.label,
+            instance_type=o.instance_type,
+            count=1,
+            quota=qn,
+            needed=1 + beside,
+            available=avail,
+            status=status_of(avail, 1 + beside),
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=price * hours if price is not None else None,
+            cost_basis=f"≤ {hours:g} h (max_runtime) per run",
+            note=f"beside the endpoint's {beside:g}" if beside else "",
+        )
+    )
+    if status_of(avail, 1 + beside) == "short":
+        alternatives = types_with_quota(
+            tally.book, OPTIMIZATION_USAGE, 1.0, like=o.instance_type, exclude=[o.instance_type]
+        )
+        tally.short("optimization", o.label, qn, 1 + beside, alternatives)
 
 
 def _add_transform(tally: _Tally, key: str, t: TransformSpec) -> None:

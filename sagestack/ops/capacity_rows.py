@@ -16,7 +16,7 @@ Status = Literal["ok", "short", "unchecked"]
 
 @dataclass
 class Row:
-    kind: Literal["job", "tuning", "endpoint", "shadow", "transform", "cluster", "aggregate"]
+    kind: Literal["job", "tuning", "endpoint", "shadow", "optimization", "transform", "cluster", "aggregate"]
     key: str
     instance_type: str
     count: int
@@ -51,6 +51,7 @@ class Shortfall:
             "tuning": "tuning entry",
             "endpoint": "endpoint",
             "shadow": "shadow variant of endpoint",
+            "optimization": "optimization job of",
             "transform": "batch transform",
             "cluster": "cluster group",
             "aggregate": "the environment",
@@ -62,7 +63,11 @@ class Shortfall:
         if self.kind == "tuning" and free >= 1:
             fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
         if self.alternatives:
-            verb = {"job": "add a candidate", "endpoint": "add a pool"}.get(self.kind, "use a candidate")
+            verb = {
+                "job": "add a candidate",
+                "endpoint": "add a pool",
+                "optimization": "set optimize.instance_type to a type",
+            }.get(self.kind, "use a candidate")
             fixes.append(f"{verb} with quota ({', '.join(self.alternatives)})")
         desired = self.value - self.available + self.needed
         fixes.append(

@@ -9,20 +9,23 @@ free quotas hold them together (mixed types: a warning). A shadow variant
 (ShadowProductionVariants) runs beside production on instances of its own: where it shares a
 pool's type, the two needs add up in one quota. Pure: the quota values come in a QuotaBook.
 
-What an LLM needs of each pool type (its accelerators, tensor-parallel degree, weights against
-accelerator memory) is shown beside the rows by `plan` (llm_fits).
+What an LLM needs of each pool type (its accelerators, tensor-parallel degree, weights + KV cache +
+activations against the accelerator memory its server uses) is shown beside the rows by `plan`
+(llm_fits).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import quota_name
 from sagestack.endpoints.components import Packing, pack
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
 from sagestack.llm.models import LlmSpec
-from sagestack.llm.sizing import accelerator_devices, memory_fit, tensor_parallel_degree
+from sagestack.llm.shape import local_weights_dir, shape_of
+from sagestack.llm.sizing import accelerator_devices, memory_fit
 from sagestack.ops.capacity_rows import (
     Row,
     Shortfall,
@@ -209,7 +212,8 @@ def _first_pool_warning(book: QuotaBook, key: str, first: Row, placed: str) -> s
 
 @dataclass(frozen=True)
 class LlmFit:
-    """An LLM on one pool type: what one copy spans and whether its weights fit."""
+    """An LLM on one pool type: what one copy spans and whether its weights, KV cache and
+    activations fit the memory its server uses there."""
 
     endpoint: str  # the endpoint, or endpoint/component
     instance_type: str
@@ -218,21 +222,28 @@ class LlmFit:
     accelerator_gib: float | None  # memory of each
     tensor_parallel_degree: int
     weights_gib: float
-    available_gib: float
+    kv_cache_gib: float  # bytes per token x token limit x batch
+    activations_gib: float
+    needed_gib: float  # weights + KV cache + activations
+    available_gib: float  # the memory of the devices one copy spans that its server uses
+    kv_cache: str  # the KV cache's formula, with its inputs
+    shape_estimated: bool  # the model's shape is the nearest known architecture's, not its own
     fits: bool
 
 
-def llm_fits(key: str, ep: EndpointSpec) -> list[LlmFit]:
-    """Each pool type's view of the endpoint's LLM, and of each LLM component's."""
+def llm_fits(key: str, ep: EndpointSpec, root: Path | None = None, env: str | None = None) -> list[LlmFit]:
+    """Each pool type's view of the endpoint's LLM, and of each LLM component's (the model's shape
+    from the config.json of its local weights under `root`, when there)."""
     models: list[tuple[str, LlmSpec, int | None]] = []
     if ep.llm is not None:
         models.append((key, ep.llm, None))
     models += [(f"{key}/{n}", c.llm, c.accelerators) for n, c in ep.components.items() if c.llm is not None]
     out = []
     for label, spec, asked in models:
+        shape = shape_of(spec, local_weights_dir(root, env, spec) if root is not None else None)
         for itype in ep.instance_type or ():
             devices, per, name = _devices(itype)
-            fit = memory_fit(spec, itype, asked)
+            fit = memory_fit(spec, itype, asked, shape)
             out.append(
                 LlmFit(
                     endpoint=label,
@@ -240,10 +251,14 @@ def llm_fits(key: str, ep: EndpointSpec) -> list[LlmFit]:
                     accelerator=name,
                     accelerators=devices,
                     accelerator_gib=per,
-                    tensor_parallel_degree=tensor_parallel_degree(spec, itype, asked),
+                    tensor_parallel_degree=fit.tensor_parallel_degree,
                     weights_gib=fit.weights_gib,
-                    # the devices' memory less the KV-cache headroom: what the weights may take
-                    available_gib=fit.available_gib * (1 - spec.kv_cache_headroom),
+                    kv_cache_gib=fit.kv_cache_gib,
+                    activations_gib=fit.activations_gib,
+                    needed_gib=fit.needed_gib,
+                    available_gib=fit.available_gib,
+                    kv_cache=fit.kv.formula(),
+                    shape_estimated=shape.estimate,
                     fits=fit.ok,
                 )
             )

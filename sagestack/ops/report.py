@@ -45,7 +45,7 @@ def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanR
         rows = [s for c in job.instance_type if (s := size_job(job, c)) is not None]
         if rows:
             sizing[key] = rows
-    llm = [fit for key, ep in plan.spec.endpoints.items() for fit in llm_fits(key, ep)]
+    llm = [fit for key, ep in plan.spec.endpoints.items() for fit in llm_fits(key, ep, root, plan.env)]
     result = PlanResult(plan, requests, capacity, sizing, llm)
     locked = plan.files.lock
     if locked is not None:
@@ -215,7 +215,7 @@ def _render_serving(result: PlanResult, console: Any) -> None:
     """Endpoints (each instance pool, → the first the quotas allow; a shadow variant), transforms
     (their candidates, → the one allowed), clusters and the account-wide rows; what a cost covers
     (a month, an hour of a run) below the table."""
-    kinds = ("endpoint", "shadow", "transform", "cluster", "aggregate")
+    kinds = ("endpoint", "shadow", "optimization", "transform", "cluster", "aggregate")
     rows = [r for r in result.capacity.rows if r.kind in kinds]
     if not rows:
         return
@@ -229,8 +229,10 @@ def _render_serving(result: PlanResult, console: Any) -> None:
         several = r.kind == "transform" or (r.kind == "endpoint" and pools.get(r.key, 1) > 1)
         pick = ("→ " if r.chosen else "  ") if several else ""
         entry = f"{r.key} ({r.kind})" if r.kind in ("transform", "shadow") else r.key
+        if r.kind == "optimization":  # as `render` labels its requests
+            entry = f"optimize {r.key}"
         # the quota column names a transform's kind; a shadow shares its endpoint's quota
-        label = (entry if r.kind == "shadow" else r.key) if entry not in shown else ""
+        label = (entry if r.kind in ("shadow", "optimization") else r.key) if entry not in shown else ""
         shown.add(entry)
         cells = [label, f"{pick}{r.instance_type} x{r.count}", _short_usage(r.quota)]
         cells += [f"{_num(r.needed)}/{_num(r.available)}", MARKS[r.status]]
@@ -260,24 +262,39 @@ def _render_components(result: PlanResult, console: Any) -> None:
 
 
 def _render_llm(result: PlanResult, console: Any) -> None:
-    """Each LLM on each pool type: the accelerators one copy spans and its weights against their
-    memory (less the KV-cache headroom)."""
+    """Each LLM on each pool type: the accelerators one copy spans, its KV cache, and weights + KV
+    cache + activations against the memory its server uses there."""
     if not result.llm:
         return
-    t = _table(console, "LLMs per pool (GiB: weights / accelerator memory less KV-cache headroom)")
-    _columns(t, ("endpoint", "instance", "accelerators", "tp", "GiB", "fits"), ("tp", "GiB"))
+    t = _table(
+        console,
+        "LLMs per pool (GiB: weights + KV cache + activations / accelerator memory the server uses)",
+    )
+    _columns(t, ("endpoint", "instance", "accelerators", "tp", "KV", "GiB", "fits"), ("tp", "KV", "GiB"))
     shown: set[str] = set()
+    notes: list[str] = []
     for f in result.llm:
         t.add_row(
             f.endpoint if f.endpoint not in shown else "",
             f.instance_type,
             f"{f.accelerators}x {f.accelerator}" if f.accelerators else "none",
             str(f.tensor_parallel_degree),
-            f"{f.weights_gib:.1f} / {f.available_gib:.1f}",
+            f"{f.kv_cache_gib:.1f}",
+            f"{f.needed_gib:.1f} / {f.available_gib:.1f}",
             "[green]yes[/]" if f.fits else "[red]no[/]",
         )
+        if f.endpoint not in shown:
+            estimate = (
+                "; the shape is estimated from the parameter count: state num_layers, num_kv_heads and "
+                "head_dim in llm:"
+                if f.shape_estimated
+                else ""
+            )
+            notes.append(f"{f.endpoint}: KV cache = {f.kv_cache}{estimate}")
         shown.add(f.endpoint)
     _show(console, t)
+    for note in notes:
+        _say(console, note, "  ")
 
 
 def optimization_rows(result: PlanResult) -> list[dict[str, Any]]:
@@ -336,7 +353,8 @@ def _render_sizing(result: PlanResult, console: Any) -> None:
             cells = [
                 key,
                 s.instance_type,
-                f"{s.hosts}x{s.devices_per_host}",
+                f"{s.hosts}x{s.devices_per_host}"
+                + (f" ({s.model_parallel} mp, {s.data_parallel} dp)" if s.model_parallel > 1 else ""),
                 _bytes(s.per_device),
                 fits,
                 _bytes(s.sharded_per_device),
@@ -381,6 +399,8 @@ def as_json(result: PlanResult) -> dict[str, Any]:
                 {
                     "instance_type": s.instance_type,
                     "per_device_bytes": s.per_device,
+                    "model_parallel": s.model_parallel,
+                    "data_parallel": s.data_parallel,
                     "fits": s.fits,
                     "sharded_per_device_bytes": s.sharded_per_device,
                     "allreduce_bytes": s.allreduce_bytes,

@@ -182,7 +182,7 @@ def _load(files: ProjectFiles, env: str | None, run_rules: bool) -> LoadedSpec:
         doc, overlay_issues = _apply_overlay(files, base, env)
         issues += overlay_issues
     try:
-        spec = ProjectSpec.model_validate(doc.data)
+        spec = ProjectSpec.model_validate(_without_extensions(doc.data))
     except ValidationError as e:
         issues += [_issue_from_pydantic(err, doc) for err in e.errors(include_url=False)]
         raise SpecError(issues) from None
@@ -194,6 +194,15 @@ def _load(files: ProjectFiles, env: str | None, run_rules: bool) -> LoadedSpec:
         raise SpecError(issues + warnings)
     env_files = files.environment_files(env) if env is not None else EnvironmentFiles()
     return LoadedSpec(spec=spec, env=env, root=root, document=doc, warnings=warnings, files=env_files)
+
+
+# Top-level keys starting with 'x-' are the user's own (as in Compose files and OpenAPI): a place for
+# YAML anchors that other entries merge (`x-gpu: &gpu {...}` then `<<: *gpu`); they are not spec keys.
+EXTENSION_PREFIX = "x-"
+
+
+def _without_extensions(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
 
 
 def _bad_environment_name(env: str, display: str) -> SpecIssue:

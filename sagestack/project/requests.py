@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from sagestack.core.sourcedir import SourceArchive, dockerfile_fingerprint, pack
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
 from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
 from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_registration
+from sagestack.llm.endpoint_requests import STAND_IN_GENERATED, llm_endpoint_requests, serves_llm
 from sagestack.llm.optimization_job import resolve_optimizations
 from sagestack.llm.optimization_job import stand_in_requests as optimization_requests
 from sagestack.project.environment import ResolvedEnvironment
@@ -113,6 +115,9 @@ class EnvironmentRequests:
     transforms: dict[str, dict[str, dict[str, Any]]] = field(
         default_factory=dict
     )  # key -> operation -> request
+    # an endpoint serving an LLM or components -> 'CreateModel[ <component>]', 'CreateEndpointConfig',
+    # 'CreateInferenceComponent <component>' -> request (what its template creates; not locked)
+    llm_endpoints: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # an LLM with optimize: ('chat', or 'chat/<component>') -> operation -> request
     optimizations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> instance type -> identity
@@ -186,7 +191,11 @@ def render_environment(
 
     # The training part is the environment's one rendering; endpoints and transforms join a copy.
     out = replace(
-        render_training(plan, root, validate=validate), endpoints={}, transforms={}, optimizations={}
+        render_training(plan, root, validate=validate),
+        endpoints={},
+        transforms={},
+        optimizations={},
+        llm_endpoints={},
     )
     ctx = stand_in_model_context(plan)
     for key, spec in plan.spec.endpoints.items():
@@ -210,6 +219,17 @@ def render_environment(
             for operation, request in requests.items():
                 validate_request(operation.split(" ")[0], request)
         out.transforms[key] = requests
+
+    for key, spec in plan.spec.endpoints.items():
+        if not serves_llm(spec):
+            continue
+        served = llm_endpoint_requests(
+            key, spec, endpoint_name=plan.names.endpoint(key), deployment=ctx.deployment
+        )
+        if validate:
+            for operation, request in served.items():
+                validate_request(operation.split(" ")[0], request)
+        out.llm_endpoints[key] = served
 
     for o in resolve_optimizations(plan.names, plan.spec.endpoints):
         requests = optimization_requests(o, ctx.deployment, env=plan.env, group=ctx.group_name)
@@ -247,6 +267,16 @@ STAND_INS = {
     "reported-by-the-training-job": "the training job's image (DescribeTrainingJob)",
     "reported-by-neo": "the inference image the compilation job reports",
     "0" * 32: "the content hash the pipeline computes at run time (States.Hash of the artifact)",
+    STAND_IN_GENERATED: "a name CloudFormation generates (a model, an endpoint config, an async "
+    "topic): no explicit name, so a change replaces the resource",
+}
+# Stand-ins whose text depends on the entry (shown as they appear in the request).
+STAND_IN_PATTERNS = {
+    re.compile(rf"s3://{STAND_IN_BUCKET}/models/compiled/[^\"]+\.tar\.gz"): "the compiled model "
+    "SageMaker Neo writes (<S3OutputLocation><model>-<target>.tar.gz); the pipeline reads it from "
+    "DescribeCompilationJob's ModelArtifacts.S3ModelArtifacts",
+    re.compile(rf"s3://{STAND_IN_BUCKET}/output/[^\"]+/output/model\.tar\.gz"): "the trained model "
+    "the training job wrote (DescribeTrainingJob's ModelArtifacts.S3ModelArtifacts)",
 }
 
 
@@ -261,9 +291,36 @@ class ShownRequest:
 def _stand_ins(plan: ResolvedEnvironment, request: dict[str, Any]) -> dict[str, str]:
     text = json.dumps(request)
     found = {marker: what for marker, what in STAND_INS.items() if marker in text}
+    for pattern, what in STAND_IN_PATTERNS.items():
+        found.update({m: what for m in sorted(set(pattern.findall(text)))})
     if plan.account is None and SAMPLE_ACCOUNT in text:
         found[SAMPLE_ACCOUNT] = "the deploying account (the environment names none)"
     return found
+
+
+def _llm_endpoint_requests(out: EnvironmentRequests, name: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """An LLM endpoint's requests ('chat'), or one component's model and component ('chat/chat')."""
+    key, _, component = name.partition("/")
+    if key not in out.llm_endpoints:
+        return []
+    found = []
+    for op, request in out.llm_endpoints[key].items():
+        operation, _, part = op.partition(" ")
+        if component and part != component:
+            continue
+        found.append((operation, f"{key}/{part}" if part else key, request))
+    return found
+
+
+def renderable_names(out: EnvironmentRequests) -> list[str]:
+    """Every name `render` takes: jobs, searches, endpoints (an LLM endpoint's components as
+    '<endpoint>/<component>'), transforms, and each LLM optimized."""
+    names = [*out.jobs, *out.tuning, *out.endpoints, *out.transforms]
+    for key, ops in out.llm_endpoints.items():
+        names.append(key)
+        names += [f"{key}/{op.split(' ', 1)[1]}" for op in ops if op.startswith("CreateInferenceComponent ")]
+    names += [label.split("/")[0] for label in out.optimizations] + list(out.optimizations)
+    return list(dict.fromkeys(names))
 
 
 def requests_named(
@@ -290,6 +347,7 @@ def requests_named(
         shown += [(op, name, request) for op, request in out.endpoints[name].items()]
     elif name in out.transforms:
         shown += [(op.split(" ")[0], op, request) for op, request in out.transforms[name].items()]
+    shown += _llm_endpoint_requests(out, name)
     optimized = [label for label in out.optimizations if name in (label, label.split("/")[0])]
     for label in optimized:  # an endpoint's optimization jobs, after its model steps
         shown += [(op, f"optimize {label}", request) for op, request in out.optimizations[label].items()]

@@ -11,6 +11,8 @@ from sagestack.project.models import ProjectSpec
 def project_schema() -> dict[str, Any]:
     schema = ProjectSpec.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    # the user's own top-level keys (project.loader.EXTENSION_PREFIX): anchors to merge from
+    schema["patternProperties"] = {"^x-": {"description": "yours: e.g. YAML anchors other entries merge"}}
     schema["title"] = "sagestack project spec (config/sagestack.yaml; config/envs/<env>.yaml overlays it)"
     return schema
 

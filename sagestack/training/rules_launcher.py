@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sagestack.core.catalog.images import dlc_framework
 from sagestack.core.drivers import (
+    HYPERPARAMETER_KEY,
     SHELL_NAME_TAIL,
     SMP_FIELDS,
     exported_text_problem,
@@ -361,7 +362,7 @@ def _hyperparameter_findings(name: str, job: JobSpec) -> Iterator[Finding]:
     for key, value in job.hyperparameters.items():
         where = ("jobs", name, "hyperparameters", key)
         variable, texts = hyperparameter_exports(key, safe_serialize(value))
-        if re.fullmatch(r"[A-Za-z0-9_-]+", key) is None:
+        if HYPERPARAMETER_KEY.fullmatch(key) is None:
             plain = re.sub(r"[^A-Za-z0-9_-]", "_", key) or "value"
             yield Finding(
                 where,
@@ -397,7 +398,7 @@ def _distribution_findings(name: str, job: JobSpec) -> Iterator[Finding]:
         )
     smp = distributed.get("smp") or {}
     for key, value in smp.items():
-        problem = exported_text_problem(json.dumps(value))
+        problem = exported_text_problem(json.dumps(value, default=str))
         if problem is not None:
             yield Finding(
                 ("jobs", name, "distribution", "smp", "parameters", key),

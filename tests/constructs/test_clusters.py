@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.support.cfn import cfn_lint
 
 pytestmark = pytest.mark.synth
@@ -104,6 +105,14 @@ def test_nodes_are_in_one_zone_open_to_each_other_with_lustre_linked_to_the_buck
     assert dra["Properties"]["FileSystemPath"] == "/data"
     assert "/data/" in json.dumps(dra["Properties"]["DataRepositoryPath"])
     t.resource_count_is("AWS::EC2::FlowLog", 1)
+    # No account: no lookup, the zone is the deploy region's first (Fn::GetAZs), nothing to report
+    zones = {json.dumps(s["Properties"]["AvailabilityZone"]) for s in subnets.values()}
+    assert zones == {json.dumps({"Fn::Select": [0, {"Fn::GetAZs": ""}]})}
+    from aws_cdk import App
+
+    from sagestack.app.lookups import unresolved_lookups
+
+    assert unresolved_lookups(App(), cluster_app.outdir, list(cluster_app.stages.values())) == []
 
 
 def test_the_flow_logs_are_encrypted_with_the_project_key_which_lets_logs_use_it_for_them_only(cluster_app):
@@ -153,6 +162,116 @@ def test_a_cluster_synthesizes_where_the_environment_names_its_account(project, 
     _lifecycle(project.root)
     app = BuiltApp(project.root, tmp_path / "out", ["prod"])
     assert "ClusterresearchLifecycleDeployRole" not in json.dumps(app.template("prod").to_json())
+
+
+def _sagestack_synth(root: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
+    """`sagestack synth`: the project's app.py (app.builder.main, what `cdk synth` runs) in its own
+    process, with no credentials."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", AWS_EC2_METADATA_DISABLED="true")
+    command = [
+        str(Path(sys.executable).parent / "sagestack"),
+        "synth",
+        "--root",
+        str(root),
+        "-o",
+        str(outdir),
+    ]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _zones(outdir: Path) -> set[str]:
+    (template,) = outdir.glob("assembly-prod/*Clusters*.template.json")
+    resources = json.loads(template.read_text())["Resources"].values()
+    return {
+        json.dumps(r["Properties"]["AvailabilityZone"]) for r in resources if r["Type"] == "AWS::EC2::Subnet"
+    }
+
+
+def test_an_unresolved_zone_lookup_is_reported_with_what_resolves_it(project, tmp_path):
+    """With an account, CDK asks the account for the region's zones (a context lookup); unresolved,
+    the template held AvailabilityZone "dummy1a" and the synth said nothing. The synth names the
+    environment, the stack and the lookup, the command that performs it and the cdk.context.json
+    entry that answers it offline; with that entry written, the zone is the one it names."""
+    project.spec(SPEC).env("prod", 'account: "111111111111"\n')
+    _lifecycle(project.root)
+    for name in ("app.py", "cdk.json"):
+        shutil.copy(REPO / name, project.root / name)
+    synth = _sagestack_synth(project.root, tmp_path / "out")
+    assert synth.returncode == 0, synth.stderr[-3000:]
+    assert _zones(tmp_path / "out") == {'"dummy1a"'}
+    report = synth.stderr[synth.stderr.index("warning: prod: unresolved context lookup") :]
+    assert all(len(line) <= 80 for line in report.splitlines()), report
+    words = " ".join(report.split())
+    for part in (
+        "the Availability Zones of account 111111111111 in us-east-1",
+        "(stack digits-prod-clusters holds CDK's stand-in for it: not deployable)",
+        "npx cdk synth -c sagestack:environments=prod --profile <profile>",
+        "key: availability-zones:account=111111111111:region=us-east-1",
+        'value: ["us-east-1a", "us-east-1b", "us-east-1c"]',
+        "clusters.research.availability_zone: us-east-1a",
+    ):
+        assert part in words, (part, report)
+    assert "1 context lookup(s) unresolved (above): not deployable yet" in synth.stdout
+    # The entry as printed, written by hand, resolves it (sagestack synth reads cdk.context.json)
+    key = "availability-zones:account=111111111111:region=us-east-1"
+    (project.root / "cdk.context.json").write_text(json.dumps({key: ["us-east-1c", "us-east-1d"]}))
+    again = _sagestack_synth(project.root, tmp_path / "again")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "unresolved context lookup" not in again.stderr and "lookup(s) unresolved" not in again.stdout
+    assert _zones(tmp_path / "again") == {'"us-east-1c"'}
+
+
+def test_under_the_cdk_cli_a_lookup_not_yet_tried_is_a_note_and_a_failed_one_the_report(
+    tmp_path, monkeypatch
+):
+    """`cdk synth` runs the app, looks up what the manifest says is missing (with its credentials)
+    and runs it again: the first run only says what cdk looks up next; once the lookup failed (the
+    CLI's $providerError value), the whole report."""
+    from aws_cdk import App
+
+    from sagestack.app.lookups import unresolved_lookups
+
+    key = "availability-zones:account=111111111111:region=eu-west-1"
+    missing = {
+        "key": key,
+        "provider": "availability-zones",
+        "props": {"account": "111111111111", "region": "eu-west-1", "dummyValue": ["dummy1a", "dummy1b"]},
+    }
+    (tmp_path / "assembly-prod").mkdir()
+    (tmp_path / "manifest.json").write_text(json.dumps({"missing": [missing]}))
+    stack = {"type": "aws:cloudformation:stack", "properties": {"templateFile": "c.json", "stackName": "p-c"}}
+    nested = {"artifacts": {"c": stack}, "missing": [missing]}
+    (tmp_path / "assembly-prod" / "manifest.json").write_text(json.dumps(nested))
+    (tmp_path / "assembly-prod" / "c.json").write_text('{"AvailabilityZone": "dummy1a"}')
+    monkeypatch.setenv("CDK_CLI_VERSION", "2.1100.0")
+    assert unresolved_lookups(App(), tmp_path, []) == [
+        "note: cdk looks up the Availability Zones of account 111111111111 in eu-west-1 next, with this "
+        "run's credentials"
+    ]
+    failed = App(context={key: {"$providerError": "Need to perform AWS calls", "$dontSaveContext": True}})
+    report = " ".join(" ".join(unresolved_lookups(failed, tmp_path, [])).split())
+    assert report.startswith(
+        "warning: prod: unresolved context lookup: the Availability Zones of account 111111111111 in "
+        "eu-west-1 (stack p-c holds CDK's stand-in for it: not deployable)."
+    )
+    assert 'key: availability-zones:account=111111111111:region=eu-west-1 value: ["eu-west-1a", ' in report
+    monkeypatch.delenv("CDK_CLI_VERSION")
+    assert " ".join(" ".join(unresolved_lookups(App(), tmp_path, [])).split()) == report
+
+
+def test_a_cluster_s_zone_in_the_spec_needs_no_lookup(project, tmp_path):
+    from aws_cdk import App
+
+    from sagestack.app.lookups import unresolved_lookups
+    from tests.support.cdk_app import BuiltApp
+
+    project.spec(SPEC + "    availability_zone: us-east-1b\n").env("prod", 'account: "111111111111"\n')
+    _lifecycle(project.root)
+    app = BuiltApp(project.root, tmp_path / "out", ["prod"])
+    assert _zones(tmp_path / "out") == {'"us-east-1b"'}
+    assert "missing" not in json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert unresolved_lookups(App(), tmp_path / "out", list(app.stages.values())) == []
 
 
 def _library_cluster(tmp_path, **props):  # type: ignore[no-untyped-def]
@@ -220,7 +339,9 @@ def test_the_typed_props_build_the_spec_s_own_cluster(tmp_path):
         instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")},
         file_system=ClusterFileSystem(storage=Size.gibibytes(2400), mount_path="/shared"),
         node_recovery=False,
+        availability_zone="us-east-1b",
     )
+    assert bigger.spec.availability_zone == "us-east-1b"
     assert bigger.spec.fsx is not None and bigger.spec.fsx.storage_gib == 2400
     assert bigger.request["NodeRecovery"] == "None"
     none = _library_cluster(

@@ -162,6 +162,33 @@ def test_execution_role_touches_objects_only_under_project_prefixes(example_app)
     assert listings[1] == [f"code/jobs/{listings[1][0].split('/')[2]}/*"]
 
 
+# SageMaker's log groups, named as AWS names them (sagemaker-core's session_helper reads
+# /aws/sagemaker/Endpoints/{endpoint_name}; the CloudWatch Logs page of the SageMaker guide lists the
+# rest): the execution role writes the containers' output to each kind the example runs.
+SAGEMAKER_LOG_KINDS = (
+    "TrainingJobs",
+    "ProcessingJobs",
+    "TransformJobs",
+    "CompilationJobs",
+    "Endpoints",
+    "InferenceComponents",
+)
+
+
+def test_execution_role_writes_every_kind_of_sagemaker_log_group(example_app):
+    """Each kind's log group is in a statement that creates its streams and puts its events: without
+    the inference components' one, a component's container output is lost, silently."""
+    for env in ("dev", "prod"):
+        writes = [
+            json.dumps(s["Resource"])
+            for s in _role_statements(example_app.template(env))
+            if {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(s["Action"])
+        ]
+        for kind in SAGEMAKER_LOG_KINDS:
+            assert any(f":log-group:/aws/sagemaker/{kind}" in w for w in writes), (env, kind)
+        assert not any("log-group:*" in w or "/aws/sagemaker/*" in w for w in writes)
+
+
 def test_execution_role_pulls_the_dlc_repository_it_uses(example_app):
     rendered = json.dumps(_role_statements(example_app.template("dev")))
     assert "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training" in rendered

@@ -226,6 +226,10 @@ def test_training_pipeline_in_a_bare_stack():
     template.has_resource_properties(
         "AWS::StepFunctions::StateMachine", {"StateMachineName": "digits-lib-Classifier"}
     )
+    # a model package group given no removal policy keeps its registered models when the stack goes
+    template.has_resource(
+        "AWS::SageMaker::ModelPackageGroup", {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
+    )
     # its own role, log group (encrypted with the key, which lets CloudWatch Logs use it) and alarm
     template.has_resource_properties(
         "AWS::Logs::LogGroup",
@@ -290,7 +294,21 @@ def test_typed_props_build_the_job_through_the_spec_s_model():
             "checkpoint": {"every_steps": 50},
         }
     )
-    assert pipeline.job_plan.candidates[0].request["StoppingCondition"]["MaxPendingTimeInSeconds"] == 7200
+    stopping = pipeline.job_plan.candidates[0].request["StoppingCondition"]
+    assert stopping["MaxPendingTimeInSeconds"] == 7200
+    # spot without max_wait: max_runtime doubled, and a warning that says so (and how to choose)
+    assert stopping["MaxWaitTimeInSeconds"] == 7200 == 2 * stopping["MaxRuntimeInSeconds"]
+    from aws_cdk import Stack
+    from aws_cdk.assertions import Annotations, Match
+
+    warnings = Annotations.from_stack(Stack.of(pipeline)).find_warning(
+        "*", Match.string_like_regexp("spot-default-max-wait")
+    )
+    assert [w.entry.data for w in warnings] == [
+        "spot without max_wait: MaxWaitTimeInSeconds is 7200 (max_runtime doubled, at most 28 days), so the "
+        "job may wait 3600 s for spot capacity; pass max_wait=Duration.seconds(7200) (or the time you "
+        "choose, >= max_runtime) to say so. [ack: sagestack:spot-default-max-wait]"
+    ]
     with pytest.raises(TypeError, match=r"'max_runtime' is given as a prop and as options\['max_run'\]"):
         _pipeline(_stack(), options={"max_run": 60})
 

@@ -312,3 +312,42 @@ def test_a_shadow_of_an_llm_serves_the_candidate_package_with_the_llm_s_settings
     (candidate,) = [c for c in containers if c.get("ModelPackageName") == CANDIDATE]
     (weights,) = [c for c in containers if "ModelDataSource" in c]
     assert candidate["Environment"] == weights["Environment"]
+
+
+def test_render_shows_what_the_template_creates_for_every_llm_shape(project, tmp_path):
+    """`sagestack render` renders an LLM endpoint's requests without CDK; for each shape (pools, a
+    capacity reservation, a shadow, data capture, an EBS volume, a pinned optimized package, LLM and
+    package components, a package's batching) every Model, EndpointConfig and InferenceComponent the template creates is
+    one `render` shows, property by property."""
+    from typer.testing import CliRunner
+
+    from sagestack.cli import app as cli
+    from tests.support.rendered_meaning import TEMPLATE_TYPES, resource_differences
+
+    endpoints = {
+        "chat": f"    llm: {LLM}\n    instance_type: [ml.g5.2xlarge, ml.g6.2xlarge]\n    provision_timeout: 900\n"
+        f'    capacity_reservation: "{PLAN}"\n    data_capture: {{sampling_percent: 20}}\n'
+        f'    shadow: {{model_package: "{CANDIDATE}", sampling_percent: 50}}\n',
+        "big": "    llm: {container: djl-lmi, weights: {s3: 's3://weights-bucket/llama/', size_gb: 8}, "
+        f'parameters: 4.0e9, dtype: fp16}}\n    model_package: "{PIN}"\n    instance_type: ml.p3.2xlarge\n',
+        "shared": "    instance_type: [ml.g5.12xlarge, ml.g6.12xlarge]\n    autoscaling: {min: 1, max: 2}\n"
+        f"    components:\n      chat: {{llm: {LLM}, memory_mb: 16384, cpu_cores: 4}}\n"
+        f'      scorer: {{model_package: "{PIN}", memory_mb: 2048, copies: 2}}\n',
+        "batched": "    instance_type: ml.c5.4xlarge\n    batching: {max_batch_size: 8, max_delay_ms: 10}\n"
+        f'    components:\n      scorer: {{model_package: "{PIN}", memory_mb: 2048, cpu_cores: 2}}\n',
+    }
+    t = _serving(project, tmp_path, "".join(f"  {k}:\n{body}" for k, body in endpoints.items()))
+    runner = CliRunner()
+    shown = []
+    for key in endpoints:
+        result = runner.invoke(cli, ["render", key, "--env", "prod", "--json", "--root", str(project.root)])
+        assert result.exit_code == 0, result.output
+        shown += json.loads(result.output)["requests"]
+    names = tuple(f"digits-prod-{k}" for k in endpoints)
+    for operation, kind in TEMPLATE_TYPES.items():
+        resources = [r["Properties"] for r in t.find_resources(kind).values()]
+        rendered = [s for s in shown if s["operation"] == operation]
+        assert len(resources) == len(rendered), operation
+        for properties in resources:
+            found = [resource_differences(properties, s, names) for s in rendered]
+            assert [] in found, (properties, found)

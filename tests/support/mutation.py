@@ -4,6 +4,9 @@ the original the tests kill.
 
     python -m tests.support.mutation            # every module (minutes to an hour; resumes where it stopped)
     python -m tests.support.mutation --smoke    # one small module in a scratch copy (seconds)
+    python -m tests.support.mutation --module sagestack/llm/sizing.py --max-children 1
+                                                # one module against its own tests (MODULE_TESTS), in a
+                                                # scratch copy kept under $TMPDIR/sagestack-mutate/ (resumes)
 
 mutmut 3 copies the tree to mutants/ (git-ignored) and keeps each verdict there, so a second run
 only tries mutants it has no verdict for; `rm -rf mutants` starts over. A mutant counts as killed when
@@ -153,12 +156,69 @@ EQUIVALENT: dict[str, str] = {
     "sagestack.training.rules_platform.x__version_tuple__mutmut_8": (
         "a 4th version part cannot change a comparison with (2, 0): the first three already decide it"
     ),
+    **{
+        f"sagestack.endpoints.components.xǁCapacityǁfits__mutmut_{n}": (
+            "< for <= beside the 1e-9 tolerance: they differ only for a copy asking exactly 1e-9 more "
+            "CPU (3) or MB (6) than is free, which no spec can write (cores in steps a float can hold, MB whole)"
+        )
+        for n in (3, 6)
+    },
 }
 
 # The smoke run: one small module and the test file that covers it.
 SMOKE_MODULE = "sagestack/core/catalog/suggest.py"
 SMOKE_TESTS = ["tests/unit/test_catalog.py"]
 COPIED = ["sagestack", "tests", "config", "training_src", "containers", "examples", "schema"]
+
+# `--module`: the fast unit tests that judge each module run by itself (every module here is also in
+# pyproject's only_mutate, and these files in its selection, for the full run). A mutant survives when
+# the test file that would kill it is not in the run's selection: list each file that exercises the
+# module. The constructs (sagestack/constructs/) are judged by synthesized templates, minutes per run:
+# they are not mutated; their boundaries are pinned by template assertions (tests/constructs).
+MODULE_TESTS: dict[str, list[str]] = {
+    "sagestack/core/drivers.py": [
+        "tests/unit/test_drivers_request.py",
+        "tests/unit/test_rules_launcher.py",
+        "tests/unit/test_lock_diff.py",
+    ],
+    "sagestack/training/launch_files.py": [
+        "tests/unit/test_drivers_request.py",
+        "tests/unit/test_lock_diff.py",
+    ],
+    "sagestack/core/sourcedir.py": [
+        "tests/unit/test_source_packing.py",
+        "tests/unit/test_source_rules.py",
+    ],
+    "sagestack/llm/environment.py": [
+        "tests/unit/test_llm_core.py",
+        "tests/unit/test_llm_rules.py",
+        "tests/unit/test_llm_kv_cache.py",
+    ],
+    "sagestack/llm/sizing.py": [
+        "tests/unit/test_llm_core.py",
+        "tests/unit/test_llm_rules.py",
+        "tests/unit/test_llm_kv_cache.py",
+        "tests/unit/test_endpoint_capacity.py",
+    ],
+    "sagestack/core/names.py": [
+        "tests/unit/test_names_limits.py",
+        "tests/unit/test_name_scoping.py",
+        "tests/unit/test_job_identity.py",
+        "tests/unit/test_environment_names.py",
+        "tests/unit/test_training_requests.py",
+        "tests/unit/test_tuning_requests.py",
+        "tests/unit/test_llm_optimization.py",
+        "tests/unit/test_serving_rules.py",
+    ],
+    "sagestack/endpoints/components.py": [
+        "tests/unit/test_serving_mode_rules.py",
+        "tests/unit/test_endpoint_capacity.py",
+    ],
+    "sagestack/ops/endpoint_capacity.py": ["tests/unit/test_endpoint_capacity.py"],
+}
+# Not here: local/batching.py (and the rest of local serve). Its mutants that stretch a wait (the
+# batch delay, a queue read) hang without using CPU, and mutmut stops a mutant only on CPU time;
+# its boundaries are pinned by tests/unit/test_local_serving_edges.py instead.
 
 
 def verdicts(root: Path) -> dict[str, int | None]:
@@ -204,10 +264,13 @@ def per_module(found: dict[str, int | None]) -> dict[str, str]:
             continue
         c["judged"] += 1
         c["killed"] += code in KILLED
-    return {m: f"{c['killed']}/{c['judged']}" for m, c in sorted(tally.items())}
+    return {
+        m: f"{c['killed']}/{c['judged']}" + (f" ({c['killed'] / c['judged']:.0%})" if c["judged"] else "")
+        for m, c in sorted(tally.items())
+    }
 
 
-def run_mutmut(root: Path, max_children: int) -> int:
+def run_mutmut(root: Path, max_children: int, names: list[str] | None = None) -> int:
     env = {
         **os.environ,
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
@@ -215,7 +278,7 @@ def run_mutmut(root: Path, max_children: int) -> int:
     }
     mutmut = Path(sys.executable).with_name("mutmut")
     done = subprocess.run(
-        [str(mutmut), "run", "--max-children", str(max_children)],
+        [str(mutmut), "run", "--max-children", str(max_children), *(names or [])],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -229,12 +292,27 @@ def run_mutmut(root: Path, max_children: int) -> int:
 
 def smoke_copy(into: Path) -> Path:
     """A scratch copy of the tree whose pyproject.toml mutates only SMOKE_MODULE against SMOKE_TESTS."""
+    return scratch_copy(into, [SMOKE_MODULE], SMOKE_TESTS)
+
+
+def module_copy(module: str) -> Path:
+    """A scratch copy that mutates `module` against MODULE_TESTS[module], kept between runs (its
+    mutants/ holds the verdicts; the sources are copied afresh, so mutmut retries what changed)."""
+    into = Path(tempfile.gettempdir()) / "sagestack-mutate" / module.removesuffix(".py").replace("/", ".")
+    into.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        shutil.rmtree(into / name, ignore_errors=True)
+    return scratch_copy(into, [module], MODULE_TESTS[module])
+
+
+def scratch_copy(into: Path, modules: list[str], tests: list[str]) -> Path:
+    """A copy of the tree under `into` whose pyproject.toml mutates only `modules` against `tests`."""
     ignore = shutil.ignore_patterns("__pycache__", "mutants", ".hypothesis")
     for name in COPIED:
         shutil.copytree(REPO / name, into / name, ignore=ignore)
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    mutmut = {**project["tool"]["mutmut"], "only_mutate": [SMOKE_MODULE]}
-    mutmut["pytest_add_cli_args_test_selection"] = SMOKE_TESTS
+    mutmut = {**project["tool"]["mutmut"], "only_mutate": modules}
+    mutmut["pytest_add_cli_args_test_selection"] = tests
     pytest_options = project["tool"]["pytest"]["ini_options"]
     lines = ["[tool.pytest.ini_options]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in pytest_options.items() if k != "testpaths"]
@@ -246,14 +324,30 @@ def smoke_copy(into: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="one small module in a scratch copy")
+    parser.add_argument(
+        "--module",
+        choices=sorted(MODULE_TESTS),
+        help="one module against its own tests (MODULE_TESTS), in a scratch copy kept between runs",
+    )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--retry",
+        action="store_true",
+        help="run again the mutants not killed last time (mutmut keeps a verdict until its function changes)",
+    )
     parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this kill rate (0-1)")
     parser.add_argument("--json", type=Path, help="write the score here as JSON")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sagestack-mutate-") as scratch:
-        root = smoke_copy(Path(scratch)) if args.smoke else REPO
-        code = run_mutmut(root, args.max_children)
+        if args.smoke:
+            root = smoke_copy(Path(scratch))
+        elif args.module:
+            root = module_copy(args.module)
+        else:
+            root = REPO
+        retry = [n for n, c in verdicts(root).items() if c not in KILLED and n not in EQUIVALENT]
+        code = run_mutmut(root, args.max_children, retry if args.retry else None)
         found = verdicts(root)
     if code != 0 or not found:
         print(f"mutmut exited {code} with {len(found)} verdicts", file=sys.stderr)

@@ -8,6 +8,7 @@ equal; one host with the basic script driver; one host with the MPI driver's two
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -199,3 +200,19 @@ def test_a_machine_without_unshare_gets_a_clear_error(project, tmp_path, monkeyp
         LocalRunError, match=r"`unshare` is not on PATH.*install util-linux.*launcher: toolkit"
     ):
         train(project, "drivers-single", tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"note": "it's"}, "SM_HP_NOTE='…' holds a ' (it ends the shell's quoted string"),
+        ({"note": "x'; touch pwned; echo '"}, "SM_HP_NOTE='…' holds a '"),
+        ({"model.lr": 0.1}, "its key becomes SM_HP_MODEL.LR, a name bash refuses"),
+    ],
+)
+def test_a_set_value_the_drivers_cannot_pass_is_refused_before_the_run(project, tmp_path, overrides, problem):  # type: ignore[no-untyped-def]
+    """--set reaches the request past the spec's rules (drivers-shell-values): the same check, before
+    any host starts."""
+    with pytest.raises(LocalRunError, match=re.escape(problem)):
+        train(project, "drivers-single", tmp_path / "run", overrides=overrides)
+    assert not (tmp_path / "run" / "hosts").exists()  # no host laid out, none started

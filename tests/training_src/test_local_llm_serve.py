@@ -207,9 +207,193 @@ def test_the_frames_are_what_botocores_parser_reads():
     buffer = EventStreamBuffer()
     buffer.add_data(payload_part(b'{"token": 1}\n') + payload_part(b"") + model_stream_error("boom"))
     messages = list(buffer)
-    assert [m.headers[":event-type"] for m in messages] == ["PayloadPart", "PayloadPart", "ModelStreamError"]
+    assert [m.headers[":message-type"] for m in messages] == ["event", "event", "exception"]
+    assert [m.headers.get(":event-type") for m in messages[:2]] == ["PayloadPart", "PayloadPart"]
+    assert messages[2].headers[":exception-type"] == "ModelStreamError"
     assert messages[0].payload == b'{"token": 1}\n' and messages[1].payload == b""
-    assert json.loads(messages[2].payload) == {"Message": "boom", "ErrorCode": "ModelStreamError"}
+    assert json.loads(messages[2].payload) == {"Message": "boom", "ErrorCode": "StreamBroken"}
+
+
+# Hostile bodies (issue 37): each is the client's mistake, so the container's 4xx on its own route,
+# streamed or not, and the runtime's ModelError on its two — never a 500, never a 200 that ends empty.
+# {prompt} is the family's prompt member; each case answered 500 (or 200 and 0 bytes) before.
+DEEP = 2_000
+HOSTILE = {
+    "seed 2^64": ('{{"{prompt}": "hi", {params}"seed": 18446744073709551616{close}}}', "`seed` must be"),
+    "seed of 400 digits": (
+        '{{"{prompt}": "hi", {params}"seed": ' + "9" * 400 + "{close}}}",
+        "`seed` must be",
+    ),
+    "temperature 1e999 (inf)": ('{{"{prompt}": "hi", {params}"temperature": 1e999{close}}}', "`temperature`"),
+    "temperature Infinity": ('{{"{prompt}": "hi", {params}"temperature": Infinity{close}}}', "`temperature`"),
+    "temperature of 400 digits": (
+        '{{"{prompt}": "hi", {params}"temperature": ' + "9" * 400 + "{close}}}",
+        "`temperature`",
+    ),
+    "nested 2,000 deep": ("[" * DEEP + "]" * DEEP, "nests deeper"),
+    "parameters nested 2,000 deep": (
+        '{{"{prompt}": "hi", {params}"top_k": ' + "[" * DEEP + "]" * DEEP + "{close}}}",
+        "nests deeper",
+    ),
+    "a role that is a list": ('{{"messages": [{{"role": [], "content": "hi"}}]}}', "role must be"),
+}
+
+
+def _hostile(schema, case, stream=False):
+    text, _ = HOSTILE[case]
+    prompt = "prompt" if schema == "openai" else "inputs"
+    params, close = ("", "") if schema == "openai" else ('"parameters": {', "}")
+    body = text.format(prompt=prompt, params=params, close=close) if "{" in text[:2] else text
+    if stream and body.startswith("{"):
+        body = body[:-1] + ', "stream": true}'
+    return body.encode()
+
+
+def _post(url, path, body):
+    """Raw HTTP, as a container's client sees it: (status, the whole body, read to its end)."""
+    import http.client
+
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_body_is_the_clients_4xx_on_every_route_streamed_or_not(served, case):
+    schema, url, _ = served
+    words = HOSTILE[case][1]
+    for stream in (False, True):
+        status, text = _post(url, "/invocations", _hostile(schema, case, stream))
+        assert 400 <= status < 500 and words in text, (schema, stream, status, text[:300])
+    client = _runtime(url)
+    body = _hostile(schema, case)
+    for invoke in (client.invoke_endpoint, client.invoke_endpoint_with_response_stream):
+        with pytest.raises(client.exceptions.ModelError) as e:
+            invoke(EndpointName="e", ContentType="application/json", Body=body)
+        assert 400 <= e.value.response["OriginalStatusCode"] < 500
+        assert words in e.value.response["OriginalMessage"], e.value.response
+
+
+def test_the_sampling_bounds_are_the_familys_and_named_in_the_message(served):
+    """TGI refuses temperature <= 0 and top_p outside (0, 1), its seed a u64; vLLM (OpenAI-style)
+    takes temperature 0 as greedy and top_p 1.0, its seed an int64; LMI takes TGI's temperature
+    and vLLM's top_p. A refusal names the parameter, what is allowed and what was given."""
+    schema, url, _ = served
+    client = _runtime(url)
+
+    def body(params):
+        if schema == "openai":
+            return json.dumps({"prompt": "hi", "max_tokens": 2, **params})
+        return json.dumps({"inputs": "hi", "parameters": {"max_new_tokens": 2, **params}})
+
+    u64 = "`seed` must be an integer from 0 to 18446744073709551615 (u64). Given: -1"
+    refused = {
+        "tgi": [
+            ({"top_p": 1.0}, "`top_p` must be > 0.0 and < 1.0. Given: 1.0"),
+            ({"temperature": 0}, "`temperature` must be strictly positive. Given: 0"),
+            ({"seed": -1}, u64),
+        ],
+        "lmi": [
+            ({"temperature": 0}, "`temperature` must be strictly positive. Given: 0"),
+            ({"seed": -1}, u64),
+        ],
+        "openai": [
+            ({"seed": 2**63}, "`seed` must be an integer from -9223372036854775808 to 9223372036854775807"),
+            ({"temperature": -0.5}, "`temperature` must be non-negative (0 is greedy decoding). Given: -0.5"),
+        ],
+    }[schema]
+    for params, words in refused:
+        with pytest.raises(client.exceptions.ModelError) as e:
+            client.invoke_endpoint(EndpointName="e", Body=body(params))
+        assert words in e.value.response["OriginalMessage"], e.value.response
+    accepted = {"tgi": {"top_p": 0.99}, "lmi": {"top_p": 1.0}, "openai": {"temperature": 0, "top_p": 1.0}}
+    answer = client.invoke_endpoint(EndpointName="e", Body=body(accepted[schema]))
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+def _text(schema, answer):
+    answer = json.loads(answer)
+    return {"lmi": lambda a: a["generated_text"], "tgi": lambda a: a[0]["generated_text"]}.get(
+        schema, lambda a: a["choices"][0]["text"]
+    )(answer)
+
+
+def test_extreme_sampling_parameters_sample_the_most_likely_token_never_nan(served):
+    """temperature 1e-50 and top_p 1e-300 are in every family's range: sampling at them is the
+    greedy answer (before, float32 made them NaN, and torch.multinomial a 500); the largest seed
+    each family takes is a seed."""
+    schema, url, _ = served
+    client = _runtime(url)
+    seed = 2**63 - 1 if schema == "openai" else 2**64 - 1
+    greedy = _text(
+        schema, client.invoke_endpoint(EndpointName="e", Body=json.dumps(_request(schema)))["Body"].read()
+    )
+    for params in ({"temperature": 1e-50}, {"top_p": 1e-300}, {"temperature": 1e-300, "top_k": 1}):
+        body = json.dumps(_request(schema, do_sample=True, seed=seed, **params))
+        answer = client.invoke_endpoint(EndpointName="e", Body=body)["Body"].read()
+        assert _text(schema, answer) == greedy, params
+        status, streamed = _post(url, "/invocations", _hostile_free_stream(schema, body))
+        assert status == 200 and streamed.strip(), (params, status)
+
+
+def _hostile_free_stream(schema, body):
+    request = json.loads(body)
+    request["stream"] = True
+    return json.dumps(request).encode()
+
+
+class _FailingModel:
+    """The served model, failing at its `fail_at`-th forward pass (as a GPU fault would)."""
+
+    def __init__(self, model, fail_at):
+        self.model, self.fail_at, self.calls = model, fail_at, 0
+
+    def __call__(self, **kwargs):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return self.model(**kwargs)
+
+
+@pytest.mark.parametrize("fail_at", [1, 4])
+def test_a_model_that_fails_is_the_containers_500_and_mid_stream_the_runtimes_stream_error(loaded, fail_at):
+    """The model's own fault at the first token is a status (the container's 500, the runtime's
+    ModelError with OriginalStatusCode 500) since no 200 went out yet; after streaming began, the
+    container ends its stream with its error chunk and the runtime with the ModelStreamError
+    exception, which boto3's client raises."""
+    from botocore.exceptions import EventStreamError
+
+    model, tokenizer = loaded
+    app = _server((_FailingModel(model, fail_at), tokenizer), "tgi")
+    body = json.dumps({"inputs": "The endpoint", "parameters": {"max_new_tokens": 8}})
+    with BackgroundLlm(app, free_port()) as url:
+        client = _runtime(url)
+        if fail_at == 1:
+            with pytest.raises(client.exceptions.ModelError) as e:
+                client.invoke_endpoint_with_response_stream(EndpointName="e", Body=body)
+            assert e.value.response["OriginalStatusCode"] == 500
+            app.model.calls = 0
+            status, text = _post(url, "/invocations", _hostile_free_stream("tgi", body))
+            assert status == 500 and "illegal memory access" in json.loads(text)["error"]
+            return
+        response = client.invoke_endpoint_with_response_stream(EndpointName="e", Body=body)
+        parts = []
+        with pytest.raises(EventStreamError) as e:
+            for event in response["Body"]:
+                parts.append(event["PayloadPart"]["Bytes"])
+        assert e.value.response["Error"]["Code"] == "ModelStreamError"
+        assert "illegal memory access" in e.value.response["Error"]["Message"]
+        assert len(parts) == fail_at - 1  # the tokens made before the fault came first
+        app.model.calls = 0
+        status, text = _post(url, "/invocations", _hostile_free_stream("tgi", body))
+        events = [json.loads(e.removeprefix("data:")) for e in text.split("\n\n") if e.strip()]
+        assert status == 200 and len(events) == fail_at
+        assert events[-1]["error_type"] == "generation" and "illegal memory access" in events[-1]["error"]
 
 
 def test_the_cli_makes_the_weights_deterministically_then_streams_an_answer_and_says_why_it_cannot(
@@ -239,5 +423,10 @@ def test_the_cli_makes_the_weights_deterministically_then_streams_an_answer_and_
         busy.listen()
         taken = CliRunner().invoke(app, [*args, "--prompt", "hi"])
     assert taken.exit_code == 1 and "did not start" in taken.output, taken.output
+    port = free_port()  # a prompt over the limits: the container's message, exit 1, no traceback
+    args[args.index("--port") + 1] = str(port)
+    long = CliRunner().invoke(app, [*args, "--prompt", "word " * 2000])
+    assert long.exit_code == 1 and "ModelError: " in long.output, long.output
+    assert "tokens" in long.output and "Traceback" not in long.output
     unknown = CliRunner().invoke(app, ["local", "serve", "chat/none", "--env", "staging", "--root", root])
     assert unknown.exit_code == 2 and "chat/chat" in unknown.output

@@ -326,3 +326,69 @@ def test_every_row_of_a_broad_plan(project, snapshot):
         "shortfalls": [s.message() for s in report.shortfalls],
     }
     assert golden == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_an_optimization_job_counts_its_instance_beside_its_endpoint(project):
+    """An LLM's optimization job runs on one instance of its DeploymentInstanceType, against that
+    type's endpoint quota (optimization jobs have none of their own: the pipeline checks the same
+    name) while its endpoint holds its own instances there; it costs at most max_runtime."""
+    import json
+
+    from sagestack.core.catalog.quotas import quota_name
+    from sagestack.core.deployment import Deployment
+    from sagestack.core.states import PipelineSettings
+    from sagestack.llm.optimization_job import resolve_optimizations
+    from sagestack.llm.optimization_states import optimization_definition
+
+    project.spec(
+        MINIMAL
+        + """\
+endpoints:
+  chat:
+    instance_type: [ml.g5.2xlarge, ml.g6.2xlarge]
+    autoscaling: {min: 0, max: 2}
+    components:
+      chat:
+        llm:
+          container: djl-lmi
+          weights: {s3: models/chat/}
+          parameters: 1.0e9
+          optimize: {quantization: awq}
+        memory_mb: 8192
+        cpu_cores: 4
+        min_copies: 0
+        max_copies: 2
+  solo:
+    instance_type: ml.g5.2xlarge
+    llm:
+      container: djl-lmi
+      weights: {s3: models/solo/}
+      parameters: 1.0e9
+      optimize: {quantization: awq, instance_type: ml.g6.2xlarge, max_runtime: 7200}
+"""
+    ).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    g5, g6 = (quota_name(t, "endpoint") for t in ("ml.g5.2xlarge", "ml.g6.2xlarge"))
+    report = evaluate(plan, QuotaBook("snapshot", "t", {g5: _q(g5, 3), g6: _q(g6, 1)}))
+    component = _row(report, "optimization", "chat/chat")
+    # the endpoint's 2 on its first pool with room, and the job's 1
+    assert (component.instance_type, component.quota, component.needed) == ("ml.g5.2xlarge", g5, 3)
+    assert component.status == "ok" and component.chosen
+    price = instance_type("ml.g5.2xlarge").price_per_hour
+    assert component.cost_on_demand == pytest.approx(price * 1.0)  # max_runtime 3600 s
+    solo = _row(report, "optimization", "solo")  # its own type: no endpoint instance beside it
+    assert (solo.instance_type, solo.needed, solo.status) == ("ml.g6.2xlarge", 1, "ok")
+    assert solo.cost_basis.startswith("≤ 2 h")
+    assert not report.short
+    # one g5 short: the component's job is the shortfall, with the type that has room
+    tight = evaluate(plan, QuotaBook("snapshot", "t", {g5: _q(g5, 2), g6: _q(g6, 2)}))
+    (short,) = [s for s in tight.shortfalls if s.kind == "optimization"]
+    message = short.message()
+    assert message.startswith(f"optimization job of 'chat/chat' needs 3 of '{g5}'")
+    assert "set optimize.instance_type to a type with quota (ml.g6.2xlarge)" in message
+    # the quota plan counts is the one the pipeline checks before it creates the job
+    deployment = Deployment.stand_ins(region="us-east-1")
+    for o in resolve_optimizations(plan.names, plan.spec.endpoints):
+        row = _row(report, "optimization", o.label)
+        definition = optimization_definition(o, deployment, PipelineSettings(), env="dev", group="g")
+        assert f"'{row.quota}'" in json.dumps(definition["States"])

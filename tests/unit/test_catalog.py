@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Callable, Iterable, Iterator
+from functools import cache, partial
 from importlib import resources
+from typing import get_args
 
 import pytest
 
@@ -263,20 +267,33 @@ def test_trainium_and_inferentia2_images_come_from_the_neuron_table(fresh_image_
 def test_smp_v2_and_debugger_images_resolve_as_the_sdk_does(fresh_image_cache):
     from sagestack.core.catalog.images import debugger_rules_image_uri, smp_image_uri
 
-    smp = smp_image_uri("2.5", "py311", region="us-east-1", instance_type="ml.p5.48xlarge")
-    assert (
-        smp
-        == "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
-    )
-    with pytest.raises(ImageLookupError) as info:
-        smp_image_uri("1.0", "py311", region="us-east-1", instance_type="ml.p5.48xlarge")
-    assert str(info.value).startswith("SMP v2 has no container for PyTorch 1.0; it has PyTorch 2.0, 2.1, ")
-    with pytest.raises(ImageLookupError) as info:
-        smp_image_uri("2.5", "py38", region="us-east-1", instance_type="ml.p5.48xlarge")
-    assert (
-        str(info.value)
-        == "SMP v2, PyTorch 2.5.1: Unsupported Python version: py38. Supported Python version(s): py311."
-    )
+    # The tags AWS's SMP release notes publish: the full PyTorch version and the CUDA it ships with
+    ecr = "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel"
+    published = {
+        ("2.0", "py310", "ml.p4d.24xlarge"): "2.0.1-gpu-py310-cu121",  # the SDK: 2.0-gpu-py310-cu118
+        ("2.1", "py310", "ml.p4d.24xlarge"): "2.1.2-gpu-py310-cu121",
+        ("2.2", "py310", "ml.p4d.24xlarge"): "2.2.0-gpu-py310-cu121",  # sagestack rendered 2.2-gpu-…
+        ("2.2.0", "py310", "ml.p5.48xlarge"): "2.2.0-gpu-py310-cu121",
+        ("2.3", "py311", "ml.p4d.24xlarge"): "2.3.1-gpu-py311-cu121",
+        ("2.4", "py311", "ml.p4de.24xlarge"): "2.4.1-gpu-py311-cu121",
+        ("2.5", "py311", "ml.p5.48xlarge"): "2.5.1-gpu-py311-cu124",
+    }
+    for (version, py, itype), tag in published.items():
+        assert smp_image_uri(version, py, region="us-east-1", instance_type=itype) == f"{ecr}:{tag}"
+    refused = {
+        ("1.0", "py311"): "SMP v2 has no container for PyTorch 1.0; AWS publishes one for PyTorch 2.0.1, "
+        "2.1.2, 2.2.0, 2.3.1, 2.4.1, 2.5.1",
+        # an SMP library version sagemaker-core's table keeps among PyTorch's: no such container
+        ("2.3.0", "py310"): "SMP v2 has no container for PyTorch 2.3.0; AWS publishes one for PyTorch 2.0.1, "
+        "2.1.2, 2.2.0, 2.3.1, 2.4.1, 2.5.1",
+        ("2.5", "py38"): "the SMP v2 container for PyTorch 2.5.1 ships py311, not py38",
+    }
+    for (version, py), message in refused.items():
+        with pytest.raises(ImageLookupError) as info:
+            smp_image_uri(version, py, region="us-east-1", instance_type="ml.p5.48xlarge")
+        assert str(info.value) == message
+    with pytest.raises(ImageLookupError, match=r"^SMP v2, PyTorch 2\.5\.1: Unsupported region: af-south-1\."):
+        smp_image_uri("2.5", "py311", region="af-south-1", instance_type="ml.p5.48xlarge")
     rules = debugger_rules_image_uri("eu-west-1")
     assert rules == "929884845733.dkr.ecr.eu-west-1.amazonaws.com/sagemaker-debugger-rules:latest"
     with pytest.raises(
@@ -363,3 +380,316 @@ def test_neo_framework_versions_and_compiled_images_follow_sagemaker_cores_table
         assert str(info.value).startswith(message)
     assert target_for_family("inf2") == inf2 and target_for_family("g5") is None
     assert c5.instance_prefix == "ml.c5."
+
+
+# --- Every image URI sagestack renders, held to its source ------------------------------------
+#
+# The source is sagemaker-core's `image_uris` (the tables the SageMaker SDK deploys from), except
+# where AWS publishes something else. Each departure is listed here with its reason; the test fails
+# on a departure that is not listed and on a listed one that no longer departs.
+_SMP_FULL = (
+    "AWS's SMP release notes publish the full PyTorch version; sagemaker-core keeps the version as written"
+)
+_SMP_MINOR = "sagemaker-core has no alias for the minor version; sagestack takes the newest published patch"
+_SMP_LIBRARY = (
+    "an SMP library version in sagemaker-core's PyTorch versions: AWS publishes no container for "
+    "PyTorch {v}, so sagestack refuses it"
+)
+_NEURONX = (
+    "sagemaker-core has no Neuron-x table: for a Trainium/Inferentia2 type it answers from the CUDA "
+    "table or refuses; sagestack's data/neuronx_images.json lists the Neuron DLCs AWS publishes"
+)
+_NEURON_LLM_ON_TRAINIUM = (
+    "sagemaker-core refuses every framework but pytorch on a Trainium type; the family's Neuron image "
+    "(resolved for ml.inf2.xlarge) serves Trainium too"
+)
+_NEO_ALIAS = (
+    "a PyTorch version the model was compiled with, which sagemaker-core's neo-pytorch table aliases "
+    "to the image that serves it: sagestack tags that image's version (the table's versions, the tags "
+    "the SDK's own tests check); sagemaker-core would put the alias itself in the tag"
+)
+
+
+def _neo_aliases() -> dict[str, str]:
+    text = resources.files("sagemaker.core").joinpath("image_uri_config/neo-pytorch.json").read_text()
+    return json.loads(text).get("version_aliases", {})
+
+
+# (kind, version as the spec writes it) -> (how the tag sagestack renders starts, None for a
+# refusal; why)
+IMAGE_DEPARTURES: dict[tuple[str, str], tuple[str | None, str]] = {
+    ("smp", "2.0"): (
+        "2.0.1-gpu-py310-cu121",
+        _SMP_FULL + "; the SDK picks cu118 off p5, AWS publishes cu121 only (SMP v2.0.0)",
+    ),
+    ("smp", "2.0.1"): ("2.0.1-gpu-py310-cu121", "the SDK picks cu118 off p5; AWS publishes cu121 only"),
+    ("smp", "2.1"): ("2.1.2-gpu-py310-cu121", _SMP_FULL),
+    ("smp", "2.2"): ("2.2.0-gpu-py310-cu121", _SMP_FULL),
+    ("smp", "2.3"): ("2.3.1-gpu-py311-cu121", _SMP_MINOR),
+    ("smp", "2.4"): ("2.4.1-gpu-py311-cu121", _SMP_MINOR),
+    ("smp", "2.5"): ("2.5.1-gpu-py311-cu124", _SMP_MINOR),
+    **{("smp", v): (None, _SMP_LIBRARY.format(v=v)) for v in ("2.3.0", "2.5.0", "2.7.0", "2.8.0")},
+    ("neuronx-training", "2.1"): ("2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04", _NEURONX),
+    ("neuronx-training", "2.5"): ("2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04", _NEURONX),
+    ("neuronx-inference", "2.1"): ("2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04", _NEURONX),
+    ("neuronx-inference", "2.5"): ("2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04", _NEURONX),
+    ("neo-neuronx", "2.1"): ("2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04", _NEURONX),
+    ("neo-neuronx", "2.5"): ("2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04", _NEURONX),
+    **{("neo", alias): (f"{image}-", _NEO_ALIAS) for alias, image in _neo_aliases().items()},
+    **{
+        ("llm-on-trainium", family): ("", _NEURON_LLM_ON_TRAINIUM)  # the image for ml.inf2.xlarge
+        for family in ("djl-neuronx", "huggingface-llm-neuronx")
+    },
+}
+_SMP_DISTRIBUTION = {
+    "torch_distributed": {"enabled": True},
+    "smdistributed": {"modelparallel": {"enabled": True}},
+}
+
+
+def _outcome(render: Callable[[], str]) -> str:
+    """The URI, or "refused" (the two sides word their refusals differently: only the fact counts)."""
+    try:
+        return str(render())
+    except (ValueError, KeyError):  # ImageLookupError is a ValueError
+        return "refused"
+
+
+@pytest.fixture
+def fast_image_tables(fresh_image_cache, monkeypatch):
+    """sagemaker-core reads botocore's endpoints.json on every retrieve (~50 ms) and sagestack's disk
+    cache rewrites its file on every miss: both are kept in memory for the thousands of lookups."""
+    from sagemaker.core import common_utils
+
+    from sagestack.core.catalog import images
+
+    monkeypatch.setattr(common_utils, "_botocore_resolver", cache(common_utils._botocore_resolver))
+    monkeypatch.setattr(images, "_store", lambda key, value: images._disk_cache().__setitem__(key, value))
+
+
+def _rotating(regions: Iterable[str]) -> Callable[[], str]:
+    """One region per case, taken in turn, so the cases together visit every region of a table."""
+    order = sorted(regions)
+    turn = itertools.count(1)
+    return lambda: order[next(turn) % len(order)]
+
+
+# A case: (kind, version as written, sagestack's rendering, sagemaker-core's for the same inputs)
+Case = tuple[str, str, Callable[[], str], Callable[[], str]]
+
+
+def _dlc_cases() -> Iterator[Case]:
+    """Every (framework, scope, version, py, processor) sagemaker-core's tables offer for the DLC
+    frameworks a spec may name, each in one of the version's regions (in turn); the newest version
+    in every region."""
+    from sagemaker.core import image_uris
+
+    from sagestack.foundation.models import DlcImage
+
+    hint = {"cpu": "ml.m5.xlarge", "gpu": "ml.g5.2xlarge"}
+    for framework in get_args(DlcImage.model_fields["framework"].annotation):
+        config = image_uris.config_for_framework(framework)
+        for scope in ("training", "inference"):
+            table = config.get(scope)
+            if table is None:
+                continue
+            versions = table["versions"]
+            names = [*versions, *(a for a in table.get("version_aliases", {}) if a != "latest")]
+            for version in names:
+                vconf = versions[table.get("version_aliases", {}).get(version, version)]
+                processors = [
+                    p for p in table.get("processors") or vconf.get("processors") or [] if p in hint
+                ]
+                regions = _rotating(vconf.get("registries") or ["us-east-1"])
+                everywhere = version == names[len(versions) - 1]
+                for py, processor in itertools.product(vconf.get("py_versions") or ["py3"], processors):
+                    for region in sorted(vconf.get("registries", {})) if everywhere else [regions()]:
+                        mine = dict(region=region, instance_type=hint[processor])
+                        yield (
+                            f"dlc-{framework}-{scope}",
+                            version,
+                            partial(dlc_image_uri, framework, version, py, **mine, scope=scope),
+                            partial(
+                                image_uris.retrieve,
+                                framework,
+                                version=version,
+                                py_version=py,
+                                image_scope=scope,
+                                **mine,
+                            ),
+                        )
+
+
+def _neuronx_cases() -> Iterator[Case]:
+    """Trainium / Inferentia2 DLCs: sagestack's own table, every version and region."""
+    from sagemaker.core import image_uris
+
+    from sagestack.core.catalog.images import neuronx_table
+
+    table = neuronx_table()
+    for version, entry in table["pytorch"].items():
+        for scope, itype in (("training", "ml.trn1.32xlarge"), ("inference", "ml.inf2.xlarge")):
+            for region in table["regions"]:
+                args = dict(region=region, instance_type=itype)
+                yield (
+                    f"neuronx-{scope}",
+                    version,
+                    partial(dlc_image_uri, "pytorch", version, entry["py_version"], **args, scope=scope),
+                    partial(
+                        image_uris.retrieve,
+                        "pytorch",
+                        version=version,
+                        py_version=entry["py_version"],
+                        image_scope=scope,
+                        **args,
+                    ),
+                )
+
+
+def _smp_cases() -> Iterator[Case]:
+    """SMP v2: every version sagemaker-core's pytorch-smp table names and each one's major.minor,
+    with either Python, on p4d and p5, against what the SDK renders (get_training_image_uri)."""
+    from sagemaker.core import image_uris
+
+    from sagestack.core.catalog.images import smp_image_uri
+
+    smp = image_uris.config_for_framework("pytorch-smp")["training"]
+    versions = {*smp["versions"], *smp["version_aliases"]}
+    regions = _rotating(smp["versions"]["2.0.1"]["registries"])
+    for version in sorted(versions | {v.rsplit(".", 1)[0] for v in versions}):
+        for py, itype in itertools.product(("py310", "py311"), ("ml.p4d.24xlarge", "ml.p5.48xlarge")):
+            region = regions()
+            yield (
+                "smp",
+                version,
+                partial(smp_image_uri, version, py, region=region, instance_type=itype),
+                partial(
+                    image_uris.get_training_image_uri,
+                    region,
+                    "pytorch",
+                    version,
+                    py,
+                    distribution=_SMP_DISTRIBUTION,
+                    instance_type=itype,
+                ),
+            )
+
+
+def _neo_cases() -> Iterator[Case]:
+    """The image a Neo-compiled PyTorch model runs in: every cloud target and version."""
+    from sagemaker.core import image_uris
+
+    from sagestack.core.catalog.images import neuronx_table
+    from sagestack.core.catalog.neo import cloud_target, cloud_targets, compiled_image_uri, framework_versions
+
+    for device in cloud_targets():
+        target = cloud_target(device)
+        assert target is not None
+        name = "inferentia-pytorch" if target.processor == "inf" else "neo-pytorch"
+        if target.processor == "neuronx":
+            kind, regions = "neo-neuronx", _rotating(neuronx_table()["regions"])
+        else:
+            first = next(iter(image_uris.config_for_framework(name)["versions"].values()))
+            kind, regions = "neo", _rotating(first["registries"])
+        for version in framework_versions("PYTORCH", target) or []:
+            region = regions()
+            yield (
+                kind,
+                version,
+                partial(compiled_image_uri, "PYTORCH", version, target, region),
+                partial(image_uris.retrieve, name, region, version=version, instance_type=device),
+            )
+
+
+def _llm_cases() -> Iterator[Case]:
+    """Every LLM family's versions on each accelerator the family runs on (and CPU where it does)."""
+    from sagemaker.core import image_uris
+
+    from sagestack.llm.images import CONTAINERS, FAMILIES, known_versions, llm_image_uri
+    from sagestack.llm.models import LlmSpec
+
+    for family in CONTAINERS:
+        kinds, on_cpu = FAMILIES[family]
+        itypes = ["ml.inf2.xlarge", "ml.trn1.32xlarge"] if "inferentia" in kinds else ["ml.g5.2xlarge"]
+        for version, itype in itertools.product(known_versions(family), itypes + ["ml.m5.xlarge"] * on_cpu):
+            spec = LlmSpec.model_validate(
+                {"container": family, "version": version, "weights": {"s3": "m/"}, "parameters": 8e9}
+            )
+            on_trainium = itype.startswith("ml.trn")
+            yield (
+                "llm-on-trainium" if on_trainium else "llm",
+                family if on_trainium else f"{family} {version}",
+                partial(llm_image_uri, spec, region="us-east-1", instance_type=itype),
+                partial(
+                    image_uris.retrieve,
+                    family,
+                    region="us-east-1",
+                    version=version,
+                    instance_type=itype,
+                    image_scope="inference",
+                ),
+            )
+
+
+def _regional_cases() -> Iterator[Case]:
+    """Debugger's rule evaluator and Model Monitor's analyzer, in every region their tables name
+    (also what an environment-agnostic stack's CfnMapping holds)."""
+    from sagemaker.core import image_uris
+
+    from sagestack.core.catalog.images import debugger_rules_image_uri
+    from sagestack.monitoring.states import analyzer_image
+
+    for framework, ours in (("debugger", debugger_rules_image_uri), ("model-monitor", analyzer_image)):
+        for vconf in image_uris.config_for_framework(framework)["versions"].values():
+            for region in sorted(vconf["registries"]):
+                yield framework, "", partial(ours, region), partial(image_uris.retrieve, framework, region)
+
+
+def test_every_image_sagestack_renders_is_sagemaker_cores_or_a_listed_departure(fast_image_tables):
+    compared: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (kind, version) -> [(ours, core's)]
+    sources = (_dlc_cases, _neuronx_cases, _smp_cases, _neo_cases, _llm_cases, _regional_cases)
+    for kind, version, ours, theirs in itertools.chain.from_iterable(source() for source in sources):
+        compared.setdefault((kind, version), []).append((_outcome(ours), _outcome(theirs)))
+    assert sum(map(len, compared.values())) > 1500  # the tables were walked, not skipped
+    kinds = {kind for kind, _ in compared}
+    assert {"dlc-pytorch-training", "dlc-tensorflow-inference", "smp", "neo", "llm", "debugger"} <= kinds
+
+    unlisted, departed = {}, set()
+    for key, pairs in compared.items():
+        differ = [(o, t) for o, t in pairs if o != t]
+        listed = IMAGE_DEPARTURES.get(key)
+        if listed is None:
+            if differ:
+                unlisted[key] = differ[0]
+            continue
+        tag, _why = listed
+        assert differ, f"{key}: listed as a departure but sagestack now renders sagemaker-core's answer"
+        departed.add(key)
+        rendered = [o for o, _ in pairs if o != "refused"]  # with another Python, both may refuse
+        if tag is None:
+            assert not rendered, (key, rendered)
+        else:
+            assert rendered and all(o.rsplit(":", 1)[-1].startswith(tag) for o in rendered), (key, rendered)
+    assert not unlisted, f"departures from sagemaker-core without a listed reason: {unlisted}"
+    assert departed == set(IMAGE_DEPARTURES), set(IMAGE_DEPARTURES) - departed
+    assert all(len(why) > 40 for _, why in IMAGE_DEPARTURES.values())  # each with its reason
+
+
+def test_a_neuron_llm_family_on_trainium_runs_its_inferentia2_image(fresh_image_cache):
+    from sagestack.llm.images import NEURON_FAMILIES, known_versions, llm_image_uri
+    from sagestack.llm.models import LlmSpec
+
+    for family in sorted(NEURON_FAMILIES):
+        spec = LlmSpec.model_validate(
+            {
+                "container": family,
+                "version": known_versions(family)[0],
+                "weights": {"s3": "m/"},
+                "parameters": 8e9,
+            }
+        )
+        on = {
+            t: llm_image_uri(spec, region="us-east-1", instance_type=t)
+            for t in ("ml.trn1.32xlarge", "ml.inf2.xlarge")
+        }
+        assert on["ml.trn1.32xlarge"] == on["ml.inf2.xlarge"], family

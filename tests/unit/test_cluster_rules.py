@@ -55,3 +55,20 @@ def test_cluster_lifecycle_script_rule(project):
     assert any(
         m.startswith("clusters.research.lifecycle.on_create: bash -n on_create.sh:") for m in messages
     ), messages
+
+
+def test_cluster_availability_zone_rule(project):
+    spec = (
+        CLUSTER_BASE
+        + "      ctl: {instance_type: ml.m5.xlarge, node_type: Controller}\n      wk: {instance_type: ml.g5.xlarge}\n"
+        + "    availability_zone: ZONE\n"
+    )
+    assert findings(project, "cluster-availability-zone", spec.replace("ZONE", "us-east-1b")) == []
+    assert findings(project, "cluster-availability-zone", spec.replace("ZONE", "eu-west-1a")) == [
+        "clusters.research.availability_zone: eu-west-1a is not a zone of us-east-1: write e.g. "
+        "availability_zone: us-east-1a"
+    ]
+    assert findings(project, "cluster-availability-zone", spec.replace("ZONE", "us-east-11a")) == [
+        "clusters.research.availability_zone: us-east-11a is not a zone of us-east-1: write e.g. "
+        "availability_zone: us-east-1a"
+    ]

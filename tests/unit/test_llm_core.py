@@ -252,3 +252,112 @@ def test_a_degree_that_spans_part_of_a_neuron_device_takes_the_whole_device():
         assert got == wanted, degree
     # GPUs are devices of their own: the degree is the count
     assert accelerator_devices(spec(tensor_parallel_degree=3), "ml.g5.12xlarge") == 3
+
+
+def test_the_devices_a_copy_spans_on_cpu_gpu_and_neuron_types():
+    from sagestack.core.catalog.instances import instance_type
+    from sagestack.llm.sizing import NEURON_COMPILE_S, Devices, accelerator_devices, devices
+
+    cpu = instance_type("ml.m5.xlarge")
+    assert devices("ml.m5.xlarge") == Devices(0, cpu.memory_gib, "none")
+    inf2 = instance_type("ml.inf2.24xlarge").accelerator
+    assert inf2 is not None and inf2.neuron_cores_per_chip == 2
+    assert devices("ml.inf2.24xlarge") == Devices(12, inf2.memory_gib / 2, f"NeuronCore ({inf2.model})", 2)
+    # without a degree, a Neuron copy spans every core: 12 NeuronCores are 6 devices
+    assert accelerator_devices(spec(container="djl-neuronx"), "ml.inf2.24xlarge") == 6
+    # a type the catalog does not know: one device, the degree's default
+    assert tensor_parallel_degree(spec(), "ml.nope.xlarge") == 1
+    # a size in GB is bytes: 16 GB on disk, exactly 16e9 / 2**30 GiB
+    assert weights_gib(spec(weights={"s3": "m/", "size_gb": 16})) == 16e9 / 2**30
+    # only a Neuron family compiles on start: the same weights start exactly NEURON_COMPILE_S later
+    small = {"parameters": 1e9}
+    gpu, vllm = timeouts(spec(**small))[1], timeouts(spec(container="vllm", **small))[1]
+    assert gpu == vllm and timeouts(spec(container="djl-neuronx", **small))[1] - gpu == NEURON_COMPILE_S
+
+
+M = "/opt/ml/model"
+# Every setting given, each family's whole environment and what it ignores (the module docstring of
+# sagestack/llm/environment.py names each variable's source): a slip in any one family's renderer
+# shows here. Neuron families run on ml.inf2.48xlarge, the rest on GPU_TYPE.
+FULL = {"max_batch_size": 16, "max_input_tokens": 1024, "max_total_tokens": 3072, "tensor_parallel_degree": 2}
+LMI = {"HF_MODEL_ID": M, "OPTION_TENSOR_PARALLEL_DEGREE": "2"}
+VLLM = {"SM_VLLM_MODEL": M, "SM_VLLM_TENSOR_PARALLEL_SIZE": "2", "SM_VLLM_MAX_NUM_SEQS": "16"}
+VLLM |= {"SM_VLLM_MAX_MODEL_LEN": "3072", "SM_VLLM_DTYPE": "bfloat16", "SM_VLLM_QUANTIZATION": "awq"}
+RENDERED = {
+    "djl-lmi": (
+        LMI
+        | {
+            "OPTION_ROLLING_BATCH": "vllm",
+            "OPTION_MAX_MODEL_LEN": "3072",
+            "OPTION_MAX_ROLLING_BATCH_SIZE": "16",
+        }
+        | {"OPTION_DTYPE": "bf16", "OPTION_QUANTIZE": "awq"},
+        ["max_input_tokens"],
+    ),
+    "djl-neuronx": (
+        LMI
+        | {
+            "OPTION_ROLLING_BATCH": "auto",
+            "OPTION_N_POSITIONS": "3072",
+            "OPTION_MAX_ROLLING_BATCH_SIZE": "16",
+        }
+        | {"OPTION_DTYPE": "bf16", "OPTION_QUANTIZE": "awq"},
+        ["max_input_tokens"],
+    ),
+    "djl-tensorrtllm": (
+        LMI
+        | {"OPTION_ROLLING_BATCH": "trtllm", "OPTION_MAX_INPUT_LEN": "1024", "OPTION_MAX_OUTPUT_LEN": "2048"}
+        | {"OPTION_MAX_ROLLING_BATCH_SIZE": "16", "OPTION_DTYPE": "bf16", "OPTION_QUANTIZE": "awq"},
+        [],
+    ),
+    "huggingface-llm": (
+        {"HF_MODEL_ID": M, "SM_NUM_GPUS": "2", "MAX_INPUT_TOKENS": "1024", "MAX_TOTAL_TOKENS": "3072"}
+        | {"MAX_BATCH_PREFILL_TOKENS": "1074", "MAX_CONCURRENT_REQUESTS": "16", "HF_MODEL_QUANTIZE": "awq"},
+        [],
+    ),
+    "huggingface-vllm": (VLLM, ["max_input_tokens"]),
+    "vllm": (VLLM, ["max_input_tokens"]),
+    "sglang": (
+        {"SM_SGLANG_MODEL_PATH": M, "SM_SGLANG_TP_SIZE": "2", "SM_SGLANG_MAX_RUNNING_REQUESTS": "16"}
+        | {
+            "SM_SGLANG_CONTEXT_LENGTH": "3072",
+            "SM_SGLANG_DTYPE": "bfloat16",
+            "SM_SGLANG_QUANTIZATION": "awq",
+        },
+        ["max_input_tokens"],
+    ),
+    "sagemaker-tritonserver": (
+        {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "model"},
+        ["tensor_parallel_degree", "max_batch_size", "max_input_tokens", "max_total_tokens", "quantization"],
+    ),
+}
+
+
+@pytest.mark.parametrize("container", sorted(RENDERED))
+def test_each_familys_whole_environment_with_every_setting_given(container):
+    from sagestack.llm.environment import unrendered
+
+    s = spec(container=container, dtype="bf16", quantization="awq", **FULL)
+    itype = "ml.inf2.48xlarge" if "neuron" in container else GPU_TYPE
+    env, ignored = RENDERED[container]
+    assert (rendered_environment(s, instance_type=itype), unrendered(s)) == (env, ignored)
+
+
+def test_what_tgi_on_neuron_renders_and_what_an_fp32_dtype_leaves_out():
+    from sagestack.llm.environment import unrendered
+
+    s = spec(container="huggingface-llm-neuronx", dtype="bf16", **FULL)
+    assert rendered_environment(s, instance_type="ml.inf2.48xlarge") == {
+        "HF_MODEL_ID": M,
+        "HF_NUM_CORES": "2",
+        "HF_AUTO_CAST_TYPE": "bf16",
+        "MAX_BATCH_SIZE": "16",
+        "MAX_INPUT_TOKENS": "1024",
+        "MAX_TOTAL_TOKENS": "3072",
+    }
+    for container in ("huggingface-llm", "huggingface-llm-neuronx"):  # 16-bit types only
+        assert unrendered(spec(container=container, dtype="fp32")) == ["dtype"]
+    assert unrendered(spec(container="vllm", dtype="fp32")) == []
+    # TensorRT-LLM's output length needs the input length: a total alone is not rendered
+    assert unrendered(spec(container="djl-tensorrtllm", max_total_tokens=10)) == ["max_total_tokens"]
+    assert unrendered(spec(container="djl-tensorrtllm", max_input_tokens=10)) == []

@@ -195,7 +195,10 @@ def test_render_lock_and_run_see_the_example_s_optimization():
     out = render_environment(plan, REPO)
     assert list(out.optimizations) == ["chat/chat"]
     shown = requests_named(plan, out, "chat")
-    assert [(s.operation, s.label) for s in shown] == [
+    assert [(s.operation, s.label) for s in shown] == [  # the endpoint's own, then its optimization
+        ("CreateModel", "chat/chat"),
+        ("CreateEndpointConfig", "chat"),
+        ("CreateInferenceComponent", "chat/chat"),
         ("CreateOptimizationJob", "optimize chat/chat"),
         ("CreateModelPackage", "optimize chat/chat"),
     ]

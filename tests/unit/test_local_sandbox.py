@@ -192,3 +192,91 @@ def test_a_host_sees_its_container_paths_and_nothing_leaks(tmp_path, user):
         assert (tmp_path / name / "sandbox" / "environment").read_text().endswith("WRITTEN=1\n")
     assert "WRITTEN=1" not in Path("/etc/environment").read_text()
     assert sorted(os.listdir("/opt")) == outside and not Path("/opt/ml").exists()
+
+
+WRITE_PROBE = """
+import json, os, sys
+targets = json.loads(sys.argv[1])
+out = {}
+for name, path in targets.items():
+    try:
+        with open(path, "a") as f:
+            f.write("x")
+        out[name] = "written"
+    except OSError as e:
+        out[name] = e.strerror
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize("user", [False, True], ids=["plain", "user-namespace"])
+def test_a_host_writes_only_into_the_run_folder(tmp_path, user):
+    """What runs in a host (the script, or shell code a value smuggled past sm_train.sh's quoting)
+    cannot write into the project, the user's home, this environment or the system: every mount is
+    read-only but the run folder, the host's /opt/ml and /etc/environment, /dev, and a /tmp and
+    /dev/shm of its own."""
+    if os.geteuid() != 0 and not user:
+        pytest.skip("plain namespaces need root")
+    reason = Network.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    project = tmp_path / "project"
+    run = project / ".sagestack" / "local" / "dev" / "job"  # the default run folder, inside the project
+    base = run / "hosts" / "algo-1"
+    (base / "input").mkdir(parents=True)
+    store = tmp_path / "mlflow"
+    store.mkdir()
+    marker = f"sagestack-probe-{os.getpid()}-{'user' if user else 'plain'}"
+    outside = {
+        "project": str(project / "train.py"),
+        "home": str(Path.home() / marker),
+        "environment": str(Path(sys.prefix) / marker),
+        "etc": f"/etc/{marker}",
+        "usr": f"/usr/local/{marker}",
+        "opt": f"/opt/{marker}",
+        "tmp-of-the-machine": str(tmp_path / marker),
+    }
+    inside = {
+        "run": str(run / "notes.txt"),
+        "opt-ml": "/opt/ml/model.bin",
+        "etc-environment": "/etc/environment",
+        "tmp": f"/tmp/{marker}",
+        "shm": f"/dev/shm/{marker}",
+        "null": "/dev/null",
+        "store": str(store / "mlflow.db"),
+    }
+    # the machine's /opt and /tmp, bound in the sandbox folder to cover them: never written through
+    stashes = {f"stash-{n}": str(run / "sandbox" / "algo-1" / "stash" / n / marker) for n in ("0", "tmp")}
+    try:
+        with Network.start(user=user) as network:
+            spec = prepare_host(
+                run / "sandbox" / "algo-1",
+                host="algo-1",
+                hosts=["algo-1"],
+                base=base,
+                environment={"TRAINING_JOB_NAME": "job"},
+                accelerators=Accelerators(),
+                holder=network.holder,
+                user=network.user,
+                writable=[run, store],
+            )
+            probe = subprocess.run(
+                sandboxed(
+                    spec, [sys.executable, "-c", WRITE_PROBE, json.dumps({**outside, **inside, **stashes})]
+                ),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        assert probe.returncode == 0, probe.stderr
+        seen = json.loads(probe.stdout)
+        assert {k: seen[k] for k in outside} == {k: "Read-only file system" for k in outside}
+        assert {k: seen[k] for k in inside} == {k: "written" for k in inside}
+        assert not any(Path(p).exists() for p in outside.values())
+        assert (base / "model.bin").read_text() == "x" and (run / "notes.txt").read_text() == "x"
+        assert (run / "sandbox" / "algo-1" / "tmp" / marker).exists()  # the host's /tmp is its own
+        assert not Path(f"/tmp/{marker}").exists() and not Path(f"/dev/shm/{marker}").exists()
+    finally:
+        for path in [*outside.values(), f"/tmp/{marker}", f"/dev/shm/{marker}"]:
+            if Path(path).is_file() and not path.endswith("train.py"):
+                Path(path).unlink()

@@ -45,3 +45,18 @@ def test_mutate_smoke_runs_every_mutant_of_its_module_and_scores_it(tmp_path):
     listed = [name for name in EQUIVALENT if name.startswith(module + ".")]
     assert score["equivalent"] == len(listed)
     assert f"kill rate {score['rate']:.1%}" in done.stdout
+
+
+def test_each_module_run_by_itself_is_in_the_full_run_with_its_tests():
+    """`--module` runs a module against MODULE_TESTS; `make mutate` must mutate the same module and
+    select the same files, or a mutant the module's own tests kill would survive the full run."""
+    import tomllib
+    from fnmatch import fnmatch
+
+    from tests.support.mutation import MODULE_TESTS
+
+    mutmut = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    for module, tests in MODULE_TESTS.items():
+        assert any(fnmatch(module, pattern) for pattern in mutmut["only_mutate"]), module
+        assert set(tests) <= set(mutmut["pytest_add_cli_args_test_selection"]), module
+        assert all((REPO / t).is_file() for t in tests), module

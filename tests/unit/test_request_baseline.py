@@ -45,6 +45,7 @@ def rendered(root: Path) -> dict[str, Any]:
             "endpoints": requests.endpoints,
             "transforms": requests.transforms,
             **({"optimizations": requests.optimizations} if requests.optimizations else {}),
+            **({"llm_endpoints": requests.llm_endpoints} if requests.llm_endpoints else {}),
             "images": requests.images,
             "sources": requests.sources,
         }

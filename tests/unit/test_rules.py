@@ -193,6 +193,7 @@ def test_rule_errors_carry_location_and_rule_id(project):
 REGISTRY_ORDER = [
     "cluster-controller",
     "cluster-lifecycle-script",
+    "cluster-availability-zone",
     "delivery-environments",
     "delivery-approval",
     "tracking-requirements",

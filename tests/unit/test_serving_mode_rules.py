@@ -3,6 +3,7 @@ transforms: each with a spec that passes and one that fails (message asserted)."
 
 from __future__ import annotations
 
+from sagestack.core.catalog.instances import describe, nearest_offered
 from tests.conftest import MINIMAL
 from tests.unit.test_rules import findings
 
@@ -80,14 +81,57 @@ def test_endpoint_components_rule(project):
     ]
 
 
+def _packed(instance_type: str, **components: dict) -> list[str]:
+    from sagestack.endpoints.components import describe, pack
+    from sagestack.endpoints.models import EndpointSpec
+
+    given = {k: {"model_package": PIN, **c} for k, c in components.items()}
+    spec = EndpointSpec.model_validate(
+        {"instance_type": instance_type, "autoscaling": {"min": 1, "max": 4}, "components": given}
+    )
+    return describe(pack(spec))
+
+
+def test_components_pack_largest_copies_first():
+    """As a scheduler would (first fit, largest first): two 3-GPU and two 1-GPU copies take two
+    4-GPU instances (3+1 each); taken in the order given, smallest first, they would take three."""
+    assert _packed(
+        "ml.g5.12xlarge",
+        small={"memory_mb": 8192, "accelerators": 1, "copies": 2},
+        big={"memory_mb": 8192, "accelerators": 3, "copies": 2},
+    ) == [
+        "instance 1: 1xbig, 1xsmall (free: 46 vCPU, 176.0 GiB, 0 accelerator(s))",
+        "instance 2: 1xbig, 1xsmall (free: 46 vCPU, 176.0 GiB, 0 accelerator(s))",
+    ]
+    # without accelerators, memory decides: 40 + 16 GiB twice on 64 GiB instances
+    assert _packed(
+        "ml.m5.4xlarge",
+        small={"memory_mb": 16384, "copies": 2},
+        big={"memory_mb": 40960, "copies": 2},
+    ) == [
+        "instance 1: 1xbig, 1xsmall (free: 14 vCPU, 8.0 GiB)",
+        "instance 2: 1xbig, 1xsmall (free: 14 vCPU, 8.0 GiB)",
+    ]
+
+
 def test_endpoint_monitor_rule(project):
     spec = ENDPOINT + "    instance_type: ml.m5.large\n"
     assert findings(project, "endpoint-monitor", spec + "    data_capture: {}\n    monitor: {}\n") == []
     assert findings(project, "endpoint-monitor", spec + "    monitor: {instance_type: ml.t3.nano}\n") == [
         "endpoints.digits.monitor: Model Monitor reads the endpoint's captured requests: add data_capture: {}",
-        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a processing instance type; "
-        "did you mean 'ml.t3.large'?",
+        "endpoints.digits.monitor.instance_type: 'ml.t3.nano' is not a SageMaker processing job instance "
+        "type; did you mean 'ml.t3.large'?",
     ]
+    # a type SageMaker has, but not for processing jobs: the nearest that are (ProcessingInstanceType)
+    capture = spec + "    data_capture: {}\n"
+    assert findings(
+        project, "endpoint-monitor", capture + "    monitor: {instance_type: ml.p4d.24xlarge}\n"
+    ) == [
+        "endpoints.digits.monitor.instance_type: 'ml.p4d.24xlarge' exists but SageMaker does not offer it for "
+        "processing jobs; the nearest offered: "
+        + ", ".join(f"{t.name} ({describe(t)})" for t in nearest_offered("ml.p4d.24xlarge", "processing"))
+    ]
+    assert all(t.accelerator for t in nearest_offered("ml.p4d.24xlarge", "processing"))
 
 
 TRANSFORM = MINIMAL + "transforms:\n  score:\n    instance_type: ml.m5.xlarge\n"
@@ -153,3 +197,74 @@ def test_a_shadow_runs_beside_a_real_time_fleet_updated_by_blue_green(project):
     assert findings(project, "endpoint-shadow", fleet + shadow + "    async: {}\n") == [
         "endpoints.digits.shadow: SageMaker runs no shadow variant on asynchronous endpoints"
     ]
+
+
+def _packing(instance_type: str, copies: str = "initial", **components: dict):  # type: ignore[no-untyped-def]
+    from sagestack.endpoints.components import pack
+    from sagestack.endpoints.models import EndpointSpec
+
+    given = {k: {"model_package": PIN, **c} for k, c in components.items()}
+    spec = EndpointSpec.model_validate(
+        {"instance_type": instance_type, "autoscaling": {"min": 1, "max": 4}, "components": given}
+    )
+    return pack(spec) if copies == "initial" else pack(spec, copies=copies)  # the default: initial
+
+
+def test_a_copy_that_needs_exactly_an_instance_fits_and_one_unit_more_does_not():
+    """ml.m5.xlarge: 4 vCPU, 16384 MB. SageMaker places a copy where its whole request is free."""
+    exact = _packing("ml.m5.xlarge", whole={"cpu_cores": 4, "memory_mb": 16384, "copies": 2})
+    assert (exact.instances_needed, exact.unplaceable) == (2, ())
+    assert exact.instance_type == "ml.m5.xlarge" and exact.per_instance is not None
+    # two copies whose sum passes the instance by half a vCPU, or by 1 MB, take two instances
+    cpu = _packing(
+        "ml.m5.xlarge", alpha={"cpu_cores": 2.5, "memory_mb": 1024}, beta={"cpu_cores": 2, "memory_mb": 1024}
+    )
+    assert cpu.instances_needed == 2
+    memory = _packing("ml.m5.xlarge", alpha={"memory_mb": 8192}, beta={"memory_mb": 8193})
+    assert memory.instances_needed == 2
+    gpus = _packing("ml.g5.12xlarge", alpha={"memory_mb": 1024, "accelerators": 4, "copies": 2})
+    assert (gpus.instances_needed, gpus.unplaceable) == (2, ())
+
+
+def test_a_component_too_big_for_the_instance_is_named_and_the_rest_still_placed():
+    packing = _packing(
+        "ml.m5.xlarge",
+        first={"memory_mb": 1024},
+        huge={"memory_mb": 16385},
+        last={"memory_mb": 2048, "copies": 2},
+    )
+    assert packing.unplaceable == ("huge",)
+    assert sorted(c for i in packing.instances for c in i.copies) == ["first", "last", "last"]
+
+
+def test_max_copies_are_packed_when_asked_for_and_copies_otherwise():
+    components = {
+        "alpha": {"memory_mb": 8192, "copies": 1, "max_copies": 4},
+        "beta": {"memory_mb": 8192, "copies": 2},
+    }
+    assert _packing("ml.m5.xlarge", **components).instances_needed == 2  # 1 + 2 copies of 8 GiB
+    at_max = _packing("ml.m5.xlarge", "max", **components)
+    assert at_max.instances_needed == 3  # 4 + 2 (beta has no max_copies: its copies)
+    assert sorted(c for i in at_max.instances for c in i.copies) == ["alpha"] * 4 + ["beta"] * 2
+
+
+def test_an_instance_type_of_unknown_size_is_packed_onto_nothing(monkeypatch):
+    """A type whose vCPUs or memory the catalog lacks: no packing (plan says so), never a guess."""
+    import dataclasses
+
+    from sagestack.endpoints import components
+    from sagestack.endpoints.components import instance_capacity
+
+    known = components.lookup("ml.m5.xlarge")
+    for missing in ({"memory_gib": None}, {"vcpu": None}):
+        monkeypatch.setattr(components, "lookup", lambda _, m=missing: dataclasses.replace(known, **m))
+        assert instance_capacity("ml.m5.xlarge") is None
+        packing = _packing("ml.m5.xlarge", alpha={"memory_mb": 1024})
+        assert (packing.instance_type, packing.per_instance, packing.instances, packing.unplaceable) == (
+            "ml.m5.xlarge",
+            None,
+            (),
+            (),
+        )
+    monkeypatch.undo()
+    assert instance_capacity("ml.nope.xlarge") is None

@@ -227,3 +227,34 @@ def test_local_compile_finds_the_best_trial_of_a_search(project, tmp_path):
     best.write_text(json.dumps({"model_dir": str(tmp_path / "trial-003/model")}))
     assert trained_model_dir(loaded, "search") == tmp_path / "trial-003/model"
     assert trained_model_dir(loaded, "classifier") == project.root / ".sagestack/local/dev/classifier/model"
+
+
+@pytest.mark.parametrize(
+    ("case", "artifact"),
+    [
+        ("neo-c5", "models/compiled/digits/model-ml_c5.tar.gz"),
+        ("neo-inf1", "models/compiled/digits/model-ml_inf1.tar.gz"),
+        ("platform", "models/compiled/digits/model-linux_x86_64.tar.gz"),
+        ("uncompiled", "output/classifier/sagestack-validation-job/output/model.tar.gz"),
+    ],
+)
+def test_the_registered_artifact_is_the_one_written_for_the_target_and_a_named_stand_in(
+    project, case, artifact
+):
+    """Neo writes <S3OutputLocation><model>-<target>.tar.gz, one name per target (the pipeline
+    reads the real key from DescribeCompilationJob); an uncompiled model registers the trained
+    artifact. `render` names the URI as a stand-in, with what it stands for (the state machine
+    registers the reported key: test_compile_and_register_states_follow_the_pipeline)."""
+    from sagestack.project.requests import render_environment, requests_named
+
+    ep = _endpoint(project, CASES[case])
+    plan = resolve_environment(project.load("dev"))
+    shown = {s.operation: s for s in requests_named(plan, render_environment(plan, project.root), "digits")}
+    register = shown["CreateModelPackage"]
+    url = register.request["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
+    assert url == f"s3://sagestack-validation-bucket/{artifact}"
+    what = register.stand_ins[url]
+    assert ("DescribeCompilationJob" if ep.spec.compile else "DescribeTrainingJob") in what
+    if ep.spec.compile is not None:  # the compilation reads the trained artifact, named likewise
+        source = shown["CreateCompilationJob"].request["InputConfig"]["S3Uri"]
+        assert source.endswith("/output/model.tar.gz") and source in shown["CreateCompilationJob"].stand_ins

@@ -81,3 +81,37 @@ def test_the_old_key_model_still_reads_as_sizing_and_keeps_the_job_hash():
     # the hash input names the key as it was first named, so renaming it restarted no job
     unsized = JobSpec.model_validate(base)
     assert job_hash(unsized, env="dev", source_sha256="0" * 64, image_uris={}) != digest
+
+
+def smp_v1_job(params: float, partitions: int, count: int, **more: object) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "image": "train",
+            "instance_type": ["ml.p4d.24xlarge"],
+            "instance_count": count,
+            "sizing": {"parameters": params, "precision": "bf16", "optimizer": "adamw"},
+            "distribution": {"smp": {"version": 1, "parameters": {"partitions": partitions, **more}}},
+        }
+    )
+
+
+def test_smp_v1_splits_memory_over_its_partitions_and_states_the_data_parallel_degree():
+    """SMP v1 with `partitions: P` on N GPUs: each holds 1/P of the model, and N / P replicas train
+    on different data, each all-reducing its partition's gradients."""
+    whole = 16 * 20e9  # mixed-precision Adam, 20B parameters
+    four = size_job(smp_v1_job(20e9, 4, count=2), "ml.p4d.24xlarge")  # 16 A100 40 GB
+    assert (four.model_parallel, four.data_parallel) == (4, 4)
+    assert four.per_device == whole / 4 and four.fits is False  # 74.5 GiB of 40
+    assert four.allreduce_bytes == pytest.approx(2 * 3 / 4 * 20e9 * 2 / 4)
+    assert any("data-parallel degree 16 processes / 4 = 4" in n for n in four.notes)
+    assert any("split the model over at least 8 partitions" in n for n in four.notes)
+    eight = size_job(smp_v1_job(20e9, 8, count=2), "ml.p4d.24xlarge")
+    assert (eight.data_parallel, eight.per_device, eight.fits) == (2, whole / 8, True)
+    # tensor parallelism splits it further; processes_per_host counts the processes
+    tp = size_job(smp_v1_job(20e9, 2, count=2, tensor_parallel_degree=4), "ml.p4d.24xlarge")
+    assert (tp.model_parallel, tp.data_parallel, tp.per_device) == (8, 2, whole / 8)
+    odd = size_job(smp_v1_job(20e9, 3, count=2), "ml.p4d.24xlarge")
+    assert any("multiple of partitions" in n for n in odd.notes)
+    # any other job holds the whole model on each device, as before
+    plain = size_job(job(20e9, "bf16", ["ml.p4d.24xlarge"], count=2), "ml.p4d.24xlarge")
+    assert (plain.model_parallel, plain.data_parallel, plain.per_device) == (1, 16, whole)

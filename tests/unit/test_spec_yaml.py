@@ -3,6 +3,8 @@ errors that say where and how to fix the text (issue 37, items 1-3)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -81,12 +83,171 @@ def test_the_fast_reader_reads_merge_keys_itself():
 
 
 def test_validate_with_merge_keys_exits_0_through_the_cli(project):
-    project.spec(JOBS_MERGED).env("dev", "x-a: &a {k: 1}\nx-b: {<<: *a, own: 3}\ntags: {<<: *a}\n")
+    """The issue's own text: top-level `x-` keys are the user's (as in Compose files), a place for
+    anchors; the spec's keys merge from them."""
+    project.spec(JOBS_MERGED).env("dev", "x-a: &a {k: v}\nx-b: {<<: *a, own: 3}\ntags: {<<: *a}\n")
     result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
     assert "internal error" not in result.output and "Traceback" not in result.output
-    assert result.exit_code == 2, result.output  # x-a, x-b: unknown keys, each located
-    assert "config/envs/dev.yaml:1:1: error: x-a: unknown key" in result.output
-    assert "config/envs/dev.yaml:2:1: error: x-b: unknown key" in result.output
+    assert result.exit_code == 0, result.output
+    assert project.load("dev").spec.tags == {"k": "v"}
+    project.env("dev", "x-a: &a {k: v}\nx-b: {<<: *a, own: 3}\ntagz: {<<: *a}\n")
+    result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
+    assert result.exit_code == 2, result.output  # a misspelt key is still refused, located
+    assert "config/envs/dev.yaml:3:1: error: tagz: unknown key" in result.output
+    assert "x-a" not in result.output and "x-b" not in result.output
     project.env("dev", "tags: {<<: &a {team: ml}}\n")
     result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
     assert result.exit_code == 0, result.output
+
+
+def test_top_level_extension_keys_hold_anchors_for_jobs(project):
+    spec = MINIMAL.replace("jobs:\n", "x-gpu: &gpu {instance_type: ml.g5.xlarge, max_run: 2h}\njobs:\n")
+    spec += "  second:\n    <<: *gpu\n    image: train\n"
+    loaded = project.spec(spec).load()
+    assert loaded.spec.jobs["second"].instance_type == ["ml.g5.xlarge"]
+    assert loaded.spec.jobs["second"].max_run == 7200
+
+
+# ---------------------------------------------------------------- files outside the project (item 2)
+
+SECRET = "aws_access_key_id = AKIAIOSFODNN7EXAMPLE"
+
+
+def _validate(project) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(app, ["validate", "--root", str(project.root)])
+    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
+    return result.exit_code, result.output
+
+
+def _link_overlay(project, target) -> None:  # type: ignore[no-untyped-def]
+    overlay = project.root / "config" / "envs" / "dev.yaml"
+    overlay.unlink()
+    overlay.symlink_to(target)
+
+
+def test_an_overlay_linked_to_a_file_outside_the_project_is_refused_by_name_only(project, tmp_path):
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[default]\n{SECRET}\n")
+    _link_overlay(project.spec().env("dev"), credentials)
+    assert project.errors("dev") == [
+        "config/envs/dev.yaml:1:1: (top level): config/envs/dev.yaml links to a file outside the "
+        "project; a spec is a YAML file inside the project: copy the file to config/envs/dev.yaml "
+        "(or link to one inside the project)"
+    ]
+    code, output = _validate(project)
+    assert code == 2 and "config/envs/dev.yaml:1:1: error:" in output
+    assert "AKIA" not in output and str(tmp_path) not in output
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_an_overlay_linked_to_the_process_environment_shows_none_of_it(project):
+    first = Path("/proc/self/environ").read_bytes().split(b"\0")[0].decode(errors="replace")
+    _link_overlay(project.spec().env("dev"), "/proc/self/environ")
+    code, output = _validate(project)
+    assert code == 2 and "links to a file outside the project" in output
+    assert first.partition("=")[2] not in output
+
+
+def test_a_link_to_a_file_inside_the_project_is_read(project):
+    project.spec().write("config/shared.yaml", "retain_data: false\n")
+    _link_overlay(project.env("dev"), "../shared.yaml")
+    assert project.load("dev").spec.retain_data is False
+
+
+def test_a_lock_linked_outside_the_project_is_refused(project, tmp_path):
+    (tmp_path / "lock.json").write_text('{"k": "' + SECRET + '"}')
+    project.spec().env("dev").root.joinpath("config/envs/dev.lock.json").symlink_to(tmp_path / "lock.json")
+    errors = project.errors("dev")
+    assert errors[0].startswith("config/envs/dev.lock.json:1:1: (top level): config/envs/dev.lock.json links")
+    assert all("AKIA" not in e for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (
+            b"retain_data: false\n\x01\x02\x1b[31mred\n",
+            "2:1: error: (top level): a control character (U+0001)",
+        ),
+        (
+            b"retain_data: false\nx: \x1b]0;title\x07\n",
+            "2:4: error: (top level): a control character (U+001B)",
+        ),
+        (b"retain_data: false\nx: \x00\x1b[2J\n", "2:4: error: (top level): this is a binary file"),
+        (b"retain_data: false\nx: \xff\x1b[2J\n", "2:4: error: (top level): the file is not UTF-8"),
+    ],
+)
+def test_an_error_in_a_binary_file_shows_no_control_bytes(project, body, says):
+    project.spec().env("dev").root.joinpath("config/envs/dev.yaml").write_bytes(body)
+    code, output = _validate(project)
+    assert code == 2 and f"config/envs/dev.yaml:{says}" in output, output
+    assert not any(c < " " and c != "\n" for c in output), repr(output)
+
+
+# ---------------------------------------------------------------- errors that say how to fix the text (item 3)
+
+
+def test_a_tab_in_the_indentation_says_where_and_to_indent_with_spaces(project):
+    project.spec().env("dev", "retain_data: false\ntags:\n\tteam: ml\n\towner: me\n")
+    assert project.errors("dev") == [
+        "config/envs/dev.yaml:3:1: tags: a tab in the indentation; YAML indents with spaces only: "
+        "indent with spaces (also indented with tabs: line 4)"
+    ]
+
+
+def test_a_duplicate_key_names_both_lines_and_which_to_delete(project):
+    project.spec().env("dev", "retain_data: false\ntags:\n  team: ml\n  team: ai\n")
+    assert project.errors("dev") == [
+        "config/envs/dev.yaml:4:3: tags.team: 'team' is given twice in one mapping, on line 3 and on "
+        "line 4; a key is allowed once: delete one of them (to keep this value, delete line 3)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overlay", "says"),
+    [
+        (
+            "retain_data: false\ntags: {team: ml,\n  owner: me\nfoo: 1\n",
+            "2:7: tags: the mapping opened with '{' here is not closed: line 4, column 4 has ':' where "
+            "',' or '}' must come; close it with '}' (or separate its entries with ',')",
+        ),
+        (
+            "retain_data: false\ntags: {team: ml, owner: me\n",
+            "2:7: tags: the mapping opened with '{' here is not closed: the file ends where ',' or '}' "
+            "must come; close it with '}' (or separate its entries with ',')",
+        ),
+        (
+            "jobs:\n  classifier:\n    instance_type: [ml.m5.xlarge,\n    max_run: 1h\n",
+            "3:20: jobs.classifier.instance_type: the list opened with '[' here is not closed:",
+        ),
+    ],
+)
+def test_an_unclosed_bracket_is_located_where_it_was_opened(project, overlay, says):
+    project.spec().env("dev", overlay)
+    (error,) = project.errors("dev")
+    assert error.startswith(f"config/envs/dev.yaml:{says}"), error
+
+
+def test_the_syntax_errors_exit_2_through_the_cli_with_the_line_to_fix(project):
+    project.spec().env("dev", "retain_data: false\ntags: {team: ml,\n  owner: me\nfoo: 1\n")
+    code, output = _validate(project)
+    assert code == 2
+    assert output.splitlines()[:4] == [
+        "config/envs/dev.yaml:2:7: error: tags: the mapping opened with '{' here is not closed: line 4, "
+        "column 4 has ':' where ',' or '}' must come; close it with '}' (or separate its entries with ',') "
+        "(in dev)",
+        "  |",
+        "2 | tags: {team: ml,",
+        "  |       ^^^^^^^^^^",
+    ]
+
+
+def test_tags_over_the_limit_from_an_overlay_are_located_in_the_overlay(project):
+    own = "".join(f"  p{i}: x\n" for i in range(40))
+    added = "".join(f"  e{i}: x\n" for i in range(12))
+    project.spec(MINIMAL + "tags:\n" + own).env("dev", "tags:\n" + added)
+    (error,) = [e for e in project.errors("dev") if "tags given" in e]
+    assert error == (
+        "config/envs/dev.yaml:12:8: tags.e10: 52 tags given; AWS allows at most 50 per resource; "
+        "drop this one, the 51st and the 1 after it [tag-limits]"
+    )

@@ -53,6 +53,33 @@ def test_a_tensorflow_model_is_served_by_tensorflow_serving_of_its_version(proje
     validate_model_requests(ep, CTX)  # CreateModelPackage against botocore's model
 
 
+@pytest.mark.parametrize(
+    "target",
+    ["target_platform: {Os: LINUX, Arch: X86_64}", "target_device: ml_c5"],
+    ids=["platform", "device"],
+)
+def test_a_tensorflow_model_compiled_by_neo_is_not_packaged_for_tensorflow_serving(project, target):
+    """Neo's output is no SavedModel for TF Serving to find: the compiled model runs under the
+    inference toolkit (SAGEMAKER_PROGRAM, the toolkit's content types), with Neo's framework fields."""
+    compile_ = (
+        f"    compile: {{{target}, framework: TENSORFLOW, framework_version: '2.9', "
+        "input_shapes: {input_1: [1, 8, 8, 1]}}\n"
+    )
+    text = tf_spec("2.19", endpoint=compile_).replace(
+        "instance_type: ml.m5.xlarge\n    compile", "instance_type: ml.c5.xlarge\n    compile"
+    )
+    ep = _resolved(project, text)
+    request = model_package_request(
+        ep, CTX, image=ep.image_uri or "x", model_data_url="s3://b/model.tar.gz", training_job="j"
+    )
+    (container,) = request["InferenceSpecification"]["Containers"]
+    assert container["Environment"]["SAGEMAKER_PROGRAM"] == "inference.py"
+    assert (container["Framework"], container["FrameworkVersion"]) == ("TENSORFLOW", "2.9")
+    assert "application/x-npy" in request["InferenceSpecification"]["SupportedContentTypes"]
+    assert "text/csv" not in request["InferenceSpecification"]["SupportedContentTypes"]
+    validate_model_requests(ep, CTX)
+
+
 def test_a_pytorch_model_keeps_the_toolkits_environment(project):
     from tests.conftest import MINIMAL
 

@@ -201,51 +201,61 @@ def debugger_rules_image_uri(region: str) -> str:
     return cached_lookup(f"debugger|{region}", resolve)
 
 
-# What the SageMaker SDK passes as `distribution` for SMP v2 (torch_distributed + modelparallel).
-_SMP_V2_DISTRIBUTION = {
-    "torch_distributed": {"enabled": True},
-    "smdistributed": {"modelparallel": {"enabled": True}},
-}
+@cache
+def smp_table() -> dict[str, Any]:
+    """The SMP v2 containers AWS publishes (data/smp_images.json): PyTorch version -> its Python,
+    CUDA suffix and the SMP releases it carries."""
+    text = resources.files("sagestack.core.catalog").joinpath("data/smp_images.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
 
 
-def _smp_versions() -> list[str]:
-    """The PyTorch versions sagemaker-core's pytorch-smp table knows (its version aliases)."""
-    import sagemaker.core
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
-    path = Path(sagemaker.core.__file__).parent / "image_uri_config" / "pytorch-smp.json"
-    aliases: dict[str, str] = json.loads(path.read_text())["training"]["version_aliases"]
-    return sorted(aliases)
+
+def smp_container(version: str, py_version: str) -> tuple[str, str]:
+    """The published SMP v2 container for a PyTorch version as a spec writes it ("2.2" means the
+    newest 2.2.x AWS publishes): (full PyTorch version, CUDA suffix), or ImageLookupError."""
+    containers: dict[str, dict[str, str]] = smp_table()["containers"]
+    minor = version.count(".") == 1  # "2.2": its newest patch; "2" names no container
+    patches = [k for k in containers if minor and k.startswith(version + ".")]
+    full = version if version in containers else max(patches, key=_version_key, default=None)
+    if full is None:
+        raise ImageLookupError(
+            f"SMP v2 has no container for PyTorch {version}; AWS publishes one for PyTorch "
+            f"{', '.join(sorted(containers, key=_version_key))}"
+        )
+    entry = containers[full]
+    if py_version != entry["py_version"]:
+        raise ImageLookupError(
+            f"the SMP v2 container for PyTorch {full} ships {entry['py_version']}, not {py_version}"
+        )
+    return full, entry["cuda"]
 
 
 def smp_image_uri(version: str, py_version: str, *, region: str, instance_type: str) -> str:
-    """The SMP v2 container (smdistributed-modelparallel) for a PyTorch version, resolved as the SDK
-    resolves it (`image_uris.get_training_image_uri` with an SMP distribution). "2.5" means the
-    newest 2.5.x the table has."""
+    """The SMP v2 container (smdistributed-modelparallel) for a PyTorch version, with the tag AWS's
+    SMP release notes publish: <full PyTorch version>-gpu-<py>-<cuda> (smp_table). sagemaker-core's
+    pytorch-smp table gives the registry of each region."""
+    full, cuda = smp_container(version, py_version)
 
     def resolve() -> str:
         from sagemaker.core import image_uris
 
-        known = _smp_versions()
-        full = (
-            version
-            if version in known
-            else max((k for k in known if k.startswith(version + ".")), default=None)
-        )
-        if full is None:
-            raise ImageLookupError(
-                f"SMP v2 has no container for PyTorch {version}; it has PyTorch {', '.join(known)}"
-            )
         try:
-            uri: str = image_uris.get_training_image_uri(
+            uri: str = image_uris.retrieve(
+                "pytorch-smp",
                 region,
-                "pytorch",
-                full,
-                py_version,
-                distribution=_SMP_V2_DISTRIBUTION,
+                version=full,
+                py_version=py_version,
                 instance_type=instance_type,
+                image_scope="training",
+                container_version=cuda,
             )
         except (ValueError, KeyError) as e:
             raise ImageLookupError(f"SMP v2, PyTorch {full}: {without_sdk_advice(e)}") from None
         return uri
 
-    return cached_lookup(f"smp|{version}|{py_version}|{region}|{instance_type}", resolve)
+    stamp = smp_table()["as_of"]  # a table edit is a new key: no stale answer from the disk cache
+    return cached_lookup(f"smp|{stamp}|{full}|{py_version}|{region}|{instance_type}", resolve)

@@ -22,6 +22,10 @@ _SUFFIX: dict[str, str] = {
 }
 
 TRAINING_INSTANCES_TOTAL = "Number of instances across all training jobs"
+# An optimization job (CreateOptimizationJob) has no quota of its own in Service Quotas: its instance
+# counts against the DeploymentInstanceType's "<type> for endpoint usage", which the optimization
+# pipeline checks before it creates the job and `plan` counts.
+OPTIMIZATION_USAGE: QuotaUsage = "endpoint"
 
 
 def training_usage(spot: bool) -> QuotaUsage:
