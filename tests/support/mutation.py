@@ -163,6 +163,21 @@ EQUIVALENT: dict[str, str] = {
         )
         for n in (3, 6)
     },
+    **{
+        f"sagestack.core.names.xǁNamesǁ{fn}__mutmut_{n}": (
+            "rstrip('XX-XX') for rstrip('-'): a name holds no capital X (Names refuses capitals in the "
+            "project and environment, entry names are lowercase), so both strip the same '-'"
+        )
+        for fn, n in (
+            ("training_job", 7),
+            ("preference_job", 7),
+            ("optimization_job", 7),
+            ("tuning_job", 7),
+            ("compilation_prefix", 4),
+            ("transform_prefix", 3),
+            ("retrain_schedule", 9),
+        )
+    },
 }
 
 # The smoke run: one small module and the test file that covers it.
