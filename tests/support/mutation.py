@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retry",
         action="store_true",
-        help="run again the mutants not killed last time (mutmut keeps a verdict until its function changes)",
+        help="run again the mutants not killed last time (mutmut keeps a verdict until its function changes); mutmut then forgets the other verdicts of the functions whose tests changed: run once more without --retry",
     )
     parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this kill rate (0-1)")
     parser.add_argument("--json", type=Path, help="write the score here as JSON")
