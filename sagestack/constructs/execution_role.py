@@ -19,15 +19,17 @@ from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.trust import sagemaker_principal
 from sagestack.core.names import Names
 
-# SageMaker's own log groups; a job can write only its own kind's streams.
+# SageMaker's own log groups; a job can write only its own kind's streams. Jobs share one group per
+# kind (/aws/sagemaker/TrainingJobs, a stream per job); an endpoint or an inference component has a
+# group of its own, /aws/sagemaker/Endpoints/<endpoint name> (/aws/sagemaker/InferenceComponents/
+# <component name>), so those are granted by their names' pattern.
 LOG_GROUPS = (
     "TrainingJobs",
-    "Endpoints",
     "CompilationJobs",
     "ProcessingJobs",
     "TransformJobs",
-    "InferenceComponents",
 )
+LOG_GROUPS_PER_RESOURCE = ("Endpoints", "InferenceComponents")
 SAGEMAKER = "sagemaker.amazonaws.com"
 
 
@@ -157,14 +159,19 @@ class ExecutionRole(ExecutionRoleBase):
             )
         )
         stack = Stack.of(self)
+        # the group itself (CreateLogGroup) and its streams (`:*`); an endpoint's or a component's
+        # group is named after it (a component's name is CloudFormation's)
+        names = [f"/aws/sagemaker/{g}" for g in LOG_GROUPS]
+        names += [f"/aws/sagemaker/{g}/*" for g in LOG_GROUPS_PER_RESOURCE]
         log_group_arns = [
             stack.format_arn(
                 service="logs",
                 resource="log-group",
-                resource_name=f"/aws/sagemaker/{g}:*",
+                resource_name=f"{name}{suffix}",
                 arn_format=ArnFormat.COLON_RESOURCE_NAME,
             )
-            for g in LOG_GROUPS
+            for name in names
+            for suffix in ("", ":*")
         ]
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(actions.LOGS_WRITE), resources=log_group_arns)
@@ -207,8 +214,9 @@ class ExecutionRole(ExecutionRoleBase):
             findings[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
                 f"Objects under the project bucket's '{p}/' prefix, which SageMaker jobs read and write."
             )
-        for arn in log_group_arns:
+        for arn in (a for a in log_group_arns if "*" in a):
             findings[f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]"] = (
-                "Log streams in one of SageMaker's own /aws/sagemaker log groups, which SageMaker names per job."
+                "Log streams in one of SageMaker's own /aws/sagemaker log groups, which SageMaker names per "
+                "job; an endpoint's and an inference component's group is named after it."
             )
         acknowledge(self.role, findings)

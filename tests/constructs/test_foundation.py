@@ -162,31 +162,51 @@ def test_execution_role_touches_objects_only_under_project_prefixes(example_app)
     assert listings[1] == [f"code/jobs/{listings[1][0].split('/')[2]}/*"]
 
 
-# SageMaker's log groups, named as AWS names them (sagemaker-core's session_helper reads
-# /aws/sagemaker/Endpoints/{endpoint_name}; the CloudWatch Logs page of the SageMaker guide lists the
-# rest): the execution role writes the containers' output to each kind the example runs.
-SAGEMAKER_LOG_KINDS = (
-    "TrainingJobs",
-    "ProcessingJobs",
-    "TransformJobs",
-    "CompilationJobs",
-    "Endpoints",
-    "InferenceComponents",
+def _resolved(resource: object, account: str) -> str:
+    if isinstance(resource, str):
+        return resource
+    assert isinstance(resource, dict) and "Fn::Join" in resource, resource
+    pseudo = {"AWS::AccountId": account, "AWS::Region": "us-east-1", "AWS::Partition": "aws"}
+    return "".join(p if isinstance(p, str) else pseudo[p["Ref"]] for p in resource["Fn::Join"][1])
+
+
+# The log groups SageMaker writes a job's or an endpoint's container output to (AWS's CloudWatch
+# documentation for SageMaker; sagemaker-core's session_helper reads /aws/sagemaker/Endpoints/<name>):
+# jobs share a group per kind, an endpoint and an inference component have a group of their own.
+LOG_GROUPS_WRITTEN = (
+    "/aws/sagemaker/TrainingJobs",
+    "/aws/sagemaker/ProcessingJobs",
+    "/aws/sagemaker/TransformJobs",
+    "/aws/sagemaker/CompilationJobs",
+    "/aws/sagemaker/Endpoints/digits-prod-digits",
+    "/aws/sagemaker/InferenceComponents/digits-prod-chat-chat-1a2b3c",
 )
 
 
 def test_execution_role_writes_every_kind_of_sagemaker_log_group(example_app):
-    """Each kind's log group is in a statement that creates its streams and puts its events: without
-    the inference components' one, a component's container output is lost, silently."""
-    for env in ("dev", "prod"):
-        writes = [
-            json.dumps(s["Resource"])
-            for s in _role_statements(example_app.template(env))
-            if {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(s["Action"])
-        ]
-        for kind in SAGEMAKER_LOG_KINDS:
-            assert any(f":log-group:/aws/sagemaker/{kind}" in w for w in writes), (env, kind)
-        assert not any("log-group:*" in w or "/aws/sagemaker/*" in w for w in writes)
+    """The role may create each group SageMaker writes to, and its streams, and put their events:
+    without an endpoint's own group, its container output is lost, silently (the grant named
+    /aws/sagemaker/Endpoints, which is no endpoint's group)."""
+    from fnmatch import fnmatchcase
+
+    account = "111111111111"
+    writes = [
+        (set(s["Action"]), [_resolved(r, account) for r in s["Resource"]])
+        for s in _role_statements(example_app.template("prod"))
+        if {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(s["Action"])
+    ]
+
+    def allowed(action: str, arn: str) -> bool:
+        return any(action in acts and any(fnmatchcase(arn, r) for r in rs) for acts, rs in writes)
+
+    prefix = f"arn:aws:logs:us-east-1:{account}:log-group:"
+    for group in LOG_GROUPS_WRITTEN:
+        assert allowed("logs:CreateLogGroup", prefix + group), group
+        for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+            assert allowed(action, f"{prefix}{group}:log-stream:AllTraffic/i-0123456789abcdef0"), group
+    # and nothing beyond SageMaker's own groups
+    assert not allowed("logs:PutLogEvents", f"{prefix}/aws/lambda/other:log-stream:x")
+    assert not allowed("logs:PutLogEvents", f"{prefix}/aws/sagemaker/Other:log-stream:x")
 
 
 def test_execution_role_pulls_the_dlc_repository_it_uses(example_app):

@@ -86,14 +86,20 @@ def test_the_pipeline_role_runs_only_this_environment_s_optimization_jobs(projec
         for policy in t.find_resources("AWS::IAM::Policy").values()
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
-    (jobs,) = [s for s in statements if "sagemaker:CreateOptimizationJob" in s["Action"]]
-    assert set(jobs["Action"]) == {
+    jobs = [s for s in statements if ":optimization-job/digits-prod-*" in json.dumps(s["Resource"])]
+    granted = {a for s in jobs for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert granted == {
         "sagemaker:CreateOptimizationJob",
         "sagemaker:DescribeOptimizationJob",
         "sagemaker:StopOptimizationJob",
         "sagemaker:AddTags",
     }
-    assert ":optimization-job/digits-prod-*" in json.dumps(jobs["Resource"])
+    # each held to prod's tags too: 'digits-prod-*' also names an environment 'prod-eu''s jobs
+    for s in jobs:
+        equals = s["Condition"]["StringEquals"]
+        assert {equals.get(f"aws:{kind}Tag/sagestack:environment") for kind in ("Request", "Resource")} & {
+            "prod"
+        }, s
     (passing,) = [s for s in statements if s["Action"] == "iam:PassRole"]
     assert "sagemaker.amazonaws.com" in json.dumps(passing.get("Condition", {}))
     (register,) = [s for s in statements if "sagemaker:CreateModelPackage" in s["Action"]]

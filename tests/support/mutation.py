@@ -163,6 +163,47 @@ EQUIVALENT: dict[str, str] = {
         )
         for n in (3, 6)
     },
+    **{
+        f"sagestack.core.drivers.x__installed_version__mutmut_{n}": (
+            "the path _site is asked for (3: None, 6: 'XXXX') is never used: metadata.version found no "
+            "distribution, so _site's own lookup of the same name raises first"
+        )
+        for n in (3, 6)
+    },
+    **{
+        f"sagestack.core.drivers.x__installed_version__mutmut_{n}": (
+            "the AssertionError's message: unreachable, _site raises DriversUnavailable for the same missing "
+            "distribution on the line before"
+        )
+        for n in (7, 8, 9)
+    },
+    "sagestack.core.drivers.x_pack_drivers__mutmut_16": (
+        "b'XX\\0XX' for b'\\0' between a path and its file's sha256: the digest still names each path and "
+        "its bytes unambiguously (no path holds a NUL, the sha256 is 32 bytes); it is an address compared "
+        "only with itself"
+    ),
+    "sagestack.llm.sizing.x_devices__mutmut_16": (
+        "'if acc.memory_gib or True': every Neuron accelerator in the catalog states its memory_gib "
+        "(inf1, inf2, trn1, trn1n, trn2: checked over all 356 types), so the guard is always true"
+    ),
+    "sagestack.llm.sizing.x_kv_cache__mutmut_17": (
+        "environment.get(kv_dtype, 'XXXX') for '': the default only feeds .startswith('fp8'), false for both"
+    ),
+    **{
+        f"sagestack.core.names.xǁNamesǁ{fn}__mutmut_{n}": (
+            "rstrip('XX-XX') for rstrip('-'): a name holds no capital X (Names refuses capitals in the "
+            "project and environment, entry names are lowercase), so both strip the same '-'"
+        )
+        for fn, n in (
+            ("training_job", 7),
+            ("preference_job", 7),
+            ("optimization_job", 7),
+            ("tuning_job", 7),
+            ("compilation_prefix", 4),
+            ("transform_prefix", 3),
+            ("retrain_schedule", 9),
+        )
+    },
 }
 
 # The smoke run: one small module and the test file that covers it.
@@ -333,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retry",
         action="store_true",
-        help="run again the mutants not killed last time (mutmut keeps a verdict until its function changes)",
+        help="run again the mutants not killed last time (mutmut keeps a verdict until its function changes); mutmut then forgets the other verdicts of the functions whose tests changed: run once more without --retry",
     )
     parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this kill rate (0-1)")
     parser.add_argument("--json", type=Path, help="write the score here as JSON")

@@ -301,3 +301,56 @@ def test_the_channel_is_laid_out_as_s3_downloads_it(tmp_path) -> None:
     }
     assert written == files
     write_drivers(files, tmp_path / "sm_drivers")  # over an existing folder: the same
+
+
+def test_the_basic_script_enters_the_code_and_runs_the_basic_driver_with_nothing_to_install() -> None:
+    """ModelTrainer's sm_train.sh for a source_dir without requirements: cd into the code channel,
+    no install step, then the basic script driver (the rendering the oracle compares field by field)."""
+    script = train_script(DriversConfig("train.py", "training_src"))
+    assert (
+        "\ncd /opt/ml/input/data/code \n\n\n\n"
+        'echo "Running Basic Script driver"\n'
+        "$SM_PYTHON_CMD /opt/ml/input/data/sm_drivers/distributed_drivers/basic_script_driver.py\n"
+    ) in script
+    assert "None" not in script
+
+
+def test_a_missing_or_unpinned_sagemaker_train_is_explained(monkeypatch) -> None:
+    import pytest
+
+    import sagestack.core.drivers as drivers
+
+    monkeypatch.setattr(drivers, "SDK_DISTRIBUTION", "sagestack-no-such-distribution")
+    with pytest.raises(drivers.DriversUnavailable) as missing:
+        drivers._installed_version()
+    assert str(missing.value) == (
+        "launcher: drivers needs sagestack-no-such-distribution (the SDK v3's container drivers), which "
+        "is not installed here; install sagestack's train extra: pip install 'sagestack[train]'"
+    )
+    monkeypatch.undo()
+    monkeypatch.setattr(drivers, "SDK_VERSION", "0.0.1")
+    with pytest.raises(drivers.DriversUnavailable) as other:
+        drivers.drivers_folder()
+    installed = drivers._installed_version()
+    assert str(other.value) == (
+        f"launcher: drivers renders the drivers of sagemaker-train==0.0.1, but {installed} is installed; "
+        "install the pinned one: pip install 'sagemaker-train==0.0.1'"
+    )
+
+
+def test_a_hyperparameter_the_drivers_cannot_pass_intact_is_named_with_its_variable() -> None:
+    """environment.py exports SM_HP_<KEY>='value' and SM_HPS='{json}' unescaped (drivers-shell-values)."""
+    from sagestack.core.drivers import hyperparameter_exports, hyperparameter_problem
+
+    assert hyperparameter_exports("warm-up", "3") == ("SM_HP_WARM_UP", ("3", '{"warm-up": 3}'))
+    assert hyperparameter_exports("arch", "resnet") == ("SM_HP_ARCH", ("resnet", '{"arch": "resnet"}'))
+    assert hyperparameter_problem("warm-up", "3") is None
+    assert hyperparameter_problem("arch", '"res net"') is None
+    assert hyperparameter_problem("warm up", "3") == (
+        "its key becomes SM_HP_WARM UP, a name bash refuses (letters, digits, '_' and '-' only)"
+    )
+    assert hyperparameter_problem("note", "it's") == (
+        "SM_HP_NOTE='…' holds a ' (it ends the shell's quoted string: the rest runs as shell code)"
+    )
+    # a NUL survives SM_HPS's JSON (as \u0000) but not SM_HP_NOTE's raw text: the first problem counts
+    assert hyperparameter_problem("note", "a\0b") == "SM_HP_NOTE='…' holds a NUL character (bash drops it)"

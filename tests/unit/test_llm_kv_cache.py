@@ -264,3 +264,81 @@ def test_an_optimization_jobs_name_is_kept_when_the_new_fields_are_unset():
     assert "num_layers" not in unset and "kv_cache_dtype" not in unset and unset["kv_cache_headroom"] == 0.2
     assert published_fields(spec(num_layers=32))["num_layers"] == 32
     assert weights_gib(spec()) == pytest.approx(8e9 * 2 / GIB)
+
+
+def test_a_containers_variable_counts_only_as_a_positive_whole_number():
+    """0, a negative or a non-number is not a limit the server takes: the spec's field counts instead;
+    1 is a limit (one sequence, one token of output)."""
+    base = {**ISSUE, **LLAMA3_8B}
+    for ignored in ("0", "-8", "many"):
+        kv = kv_cache(
+            spec(**base, environment={"SM_VLLM_MAX_MODEL_LEN": ignored, "SM_VLLM_MAX_NUM_SEQS": ignored})
+        )
+        assert (kv.tokens, kv.tokens_from, kv.batch, kv.batch_from) == (
+            8192,
+            "max_total_tokens",
+            32,
+            "max_batch_size",
+        )
+    one = kv_cache(spec(**base, environment={"SM_VLLM_MAX_NUM_SEQS": "1"}))
+    assert (one.batch, one.batch_from) == (1, "SM_VLLM_MAX_NUM_SEQS")
+    assert one.formula().endswith("x 8192 tokens (max_total_tokens) x 1 sequence (SM_VLLM_MAX_NUM_SEQS)")
+    trt = kv_cache(
+        spec(
+            **base,
+            container="djl-tensorrtllm",
+            environment={"OPTION_MAX_INPUT_LEN": "3000", "OPTION_MAX_OUTPUT_LEN": "1"},
+        )
+    )
+    assert (trt.tokens, trt.tokens_from) == (3001, "OPTION_MAX_INPUT_LEN + OPTION_MAX_OUTPUT_LEN")
+    unset = kv_cache(spec(**LLAMA3_8B, max_total_tokens=4096))
+    assert (unset.batch, unset.batch_from) == (1, "max_batch_size unset")
+    assert unset.formula().endswith("x 4096 tokens (max_total_tokens) x 1 sequence (max_batch_size unset)")
+    two = kv_cache(spec(**LLAMA3_8B, max_total_tokens=4096, max_batch_size=2))
+    assert two.formula().endswith("x 2 sequences (max_batch_size)")
+
+
+def test_the_memory_share_variable_counts_only_between_0_and_1():
+    from sagestack.llm.sizing import memory_fraction
+
+    def share(value: str) -> float:
+        return memory_fraction(spec(environment={"SM_VLLM_GPU_MEMORY_UTILIZATION": value}))
+
+    assert share("1") == 1.0 and share("0.5") == 0.5
+    assert share("0") == share("1.5") == share("2") == share("most") == 0.9  # vLLM's default
+
+
+def test_a_copy_fits_when_it_needs_exactly_the_memory_the_server_uses():
+    # 11.5 Gi parameters in fp16 = 23 GiB, no token limit known (no KV cache), 1 GiB of activations:
+    # 24 GiB, an A10G's whole memory at gpu_memory_utilization 1
+    exact = spec(
+        **LLAMA3_8B, dtype="fp16", parameters=11.5 * GIB, environment={"SM_VLLM_GPU_MEMORY_UTILIZATION": "1"}
+    )
+    fit = memory_fit(exact, "ml.g5.xlarge")
+    assert (fit.needed_gib, fit.available_gib, fit.device_gib) == (24.0, 24.0, 24.0)
+    assert fit.ok
+
+
+def test_a_component_spans_its_own_accelerators_not_the_instances():
+    """On a 4-GPU g5.12xlarge, a component given 1 accelerator spans 1 GPU, whatever the degree says
+    (a degree above it is the tp rule's refusal); without a degree, its degree is 1."""
+    own = memory_fit(spec(**LLAMA3_8B), "ml.g5.12xlarge", accelerators=1)
+    assert (own.tensor_parallel_degree, own.device_gib, own.activations_gib) == (1, 24.0, 1.0)
+    wide = memory_fit(spec(**LLAMA3_8B, tensor_parallel_degree=2), "ml.g5.12xlarge", accelerators=1)
+    assert (wide.tensor_parallel_degree, wide.device_gib, wide.activations_gib) == (2, 24.0, 1.0)
+    whole = memory_fit(spec(**LLAMA3_8B), "ml.g5.12xlarge")
+    assert (whole.tensor_parallel_degree, whole.device_gib, whole.activations_gib) == (4, 96.0, 4.0)
+
+
+def test_a_cpu_instance_offers_its_host_memory_once_and_no_gpu_activations():
+    cpu = memory_fit(spec(**LLAMA3_8B), "ml.m5.2xlarge")
+    assert (cpu.device_gib, cpu.activations_gib) == (32.0, 0.0)
+    assert cpu.available_gib == pytest.approx(32.0 * 0.9)
+    unknown = memory_fit(spec(**LLAMA3_8B), "ml.r7gd.4xlarge")  # the catalog does not know its memory
+    assert (unknown.device_gib, unknown.available_gib, unknown.ok) == (0.0, 0.0, False)
+
+
+def test_a_neuron_family_counts_no_activations_beside_its_weights():
+    neuron = memory_fit(spec(**LLAMA3_8B, container="djl-neuronx"), "ml.inf2.24xlarge")
+    assert neuron.activations_gib == 0.0
+    assert neuron.needed_gib == neuron.weights_gib + neuron.kv_cache_gib

@@ -22,18 +22,19 @@ def _shape(name: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("job_length", range(40, 60))
-def test_training_and_preference_jobs_fill_63_characters_and_keep_the_hash(job_length):
+@pytest.mark.parametrize("project", ["digits", "digitsx", "digitsxy"])
+def test_training_and_preference_jobs_fill_63_characters_and_keep_the_hash(job_length, project):
     limit, pattern = _shape("TrainingJobName")
-    names = Names("digits", "dev")
-    job = ("ab-" * 30)[:job_length]  # cuts land on letters and on '-' alike
+    names = Names(project, "dev")
+    job = ("ab-" * 30)[:job_length]  # with the three projects, cuts land on letters and on '-' alike
     for name, suffix in (
         (names.training_job(job, DIGEST, 3), "-01234567-3"),
         (names.preference_job(job, DIGEST), "-01234567-p"),
         (names.optimization_job(job, DIGEST), "-0123456789ab"),
     ):
         assert len(name) <= limit and name.endswith(suffix) and re.fullmatch(pattern, name), name
-        assert name.startswith("digits-dev-") and "--" not in name
-        full = f"digits-dev-{job}{suffix}"
+        assert name.startswith(f"{project}-dev-") and "--" not in name
+        full = f"{project}-dev-{job}{suffix}"
         assert name == full if len(full) <= limit else len(name) >= limit - 1  # cut only when needed
 
 
@@ -51,17 +52,19 @@ def test_short_names_are_whole():
 
 
 @pytest.mark.parametrize("length", range(20, 40))
-def test_the_cut_names_fit_their_own_limits(length):
+@pytest.mark.parametrize("project", ["digits", "digitsx", "digitsxy"])
+def test_the_cut_names_fit_their_own_limits(length, project):
     limit, pattern = _shape("HyperParameterTuningJobName")
-    names = Names("digits", "dev")
-    key = ("cd-" * 20)[:length]
+    names = Names(project, "dev")
+    key = ("cd-" * 20)[:length]  # lengths 20-39: the cuts land on each of 'c', 'd' and '-'
     tuning = names.tuning_job(key, DIGEST)
     assert len(tuning) <= limit == 32 and tuning.endswith("-01234567") and re.fullmatch(pattern, tuning)
+    assert "--" not in tuning
     schedule = names.retrain_schedule(key * 2)
     assert len(schedule) <= 64 and schedule.endswith("-retrain") and "--" not in schedule
     for prefix in (names.compilation_prefix(key), names.transform_prefix(key)):
         assert len(prefix) <= COMPILE_NAME_PREFIX_MAX and not prefix.endswith("-")
-        assert prefix == f"digits-dev-{key}"[:COMPILE_NAME_PREFIX_MAX].rstrip("-")
+        assert prefix == f"{project}-dev-{key}"[:COMPILE_NAME_PREFIX_MAX].rstrip("-")
 
 
 @pytest.mark.parametrize(
@@ -73,7 +76,8 @@ def test_the_cut_names_fit_their_own_limits(length):
     ],
 )
 def test_a_project_or_environment_outside_names_is_refused_with_what_to_write(project, env, what):
-    with pytest.raises(ValueError, match=re.escape(what) + r": use lowercase letters, digits and '-'"):
+    said = f"{what}: use lowercase letters, digits and '-' (it is part of every resource name), e.g. 'digits' or 'dev'"
+    with pytest.raises(ValueError, match=re.escape(said) + "$"):
         Names(project, env)
     Names("digits2", "dev-eu")  # digits and '-' inside are fine
 

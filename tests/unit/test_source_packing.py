@@ -216,3 +216,33 @@ def test_an_executable_file_stays_executable_and_the_rest_do_not_become_so(tmp_p
     out = tmp_path / "out"
     unpack_source_archive(pack_source_dir(root).data, out)
     assert os.access(out / "run.sh", os.X_OK) and not os.access(out / "train.py", os.X_OK)
+
+
+def test_the_archive_records_no_trace_of_the_machine_that_packed_it(tmp_path):
+    """Same code, same bytes: no mtime, owner or file name of this machine in the tar or gzip header."""
+    first = _tree(tmp_path / "a", {"train.py": "print(1)\n", "pkg/util.py": "X = 1\n"})
+    second = _tree(tmp_path / "b", {"pkg/util.py": "X = 1\n", "train.py": "print(1)\n"})
+    os.utime(second / "train.py", (1_000_000, 1_000_000))
+    data = pack_source_dir(first).data
+    assert pack_source_dir(second).data == data
+    assert data[4:8] == b"\0\0\0\0" and not data[3] & 0x08  # gzip: mtime 0, no FNAME
+    for m in _members(data).values():
+        assert (m.mtime, m.uid, m.gid, m.uname, m.gname) == (0, 0, 0, "", "")
+    assert list(_members(data)) == ["pkg", "pkg/util.py", "train.py"]
+
+
+def test_a_dockerfile_images_fingerprint_follows_its_files_args_and_target(tmp_path):
+    from sagestack.core.sourcedir import dockerfile_fingerprint
+
+    folder = _tree(tmp_path / "img", {"Dockerfile": "FROM x\n", "app/run.sh": "echo\n"})
+    base = dockerfile_fingerprint(folder, {"A": "1"}, "train")
+    assert dockerfile_fingerprint(folder, {"A": "1"}, "train") == base
+    assert dockerfile_fingerprint(folder, {"A": "2"}, "train") != base
+    assert dockerfile_fingerprint(folder, {"A": "1"}, None) != base
+    _tree(folder, {".git/HEAD": "ref\n", "__pycache__/x.pyc": "0"})  # neither is part of the image's make-up
+    assert dockerfile_fingerprint(folder, {"A": "1"}, "train") == base
+    (folder / "app" / "run.sh").rename(folder / "app" / "go.sh")  # same bytes, another name
+    assert dockerfile_fingerprint(folder, {"A": "1"}, "train") != base
+    (folder / "app" / "go.sh").rename(folder / "app" / "run.sh")
+    (folder / "app" / "run.sh").write_text("echo 2\n")
+    assert dockerfile_fingerprint(folder, {"A": "1"}, "train") != base
