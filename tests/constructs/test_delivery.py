@@ -184,7 +184,8 @@ def test_check_says_whether_the_bootstrap_trusts_the_delivery_account(delivered,
     shutil.copytree(delivered.root, root)
     # prod in moto's account, so the credentials check passes
     prod = root / "config/envs/prod.yaml"
-    prod.write_text(prod.read_text().replace('account: "111111111111"', f'account: "{ACCOUNT}"'))
+    # (its pin too: prod serves only its own account's packages, rule pin-own-account)
+    prod.write_text(prod.read_text().replace("111111111111", ACCOUNT))
     bootstrap = {
         "Parameters": {"TrustedAccounts": {"Type": "CommaDelimitedList", "Default": ""}},
         "Resources": {
