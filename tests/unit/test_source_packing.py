@@ -259,7 +259,7 @@ JUDGED_CASES = [
     ),
     (["[ab", "q[]", "foo\\"], ["[ab", "a", "q[]", "q", "foo\\", "foo"]),
     (
-        ["logs/**", "x**", "!xdir/", "**/cache", "a/**/b.txt"],
+        ["logs/**", "!logs/x/", "x**", "!xdir/", "**/cache", "a/**/b.txt"],
         ["logs/x/y.txt", "xdir/keep.txt", "xfile", "s/cache/c.txt", "a/b.txt", "a/q/r/b.txt", "keep.txt"],
     ),
     (
@@ -270,6 +270,11 @@ JUDGED_CASES = [
         ],
     ),
     (["/", "*.log"], ["a.log", "b.txt"]),
+    (
+        ["[ab]-[cd].txt", "[a]z.txt", "[^]x]5.txt"],
+        ["a-c.txt", "b-d.txt", "a.txt", "c.txt", "-.txt", "az.txt", "bz.txt", "]5.txt", "x5.txt", "y5.txt"],
+    ),
+    (["*/"], ["top.txt", "sub/f.txt"]),
     (["/Xtop", "deep/**", "*.log"], ["Xtop", "top", "sub/Xtop", "deep/x\ny.txt", "a\nb/c.log", "a\nb/c.txt"]),
 ]  # fmt: skip
 
@@ -330,3 +335,19 @@ def test_the_archives_sha256_is_of_its_bytes_and_a_member_leading_out_is_not_unp
     with pytest.raises(tarfile.OutsideDestinationError):
         unpack_source_archive(gzip.compress(raw.getvalue()), tmp_path / "dest")
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_an_ignore_file_with_a_byte_that_is_not_utf8_is_still_read(tmp_path):
+    src = _tree(tmp_path / "src", {**CODE, "run.log": "x\n"})
+    (src / IGNORE_FILE).write_bytes(b"caf\xe9.txt\n*.log\n")  # latin-1, as an old editor saves it
+    assert "run.log" not in select_source_files(src).files
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git judges the ignore patterns")
+def test_a_folder_pattern_does_not_match_a_link_to_a_file(tmp_path):
+    """git stores a symlink as a blob: `notes/` leaves out a folder, not a link named notes."""
+    src = _tree(tmp_path / "src", {"a.txt": "x\n", "pkg/b.txt": "y\n"})
+    os.symlink("a.txt", src / "notes")
+    lines = ["notes/"]
+    (src / IGNORE_FILE).write_text("\n".join(lines) + "\n")
+    assert set(select_source_files(src).files) == _git_packs(src, lines) == {"a.txt", "notes", "pkg/b.txt"}
