@@ -259,7 +259,7 @@ JUDGED_CASES = [
     ),
     (["[ab", "q[]", "foo\\"], ["[ab", "a", "q[]", "q", "foo\\", "foo"]),
     (
-        ["logs/**", "!logs/x/", "x**", "!xdir/", "**/cache", "a/**/b.txt"],
+        ["x**", "!xdir/", "logs/**", "!logs/x/", "**/cache", "a/**/b.txt"],
         ["logs/x/y.txt", "xdir/keep.txt", "xfile", "s/cache/c.txt", "a/b.txt", "a/q/r/b.txt", "keep.txt"],
     ),
     (
@@ -271,8 +271,8 @@ JUDGED_CASES = [
     ),
     (["/", "*.log"], ["a.log", "b.txt"]),
     (
-        ["[ab]-[cd].txt", "[a]z.txt", "[^]x]5.txt"],
-        ["a-c.txt", "b-d.txt", "a.txt", "c.txt", "-.txt", "az.txt", "bz.txt", "]5.txt", "x5.txt", "y5.txt"],
+        ["[ab]-[cd].txt", "[a]z.txt", "[^]x]5.txt", "[ab]*[cd].txt"],
+        ["axc.txt", "bc.txt", "a-c.txt", "b-d.txt", "a.txt", "c.txt", "-.txt", "az.txt", "bz.txt", "]5.txt", "x5.txt", "y5.txt"],
     ),
     (["*/"], ["top.txt", "sub/f.txt"]),
     (["/Xtop", "deep/**", "*.log"], ["Xtop", "top", "sub/Xtop", "deep/x\ny.txt", "a\nb/c.log", "a\nb/c.txt"]),
