@@ -53,6 +53,7 @@ SECRET_PATTERNS = (
 )
 DEFAULT_IGNORED = (".*", "__pycache__/", "*.pyc", "*.pyo", *SECRET_PATTERNS)
 _EPOCH = 0
+NOTHING = "(?!)"  # a regular expression no path matches
 
 
 class SourceDirError(ValueError):
@@ -121,7 +122,10 @@ def _translate(glob: str) -> str:
         elif c == "\\" and i + 1 < n:
             out.append(re.escape(glob[i + 1]))
             i += 2
-        elif c == "[" and (end := _class_end(glob, i)) > 0:
+        elif c == "\\" or (c == "[" and _class_end(glob, i) < 0):
+            return NOTHING  # a trailing '\' or an unclosed '[': git's wildmatch matches no path
+        elif c == "[":
+            end = _class_end(glob, i)
             inner = glob[i + 1 : end]
             if inner[:1] in ("!", "^"):
                 inner = "^" + inner[1:]
@@ -135,7 +139,7 @@ def _translate(glob: str) -> str:
 
 def _class_end(glob: str, start: int) -> int:
     """Where the bracket expression opened at `start` closes (a `]` right after `[` or `[!` is a
-    member), or -1 when it does not: then `[` is literal."""
+    member), or -1 when it does not (then the pattern matches nothing, as in git)."""
     first = start + 1
     if glob[first : first + 1] in ("!", "^"):
         first += 1

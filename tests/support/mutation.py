@@ -189,6 +189,75 @@ EQUIVALENT: dict[str, str] = {
     "sagestack.llm.sizing.x_kv_cache__mutmut_17": (
         "environment.get(kv_dtype, 'XXXX') for '': the default only feeds .startswith('fp8'), false for both"
     ),
+    "sagestack.core.sourcedir.x__translate__mutmut_44": (
+        "i += 3 for i += 2 after a trailing '**': that branch runs only when i + 2 == n, so the loop ends either way"
+    ),
+    **{
+        f"sagestack.core.sourcedir.x__translate__mutmut_{n}": (
+            "_class_end(...) <= 0 / < 1 for < 0: it returns -1 or the index of a ']' at least two past the '[' "
+            "(so never 0)"
+        )
+        for n in (82, 83)
+    },
+    "sagestack.core.sourcedir.x__translate__mutmut_97": (
+        "a class opened with '^' is not rewritten: '^' + inner[1:] is inner itself, the same expression"
+    ),
+    **{
+        f"sagestack.core.sourcedir.x_select_source_files__mutmut_{n}": (
+            "DirEntry.is_dir/is_file(follow_symlinks=None) is false like False (a predicate argument)"
+        )
+        for n in (16, 48)
+    },
+    "sagestack.core.sourcedir.x_select_source_files__mutmut_17": (
+        "is_dir following links: a link is handled by the `if link` branch before `elif is_dir`, and the "
+        "ignore check already ORs in `link and path.is_dir()`"
+    ),
+    "sagestack.core.sourcedir.x_select_source_files__mutmut_49": (
+        "is_file following links: the branch is reached only by an entry that is not a link"
+    ),
+    "sagestack.core.sourcedir.x_select_source_files__mutmut_52": (
+        "members sorted as whole tuples instead of by path: the paths are unique, so the first element decides"
+    ),
+    "sagestack.core.sourcedir.x_parse_ignore__mutmut_4": (
+        "lstrip('\\n') for rstrip('\\n'): no line holds a newline (both callers pass DEFAULT_IGNORED or "
+        "str.splitlines())"
+    ),
+    "sagestack.core.sourcedir.x_parse_ignore__mutmut_47": (
+        "body.startswith('XX**/XX') for '**/': the test is dead, a body starting with '**/' holds a '/', so "
+        "`anchored` is already true"
+    ),
+    "sagestack.core.sourcedir.xǁSourceSelectionǁexcluded__mutmut_10": (
+        "range(1, len + 2): the extra depth slices parts[:len + 1], the whole path again, judged as a file "
+        "as the last depth was"
+    ),
+    **{
+        f"sagestack.core.sourcedir.xǁSourceSelectionǁsecret_files__mutmut_{n}": (
+            "rsplit('/') or rsplit('/', 2) for rsplit('/', 1): the last part, [-1], is the same"
+        )
+        for n in (6, 9)
+    },
+    **{
+        f"sagestack.core.sourcedir.x_pack_source_dir__mutmut_{n}": (
+            "tarfile.open's format left to its default: tarfile.DEFAULT_FORMAT is PAX_FORMAT (Python >= 3.8)"
+        )
+        for n in (10, 13)
+    },
+    **{
+        f"sagestack.core.sourcedir.x_pack_source_dir__mutmut_{n}": (
+            "GzipFile's filename None or left out: it takes fileobj's name, and a BytesIO has none, so ''"
+        )
+        for n in (42, 47)
+    },
+    "sagestack.core.sourcedir.x_pack_source_dir__mutmut_51": "drops compresslevel=9, GzipFile's default",
+    **{
+        f"sagestack.core.sourcedir.x_dockerfile_fingerprint__mutmut_{n}": (
+            "a constant of the hashed text (the separator after a path, the JSON's key names): every "
+            "fingerprint changes value once, as any change of sagestack's hashing does, but it still "
+            "follows exactly the same inputs (the tests change each one), and two build folders share one "
+            "only as before"
+        )
+        for n in (18, 25, 26, 27, 28)
+    },
     **{
         f"sagestack.core.names.xǁNamesǁ{fn}__mutmut_{n}": (
             "rstrip('XX-XX') for rstrip('-'): a name holds no capital X (Names refuses capitals in the "

@@ -361,3 +361,31 @@ def test_what_tgi_on_neuron_renders_and_what_an_fp32_dtype_leaves_out():
     # TensorRT-LLM's output length needs the input length: a total alone is not rendered
     assert unrendered(spec(container="djl-tensorrtllm", max_total_tokens=10)) == ["max_total_tokens"]
     assert unrendered(spec(container="djl-tensorrtllm", max_input_tokens=10)) == []
+
+
+def test_tgi_names_its_input_limit_by_the_version_that_renamed_it():
+    """MAX_INPUT_LENGTH became MAX_INPUT_TOKENS in TGI 2.1 (optimum-neuron 0.0.25 ships that TGI);
+    the first version that has the new name gets it."""
+
+    def key(container: str, version: str, instance: str) -> set[str]:
+        env = rendered_environment(
+            spec(container=container, version=version, max_input_tokens=1024, max_total_tokens=2048),
+            instance_type=instance,
+        )
+        return {k for k in env if k.startswith("MAX_INPUT")}
+
+    assert key("huggingface-llm", "2.1", GPU_TYPE) == {"MAX_INPUT_TOKENS"}
+    assert key("huggingface-llm", "2.0.4", GPU_TYPE) == {"MAX_INPUT_LENGTH"}
+    assert key("huggingface-llm-neuronx", "0.0.25", "ml.inf2.48xlarge") == {"MAX_INPUT_TOKENS"}
+    assert key("huggingface-llm-neuronx", "0.0.24", "ml.inf2.48xlarge") == {"MAX_INPUT_LENGTH"}
+
+
+def test_tgi_neuronx_casts_to_fp16_when_asked():
+    neuron = spec(container="huggingface-llm-neuronx", dtype="fp16")
+    assert rendered_environment(neuron, instance_type="ml.inf2.48xlarge")["HF_AUTO_CAST_TYPE"] == "fp16"
+
+
+def test_tensorrt_llm_gets_an_output_length_only_when_both_limits_are_given():
+    for fields in ({"max_total_tokens": 4096}, {"max_input_tokens": 1024}, {}):
+        env = rendered_environment(spec(container="djl-tensorrtllm", **fields), instance_type=GPU_TYPE)
+        assert "OPTION_MAX_OUTPUT_LEN" not in env, fields

@@ -246,3 +246,108 @@ def test_a_dockerfile_images_fingerprint_follows_its_files_args_and_target(tmp_p
     (folder / "app" / "go.sh").rename(folder / "app" / "run.sh")
     (folder / "app" / "run.sh").write_text("echo 2\n")
     assert dockerfile_fingerprint(folder, {"A": "1"}, "train") != base
+
+
+# Each case: patterns and the paths they judge; git decides which are packed. The cases reach the
+# corners of the format: bracket classes ([!…], [^…], a ']' as the first member, an unclosed '['),
+# '**' next to a slash and not, escapes, '?', comments, folder-only patterns, trailing spaces (dropped
+# unless escaped; a tab is kept), names with a newline, a lone '/', an anchored name starting with X.
+JUDGED_CASES = [
+    (
+        ["[!a]1.txt", "[^c]2.txt", "[]x]3.txt", "[!]x]4.txt", "[ab"],
+        ["a1.txt", "b1.txt", "c2.txt", "d2.txt", "]3.txt", "x3.txt", "y3.txt", "]4.txt", "z4.txt", "x4.txt"],
+    ),
+    (["[ab", "q[]", "foo\\"], ["[ab", "a", "q[]", "q", "foo\\", "foo"]),
+    (
+        ["x**", "!xdir/", "logs/**", "!logs/x/", "**/cache", "a/**/b.txt"],
+        ["logs/x/y.txt", "xdir/keep.txt", "xfile", "s/cache/c.txt", "a/b.txt", "a/q/r/b.txt", "keep.txt"],
+    ),
+    (
+        ["*.log", "file?.txt", "x\\*", "\\#hash", "#comment", "outX/", "build/", "*.X", "b\\ ", "tab\t", "c   "],
+        [
+            "a.log", "xlog", "file1.txt", "file12.txt", "x*", "xa", "#hash", "#comment", "outX/f", "out/f",
+            "build", "sub/build/f", "a.X", "a.", "b ", "b", "tab\t", "tab", "c", "c ",
+        ],
+    ),
+    (["/", "*.log"], ["a.log", "b.txt"]),
+    (
+        ["[ab]-[cd].txt", "[a]z.txt", "[^]x]5.txt", "[ab]*[cd].txt"],
+        ["axc.txt", "bc.txt", "a-c.txt", "b-d.txt", "a.txt", "c.txt", "-.txt", "az.txt", "bz.txt", "]5.txt", "x5.txt", "y5.txt"],
+    ),
+    (["*/"], ["top.txt", "sub/f.txt"]),
+    (["/Xtop", "deep/**", "*.log"], ["Xtop", "top", "sub/Xtop", "deep/x\ny.txt", "a\nb/c.log", "a\nb/c.txt"]),
+]  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git judges the ignore patterns")
+@pytest.mark.parametrize(("lines", "paths"), JUDGED_CASES)
+def test_each_corner_of_the_ignore_format_means_what_it_means_to_git(tmp_path, lines, paths):
+    root = _tree(tmp_path, {p: "x\n" for p in paths})
+    (root / IGNORE_FILE).write_text("\n".join(lines) + "\n")
+    selection = select_source_files(root)
+    assert set(selection.files) == _git_packs(root, lines), lines
+    # excluded() names a pattern for exactly the files the walk leaves out (it judges each folder above)
+    assert {p for p in paths if selection.excluded(p) is None} == set(selection.files) & set(paths)
+
+
+def test_a_dockerfile_images_fingerprint_does_not_follow_the_order_build_args_are_written_in(tmp_path):
+    from sagestack.core.sourcedir import dockerfile_fingerprint
+
+    folder = _tree(tmp_path / "img", {"Dockerfile": "FROM x\n"})
+    assert dockerfile_fingerprint(folder, {"A": "1", "B": "2"}, None) == dockerfile_fingerprint(
+        folder, {"B": "2", "A": "1"}, None
+    )
+
+
+def test_a_re_included_secret_is_named_at_any_depth_and_a_link_by_its_own_name(tmp_path):
+    src = _tree(tmp_path / "src", {**CODE, "conf/.env": "T=1\n", "a/b/.env": "T=2\n", "a/b/notes.txt": "n\n"})
+    (src / IGNORE_FILE).write_text("!.env\n!id_rsa\n")
+    os.symlink("a/b/notes.txt", src / "id_rsa")  # its content is not a key, its name says it is one
+    selection = select_source_files(src)
+    assert selection.secret_files() == ("a/b/.env", "conf/.env", "id_rsa")
+
+
+def test_each_link_that_cannot_be_packed_is_named_in_one_refusal(tmp_path):
+    src = _tree(tmp_path / "src", CODE)
+    os.symlink("missing.py", src / "a.py")
+    os.symlink("pkg", src / "b")
+    with pytest.raises(SourceDirError) as e:
+        pack_source_dir(src)
+    assert str(e.value) == (
+        f"{src} cannot be packed: a.py is a symlink to missing.py, which does not exist; "
+        "b is a symlink to the folder pkg: link each file, or move the folder here"
+    )
+
+
+def test_the_archives_sha256_is_of_its_bytes_and_a_member_leading_out_is_not_unpacked(tmp_path):
+    import hashlib
+
+    from sagestack.core.sourcedir import unpack_source_archive
+
+    archive = pack_source_dir(_tree(tmp_path / "src", CODE))
+    assert archive.sha256 == hashlib.sha256(archive.data).hexdigest()
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"x\n"))
+    (tmp_path / "dest").mkdir()
+    with pytest.raises(tarfile.OutsideDestinationError):
+        unpack_source_archive(gzip.compress(raw.getvalue()), tmp_path / "dest")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_an_ignore_file_with_a_byte_that_is_not_utf8_is_still_read(tmp_path):
+    src = _tree(tmp_path / "src", {**CODE, "run.log": "x\n"})
+    (src / IGNORE_FILE).write_bytes(b"caf\xe9.txt\n*.log\n")  # latin-1, as an old editor saves it
+    assert "run.log" not in select_source_files(src).files
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git judges the ignore patterns")
+def test_a_folder_pattern_does_not_match_a_link_to_a_file(tmp_path):
+    """git stores a symlink as a blob: `notes/` leaves out a folder, not a link named notes."""
+    src = _tree(tmp_path / "src", {"a.txt": "x\n", "pkg/b.txt": "y\n"})
+    os.symlink("a.txt", src / "notes")
+    lines = ["notes/"]
+    (src / IGNORE_FILE).write_text("\n".join(lines) + "\n")
+    assert set(select_source_files(src).files) == _git_packs(src, lines) == {"a.txt", "notes", "pkg/b.txt"}
