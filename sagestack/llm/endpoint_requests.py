@@ -97,6 +97,13 @@ def _model_request(
     environment = container_environment(spec, instance_type=types[0], accelerators=accelerators)
     if environment:
         container["Environment"] = environment
+    return _create_model(ep, deployment, name, container)
+
+
+def _create_model(
+    ep: EndpointSpec, deployment: Deployment, name: str, container: dict[str, Any]
+) -> dict[str, Any]:
+    """CreateModel of one container, network-isolated, in the endpoint's VPC, with the tags."""
     request: dict[str, Any] = {
         "ModelName": name,
         "ExecutionRoleArn": deployment.role_arn,
@@ -121,20 +128,7 @@ def _package_model_request(
     container: dict[str, Any] = {"ModelPackageName": package}
     if ep.batching is not None:
         container["Environment"] = spec_batching_environment(ep.batching, workers)
-    request: dict[str, Any] = {
-        "ModelName": name,
-        "ExecutionRoleArn": deployment.role_arn,
-        "PrimaryContainer": container,
-        "EnableNetworkIsolation": True,
-    }
-    if ep.vpc is not None:
-        request["VpcConfig"] = {
-            "SecurityGroupIds": list(ep.vpc.security_groups),
-            "Subnets": list(ep.vpc.subnets),
-        }
-    if deployment.tags:
-        request["Tags"] = _tags(deployment)
-    return request
+    return _create_model(ep, deployment, name, container)
 
 
 def _variant(ep: EndpointSpec) -> dict[str, Any]:
