@@ -25,7 +25,7 @@ from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compl
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.job_code import launch_files, source_asset
-from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
 from sagestack.constructs.mlflow_server import grant_mlflow_logging
 from sagestack.constructs.model_registration import (
     ModelRegistration,
@@ -167,7 +167,17 @@ class TrainingPipeline(JobPipeline):
             validated,
         )
         lineage_values = (*lineage_of(key, job_plan.digest, source_sha256), *sorted((lineage or {}).items()))
-        settings = self._settings(poll_interval, backoff, topic, quota_codes)
+        pipeline = PipelineDeployment(
+            role=role,
+            log_group=log_group,
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=state_machine_name or names.training_state_machine(key),
+            poll_interval=poll_interval,
+            backoff=backoff,
+            quota_codes=quota_codes,
+        )
+        settings = pipeline.settings()
         definition, endpoint_plans = append_registrations(
             training_pipeline(job_plan, settings),
             settings,
@@ -189,11 +199,7 @@ class TrainingPipeline(JobPipeline):
             names=names,
             entry=key,
             description=f"the '{key}' training pipeline",
-            role=role,
-            log_group=log_group,
-            topic=topic,
-            encryption_key=encryption_key,
-            state_machine_name=state_machine_name or names.training_state_machine(key),
+            **pipeline.construct_props(),
         )
         self.key = key
         self.source = source
