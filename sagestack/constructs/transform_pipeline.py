@@ -43,7 +43,7 @@ class TransformPipeline(JobPipeline):
     quota_codes, tags: as TrainingPipeline.
     """
 
-    settings_not_taken = {
+    settings_unused = {
         "backoff": "a capacity error moves to the next instance candidate at once: nothing backs off"
     }
 
@@ -97,7 +97,7 @@ class TransformPipeline(JobPipeline):
             encryption_key=encryption_key,
             state_machine_name=state_machine_name or names.transform_state_machine(key),
             poll_interval=poll_interval,
-            backoff=None,  # settings_not_taken
+            backoff=None,  # settings_unused
             quota_codes=quota_codes,
         )
         super().__init__(

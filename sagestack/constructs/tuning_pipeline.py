@@ -56,8 +56,13 @@ class TuningPipeline(JobPipeline):
         (project.requests.render_training); default: rendered and validated here.
       encryption_key: encrypts a log group this construct creates (default: `training`'s key).
       role, log_group, topic, state_machine_name (default Names.tuning_state_machine), poll_interval,
-      backoff, quota_codes, registry / registrations: as TrainingPipeline.
+      quota_codes, registry / registrations: as TrainingPipeline.
+      backoff: taken as every pipeline takes it, unused (see settings_unused).
     """
+
+    settings_unused = {
+        "backoff": "the tuning states fail a refused search at once: nothing backs off"
+    }
 
     @typed_props
     def __init__(
