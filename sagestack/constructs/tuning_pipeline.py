@@ -60,9 +60,7 @@ class TuningPipeline(JobPipeline):
       backoff: taken as every pipeline takes it, unused (see settings_unused).
     """
 
-    settings_unused = {
-        "backoff": "the tuning states fail a refused search at once: nothing backs off"
-    }
+    settings_unused = {"backoff": "the tuning states fail a refused search at once: nothing backs off"}
 
     @typed_props
     def __init__(
