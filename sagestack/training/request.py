@@ -160,6 +160,8 @@ def render_training_request(
         "EnableManagedSpotTraining": job.use_spot_instances,
         "RetryStrategy": {"MaximumRetryAttempts": job.retry_attempts},
     }
+    if job.enable_infra_check is not None:
+        request["InfraCheckConfig"] = {"EnableInfraCheck": job.enable_infra_check}
     channels = [_channel(channel, spec, s3) for channel, spec in job.channels.items()]
     channels += contract.channels(ctx)
     if channels:
