@@ -148,7 +148,9 @@ def render_training_request(
         "AlgorithmSpecification": contract.algorithm(_algorithm(job, ctx)),
         "RoleArn": deployment.role_arn,
         "HyperParameters": _hyperparameters(job, contract, job_key, candidate, name, ctx),
-        "OutputDataConfig": contract.output({"S3OutputPath": s3.output(job_key), "KmsKeyId": deployment.kms_key_id}),
+        "OutputDataConfig": contract.output(
+            {"S3OutputPath": s3.output(job_key), "KmsKeyId": deployment.kms_key_id}
+        ),
         "ResourceConfig": _resources(job, candidate, deployment.kms_key_id),
         "StoppingCondition": _stopping_condition(job),
         "EnableNetworkIsolation": job.network_isolation,

@@ -32,7 +32,9 @@ def test_every_create_training_job_request_carries_the_check_as_set(value: bool)
 def test_unset_the_request_has_no_key_and_no_job_is_renamed() -> None:
     plan = _plan({"instance_type": CANDIDATES})
     assert plan.preferred is not None
-    assert all("InfraCheckConfig" not in r for r in [*(c.request for c in plan.candidates), plan.preferred.request])
+    assert all(
+        "InfraCheckConfig" not in r for r in [*(c.request for c in plan.candidates), plan.preferred.request]
+    )
     unset = JobSpec.model_validate({"image": "t", "instance_type": "ml.g5.xlarge"})
     assert "enable_infra_check" not in identity(unset, PUBLISHED)  # added after names were published
     digest = job_hash(unset, env="dev", source_sha256="0" * 64, image_uris={})
