@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from sagestack.core.model import StrictModel, VpcSpec
+from sagestack.core.model import ModelSource, StrictModel, VpcSpec
 from sagestack.core.types import (
     EntryName,
     HostingInstanceCandidates,
@@ -15,10 +15,6 @@ from sagestack.core.types import (
 )
 from sagestack.llm.models import LlmSpec, ShadowSpec
 from sagestack.monitoring.models import MonitorSpec
-
-
-class ModelSource(StrictModel):
-    from_: str = Field(alias="from", description="a job or tuning entry whose (best) model is served")
 
 
 class CompileSpec(StrictModel):

@@ -13,8 +13,8 @@ from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupE
 from sagestack.core.catalog.instances import instance_types_for
 from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
 from sagestack.core.names import Names
-from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
+from sagestack.foundation.inference_images import InferenceImageError, inference_image_uri
 from sagestack.llm.images import LlmImageError, llm_image_uri
 from sagestack.transforms.request import ResolvedTransform
 
