@@ -150,4 +150,12 @@ def endpoint_config_request(
         request["AsyncInferenceConfig"] = _async_config(key, ep, deployment, topics)
     if ep.components:  # components name their models; the config names the role instead
         request["ExecutionRoleArn"] = deployment.role_arn
+    if ep.metrics is not None:
+        m = ep.metrics
+        request["MetricsConfig"] = {
+            "EnableEnhancedMetrics": m.enhanced,
+            "EnableDetailedObservability": m.detailed_observability,
+        }
+        if m.publish_frequency is not None:
+            request["MetricsConfig"]["MetricPublishFrequencyInSeconds"] = m.publish_frequency
     return request

@@ -120,6 +120,24 @@ class BatchingSpec(StrictModel):
     )
 
 
+class MetricsSpec(StrictModel):
+    """The endpoint config's MetricsConfig: utilization metrics beyond the per-variant defaults."""
+
+    enhanced: bool = Field(
+        default=False,
+        description="EnableEnhancedMetrics: utilization and invocation metrics per instance and per "
+        "container (per inference component)",
+    )
+    detailed_observability: bool = Field(
+        default=False,
+        description="EnableDetailedObservability: per-GPU utilization, memory and temperature, per-instance "
+        "host metrics and the container's own Prometheus metrics",
+    )
+    publish_frequency: Literal[10, 30, 60, 120, 180, 240, 300] | None = Field(
+        default=None, description="MetricPublishFrequencyInSeconds (SageMaker's default: 60)"
+    )
+
+
 class EndpointSpec(StrictModel):
     model: ModelSource | None = Field(
         default=None, description="which pipeline registers this endpoint's model"
@@ -176,6 +194,9 @@ class EndpointSpec(StrictModel):
     )
     monitor: MonitorSpec | None = Field(
         default=None, description="Model Monitor data quality (needs data_capture)"
+    )
+    metrics: MetricsSpec | None = Field(
+        default=None, description="the config's MetricsConfig: enhanced, per-GPU metrics (default: none)"
     )
     deploy: bool = Field(
         default=True,
