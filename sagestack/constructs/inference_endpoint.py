@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -33,7 +34,6 @@ from sagestack.constructs.endpoint_autoscaling import AutoScaling, scale_variant
 from sagestack.constructs.endpoint_checks import check_props, check_shadow
 from sagestack.constructs.endpoint_components import InferenceComponent, inference_component
 from sagestack.constructs.endpoint_config import (
-    VARIANT,
     DataCapture,
     InstancePools,
     ServerlessConfig,
@@ -50,7 +50,7 @@ from sagestack.constructs.endpoint_rollout import Rollout, deployment_config, ro
 from sagestack.constructs.endpoint_spec import spec_door_props
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import token_deployment, validate_as_request
-from sagestack.endpoints.config_request import endpoint_config_request
+from sagestack.endpoints.config_request import VARIANT, endpoint_config_request
 from sagestack.endpoints.resolved import ResolvedEndpoint
 
 
@@ -187,7 +187,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         artifacts: ArtifactBucketBase | None = None,
     ) -> None:
         super().__init__(scope, id)
-        shape = {
+        shape: dict[str, Any] = {
             "model_package": model_package,
             "llm": llm,
             "instance_type": instance_type,

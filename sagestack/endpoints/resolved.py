@@ -16,8 +16,8 @@ from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_u
 from sagestack.core.names import Names
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.foundation.inference_images import InferenceImageError, inference_image_uri
-from sagestack.llm.images import LlmImageError, llm_image_uri
 from sagestack.foundation.models import ImageSpec
+from sagestack.llm.images import LlmImageError, llm_image_uri
 from sagestack.training.models import JobSpec
 from sagestack.transforms.models import TransformSpec
 from sagestack.transforms.request import ResolvedTransform
