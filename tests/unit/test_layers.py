@@ -28,6 +28,7 @@ FEATURES = (
     "clusters",
     "delivery",
     "tracking",
+    "capacity",
 )
 LAYERS = {
     "core": 0,

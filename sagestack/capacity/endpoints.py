@@ -7,37 +7,33 @@ type's quota ("<type> for endpoint usage") holds the variant's instances — its
 or for inference components the fleet's managed-scaling maximum — or, failing that, when the pools'
 free quotas hold them together (mixed types: a warning). A shadow variant
 (ShadowProductionVariants) runs beside production on instances of its own: where it shares a
-pool's type, the two needs add up in one quota. Pure: the quota values come in a QuotaBook.
+pool's type, the two needs add up in one quota. An LLM's optimization job runs on one instance of
+its DeploymentInstanceType, beside its endpoint's. Pure: the quota values come in a QuotaBook.
 
 What an LLM needs of each pool type (its accelerators, tensor-parallel degree, weights + KV cache +
-activations against the accelerator memory its server uses) is shown beside the rows by `plan`
-(llm_fits).
+activations against the accelerator memory its server uses) is capacity/llm_fit.py's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from sagestack.core.catalog.instances import instance_type
-from sagestack.core.catalog.quotas import quota_name
-from sagestack.endpoints.components import Packing, pack
-from sagestack.endpoints.models import ComponentSpec, EndpointSpec
-from sagestack.llm.models import LlmSpec
-from sagestack.llm.shape import local_weights_dir, shape_of
-from sagestack.llm.sizing import accelerator_devices, memory_fit
-from sagestack.ops.capacity_rows import (
+from sagestack.capacity.book import QuotaBook
+from sagestack.capacity.prices import HOURS_PER_MONTH, price_of
+from sagestack.capacity.rows import (
     Row,
     Shortfall,
+    Tally,
     choose_first_with_room,
-    price_of,
     shortfall_of,
     status_of,
     types_with_quota,
 )
-from sagestack.ops.quota_book import QuotaBook
-
-HOURS_PER_MONTH = 730
+from sagestack.core.catalog.quotas import OPTIMIZATION_USAGE, quota_name
+from sagestack.endpoints.components import Packing, pack
+from sagestack.endpoints.models import ComponentSpec, EndpointSpec
+from sagestack.llm.optimization_job import ResolvedOptimization
+from sagestack.llm.sizing import accelerator_devices
 
 
 @dataclass
@@ -210,67 +206,66 @@ def _first_pool_warning(book: QuotaBook, key: str, first: Row, placed: str) -> s
     )
 
 
-@dataclass(frozen=True)
-class LlmFit:
-    """An LLM on one pool type: what one copy spans and whether its weights, KV cache and
-    activations fit the memory its server uses there."""
-
-    endpoint: str  # the endpoint, or endpoint/component
-    instance_type: str
-    accelerator: str  # e.g. "A10G", "NeuronCore" (Inferentia2 / Trainium), "none"
-    accelerators: int  # GPUs, or NeuronCores, of one instance
-    accelerator_gib: float | None  # memory of each
-    tensor_parallel_degree: int
-    weights_gib: float
-    kv_cache_gib: float  # bytes per token x token limit x batch
-    activations_gib: float
-    needed_gib: float  # weights + KV cache + activations
-    available_gib: float  # the memory of the devices one copy spans that its server uses
-    kv_cache: str  # the KV cache's formula, with its inputs
-    shape_estimated: bool  # the model's shape is the nearest known architecture's, not its own
-    fits: bool
-
-
-def llm_fits(key: str, ep: EndpointSpec, root: Path | None = None, env: str | None = None) -> list[LlmFit]:
-    """Each pool type's view of the endpoint's LLM, and of each LLM component's (the model's shape
-    from the config.json of its local weights under `root`, when there)."""
-    models: list[tuple[str, LlmSpec, int | None]] = []
-    if ep.llm is not None:
-        models.append((key, ep.llm, None))
-    models += [(f"{key}/{n}", c.llm, c.accelerators) for n, c in ep.components.items() if c.llm is not None]
-    out = []
-    for label, spec, asked in models:
-        shape = shape_of(spec, local_weights_dir(root, env, spec) if root is not None else None)
-        for itype in ep.instance_type or ():
-            devices, per, name = _devices(itype)
-            fit = memory_fit(spec, itype, asked, shape)
-            out.append(
-                LlmFit(
-                    endpoint=label,
-                    instance_type=itype,
-                    accelerator=name,
-                    accelerators=devices,
-                    accelerator_gib=per,
-                    tensor_parallel_degree=fit.tensor_parallel_degree,
-                    weights_gib=fit.weights_gib,
-                    kv_cache_gib=fit.kv_cache_gib,
-                    activations_gib=fit.activations_gib,
-                    needed_gib=fit.needed_gib,
-                    available_gib=fit.available_gib,
-                    kv_cache=fit.kv.formula(),
-                    shape_estimated=shape.estimate,
-                    fits=fit.ok,
-                )
+def add_endpoint(tally: Tally, key: str, ep: EndpointSpec) -> None:
+    """Serverless concurrency has no instance quota to check; an instance endpoint is placeable
+    when one of its pools has room (endpoint_capacity)."""
+    if ep.serverless is not None:
+        tally.rows.append(
+            Row(
+                kind="endpoint",
+                key=key,
+                instance_type="serverless",
+                count=0,
+                quota="(serverless concurrency)",
+                needed=float(ep.serverless.max_concurrency),
+                available=None,
+                status="unchecked",
+                chosen=True,
+                cost_basis="per request",
+                note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
             )
-    return out
+        )
+        return
+    found = endpoint_capacity(tally.book, key, ep)
+    tally.rows += found.rows
+    tally.shortfalls += found.shortfalls
+    tally.warnings += found.warnings
 
 
-def _devices(itype: str) -> tuple[int, float | None, str]:
-    """(devices a tensor-parallel group spans — GPUs or NeuronCores —, GiB each, their name)."""
-    acc = instance_type(itype).accelerator
-    if acc is None:
-        return 0, None, "none"
-    if acc.neuron_cores_per_chip:
-        per = acc.memory_gib / acc.neuron_cores_per_chip if acc.memory_gib else None
-        return acc.neuron_cores, per, "NeuronCore"
-    return acc.count, acc.memory_gib, acc.model
+def add_optimization(tally: Tally, o: ResolvedOptimization) -> None:
+    """An LLM's optimization job runs on one instance (MaxInstanceCount unset) of its
+    DeploymentInstanceType, counted in that type's endpoint quota — beside its own endpoint's
+    instances there, since `sagestack run` starts it while the endpoint serves. It costs at most
+    max_runtime of that type (SageMaker may pick the instance for quantization and compilation, and
+    charges for the one it uses; the target type's price is the estimate)."""
+    qn = quota_name(o.instance_type, OPTIMIZATION_USAGE)
+    beside = sum(
+        r.needed
+        for r in tally.rows
+        if r.kind in ("endpoint", "shadow") and r.key == o.endpoint and r.chosen and r.quota == qn
+    )
+    avail = tally.book.available(qn)
+    hours = o.optimize.max_runtime / 3600
+    price = price_of(o.instance_type)
+    tally.rows.append(
+        Row(
+            kind="optimization",
+            key=o.label,
+            instance_type=o.instance_type,
+            count=1,
+            quota=qn,
+            needed=1 + beside,
+            available=avail,
+            status=status_of(avail, 1 + beside),
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=price * hours if price is not None else None,
+            cost_basis=f"≤ {hours:g} h (max_runtime) per run",
+            note=f"beside the endpoint's {beside:g}" if beside else "",
+        )
+    )
+    if status_of(avail, 1 + beside) == "short":
+        alternatives = types_with_quota(
+            tally.book, OPTIMIZATION_USAGE, 1.0, like=o.instance_type, exclude=[o.instance_type]
+        )
+        tally.short("optimization", o.label, qn, 1 + beside, alternatives)

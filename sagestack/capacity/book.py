@@ -1,5 +1,5 @@
-"""The quota values and current usage of one account and region, as capacity checks read them: from
-the live Service Quotas API (ops/account.py) or from the environment's snapshot file
+"""The quota values and current usage of one account and region, as capacity reads them: from the
+live Service Quotas API (ops/account.py) or from the environment's snapshot file
 (config/envs/<env>.quotas.json, read with its spec)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagestack.core.config import ENV_DIR
-from sagestack.project.environment import ResolvedEnvironment
 
 
 @dataclass(frozen=True)
@@ -49,11 +48,11 @@ def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"]
     return QuotaBook(source, detail, values, usage)
 
 
-def snapshot_book(plan: ResolvedEnvironment) -> QuotaBook | None:
-    """The environment's quota snapshot (config/envs/<env>.quotas.json, read with its spec), or None."""
-    data = plan.files.quotas
-    if data is None:
+def snapshot_book(env: str, document: dict[str, Any] | None) -> QuotaBook | None:
+    """The environment's quota snapshot (config/envs/<env>.quotas.json, read with its spec:
+    `plan.files.quotas`), or None when it has none."""
+    if document is None:
         return None
-    taken = data.get("taken_at")
-    detail = f"snapshot {ENV_DIR}/{plan.env}.quotas.json" + (f" (taken {taken})" if taken else "")
-    return book_from_document(data, "snapshot", detail)
+    taken = document.get("taken_at")
+    detail = f"snapshot {ENV_DIR}/{env}.quotas.json" + (f" (taken {taken})" if taken else "")
+    return book_from_document(document, "snapshot", detail)

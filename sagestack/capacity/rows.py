@@ -1,15 +1,14 @@
-"""The rows of a capacity report and what builds them: a quota need against a QuotaBook, the
-shortfall message that says how to fix it, prices from the catalog. Shared by the training and
-serving halves of the check (ops/capacity.py, ops/endpoint_capacity.py)."""
+"""A row of a capacity report (one need against one quota), a shortfall and the message that says
+how to fix it, and the instance types whose quota has room (the fix a shortfall offers)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from sagestack.capacity.book import QuotaBook
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import QuotaUsage, quota_name
-from sagestack.ops.quota_book import QuotaBook
 
 Status = Literal["ok", "short", "unchecked"]
 
@@ -121,14 +120,6 @@ def types_with_quota(
     return tuple(t for _, _, t in sorted(found)[:most])
 
 
-def price_of(itype: str) -> float | None:
-    """On-demand $/h of a type, None where the catalog does not know it."""
-    try:
-        return instance_type(itype).price_per_hour
-    except (KeyError, ValueError):
-        return None
-
-
 def choose_first_with_room(candidates: list[Row]) -> int | None:
     """Mark the first candidate whose quota is not short as chosen; its index (None: all short)."""
     for i, row in enumerate(candidates):
@@ -142,3 +133,22 @@ def status_of(available: float | None, needed: float) -> Status:
     if available is None:
         return "unchecked"
     return "ok" if available >= needed else "short"
+
+
+@dataclass
+class Tally:
+    """What one pass over an environment has found so far (capacity/assess.py): rows, shortfalls,
+    warnings, and the training that runs at once."""
+
+    book: QuotaBook
+    rows: list[Row] = field(default_factory=list)
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    at_once: dict[str, float] = field(default_factory=dict)  # quota -> instances of jobs run on deploy
+    training_at_once: float = 0.0
+    largest_training: float = 0.0  # the largest job or search: the total must fit it alone
+
+    def short(
+        self, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
+    ) -> None:
+        self.shortfalls.append(shortfall_of(self.book, kind, key, quota, needed, alternatives))
