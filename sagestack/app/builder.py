@@ -13,7 +13,7 @@ from sagestack.app.foundation import PromotionPeers
 from sagestack.app.lookups import unresolved_lookups
 from sagestack.app.stage import EnvironmentStage
 from sagestack.capacity.assess import QuotaShortfallError, assess
-from sagestack.capacity.book import snapshot_book
+from sagestack.capacity.ledger import snapshot_book
 from sagestack.constructs.compliance import PACKS, PROJECT_WIDE, acknowledge_compliance, compliance_packs
 from sagestack.constructs.nag import unacknowledged_findings
 from sagestack.core.digests import MovedTagError, moved_tags

@@ -17,16 +17,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sagestack.capacity.book import QuotaBook
 from sagestack.capacity.endpoints import add_endpoint, add_optimization, deployed
-from sagestack.capacity.prices import price_of
-from sagestack.capacity.rows import Row, Shortfall, Tally, choose_first_with_room, status_of
-from sagestack.capacity.training import add_job, add_training_total, add_tuning
+from sagestack.capacity.ledger import (
+    QuotaBook,
+    Row,
+    Shortfall,
+    Tally,
+    choose_first_with_room,
+    price_of,
+    status_of,
+    training_cost,
+    types_with_quota,
+)
 from sagestack.clusters.models import ClusterSpec
-from sagestack.core.catalog.quotas import quota_name
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
 from sagestack.core.names import Names
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.rendered import RenderedJob
 from sagestack.transforms.models import TransformSpec
 from sagestack.tuning.models import TuningSpec
@@ -96,9 +104,9 @@ def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> Capaci
     spec = plan.spec
     tally = Tally(book)
     for key, rendered in requests.jobs.items():
-        add_job(tally, key, rendered)
+        _add_job(tally, key, rendered)
     for key, tuning in spec.tuning.items():
-        add_tuning(tally, key, tuning, requests.jobs[tuning.job])
+        _add_tuning(tally, key, tuning, requests.jobs[tuning.job])
     for key, ep in spec.endpoints.items():
         if ep.model is not None or deployed(ep):
             add_endpoint(tally, key, ep)
@@ -108,8 +116,127 @@ def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> Capaci
         _add_transform(tally, key, transform)
     for key, cluster in spec.clusters.items():
         _add_cluster(tally, key, cluster)
-    add_training_total(tally)
+    _add_training_total(tally)
     return CapacityReport(plan.env, book, tally.rows, tally.shortfalls, tally.warnings)
+
+
+def _count(c: RenderedCandidate) -> int:
+    return int(c.request["ResourceConfig"]["InstanceCount"])
+
+
+def _max_run(c: RenderedCandidate) -> int:
+    return int(c.request["StoppingCondition"]["MaxRuntimeInSeconds"])
+
+
+def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
+    """One row per candidate; the first with room is chosen. A job run on deploy shares its quota
+    with the others run then."""
+    book = tally.book
+    run_on_deploy = rendered.job.run_on_deploy
+    first = rendered.candidates[0]
+    need = float(_count(first))
+    job_rows = []
+    for c in rendered.candidates:
+        together = tally.at_once.get(c.quota_name, 0.0) if run_on_deploy else 0.0
+        avail = book.available(c.quota_name)
+        hours = _max_run(c) / 3600
+        price, on_demand, spot = training_cost(c.instance_type, _count(c) * hours)
+        job_rows.append(
+            Row(
+                kind="job",
+                key=key,
+                instance_type=c.instance_type,
+                count=_count(c),
+                quota=c.quota_name,
+                needed=need + together,
+                available=avail,
+                status=status_of(None if avail is None else avail - together, need),
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=on_demand,
+                cost_spot=spot,
+                cost_basis=f"≤ {hours:g} h (max_run)",
+                note="run on deploy" if run_on_deploy else "",
+            )
+        )
+    chosen_index = choose_first_with_room(job_rows)
+    tally.rows += job_rows
+    if chosen_index is None:
+        usage = training_usage(bool(first.request.get("EnableManagedSpotTraining")))
+        types = [c.instance_type for c in rendered.candidates]
+        others = types_with_quota(book, usage, need, like=first.instance_type, exclude=types)
+        tally.short("job", key, job_rows[0].quota, job_rows[0].needed, others)
+    elif run_on_deploy:
+        qn = job_rows[chosen_index].quota
+        tally.at_once[qn] = tally.at_once.get(qn, 0.0) + need
+    if run_on_deploy:
+        tally.training_at_once += need
+    tally.largest_training = max(tally.largest_training, need)
+
+
+def _add_tuning(tally: Tally, key: str, tuning: TuningSpec, rendered: RenderedJob) -> None:
+    """A search needs max_parallel_jobs x instance_count of its job's first candidate."""
+    book = tally.book
+    first = rendered.candidates[0]
+    count = _count(first)
+    need = float(tuning.max_parallel_jobs * count)
+    avail = book.available(first.quota_name)
+    status = status_of(avail, need)
+    trials = tuning.max_jobs or 1
+    hours = _max_run(first) / 3600
+    price, on_demand, spot = training_cost(first.instance_type, trials * count * _max_run(first) / 3600)
+    tally.rows.append(
+        Row(
+            kind="tuning",
+            key=key,
+            instance_type=first.instance_type,
+            count=count,
+            quota=first.quota_name,
+            needed=need,
+            available=avail,
+            status=status,
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=on_demand,
+            cost_spot=spot,
+            cost_basis=f"≤ {trials} trials x {hours:g} h",
+            note=f"{tuning.max_parallel_jobs} trials at once",
+        )
+    )
+    if status == "short":
+        alternatives = tuple(
+            c.instance_type
+            for c in rendered.candidates[1:]
+            if status_of(book.available(c.quota_name), need) == "ok"
+        )
+        tally.short("tuning", key, first.quota_name, need, alternatives)
+    tally.largest_training = max(tally.largest_training, need)
+
+
+def _add_training_total(tally: Tally) -> None:
+    """The account's "Number of instances across all training jobs" must hold the jobs started on
+    deploy together, and the largest job or search alone."""
+    total_need = max(tally.training_at_once, tally.largest_training)
+    if not total_need:
+        return
+    avail = tally.book.available(TRAINING_INSTANCES_TOTAL)
+    status = status_of(avail, total_need)
+    tally.rows.append(
+        Row(
+            kind="aggregate",
+            key="training",
+            instance_type="(all types)",
+            count=int(total_need),
+            quota=TRAINING_INSTANCES_TOTAL,
+            needed=total_need,
+            available=avail,
+            status=status,
+            chosen=True,
+            note="jobs started on deploy together, or the largest job or search",
+        )
+    )
+    if status == "short":
+        tally.short("aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need)
 
 
 def _add_transform(tally: Tally, key: str, t: TransformSpec) -> None:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sagestack.capacity.book import QuotaBook, book_from_document, snapshot_book
+from sagestack.capacity.ledger import QuotaBook, book_from_document, snapshot_book
 from sagestack.core.catalog.quotas import (
     SERVICE_CODE,
     TRAINING_INSTANCES_TOTAL,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.capacity.assess import assess
-from sagestack.capacity.book import snapshot_book
+from sagestack.capacity.ledger import snapshot_book
 from sagestack.core.catalog.service_model import sagemaker_regions
 from sagestack.ops.account import Check, aws_client, live_book
 from sagestack.project.environment import ResolvedEnvironment

@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.capacity.assess import CapacityReport, assess
-from sagestack.capacity.book import QuotaBook
-from sagestack.capacity.endpoints import packing_on
-from sagestack.capacity.llm_fit import LlmFit, llm_fits
-from sagestack.capacity.rows import Row
+from sagestack.capacity.endpoints import LlmFit, llm_fits, packing_on
+from sagestack.capacity.ledger import QuotaBook, Row
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.endpoints.components import Packing, describe
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document

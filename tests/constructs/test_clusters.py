@@ -397,7 +397,7 @@ def test_the_create_cluster_request_is_valid_for_botocore():
 
 def test_plan_counts_cluster_nodes_against_their_quota_and_prices_them(project):
     from sagestack.capacity.assess import assess
-    from sagestack.capacity.book import QuotaBook
+    from sagestack.capacity.ledger import QuotaBook
     from sagestack.project import resolve_environment
     from sagestack.project.requests import render_training
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sagestack.capacity.assess import assess
-from sagestack.capacity.book import QuotaBook, QuotaValue
-from sagestack.capacity.prices import SPOT_SAVINGS
+from sagestack.capacity.ledger import SPOT_SAVINGS, QuotaBook, QuotaValue
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.project import resolve_environment

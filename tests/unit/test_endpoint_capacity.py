@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sagestack.capacity.assess import assess
-from sagestack.capacity.book import QuotaBook, QuotaValue
+from sagestack.capacity.ledger import QuotaBook, QuotaValue
 from sagestack.core.catalog.instances import instance_type
 from sagestack.project import resolve_environment
 from sagestack.project.requests import render_training
