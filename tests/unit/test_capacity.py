@@ -399,3 +399,24 @@ endpoints:
         row = _row(report, "optimization", o.label)
         definition = optimization_definition(o, deployment, PipelineSettings(), env="dev", group="g")
         assert f"'{row.quota}'" in json.dumps(definition["States"])
+
+
+def test_a_jobs_rows_follow_its_rendered_requests_not_a_second_reading_of_the_spec(project, plan):
+    """capacity reads what the pipeline sends: each candidate's quota, instance count and
+    MaxRuntimeInSeconds come from its rendered CreateTrainingJob request."""
+    import copy
+    import dataclasses
+
+    requests = render_training(plan, project.root)
+    big = requests.jobs["big"]
+    changed = []
+    for c in big.candidates:
+        request = copy.deepcopy(c.request)
+        request["ResourceConfig"]["InstanceCount"] = 7
+        request["StoppingCondition"]["MaxRuntimeInSeconds"] = 1800
+        changed.append(dataclasses.replace(c, request=request, quota_name=f"{c.instance_type} (rendered)"))
+    jobs = {**requests.jobs, "big": dataclasses.replace(big, candidates=tuple(changed))}
+    report = assess(plan, dataclasses.replace(requests, jobs=jobs), QuotaBook.none("t"))
+    rows = [r for r in report.rows if r.kind == "job" and r.key == "big"]
+    assert [r.quota for r in rows] == [f"{c.instance_type} (rendered)" for c in big.candidates]
+    assert {(r.count, r.needed, r.cost_basis) for r in rows} == {(7, 7.0, "≤ 0.5 h (max_run)")}
