@@ -27,8 +27,12 @@ NO_CREDENTIALS = (
 def status(
     env: EnvOption = None,
     as_json: JsonOption = False,
-    watch: Annotated[bool, typer.Option("--watch", help="read again every --every seconds until Ctrl-C")] = False,
-    every: Annotated[int, typer.Option("--every", min=1, metavar="N", help="seconds between reads with --watch")] = 10,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="read again every --every seconds until Ctrl-C")
+    ] = False,
+    every: Annotated[
+        int, typer.Option("--every", min=1, metavar="N", help="seconds between reads with --watch")
+    ] = 10,
     root: RootOption = Path("."),
 ) -> None:
     """Stacks, pipeline runs, training and tuning jobs, endpoints (with the last hour's traffic),
@@ -45,18 +49,20 @@ def status(
             if as_json:
                 typer.echo(json.dumps(document, indent=None if watch else 1))
             else:
-                lines = render(document, shutil.get_terminal_size().columns)
+                size = shutil.get_terminal_size()
+                lines = render(document, size.columns)
                 if watch and sys.stdout.isatty():
                     typer.echo("\x1b[H\x1b[2J", nl=False)  # home, clear: the screen in place
+                    lines = one_screen(lines, size.lines - 1)
                 typer.echo("\n".join(lines))
-                if watch:
-                    typer.echo(f"every {every} s · Ctrl-C to stop")
+                if watch:  # no newline: the cursor stays on the last line, nothing scrolls off
+                    typer.echo(f"every {every} s · Ctrl-C to stop", nl=False)
             if not watch:
                 break
             time.sleep(every)
     except KeyboardInterrupt:
-        if not as_json:
-            typer.echo("")
+        if watch and not as_json:
+            typer.echo("")  # the prompt on a line of its own, after the footer
         raise typer.Exit(0) from None
     if document["errors"]:
         raise typer.Exit(1)
@@ -120,14 +126,27 @@ def render(doc: dict[str, Any], width: int) -> list[str]:
         logical.append(("", "no training or tuning job of this environment yet"))
     logical += [("", f"could not read {e}") for e in doc["errors"]]
     lines: list[str] = []
-    for indent, text in logical:
-        lines += fit(text, width, indent, indent + "    ")
+    for indent, text in logical:  # a line that fits keeps its columns; a longer one is fitted
+        fits = len(indent + text) <= width
+        lines += [indent + text] if fits else fit(text, width, indent, indent + "    ")
     return lines
+
+
+def one_screen(lines: list[str], rows: int) -> list[str]:
+    """At most `rows` lines (what --watch redraws in place): the rest counted on the last one."""
+    if len(lines) <= rows:
+        return lines
+    kept = max(rows - 1, 1)
+    return [*lines[:kept], f"({len(lines) - kept} more lines: `sagestack status` shows them all)"]
 
 
 def _stacks(rows: list[dict[str, Any]], now: datetime) -> list[tuple[str, str]]:
     out = [
-        ("  ", f"{r['kind']} {r['status']} {_when(r['updated'], now)}" + (f": {r['reason']}" if r["reason"] else ""))
+        (
+            "  ",
+            f"{r['kind']} {r['status']} {_when(r['updated'], now)}"
+            + (f": {r['reason']}" if r["reason"] else ""),
+        )
         for r in rows
         if r["status"]
     ]
@@ -138,28 +157,36 @@ def _stacks(rows: list[dict[str, Any]], now: datetime) -> list[tuple[str, str]]:
 
 
 def _pipelines(rows: list[dict[str, Any]], now: datetime) -> list[tuple[str, str]]:
-    pad = _pad(r["entry"] for r in rows)
+    pad = _pad(r["entry"] for r in rows if r["executions"])
     out = []
     for r in rows:
-        if not r["deployed"]:
-            runs = "not deployed"
-        elif not r["executions"]:
-            runs = "never run"
-        else:
+        if r["executions"]:
             runs = ", ".join(f"{e['status']} {_when(e['started'], now)}" for e in r["executions"])
-        out.append(("  ", f"{r['entry']:<{pad}} {runs}"))
+            out.append(("  ", f"{r['entry']:<{pad}} {runs}"))
+    for what, which in (
+        ("never run", [r for r in rows if r["deployed"] and not r["executions"]]),
+        ("not deployed", [r for r in rows if not r["deployed"]]),
+    ):
+        if which:
+            out.append(("  ", f"{what}: {', '.join(r['entry'] for r in which)}"))
     return out
 
 
 def _training(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     out = []
     for r in rows:
-        phase = r["status"] if r["secondary_status"] in (None, r["status"]) else f"{r['status']}/{r['secondary_status']}"
+        phase = (
+            r["status"]
+            if r["secondary_status"] in (None, r["status"])
+            else f"{r['status']}/{r['secondary_status']}"
+        )
         facts = [phase, _duration(r["elapsed_s"])]
         if r["billable_s"] is not None:
             facts.append(f"billed {_duration(r['billable_s'])}")
         if r["spot_savings_percent"] is not None:
             facts.append(f"spot saved {r['spot_savings_percent']}%")
+        elif r["spot"]:
+            facts.append("spot")
         out.append(("  ", f"{r['name']} {' '.join(f for f in facts if f)}"))
         if r["metrics"]:
             out.append(("    ", " ".join(f"{k}={_number(v)}" for k, v in r["metrics"].items())))
@@ -221,7 +248,8 @@ def _clusters(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             out.append(("  ", f"{r['key']} not deployed"))
             continue
         groups = ", ".join(
-            f"{g['name']} {_count(g['current'])}/{_count(g['target'])} {g['instance_type']}" for g in r["groups"]
+            f"{g['name']} {_count(g['current'])}/{_count(g['target'])} {g['instance_type']}"
+            for g in r["groups"]
         )
         out.append(("  ", f"{r['key']} {r['status']}" + (f": {groups}" if groups else "")))
         if r.get("failure_reason"):

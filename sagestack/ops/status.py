@@ -56,7 +56,9 @@ def scope_of(resolved: Any) -> Scope:
     spec, names = resolved.spec, Names(resolved.spec.project, resolved.env)
     pipelines = {key: names.training_state_machine(key) for key in spec.jobs}
     pipelines |= {key: names.tuning_state_machine(key) for key in spec.tuning}
-    pipelines |= {key: names.transform_state_machine(key) for key, t in spec.transforms.items() if t.model_package}
+    pipelines |= {
+        key: names.transform_state_machine(key) for key, t in spec.transforms.items() if t.model_package
+    }
     pipelines |= {o.label: o.state_machine for o in resolve_optimizations(names, spec.endpoints)}
     schedules = {
         key: (names.retrain_schedule(key), job.schedule.expression, job.schedule.timezone)
@@ -162,7 +164,9 @@ def read_pipelines(scope: Scope, sfn: Any) -> list[dict[str, Any]]:
                 }
                 for e in sorted(listed, key=lambda e: e["startDate"], reverse=True)
             ]
-        rows.append({"entry": entry, "state_machine": name, "deployed": name in arns, "executions": executions})
+        rows.append(
+            {"entry": entry, "state_machine": name, "deployed": name in arns, "executions": executions}
+        )
     return rows
 
 
@@ -194,7 +198,9 @@ def training_row(job: dict[str, Any], key: str | None, now: datetime) -> dict[st
     last value of each metric and the failure reason."""
     status = job["TrainingJobStatus"]
     start = job.get("TrainingStartTime") or job.get("CreationTime")
-    end = job.get("TrainingEndTime") or (now if status in ("InProgress", "Stopping") else job.get("LastModifiedTime"))
+    end = job.get("TrainingEndTime") or (
+        now if status in ("InProgress", "Stopping") else job.get("LastModifiedTime")
+    )
     elapsed = job.get("TrainingTimeInSeconds")
     if elapsed is None and start and end:
         elapsed = max(0, int((end - start).total_seconds()))
@@ -254,7 +260,9 @@ def _tagged(sm: Any, arn: str, names: Names) -> bool:
 def tuning_row(job: dict[str, Any], key: str, now: datetime) -> dict[str, Any]:
     status = job["HyperParameterTuningJobStatus"]
     start = job.get("CreationTime")
-    end = job.get("HyperParameterTuningEndTime") or (now if status == "InProgress" else job.get("LastModifiedTime"))
+    end = job.get("HyperParameterTuningEndTime") or (
+        now if status == "InProgress" else job.get("LastModifiedTime")
+    )
     counters = job.get("TrainingJobStatusCounters") or {}
     best = job.get("BestTrainingJob") or {}
     objective = best.get("FinalHyperParameterTuningJobObjectiveMetric") or {}
@@ -334,7 +342,11 @@ def _components(sm: Any, endpoint: str, errors: list[str]) -> list[dict[str, Any
         errors.append(f"inference components of {endpoint}: {_reason(e)}")
         return []
     return [
-        {"name": c["InferenceComponentName"], "variant": c["VariantName"], "status": c["InferenceComponentStatus"]}
+        {
+            "name": c["InferenceComponentName"],
+            "variant": c["VariantName"],
+            "status": c["InferenceComponentStatus"],
+        }
         for c in listed
     ]
 
@@ -346,12 +358,19 @@ def _last_hour(cw: Any, variants: list[tuple[str, dict[str, Any]]], now: datetim
         for key, metric, stat in METRICS:
             qid = f"m{len(queries)}"
             where[qid] = (variant, key)
-            dimensions = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant["name"]}]
+            dimensions = [
+                {"Name": "EndpointName", "Value": endpoint},
+                {"Name": "VariantName", "Value": variant["name"]},
+            ]
             queries.append(
                 {
                     "Id": qid,
                     "MetricStat": {
-                        "Metric": {"Namespace": "AWS/SageMaker", "MetricName": metric, "Dimensions": dimensions},
+                        "Metric": {
+                            "Namespace": "AWS/SageMaker",
+                            "MetricName": metric,
+                            "Dimensions": dimensions,
+                        },
                         "Period": 3600,
                         "Stat": stat,
                     },
@@ -464,4 +483,3 @@ def _reason(e: Exception) -> str:
 
 def _no_credentials(e: Exception) -> bool:
     return type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError")
-

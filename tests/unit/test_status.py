@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sagestack.cli import app
-from sagestack.cli.status import render
+from sagestack.cli.status import one_screen, render
 from sagestack.ops.status_time import next_run
 from tests.conftest import REPO
 from tests.support.moto_server import ACCOUNT, REGION, running_moto
@@ -68,14 +68,25 @@ def _deploy(moto) -> None:  # type: ignore[no-untyped-def]
     )["stateMachineArn"]
     sfn.start_execution(stateMachineArn=machine, name="run-1")
     sm = moto.client("sagemaker")
-    for name, spot in ((DONE, False), (RUNNING, True), (FAILED, False), ("digits-prod-classifier-1a2b3c4d-0", False)):
+    for name, spot in (
+        (DONE, False),
+        (RUNNING, True),
+        (FAILED, False),
+        ("digits-prod-classifier-1a2b3c4d-0", False),
+    ):
         sm.create_training_job(
             TrainingJobName=name,
-            AlgorithmSpecification={"TrainingImage": "1.dkr.ecr.us-east-1.amazonaws.com/x:1", "TrainingInputMode": "File"},
+            AlgorithmSpecification={
+                "TrainingImage": "1.dkr.ecr.us-east-1.amazonaws.com/x:1",
+                "TrainingInputMode": "File",
+            },
             RoleArn=ROLE,
             OutputDataConfig={"S3OutputPath": "s3://b/o"},
             ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
-            StoppingCondition={"MaxRuntimeInSeconds": 3600, **({"MaxWaitTimeInSeconds": 7200} if spot else {})},
+            StoppingCondition={
+                "MaxRuntimeInSeconds": 3600,
+                **({"MaxWaitTimeInSeconds": 7200} if spot else {}),
+            },
             EnableManagedSpotTraining=spot,
         )
     backend = sagemaker_backends[ACCOUNT][REGION]
@@ -91,25 +102,53 @@ def _deploy(moto) -> None:  # type: ignore[no-untyped-def]
     running.final_metric_data_list = []
     failed = jobs[FAILED]
     failed.training_job_status = failed.secondary_status = "Failed"
-    failed.failure_reason = "AlgorithmError: ExecuteUserScriptError: train.py exited with code 1 (CUDA out of memory)"
+    failed.failure_reason = (
+        "AlgorithmError: ExecuteUserScriptError: train.py exited with code 1 (CUDA out of memory)"
+    )
     failed.final_metric_data_list = []
-    sm.create_model(ModelName="m", ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "1.dkr.ecr.us-east-1.amazonaws.com/x:1"})
+    sm.create_model(
+        ModelName="m",
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer={"Image": "1.dkr.ecr.us-east-1.amazonaws.com/x:1"},
+    )
     sm.create_endpoint_config(
         EndpointConfigName="cfg",
         ProductionVariants=[
-            {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.c5.xlarge", "InitialInstanceCount": 2}
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "m",
+                "InstanceType": "ml.c5.xlarge",
+                "InitialInstanceCount": 2,
+            }
         ],
     )
     for name in ("digits-dev-digits", "digits-dev-chat"):
         sm.create_endpoint(EndpointName=name, EndpointConfigName="cfg")
     chat = backend.endpoints["digits-dev-chat"]
-    chat.endpoint_status, chat.failure_reason = "Failed", "Image pull failed: access denied to the ECR repository"
+    chat.endpoint_status, chat.failure_reason = (
+        "Failed",
+        "Image pull failed: access denied to the ECR repository",
+    )
     moto.client("cloudwatch").put_metric_data(
         Namespace="AWS/SageMaker",
         MetricData=[
-            {"MetricName": name, "Dimensions": dims, "Value": value, "Timestamp": datetime.now(UTC) - timedelta(minutes=5)}
-            for name, value in (("Invocations", 120.0), ("Invocation5XXErrors", 3.0), ("ModelLatency", 12500.0))
-            for dims in ([{"Name": "EndpointName", "Value": "digits-dev-digits"}, {"Name": "VariantName", "Value": "AllTraffic"}],)
+            {
+                "MetricName": name,
+                "Dimensions": dims,
+                "Value": value,
+                "Timestamp": datetime.now(UTC) - timedelta(minutes=5),
+            }
+            for name, value in (
+                ("Invocations", 120.0),
+                ("Invocation5XXErrors", 3.0),
+                ("ModelLatency", 12500.0),
+            )
+            for dims in (
+                [
+                    {"Name": "EndpointName", "Value": "digits-dev-digits"},
+                    {"Name": "VariantName", "Value": "AllTraffic"},
+                ],
+            )
         ],
     )
     moto.client("scheduler").create_schedule(
@@ -135,7 +174,9 @@ def answered_here(client, operation: str, response: dict) -> list[dict]:  # type
         validate_parameters(params, model.input_shape)
         seen.append(params)
 
-    client.meta.events.register(f"before-parameter-build.{client.meta.service_model.service_name}.{operation}", check)
+    client.meta.events.register(
+        f"before-parameter-build.{client.meta.service_model.service_name}.{operation}", check
+    )
     client.meta.events.register(
         f"before-call.{client.meta.service_model.service_name}.{operation}",
         lambda **_: (AWSResponse(None, 200, {}, None), response),
@@ -200,9 +241,9 @@ def test_status_shows_jobs_endpoints_runs_and_stacks_at_80_columns(aws, componen
     assert re.search(r"^  foundation CREATE_COMPLETE", text, re.M), text
     assert "not deployed: training, serving, optimization, clusters" in text
     assert re.search(r"^  classifier +SUCCEEDED \d\d:\d\d$", text, re.M), text
-    assert re.search(r"^  classifier-spot +not deployed$", text, re.M), text
+    assert "  not deployed: classifier-spot, classifier-ngc, lr-search" in text
     assert f"{DONE} Completed 12m billed 12m" in text and "    val_accuracy=0.9731" in text
-    assert f"{RUNNING} InProgress/Training 30m" in text
+    assert f"{RUNNING} InProgress/Training 30m spot" in text
     assert f"{FAILED} Failed" in text and "failed: AlgorithmError: ExecuteUserScriptError:" in text
     assert "(CUDA out of memory)" in text  # the reason whole, on hanging lines
     assert "digits-prod-" not in text  # another environment's job
@@ -212,7 +253,9 @@ def test_status_shows_jobs_endpoints_runs_and_stacks_at_80_columns(aws, componen
     assert "failed: Image pull failed: access denied" in text
     assert "components: digits-dev-chat-chat Failed" in text
     assert components.requests == [{"EndpointNameEquals": "digits-dev-chat"}]
-    assert re.search(r"^  classifier ENABLED next \d\d-\d\d 03:00 · cron\(0 3 \? \* MON \*\)$", text, re.M), text
+    assert re.search(r"^  classifier ENABLED next \d\d-\d\d 03:00 · cron\(0 3 \? \* MON \*\)$", text, re.M), (
+        text
+    )
     assert "could not read" not in text
 
 
@@ -251,7 +294,10 @@ def test_status_in_a_pipe_and_in_tmux_at_80_columns(aws, moto, tmp_path):
     env.pop("COLUMNS", None)
     sagestack = [sys.executable, "-m", "sagestack.cli"]
     piped = subprocess.run(
-        [*sagestack, "status", "--env", "dev", "--root", str(aws.root)], capture_output=True, text=True, env=env
+        [*sagestack, "status", "--env", "dev", "--root", str(aws.root)],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     # the chat endpoint's components cannot be read from moto in another process: said, exit 1
     assert piped.returncode == 1, piped.stderr
@@ -264,14 +310,32 @@ def test_status_in_a_pipe_and_in_tmux_at_80_columns(aws, moto, tmp_path):
         pytest.fail("tmux is part of the test set-up (apt-get install tmux)")
     socket = f"status-{uuid.uuid4().hex[:8]}"
     script = tmp_path / "run.sh"
-    exports = " ".join(f"{k}='{env[k]}'" for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PATH"))
+    exports = " ".join(
+        f"{k}='{env[k]}'" for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PATH")
+    )
     script.write_text(
         f"export {exports} PYTHONPATH='{REPO}'\n"
         f"{' '.join(sagestack)} status --env dev --root {aws.root} --watch --every 1\n"
         f"echo exit=$?\n"
     )
     subprocess.run(
-        ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "s", "-x", "80", "-y", "24", "bash", "--norc"],
+        [
+            "tmux",
+            "-L",
+            socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "s",
+            "-x",
+            "80",
+            "-y",
+            "24",
+            "bash",
+            "--norc",
+        ],
         check=True,
     )
     try:
@@ -279,7 +343,9 @@ def test_status_in_a_pipe_and_in_tmux_at_80_columns(aws, moto, tmp_path):
         screen = _wait(socket, lambda s: s.count("Ctrl-C to stop") >= 1 and "digits InService" in s)
         shown = screen.splitlines()
         _fits(shown)
-        assert len([line for line in shown if line.strip()]) <= 24, screen
+        # one screen: the header is still on it with the footer (nothing scrolled off)
+        assert any(line.startswith("digits · dev · us-east-1 · read ") for line in shown), screen
+        assert screen.rstrip().endswith("every 1 s · Ctrl-C to stop"), screen
         time.sleep(1.5)  # a second read
         subprocess.run(["tmux", "-L", socket, "send-keys", "-t", "s", "C-c"], check=True)
         screen = _wait(socket, lambda s: "exit=" in s)
@@ -313,7 +379,9 @@ def test_status_without_credentials_says_how_to_set_them(example_project, monkey
         env={**os.environ, "COLUMNS": "80"},
     )
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.startswith("sagestack: no AWS credentials: configure a profile (aws configure)"), done.stderr
+    assert done.stderr.startswith("sagestack: no AWS credentials: configure a profile (aws configure)"), (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -323,8 +391,16 @@ def test_the_next_run_of_each_kind_of_expression():
     assert next_run("cron(30 1 * * ? *)", "UTC", now) == datetime(2026, 12, 7, 1, 30, tzinfo=UTC)
     assert next_run("cron(0 9 1 1-3 ? *)", "Europe/Berlin", now) == datetime(2027, 1, 1, 8, 0, tzinfo=UTC)
     assert next_run("cron(0/15 * * * ? *)", "UTC", now) == datetime(2026, 12, 6, 2, 45, tzinfo=UTC)
-    assert next_run("cron(0 3 L * ? *)", "UTC", now) is None  # beyond this reading: the screen shows the expression
+    assert (
+        next_run("cron(0 3 L * ? *)", "UTC", now) is None
+    )  # beyond this reading: the screen shows the expression
     start = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
     assert next_run("rate(7 days)", "UTC", now, start) == datetime(2026, 12, 8, 0, 0, tzinfo=UTC)
     assert next_run("at(2027-01-02T10:00:00)", "UTC", now) == datetime(2027, 1, 2, 10, 0, tzinfo=UTC)
     assert next_run("at(2026-01-02T10:00:00)", "UTC", now) is None
+
+
+def test_watch_keeps_to_the_terminals_rows():
+    lines = [f"line {i}" for i in range(30)]
+    assert one_screen(lines, 30) == lines
+    assert one_screen(lines, 23) == [*lines[:22], "(8 more lines: `sagestack status` shows them all)"]
