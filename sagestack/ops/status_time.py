@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
 _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
-_MONTHS = "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split()
-_DAYS = "SUN MON TUE WED THU FRI SAT".split()  # cron's day-of-week: 1 = SUN … 7 = SAT
+_MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+_DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]  # cron's day-of-week: 1 = SUN … 7 = SAT
 _HORIZON_DAYS = 366 * 5
 
 
