@@ -111,8 +111,8 @@ def render(doc: dict[str, Any], width: int) -> list[str]:
     logical: list[tuple[str, str]] = [
         ("", f"{doc['project']} · {doc['environment']} · {doc['region']} · read {read_at:%Y-%m-%d %H:%M} UTC")
     ]
+    logical += _stacks(doc["stacks"], read_at)
     for title, rows in (
-        ("stacks", _stacks(doc["stacks"], read_at)),
         ("pipelines (latest runs)", _pipelines(doc["pipelines"], read_at)),
         ("training jobs", _training(doc["training_jobs"])),
         ("tuning jobs", _tuning(doc["tuning_jobs"])),
@@ -141,18 +141,17 @@ def one_screen(lines: list[str], rows: int) -> list[str]:
 
 
 def _stacks(rows: list[dict[str, Any]], now: datetime) -> list[tuple[str, str]]:
-    out = [
-        (
-            "  ",
-            f"{r['kind']} {r['status']} {_when(r['updated'], now)}"
-            + (f": {r['reason']}" if r["reason"] else ""),
-        )
-        for r in rows
-        if r["status"]
-    ]
+    """One line (fitted): each deployed stack's status, then those not deployed; a stack's reason
+    (a failed update, a rollback) on a line of its own."""
+    deployed = [f"{r['kind']} {r['status']} {_when(r['updated'], now)}" for r in rows if r["status"]]
     missing = [r["kind"] for r in rows if not r["status"]]
+    parts = [", ".join(deployed)] if deployed else []
     if missing:
-        out.append(("  ", f"not deployed: {', '.join(missing)}"))
+        parts.append(f"not deployed: {', '.join(missing)}")
+    out = [("", f"stacks: {'; '.join(parts)}")]
+    for r in rows:
+        if r["status"] and r["reason"] and ("FAILED" in r["status"] or "ROLLBACK" in r["status"]):
+            out.append(("  ", f"{r['kind']}: {r['reason']}"))
     return out
 
 
@@ -187,9 +186,8 @@ def _training(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             facts.append(f"spot saved {r['spot_savings_percent']}%")
         elif r["spot"]:
             facts.append("spot")
+        facts += [f"{k}={_number(v)}" for k, v in r["metrics"].items()]
         out.append(("  ", f"{r['name']} {' '.join(f for f in facts if f)}"))
-        if r["metrics"]:
-            out.append(("    ", " ".join(f"{k}={_number(v)}" for k, v in r["metrics"].items())))
         if r["failure_reason"]:
             out.append(("    ", f"failed: {r['failure_reason']}"))
     return out
@@ -215,11 +213,12 @@ def _endpoints(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
         if not r["status"]:
             out.append(("  ", f"{r['key']:<{pad}} not deployed"))
             continue
-        out.append(("  ", f"{r['key']:<{pad}} {r['status']} ({r['name']})"))
+        variants = [_variant(v) for v in r["variants"]]
+        head = f"{r['key']:<{pad}} {r['status']}"
+        out.append(("  ", f"{head} · {variants.pop(0)}" if len(variants) == 1 else head))
         if r.get("failure_reason"):
             out.append(("    ", f"failed: {r['failure_reason']}"))
-        for v in r["variants"]:
-            out.append(("    ", _variant(v)))
+        out += [("    ", v) for v in variants]
         if r["components"]:
             parts = ", ".join(f"{c['name']} {c['status']}" for c in r["components"])
             out.append(("    ", f"components: {parts}"))

@@ -89,6 +89,25 @@ def _deploy(moto) -> None:  # type: ignore[no-untyped-def]
             },
             EnableManagedSpotTraining=spot,
         )
+    for name, env in (("digits-lr-search-1a2b3c4d", "dev"), ("digits-lr-search-5e6f7a8b", "prod")):
+        sm.create_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name,
+            HyperParameterTuningJobConfig={
+                "Strategy": "Bayesian",
+                "ResourceLimits": {"MaxNumberOfTrainingJobs": 4, "MaxParallelTrainingJobs": 2},
+            },
+            TrainingJobDefinition={
+                "AlgorithmSpecification": {"TrainingImage": "x", "TrainingInputMode": "File"},
+                "RoleArn": ROLE,
+                "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+                "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+                "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+            },
+            Tags=[
+                {"Key": "sagestack:project", "Value": "digits"},
+                {"Key": "sagestack:environment", "Value": env},
+            ],
+        )
     backend = sagemaker_backends[ACCOUNT][REGION]
     jobs = backend.training_jobs
     start = datetime.now(UTC) - timedelta(minutes=30)
@@ -238,24 +257,28 @@ def test_status_shows_jobs_endpoints_runs_and_stacks_at_80_columns(aws, componen
     _fits(lines)
     text = "\n".join(lines)
     assert lines[0].startswith("digits · dev · us-east-1 · read ")
-    assert re.search(r"^  foundation CREATE_COMPLETE", text, re.M), text
-    assert "not deployed: training, serving, optimization, clusters" in text
+    flat = " ".join(text.split())  # what the screen says, wherever it wrapped
+    assert re.search(r"^stacks: foundation CREATE_COMPLETE \d\d:\d\d; not deployed:", text, re.M), text
+    assert "not deployed: training, serving, optimization, clusters" in flat
     assert re.search(r"^  classifier +SUCCEEDED \d\d:\d\d$", text, re.M), text
     assert "  not deployed: classifier-spot, classifier-ngc, lr-search" in text
-    assert f"{DONE} Completed 12m billed 12m" in text and "    val_accuracy=0.9731" in text
+    assert f"  {DONE} Completed 12m billed 12m val_accuracy=0.9731\n" in text
     assert f"{RUNNING} InProgress/Training 30m spot" in text
     assert f"{FAILED} Failed" in text and "failed: AlgorithmError: ExecuteUserScriptError:" in text
     assert "(CUDA out of memory)" in text  # the reason whole, on hanging lines
     assert "digits-prod-" not in text  # another environment's job
-    assert re.search(r"^  digits InService \(digits-dev-digits\)$", text, re.M), text
-    assert "    AllTraffic 2/2 instances: 120 calls, 4XX 0, 5XX 3, 12.5 ms" in text
-    assert re.search(r"^  chat +Failed \(digits-dev-chat\)$", text, re.M), text
+    assert re.search(r"^  digits InService · AllTraffic 2/2 instances: 120 calls,", text, re.M), text
+    assert "AllTraffic 2/2 instances: 120 calls, 4XX 0, 5XX 3, 12.5 ms" in flat
+    assert re.search(r"^  chat +Failed · AllTraffic 2/2 instances: 0 calls, 4XX 0, 5XX 0$", text, re.M), text
     assert "failed: Image pull failed: access denied" in text
     assert "components: digits-dev-chat-chat Failed" in text
     assert components.requests == [{"EndpointNameEquals": "digits-dev-chat"}]
     assert re.search(r"^  classifier ENABLED next \d\d-\d\d 03:00 · cron\(0 3 \? \* MON \*\)$", text, re.M), (
         text
     )
+    # the tuning job of dev (its tag says so); prod's, of the same name stem, is not shown
+    assert "digits-lr-search-1a2b3c4d Completed" in text and "(1 done, 0 running, 0 failed)" in text
+    assert "digits-lr-search-5e6f7a8b" not in text
     assert "could not read" not in text
 
 
@@ -404,3 +427,72 @@ def test_watch_keeps_to_the_terminals_rows():
     lines = [f"line {i}" for i in range(30)]
     assert one_screen(lines, 30) == lines
     assert one_screen(lines, 23) == [*lines[:22], "(8 more lines: `sagestack status` shows them all)"]
+
+
+def test_clusters_and_their_groups_read_through_the_model():
+    """moto's CreateCluster cannot stand in here: DescribeCluster through botocore's Stubber."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from sagestack.core.names import Names
+    from sagestack.ops.status import Scope, read_clusters
+
+    sm = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(sm)
+    stub.add_response(
+        "describe_cluster",
+        {
+            "ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abc",
+            "ClusterName": "digits-dev-train",
+            "ClusterStatus": "InService",
+            "InstanceGroups": [
+                {
+                    "InstanceGroupName": "controller",
+                    "InstanceType": "ml.m5.xlarge",
+                    "CurrentCount": 1,
+                    "TargetCount": 1,
+                },
+                {
+                    "InstanceGroupName": "workers",
+                    "InstanceType": "ml.g5.8xlarge",
+                    "CurrentCount": 2,
+                    "TargetCount": 4,
+                },
+            ],
+        },
+        {"ClusterName": "digits-dev-train"},
+    )
+    stub.add_client_error(
+        "describe_cluster",
+        "ValidationException",
+        "Could not find cluster",
+        expected_params={"ClusterName": "digits-dev-big"},
+    )
+    with stub:
+        rows = read_clusters(Scope(Names("digits", "dev"), REGION, clusters=("train", "big")), sm)
+    stub.assert_no_pending_responses()
+    assert [r["status"] for r in rows] == ["InService", None]
+    doc = {
+        "project": "digits",
+        "environment": "dev",
+        "region": REGION,
+        "read_at": "2026-12-06T02:40:00+00:00",
+        **{
+            key: []
+            for key in (
+                "stacks",
+                "pipelines",
+                "training_jobs",
+                "tuning_jobs",
+                "endpoints",
+                "schedules",
+                "errors",
+            )
+        },
+        "clusters": rows,
+    }
+    screen = render(doc, 80)
+    _fits(screen)
+    assert "  train InService: controller 1/1 ml.m5.xlarge, workers 2/4 ml.g5.8xlarge" in screen
+    assert "  big not deployed" in screen
+
