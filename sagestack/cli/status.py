@@ -49,19 +49,19 @@ def status(
             if as_json:
                 typer.echo(json.dumps(document, indent=None if watch else 1))
             else:
-                size = shutil.get_terminal_size()
+                size, in_place = shutil.get_terminal_size(), watch and sys.stdout.isatty()
                 lines = render(document, size.columns)
-                if watch and sys.stdout.isatty():
+                if in_place:
                     typer.echo("\x1b[H\x1b[2J", nl=False)  # home, clear: the screen in place
                     lines = one_screen(lines, size.lines - 1)
                 typer.echo("\n".join(lines))
-                if watch:  # no newline: the cursor stays on the last line, nothing scrolls off
-                    typer.echo(f"every {every} s · Ctrl-C to stop", nl=False)
+                if watch:  # in place, no newline: the cursor stays on the last row, nothing scrolls
+                    typer.echo(f"every {every} s · Ctrl-C to stop", nl=not in_place)
             if not watch:
                 break
             time.sleep(every)
     except KeyboardInterrupt:
-        if watch and not as_json:
+        if watch and not as_json and sys.stdout.isatty():
             typer.echo("")  # the prompt on a line of its own, after the footer
         raise typer.Exit(0) from None
     if document["errors"]:

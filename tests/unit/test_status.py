@@ -9,8 +9,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -329,6 +331,29 @@ def test_status_in_a_pipe_and_in_tmux_at_80_columns(aws, moto, tmp_path):
     assert lines[-1].startswith("could not read inference components of digits-dev-chat: ")
     assert not piped.stderr.strip() or "Traceback" not in piped.stderr
 
+    # --watch in a pipe: each read a whole screen after the last (no clearing), Ctrl-C ends it cleanly
+    watching = subprocess.Popen(
+        [*sagestack, "status", "--env", "dev", "--root", str(aws.root), "--watch", "--every", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    seen: list[str] = []
+    assert watching.stdout is not None
+    deadline = threading.Timer(60, watching.kill)  # a screen never ended: EOF, and the test fails
+    deadline.start()
+    while sum(line.startswith("digits · dev · ") for line in seen) < 2:
+        line = watching.stdout.readline()
+        assert line, seen
+        seen.append(line.rstrip("\n"))
+    deadline.cancel()
+    watching.send_signal(signal.SIGINT)
+    rest, errors = watching.communicate(timeout=60)
+    assert watching.returncode == 0, errors
+    assert "Traceback" not in errors and "\x1b" not in rest
+    assert seen[-2] == "every 1 s · Ctrl-C to stop"
+
     if shutil.which("tmux") is None:
         pytest.fail("tmux is part of the test set-up (apt-get install tmux)")
     socket = f"status-{uuid.uuid4().hex[:8]}"
@@ -495,4 +520,3 @@ def test_clusters_and_their_groups_read_through_the_model():
     _fits(screen)
     assert "  train InService: controller 1/1 ml.m5.xlarge, workers 2/4 ml.g5.8xlarge" in screen
     assert "  big not deployed" in screen
-
