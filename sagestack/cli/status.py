@@ -148,7 +148,7 @@ def _stacks(rows: list[dict[str, Any]], now: datetime) -> list[tuple[str, str]]:
     parts = [", ".join(deployed)] if deployed else []
     if missing:
         parts.append(f"not deployed: {', '.join(missing)}")
-    out = [("", f"stacks: {'; '.join(parts)}")]
+    out = [("", f"stacks: {'; '.join(parts)}")] if parts else []
     for r in rows:
         if r["status"] and r["reason"] and ("FAILED" in r["status"] or "ROLLBACK" in r["status"]):
             out.append(("  ", f"{r['kind']}: {r['reason']}"))
@@ -259,11 +259,15 @@ def _clusters(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def _schedules(rows: list[dict[str, Any]], now: datetime) -> list[tuple[str, str]]:
     out = []
     for r in rows:
+        what = f"{r['entry']} {'retrain' if r['kind'] == 'retrain' else 'data quality'}"
         if not r["state"]:
-            out.append(("  ", f"{r['job']} not deployed"))
+            out.append(("  ", f"{what} not deployed"))
             continue
         upcoming = f"next {_when(r['next_run'], now)}" if r["next_run"] else "no next run"
-        out.append(("  ", f"{r['job']} {r['state']} {upcoming} · {r['expression']}"))
+        last = f", last {r['last_run']}" if r.get("last_run") else ""
+        out.append(("  ", f"{what} {r['state']} {upcoming}{last} · {r['expression']}"))
+        if r.get("failure_reason"):
+            out.append(("    ", f"failed: {r['failure_reason']}"))
     return out
 
 

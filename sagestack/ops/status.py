@@ -16,7 +16,7 @@ from typing import Any
 
 from sagestack.core.names import Names
 from sagestack.llm.optimization_job import resolve_optimizations
-from sagestack.ops.status_time import next_run
+from sagestack.ops.status_schedules import error_code, iso, read_schedules
 
 STACK_KINDS = ("foundation", "training", "serving", "optimization", "clusters")
 MAX_SPLIT_STACKS = 20  # training-01 … (a split training stack), probed until one is missing
@@ -49,6 +49,8 @@ class Scope:
     pipelines: dict[str, str] = field(default_factory=dict)
     # job -> (schedule name, expression, timezone)
     schedules: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # endpoint -> its Model Monitor schedule's name
+    monitors: dict[str, str] = field(default_factory=dict)
 
 
 def scope_of(resolved: Any) -> Scope:
@@ -75,6 +77,7 @@ def scope_of(resolved: Any) -> Scope:
         component_hosts=tuple(key for key, ep in spec.endpoints.items() if ep.components),
         pipelines=pipelines,
         schedules=schedules,
+        monitors={key: names.monitoring_schedule(key) for key, ep in spec.endpoints.items() if ep.monitor},
     )
 
 
@@ -87,7 +90,7 @@ def read_status(scope: Scope, client: Client, now: datetime | None = None) -> di
         "project": scope.names.project,
         "environment": scope.names.env,
         "region": scope.region,
-        "read_at": _iso(now),
+        "read_at": iso(now),
     }
     sections: tuple[tuple[str, Callable[[], Any]], ...] = (
         ("stacks", lambda: read_stacks(scope, client("cloudformation"))),
@@ -96,7 +99,12 @@ def read_status(scope: Scope, client: Client, now: datetime | None = None) -> di
         ("tuning_jobs", lambda: read_tuning_jobs(scope, client("sagemaker"), now)),
         ("endpoints", lambda: read_endpoints(scope, client("sagemaker"), client("cloudwatch"), now, errors)),
         ("clusters", lambda: read_clusters(scope, client("sagemaker"))),
-        ("schedules", lambda: read_schedules(scope, client("scheduler"), now)),
+        (
+            "schedules",
+            lambda: read_schedules(
+                scope.schedules, scope.monitors, client("scheduler"), client("sagemaker"), now
+            ),
+        ),
     )
     for key, read in sections:
         try:
@@ -130,7 +138,7 @@ def _stack(cfn: Any, name: str, kind: str) -> dict[str, Any]:
     try:
         (stack,) = cfn.describe_stacks(StackName=name)["Stacks"]
     except Exception as e:
-        if _code(e) == "ValidationError":  # "Stack with id … does not exist"
+        if error_code(e) == "ValidationError":  # "Stack with id … does not exist"
             return {"kind": kind, "name": name, "status": None, "reason": None, "updated": None}
         raise
     updated = stack.get("LastUpdatedTime") or stack.get("CreationTime")
@@ -139,7 +147,7 @@ def _stack(cfn: Any, name: str, kind: str) -> dict[str, Any]:
         "name": name,
         "status": stack["StackStatus"],
         "reason": stack.get("StackStatusReason"),
-        "updated": _iso(updated),
+        "updated": iso(updated),
     }
 
 
@@ -159,8 +167,8 @@ def read_pipelines(scope: Scope, sfn: Any) -> list[dict[str, Any]]:
                 {
                     "name": e["name"],
                     "status": e["status"],
-                    "started": _iso(e.get("startDate")),
-                    "stopped": _iso(e.get("stopDate")),
+                    "started": iso(e.get("startDate")),
+                    "stopped": iso(e.get("stopDate")),
                 }
                 for e in sorted(listed, key=lambda e: e["startDate"], reverse=True)
             ]
@@ -220,7 +228,7 @@ def training_row(job: dict[str, Any], key: str | None, now: datetime) -> dict[st
         "secondary_status": job.get("SecondaryStatus"),
         "instance_type": resources.get("InstanceType"),
         "instance_count": resources.get("InstanceCount"),
-        "started": _iso(start),
+        "started": iso(start),
         "elapsed_s": elapsed,
         "billable_s": billable,
         "spot": spot,
@@ -292,7 +300,7 @@ def read_endpoints(scope: Scope, sm: Any, cw: Any, now: datetime, errors: list[s
         try:
             described = sm.describe_endpoint(EndpointName=name)
         except Exception as e:
-            if _code(e) != "ValidationException":  # "Could not find endpoint"
+            if error_code(e) != "ValidationException":  # "Could not find endpoint"
                 raise
             rows.append({"key": key, "name": name, "status": None, "variants": [], "components": []})
             continue
@@ -399,7 +407,7 @@ def read_clusters(scope: Scope, sm: Any) -> list[dict[str, Any]]:
         try:
             described = sm.describe_cluster(ClusterName=name)
         except Exception as e:
-            if _code(e) not in ("ResourceNotFound", "ValidationException"):
+            if error_code(e) not in ("ResourceNotFound", "ValidationException"):
                 raise
             rows.append({"key": key, "name": name, "status": None, "groups": []})
             continue
@@ -424,49 +432,7 @@ def read_clusters(scope: Scope, sm: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def read_schedules(scope: Scope, scheduler: Any, now: datetime) -> list[dict[str, Any]]:
-    """Each retraining schedule of the spec (EventBridge Scheduler) and its next run."""
-    rows = []
-    for key, (name, expression, timezone) in scope.schedules.items():
-        try:
-            got = scheduler.get_schedule(Name=name)
-        except Exception as e:
-            if _code(e) != "ResourceNotFoundException":
-                raise
-            rows.append({"job": key, "name": name, "state": None, "expression": expression, "next_run": None})
-            continue
-        expression = got.get("ScheduleExpression", expression)
-        timezone = got.get("ScheduleExpressionTimezone", timezone)
-        enabled = got.get("State") == "ENABLED"
-        start = got.get("StartDate") or got.get("CreationDate")
-        upcoming = next_run(expression, timezone, now, start) if enabled else None
-        rows.append(
-            {
-                "job": key,
-                "name": name,
-                "state": got.get("State"),
-                "expression": expression,
-                "timezone": timezone,
-                "next_run": _iso(upcoming),
-            }
-        )
-    return rows
-
-
 # ---------------------------------------------------------------- helpers
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat(timespec="seconds")
-
-
-def _code(e: Exception) -> str | None:
-    response = getattr(e, "response", None)
-    return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
 
 
 def _reason(e: Exception) -> str:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from sagestack.cli import app
 from sagestack.cli.status import one_screen, render
-from sagestack.ops.status_time import next_run
+from sagestack.ops.status_schedules import next_run
 from tests.conftest import REPO
 from tests.support.moto_server import ACCOUNT, REGION, running_moto
 
@@ -275,9 +275,9 @@ def test_status_shows_jobs_endpoints_runs_and_stacks_at_80_columns(aws, componen
     assert "failed: Image pull failed: access denied" in text
     assert "components: digits-dev-chat-chat Failed" in text
     assert components.requests == [{"EndpointNameEquals": "digits-dev-chat"}]
-    assert re.search(r"^  classifier ENABLED next \d\d-\d\d 03:00 · cron\(0 3 \? \* MON \*\)$", text, re.M), (
-        text
-    )
+    assert re.search(
+        r"^  classifier retrain ENABLED next \d\d-\d\d 03:00 · cron\(0 3 \? \* MON \*\)$", text, re.M
+    ), text
     # the tuning job of dev (its tag says so); prod's, of the same name stem, is not shown
     assert "digits-lr-search-1a2b3c4d Completed" in text and "(1 done, 0 running, 0 failed)" in text
     assert "digits-lr-search-5e6f7a8b" not in text
@@ -520,3 +520,75 @@ def test_clusters_and_their_groups_read_through_the_model():
     _fits(screen)
     assert "  train InService: controller 1/1 ml.m5.xlarge, workers 2/4 ml.g5.8xlarge" in screen
     assert "  big not deployed" in screen
+
+
+def test_model_monitor_schedules_read_through_the_model():
+    """moto has no DescribeMonitoringSchedule: botocore's Stubber, the requests checked."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from sagestack.ops.status_schedules import read_schedules
+
+    sm = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+    stub = Stubber(sm)
+    now = datetime(2026, 12, 6, 2, 40, tzinfo=UTC)
+    stub.add_response(
+        "describe_monitoring_schedule",
+        {
+            "MonitoringScheduleArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:monitoring-schedule/x",
+            "MonitoringScheduleName": "digits-dev-digits-data-quality",
+            "MonitoringScheduleStatus": "Scheduled",
+            "CreationTime": now,
+            "LastModifiedTime": now,
+            "MonitoringScheduleConfig": {"ScheduleConfig": {"ScheduleExpression": "cron(0 * ? * * *)"}},
+            "LastMonitoringExecutionSummary": {
+                "MonitoringScheduleName": "digits-dev-digits-data-quality",
+                "ScheduledTime": now,
+                "CreationTime": now,
+                "LastModifiedTime": now,
+                "MonitoringExecutionStatus": "CompletedWithViolations",
+            },
+        },
+        {"MonitoringScheduleName": "digits-dev-digits-data-quality"},
+    )
+    stub.add_client_error(
+        "describe_monitoring_schedule",
+        "ResourceNotFound",
+        "not found",
+        expected_params={"MonitoringScheduleName": "digits-dev-chat-data-quality"},
+    )
+    monitors = {"digits": "digits-dev-digits-data-quality", "chat": "digits-dev-chat-data-quality"}
+    with stub:
+        rows = read_schedules({}, monitors, None, sm, now)
+    stub.assert_no_pending_responses()
+    assert [(r["entry"], r["state"], r["next_run"]) for r in rows] == [
+        ("digits", "Scheduled", "2026-12-06T03:00:00+00:00"),
+        ("chat", None, None),
+    ]
+    doc = {
+        "project": "digits",
+        "environment": "dev",
+        "region": REGION,
+        "read_at": now.isoformat(),
+        **{
+            key: []
+            for key in (
+                "stacks",
+                "pipelines",
+                "training_jobs",
+                "tuning_jobs",
+                "endpoints",
+                "clusters",
+                "errors",
+            )
+        },
+        "schedules": rows,
+    }
+    screen = render(doc, 80)
+    _fits(screen)
+    flat = " ".join(" ".join(screen).split())
+    assert (
+        "digits data quality Scheduled next 03:00, last CompletedWithViolations · cron(0 * ? * * *)" in flat
+    )
+    assert not [line for line in screen if line.startswith("stacks")]  # none read, none shown
+    assert "  chat data quality not deployed" in screen

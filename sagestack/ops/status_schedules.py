@@ -1,4 +1,7 @@
-"""When an EventBridge Scheduler expression fires next (Scheduler's GetSchedule does not say):
+"""An environment's schedules for `sagestack status` (ops/status.py): the retraining schedules
+(EventBridge Scheduler) and the endpoints' Model Monitor schedules, with their next run.
+
+When an expression fires next (neither GetSchedule nor DescribeMonitoringSchedule says):
 `at(…)`, `rate(N unit)` counted from the schedule's start, and `cron(min hour dom month dow
 year)` with numbers, names, `*`, `?`, ranges, steps and lists. A cron field with L, W or # gives
 None (the screen says the expression instead)."""
@@ -6,7 +9,9 @@ None (the screen says the expression instead)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
@@ -14,6 +19,67 @@ _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 _DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]  # cron's day-of-week: 1 = SUN … 7 = SAT
 _HORIZON_DAYS = 366 * 5
+
+
+def read_schedules(
+    retrains: Mapping[str, tuple[str, str, str]],
+    monitors: Mapping[str, str],
+    scheduler: Any,
+    sm: Any,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """Each retraining schedule (job -> (name, expression, timezone)) and each Model Monitor
+    schedule (endpoint -> name): its state, expression and next run; state None when not deployed."""
+    rows = []
+    for key, (name, expression, timezone) in retrains.items():
+        try:
+            got = scheduler.get_schedule(Name=name)
+        except Exception as e:
+            if error_code(e) != "ResourceNotFoundException":
+                raise
+            rows.append(_row("retrain", key, name, None, expression, None))
+            continue
+        expression = got.get("ScheduleExpression", expression)
+        timezone = got.get("ScheduleExpressionTimezone", timezone)
+        start = got.get("StartDate") or got.get("CreationDate")
+        upcoming = next_run(expression, timezone, now, start) if got.get("State") == "ENABLED" else None
+        rows.append(_row("retrain", key, name, got.get("State"), expression, upcoming))
+    for key, name in monitors.items():
+        try:
+            got = sm.describe_monitoring_schedule(MonitoringScheduleName=name)
+        except Exception as e:
+            if error_code(e) not in ("ResourceNotFound", "ValidationException"):
+                raise
+            rows.append(_row("monitor", key, name, None, None, None))
+            continue
+        expression = got["MonitoringScheduleConfig"].get("ScheduleConfig", {}).get("ScheduleExpression", "")
+        state = got["MonitoringScheduleStatus"]
+        upcoming = next_run(expression, "UTC", now) if state == "Scheduled" else None
+        last = (got.get("LastMonitoringExecutionSummary") or {}).get("MonitoringExecutionStatus")
+        rows.append(_row("monitor", key, name, state, expression, upcoming, last, got.get("FailureReason")))
+    return rows
+
+
+def _row(
+    kind: str,
+    entry: str,
+    name: str,
+    state: str | None,
+    expression: str | None,
+    upcoming: datetime | None,
+    last_run: str | None = None,
+    failure_reason: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "entry": entry,
+        "name": name,
+        "state": state,
+        "expression": expression,
+        "next_run": iso(upcoming),
+        "last_run": last_run,
+        "failure_reason": failure_reason,
+    }
 
 
 def next_run(expression: str, timezone: str, now: datetime, start: datetime | None = None) -> datetime | None:
@@ -94,3 +160,18 @@ def _number(text: str, low: int, names: list[str] | None) -> int:
     if not text.isdigit():
         raise ValueError(text)
     return int(text)
+
+
+def iso(value: datetime | None) -> str | None:
+    """A time of a response in ISO 8601, UTC (None stays None)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def error_code(e: Exception) -> str | None:
+    """The AWS error code of a botocore ClientError (None for anything else)."""
+    response = getattr(e, "response", None)
+    return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
