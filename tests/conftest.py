@@ -15,6 +15,12 @@ from tests.support import schedule
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# One torch (OpenMP/BLAS) thread per test process, set before anything imports torch: make test runs
+# a worker per CPU, and a second intra-op thread per worker only spins waiting for a CPU the other
+# worker holds — a 30-step build of the local LLM's weights took 10.8 s of CPU with torch's default
+# 2 threads under load, 0.3 s with one. Subprocesses inherit it; the runs that pick their own
+# threads (local train's hosts, the servers, the bench's torchrun) still set theirs.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 MINIMAL = """\
 project: digits

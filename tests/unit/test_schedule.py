@@ -54,3 +54,14 @@ def test_every_unit_cost_names_is_there():
             assert (REPO / unit).exists(), unit
     assert all((REPO / folder).is_dir() for folder in SHARED)
     assert all((REPO / file).is_file() for file in SPREAD)
+
+
+def test_a_test_process_runs_torch_on_one_thread():
+    """tests/conftest.py sets OMP_NUM_THREADS before anything imports torch (a worker per CPU: a
+    second intra-op thread per worker only spins); a plugin that imported torch first would undo it."""
+    import os
+
+    import torch
+
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert torch.get_num_threads() == 1
