@@ -11,7 +11,9 @@ def test_a_file_is_a_unit_except_the_shared_folder_and_the_spread_file():
     assert scope("tests/unit/test_render.py::test_a[x-y]") == "tests/unit/test_render.py"
     assert scope("tests/unit/test_render.py::Class::test_b") == "tests/unit/test_render.py"
     # the IAM tier's files share the apps its conftest synthesizes once per worker
-    assert scope("tests/iam/test_iam.py::test_a") == scope("tests/iam/test_promotion.py::test_b") == "tests/iam/"
+    assert (
+        scope("tests/iam/test_iam.py::test_a") == scope("tests/iam/test_promotion.py::test_b") == "tests/iam/"
+    )
     # each bench smoke run is a subprocess that shares nothing with the others
     assert scope(f"{SMOKE}[train]") == f"{SMOKE}[train]"
     assert scope(f"{SMOKE}[train]") != scope(f"{SMOKE}[serve]")
