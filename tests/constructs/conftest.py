@@ -1,5 +1,5 @@
 """Build the example app once per test process (jsii start-up and a synth of every environment are
-the slow part; six modules read it, none changes it)."""
+the slow part; five modules read it, none changes it)."""
 
 from __future__ import annotations
 
