@@ -4,6 +4,7 @@ the IAM tier as one unit, each bench smoke run a unit of its own, the slowest un
 from __future__ import annotations
 
 from tests.conftest import REPO
+from tests.support import schedule
 from tests.support.schedule import COST, SHARED, SMOKE, SPREAD, scope, slowest_first
 
 
@@ -19,7 +20,8 @@ def test_a_file_is_a_unit_except_the_shared_folder_and_the_spread_file():
     assert scope(f"{SMOKE}[train]") != scope(f"{SMOKE}[serve]")
 
 
-def test_the_slowest_units_go_first_and_a_units_tests_stay_together_in_order():
+def test_the_slowest_units_go_first_and_a_units_tests_stay_together_in_order(monkeypatch):
+    monkeypatch.setattr(schedule, "COST", {f"{SMOKE}[train]": 150, "tests/iam/": 140, f"{SMOKE}[cli]": 30})
     nodeids = [
         "tests/a/test_many.py::test_1",
         "tests/a/test_many.py::test_2",
