@@ -10,6 +10,9 @@ killed when one fails (orte_abort_on_non_zero_status). mpi4py's runner is left o
 contract's ranks leave it out: the script is run as `python train.py ARGS`.
 
 Ranks on other hosts would be started over ssh; that is refused here with the reason.
+
+Run as a script by its path (standard library only, like sandbox_init.py and guard.py), so the
+host runs this file whatever `sagestack` the host's Python would import.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 
 from sagestack.local import guard
-from sagestack.local.drivers import sandbox_init
+from sagestack.local.drivers import mpirun, sandbox_init
 from sagestack.local.errors import LocalRunError
 
 START_SECONDS = 30.0
@@ -174,7 +174,7 @@ def stand_ins(accelerators: Accelerators) -> dict[str, str]:
     return {
         "nvidia-smi": _nvidia_smi(accelerators.gpus),
         "neuron-ls": _neuron_ls(accelerators.neuron_cores),
-        "mpirun": f'#!/bin/sh\nexec {sys.executable} -m sagestack.local.drivers.mpirun "$@"\n',
+        "mpirun": f'#!/bin/sh\nexec {sys.executable} {mpirun.__file__} "$@"\n',  # a script, as sandbox_init
         "sshd": "#!/bin/sh\nexec sleep infinity\n",  # the MPI driver starts it and never stops it
     }
 
