@@ -127,7 +127,7 @@ def container_stack(
         return
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as make sets it
     from bench.loadgen import load
-    from sagestack.app.serving import batching_of
+    from sagestack.constructs.endpoint_spec import batching_of
     from sagestack.project import load_project
 
     spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching

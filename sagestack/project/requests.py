@@ -26,9 +26,9 @@ from sagestack.core.layout import STAND_IN_LAUNCH_FILES
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
+from sagestack.endpoints.hosting_requests import STAND_IN_GENERATED, llm_endpoint_requests, serves_llm
 from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
 from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_registration
-from sagestack.llm.endpoint_requests import STAND_IN_GENERATED, llm_endpoint_requests, serves_llm
 from sagestack.llm.optimization_job import resolve_optimizations
 from sagestack.llm.optimization_job import stand_in_requests as optimization_requests
 from sagestack.project.environment import ResolvedEnvironment
