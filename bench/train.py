@@ -136,8 +136,8 @@ def timed(procs: int, steps: int, threads: int, port: int, checkpoint_every: int
 
 def emulation_own_seconds(procs: int) -> float:
     """What `sagestack local train` does before the script starts, for one host of `procs`."""
-    from sagestack.local.hosts import prepare_hosts
-    from sagestack.local.job import LocalTrainOptions, local_training_request
+    from sagestack.local.training.hosts import prepare_hosts
+    from sagestack.local.training.job import LocalTrainOptions, local_training_request
     from sagestack.project import load_project
 
     loaded = load_project(ROOT, "dev")
