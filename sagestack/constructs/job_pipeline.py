@@ -25,6 +25,7 @@ from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.read_once import attribute, dropped, five_minutes, path_of, seconds, stack_of
 from sagestack.constructs.trust import states_principal
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
@@ -49,13 +50,13 @@ class JobPipelineBase(Construct):
 
     def metric_failed_executions(self, *, period: Duration | None = None) -> cloudwatch.Metric:
         """Executions that failed, summed per `period` (default 5 minutes). The failure alarm uses it."""
-        return self.state_machine.metric_failed(period=period or Duration.minutes(5), statistic="Sum")
+        return self.state_machine.metric_failed(period=period or five_minutes(), statistic="Sum")
 
     def metric_succeeded_executions(self, *, period: Duration | None = None) -> cloudwatch.Metric:
-        return self.state_machine.metric_succeeded(period=period or Duration.minutes(5), statistic="Sum")
+        return self.state_machine.metric_succeeded(period=period or five_minutes(), statistic="Sum")
 
     def metric_started_executions(self, *, period: Duration | None = None) -> cloudwatch.Metric:
-        return self.state_machine.metric_started(period=period or Duration.minutes(5), statistic="Sum")
+        return self.state_machine.metric_started(period=period or five_minutes(), statistic="Sum")
 
 
 class _ImportedJobPipeline(JobPipelineBase):
@@ -126,10 +127,10 @@ class JobPipeline(JobPipelineBase):
             description=f"Step Functions pipeline of sagestack {names.prefix}",
         )
         self.log_group = log_group or self._log_group(names.entry_log_group(entry or id), encryption_key)
-        if topic is not None and first_time(self.role, "publish", topic.node.path):
+        if topic is not None and first_time(self.role, "publish", path_of(topic)):
             topic.grant_publish(self.role)
         # A locked environment names its images by digest (ImageDigests.pin on the stage).
-        definition = ImageDigests.apply(self, definition)
+        definition = ImageDigests.apply_below(scope, definition)
         self.definition = definition
         label = description or "the pipeline"
         self.state_machine = sfn.StateMachine(
@@ -144,7 +145,7 @@ class JobPipeline(JobPipelineBase):
             tracing_enabled=True,
             comment=definition["Comment"],
         )
-        self._drop_redundant_role_dependency()
+        self._drop_redundant_role_dependency(scope)
         self.alarm = cloudwatch.Alarm(
             self,
             "Failures",
@@ -175,7 +176,7 @@ class JobPipeline(JobPipelineBase):
         """A pipeline deployed elsewhere (another app or stack): grant starting it, watch its metrics."""
         return _ImportedJobPipeline(scope, id, state_machine_arn)
 
-    def _drop_redundant_role_dependency(self) -> None:
+    def _drop_redundant_role_dependency(self, scope: Construct) -> None:
         """CDK makes the state machine depend on the role it already references by GetAtt (cfn-lint
         W3005); keep only the dependency on the role's policy, which the reference does not imply."""
         if self.role not in _ROLE_POLICIES:  # one look-up per role, not per pipeline (calls into jsii)
@@ -188,7 +189,7 @@ class JobPipeline(JobPipelineBase):
         found = _ROLE_POLICIES[self.role]
         cfn = self.state_machine.node.default_child
         self._depends_on: list[str] | None = None
-        if found is None or cfn is None or found[0] is not Stack.of(self):
+        if found is None or cfn is None or found[0] is not stack_of(scope):  # self's stack, read once
             return  # a role in another stack: CloudFormation orders the stacks instead
         self._depends_on = [found[1]]
         cfn.add_override("DependsOn", self._depends_on)  # type: ignore[attr-defined]
@@ -212,7 +213,7 @@ class JobPipeline(JobPipelineBase):
             "LogOptions and tracing) and servicequotas:ListServiceQuotas (read-only, to find a quota by its "
             "name) have no resource-level permissions.",
         }
-        if self.topic is not None and self.topic.master_key is not None:
+        if self.topic is not None and attribute(self.topic, "master_key") is not None:
             findings.update(
                 {
                     "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "CDK's publish grant for the topic's "
@@ -236,7 +237,7 @@ class JobPipeline(JobPipelineBase):
         """Grant the pipeline's role `granted` on `arn`, a wildcard ARN whose cdk-nag finding is
         acknowledged here, with its reason (a role the caller gave keeps the caller's findings)."""
         if not first_time(self.role, "grant", granted, arn, string_equals):
-            return iam.Grant.drop(self.role, f"{', '.join(granted)} (granted already)")
+            return dropped(self.role, f"{', '.join(granted)} (granted already)")
         grant = iam.Grant.add_to_principal(
             grantee=self.role,
             actions=list(granted),
@@ -255,7 +256,7 @@ class JobPipeline(JobPipelineBase):
         characters hold no environment at all. Create and AddTags by the tags in the request (AddTags
         only while creating: sagemaker:TaggingAction), Describe and Stop by the resource's own."""
         if not first_time(self.role, "sagemaker", what, resource, pattern):
-            return iam.Grant.drop(self.role, f"{', '.join(what)} (granted already)")
+            return dropped(self.role, f"{', '.join(what)} (granted already)")
         arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
         creates = tuple(a for a in what if a.split(":")[1].startswith("Create"))
         tags = sorted(self.names.tags.items())
@@ -280,7 +281,7 @@ class JobPipeline(JobPipelineBase):
         """GetServiceQuota for SageMaker's quotas in `region`, and ListServiceQuotas to find a quota
         by its name when no snapshot names its code (the run-time quota check)."""
         if not first_time(self.role, "quota reads", region):
-            return iam.Grant.drop(self.role, "quota reads (granted already)")
+            return dropped(self.role, "quota reads (granted already)")
         return self._grant(
             actions.QUOTAS_READ,
             f"arn:{Aws.PARTITION}:servicequotas:{region}:{Aws.ACCOUNT_ID}:sagemaker/*",
@@ -302,8 +303,8 @@ class JobPipeline(JobPipelineBase):
         quota_codes: Mapping[str, str] | None,
     ) -> PipelineSettings:
         return PipelineSettings(
-            poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
-            backoff_seconds=int(backoff.to_seconds()) if backoff else 120,
-            topic_arn=topic.topic_arn if topic else None,
+            poll_seconds=int(seconds(poll_interval)) if poll_interval else 60,
+            backoff_seconds=int(seconds(backoff)) if backoff else 120,
+            topic_arn=attribute(topic, "topic_arn") if topic else None,
             quota_codes=dict(quota_codes) if quota_codes else None,
         )
