@@ -10,7 +10,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Stack
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
