@@ -27,6 +27,7 @@ from sagestack.training.launcher import uses_drivers
 from sagestack.training.models import JobSpec
 
 _ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()
+_ASSETS: weakref.WeakKeyDictionary[Any, dict[Path, s3_assets.Asset]] = weakref.WeakKeyDictionary()
 _LAUNCH_FILES: weakref.WeakKeyDictionary[Any, dict[str, s3_deployment.BucketDeployment]] = (
     weakref.WeakKeyDictionary()
 )
@@ -54,8 +55,13 @@ def source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asse
     tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
     if not tarball.exists():
         tarball.write_bytes(archive.data)
-    # In the parent scope, as the stacks always created it (keeps asset IDs stable).
-    return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
+    # In the parent scope, as the stacks always created it (keeps asset IDs stable); jobs of one
+    # folder in one stack share the first one's asset, as they share its file (an Asset is two calls
+    # into jsii and a staging per job; the template names the same object either way).
+    assets = _ASSETS.setdefault(scope, {})
+    if tarball not in assets:
+        assets[tarball] = s3_assets.Asset(scope, f"Source-{key}", path=str(tarball))
+    return assets[tarball], archive.sha256
 
 
 def launch_files(

@@ -353,7 +353,7 @@ def _job_plans(
         image_uris={t: image.identity_for(t) for t in job.instance_type},
     )
 
-    source_url = source.s3_object_url  # one read through jsii, not one per instance type
+    source_url = attribute(source, "s3_object_url")  # one read per asset (jobs of a folder share it)
 
     def token_context(instance_type: str) -> RequestContext:
         return RequestContext(
