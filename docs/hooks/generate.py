@@ -12,6 +12,7 @@ from mkdocs.structure.files import File, Files
 sys.path.insert(0, str(Path(__file__).parent))
 
 from code_reference import cli_reference, constructs_reference, rules_reference
+from props_tables import with_props_tables
 from screens import with_screens
 from spec_reference import spec_reference
 
@@ -36,5 +37,6 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Screens captured now (Getting started): the output of each `<!-- screen: … -->` command."""
-    return with_screens(markdown)
+    """Screens captured now (Getting started): the output of each `<!-- screen: … -->` command; and
+    the constructs guide's props tables written from the code (`<!-- props: … -->`)."""
+    return with_props_tables(with_screens(markdown))

@@ -19,7 +19,7 @@ from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.endpoints.resolved import ResolvedEndpoint, endpoints_fed_by
 from sagestack.project import ResolvedEnvironment
 from sagestack.project.requests import render_training
-from sagestack.training.launcher import uses_drivers
+from sagestack.training.launch_contract import launch_contract
 
 # CloudFormation allows 500 resources in a stack; a pipeline is 2 or 3 (state machine, alarm, the
 # deploy trigger), and a launcher: drivers job's one more (the upload of its launch files). Up to PIPELINES_IN_ONE_STACK jobs every pipeline lives in the training stack; beyond
@@ -51,7 +51,7 @@ def check_shards(plan: ResolvedEnvironment) -> None:
     per_shard: dict[int, int] = {}
     for key, job in jobs.items():
         per_shard[pipeline_shard(key)] = per_shard.get(pipeline_shard(key), 0) + (
-            2 + job.run_on_deploy + (3 if job.schedule else 0) + uses_drivers(job)
+            2 + job.run_on_deploy + (3 if job.schedule else 0) + launch_contract(job).pipeline_resources
         )
     full = {s: n for s, n in per_shard.items() if n > SHARD_RESOURCE_BUDGET}
     if full:

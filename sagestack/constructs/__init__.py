@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sagestack.constructs.image_digests import ImageDigests
     from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
     from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
+    from sagestack.constructs.llm_optimization import OptimizationPipeline
     from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
     from sagestack.constructs.model_monitor import ModelMonitor
     from sagestack.constructs.model_registration import ModelRegistration
@@ -76,8 +77,8 @@ _WHERE = {
     "ModelRegistration": "sagestack.constructs.model_registration",
     "Names": "sagestack.core.names",
     "PromoterPolicy": "sagestack.constructs.promotion",
-    "PromotionReaderRole": "sagestack.constructs.promotion",
     "OptimizationPipeline": "sagestack.constructs.llm_optimization",
+    "PromotionReaderRole": "sagestack.constructs.promotion",
     "PREFIXES": "sagestack.constructs.artifact_bucket",
     "RetrainingSchedule": "sagestack.constructs.retraining_schedule",
     "Rollout": "sagestack.constructs.endpoint_rollout",
@@ -131,6 +132,7 @@ __all__ = [
     "ModelPackageGroupBase",
     "ModelRegistration",
     "Names",
+    "OptimizationPipeline",
     "PromoterPolicy",
     "PromotionReaderRole",
     "RetrainingSchedule",

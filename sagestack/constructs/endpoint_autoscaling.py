@@ -14,8 +14,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
 from sagestack.constructs.alarm_actions import allow_alarms
-from sagestack.constructs.endpoint_config import VARIANT
 from sagestack.constructs.prop_types import typed_fields
+from sagestack.endpoints.config_request import VARIANT
 
 Policy = appscaling.CfnScalingPolicy
 

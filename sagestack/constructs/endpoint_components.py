@@ -14,11 +14,11 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs.endpoint_autoscaling import scale_copies
-from sagestack.constructs.endpoint_config import VARIANT
 from sagestack.constructs.endpoint_llm import LlmModel
 from sagestack.constructs.endpoint_rollout import Rollout
 from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.validation import validate_as_request
+from sagestack.endpoints.config_request import VARIANT
 
 Component = sagemaker.CfnInferenceComponent
 

@@ -5,8 +5,9 @@ shadow variant that receives a copy of the traffic, and what it captures."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Duration, Size
 from aws_cdk import aws_sagemaker as sagemaker
@@ -16,12 +17,11 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.endpoint_llm import LlmModel
 from sagestack.constructs.prop_types import typed_fields
 from sagestack.constructs.validation import validate_as_request
+from sagestack.endpoints.config_request import SHADOW, VARIANT
 
 if TYPE_CHECKING:
     from sagestack.constructs.endpoint_autoscaling import AutoScaling
 
-VARIANT = "AllTraffic"  # blue/green updates need the same variant name in the old and new config
-SHADOW = "Shadow"  # the shadow variant's name, its metrics' VariantName
 Config = sagemaker.CfnEndpointConfig
 
 
@@ -192,6 +192,33 @@ def endpoint_config(
         async_inference_config=async_inference,
         execution_role_arn=execution_role_arn,
     )
+    validate_as_request(
+        config, "CreateEndpointConfig", add={"EndpointConfigName": "generated-by-cloudformation"}
+    )
+    return config
+
+
+def _words(name: str) -> list[str]:
+    """A CloudFormation name's words: VolumeSizeInGB -> volume size in gb, S3OutputPath -> s3 output path."""
+    return re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3_\2\4", name).lower().split("_")
+
+
+def _jsii(value: Any) -> Any:
+    """A request's value as jsii takes a struct: its keys in camelCase (variantName, volumeSizeInGb)."""
+    if isinstance(value, dict):
+        return {
+            (w := _words(k))[0] + "".join(p.capitalize() for p in w[1:]): _jsii(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_jsii(v) for v in value]
+    return value
+
+
+def config_from_request(scope: Construct, request: dict[str, Any]) -> Config:
+    """The config of a CreateEndpointConfig request rendered by endpoints/config_request.py (the spec
+    path: `render` shows the same request), validated as that request again at synth."""
+    props = {"_".join(_words(k)): _jsii(v) for k, v in request.items()}
+    config = Config(scope, "Config", **props)
     validate_as_request(
         config, "CreateEndpointConfig", add={"EndpointConfigName": "generated-by-cloudformation"}
     )

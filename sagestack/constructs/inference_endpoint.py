@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -26,16 +27,18 @@ from constructs import Construct
 
 from sagestack.constructs import actions
 from sagestack.constructs.alarm_actions import notify
+from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.endpoint_async import AsyncInference, async_inference_config
 from sagestack.constructs.endpoint_autoscaling import AutoScaling, scale_variant
+from sagestack.constructs.endpoint_checks import check_props, check_shadow
 from sagestack.constructs.endpoint_components import InferenceComponent, inference_component
 from sagestack.constructs.endpoint_config import (
-    VARIANT,
     DataCapture,
     InstancePools,
     ServerlessConfig,
     ShadowVariant,
+    config_from_request,
     data_capture_config,
     endpoint_config,
     production_variant,
@@ -44,8 +47,11 @@ from sagestack.constructs.endpoint_config import (
 from sagestack.constructs.endpoint_llm import LlmModel, grant_llm, llm_model
 from sagestack.constructs.endpoint_model import Batching, VpcPlacement, default_workers, serving_model
 from sagestack.constructs.endpoint_rollout import Rollout, deployment_config, rollback_alarms
+from sagestack.constructs.endpoint_spec import spec_door_props
 from sagestack.constructs.prop_types import typed_props
-from sagestack.constructs.validation import validate_as_request
+from sagestack.constructs.validation import token_deployment, validate_as_request
+from sagestack.endpoints.config_request import VARIANT, endpoint_config_request
+from sagestack.endpoints.resolved import ResolvedEndpoint
 
 
 class InferenceEndpointBase(Construct):
@@ -144,6 +150,11 @@ class InferenceEndpoint(InferenceEndpointBase):
       scales to zero with its components).
     batching: Batching (default none: the container answers one request per forward pass).
     alarm_topic: the topic the endpoint's alarms notify (rollback, waking from zero); default none.
+    resolved: the spec path's door — a resolved `endpoints:` entry (ResolvedEndpoint) instead of the
+      props from model_package to batching above: the construct builds its parts from the spec
+      (constructs/endpoint_spec.py) and its config from the CreateEndpointConfig request that
+      `sagestack render` shows (endpoints/config_request.py); with `region` (an LLM's image) and
+      `artifacts` (an LLM's weights, captured data, async results).
     """
 
     @typed_props
@@ -171,13 +182,62 @@ class InferenceEndpoint(InferenceEndpointBase):
         components: Sequence[InferenceComponent] = (),
         batching: Batching | None = None,
         alarm_topic: sns.ITopic | None = None,
+        resolved: ResolvedEndpoint | None = None,
+        region: str | None = None,
+        artifacts: ArtifactBucketBase | None = None,
     ) -> None:
         super().__init__(scope, id)
+        shape: dict[str, Any] = {
+            "model_package": model_package,
+            "llm": llm,
+            "instance_type": instance_type,
+            "initial_instance_count": initial_instance_count,
+            "provision_timeout": provision_timeout,
+            "capacity_reservation": capacity_reservation,
+            "shadow": shadow,
+            "serverless": serverless,
+            "autoscaling": autoscaling,
+            "data_capture": data_capture,
+            "rollout": rollout,
+            "async_inference": async_inference,
+            "vpc": vpc,
+            "components": components,
+            "batching": batching,
+        }
+        self.resolved = resolved
+        self._region, self._artifacts = region, artifacts
+        if resolved is not None:
+            shape = spec_door_props(endpoint_name, resolved, shape, region, artifacts)
+        self._build(endpoint_name, execution_role, encryption_key, alarm_topic, **shape)
+
+    def _build(
+        self,
+        endpoint_name: str,
+        execution_role: iam.IRole | iam.IGrantable,
+        encryption_key: kms.IKey | None,
+        alarm_topic: sns.ITopic | None,
+        *,
+        model_package: str | None,
+        llm: LlmModel | None,
+        instance_type: str | Sequence[str] | None,
+        initial_instance_count: int,
+        provision_timeout: Duration | None,
+        capacity_reservation: str | None,
+        shadow: ShadowVariant | None,
+        serverless: ServerlessConfig | None,
+        autoscaling: AutoScaling | None,
+        data_capture: DataCapture | None,
+        rollout: Rollout | None,
+        async_inference: AsyncInference | None,
+        vpc: VpcPlacement | None,
+        components: Sequence[InferenceComponent],
+        batching: Batching | None,
+    ) -> None:
         types = (instance_type,) if isinstance(instance_type, str) else tuple(instance_type or ())
-        _check_props(
+        check_props(
             endpoint_name, model_package, llm, types, serverless, rollout, async_inference, components
         )
-        _check_shadow(endpoint_name, shadow, serverless, async_inference, components, rollout)
+        check_shadow(endpoint_name, shadow, serverless, async_inference, components, rollout)
         role_arn = execution_role.role_arn if hasattr(execution_role, "role_arn") else None
         if role_arn is None:
             raise ValueError("execution_role: give an ExecutionRole or an iam.IRole")
@@ -258,7 +318,62 @@ class InferenceEndpoint(InferenceEndpointBase):
         asynchronous: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None,
         shared: bool,
     ) -> sagemaker.CfnEndpointConfig:
-        config = endpoint_config(
+        if self.resolved is not None:
+            config = self._rendered_config(self.resolved, encryption_key)
+        else:
+            config = self._typed_config(
+                initial_instance_count,
+                pools,
+                autoscaling,
+                llm,
+                encryption_key=encryption_key,
+                data_capture=data_capture,
+                asynchronous=asynchronous,
+                shared=shared,
+            )
+        if self.serverless is not None:
+            acknowledge_compliance(config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
+        return config
+
+    def _rendered_config(
+        self, resolved: ResolvedEndpoint, encryption_key: kms.IKey | None
+    ) -> sagemaker.CfnEndpointConfig:
+        """The spec path: the CreateEndpointConfig request `render` shows, with the deployment's
+        tokens (the bucket, the key, the role) and the names CloudFormation gives the models and
+        topics."""
+        assert self._artifacts is not None
+        deployment = token_deployment(
+            self,
+            role_arn=self._role_arn,
+            bucket=self._artifacts.bucket_name,
+            kms_key_id=encryption_key.key_arn if encryption_key is not None else "",
+            region=self._region,
+        )
+        request = endpoint_config_request(
+            resolved.key,
+            resolved.spec,
+            deployment,
+            model_name=self.model.attr_model_name if self.model else None,
+            shadow_model_name=self.shadow_model.attr_model_name if self.shadow_model else None,
+            topics=(self.success_topic.topic_arn, self.error_topic.topic_arn)
+            if self.success_topic is not None and self.error_topic is not None
+            else None,
+        )
+        return config_from_request(self, request)
+
+    def _typed_config(
+        self,
+        initial_instance_count: int,
+        pools: InstancePools,
+        autoscaling: AutoScaling | None,
+        llm: LlmModel | None,
+        *,
+        encryption_key: kms.IKey | None,
+        data_capture: DataCapture | None,
+        asynchronous: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None,
+        shared: bool,
+    ) -> sagemaker.CfnEndpointConfig:
+        return endpoint_config(
             self,
             variant=production_variant(
                 model_name=self.model.attr_model_name if self.model else None,
@@ -281,9 +396,6 @@ class InferenceEndpoint(InferenceEndpointBase):
             # Inference components name their models; the endpoint config names the role instead.
             execution_role_arn=self._role_arn if shared else None,
         )
-        if self.serverless is not None:
-            acknowledge_compliance(config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
-        return config
 
     def _guard(self, rollout: Rollout, alarm_topic: sns.ITopic | None) -> None:
         """The alarms that roll an update back — on the production variant's metrics only, so a
@@ -382,53 +494,3 @@ class InferenceEndpoint(InferenceEndpointBase):
     ) -> InferenceEndpointBase:
         """An endpoint deployed elsewhere: grant invoking it, alarm on its metrics."""
         return _ImportedEndpoint(scope, id, endpoint_name, variant_name)
-
-
-def _check_props(
-    endpoint_name: str,
-    model_package: str | None,
-    llm: LlmModel | None,
-    instance_types: tuple[str, ...],
-    serverless: ServerlessConfig | None,
-    rollout: Rollout | None,
-    async_inference: AsyncInference | None,
-    components: Sequence[InferenceComponent],
-) -> None:
-    if (not instance_types) == (serverless is None):
-        raise ValueError(f"endpoint '{endpoint_name}': give either instance_type or serverless")
-    if not 1 <= len(instance_types) <= 5 and serverless is None:
-        raise ValueError(f"endpoint '{endpoint_name}': give one to five instance types (InstancePools)")
-    models = sum(x is not None for x in (model_package, llm)) + bool(components)
-    if models != 1:
-        raise ValueError(f"endpoint '{endpoint_name}': give exactly one of model_package, llm or components")
-    if serverless is not None and (async_inference is not None or components or llm is not None):
-        raise ValueError(
-            f"endpoint '{endpoint_name}': serverless endpoints are neither async, shared nor LLM"
-        )
-    if rollout is not None and rollout.traffic == "rolling" and serverless is not None:
-        raise ValueError(f"endpoint '{endpoint_name}': serverless endpoints cannot roll; use all_at_once")
-
-
-def _check_shadow(
-    endpoint_name: str,
-    shadow: ShadowVariant | None,
-    serverless: ServerlessConfig | None,
-    async_inference: AsyncInference | None,
-    components: Sequence[InferenceComponent],
-    rollout: Rollout | None,
-) -> None:
-    """SageMaker refuses shadow variants on serverless and asynchronous endpoints (shadow tests'
-    exclusions); a shadow needs a model of its own (components name theirs); and a rolling update
-    excludes multi-variant endpoints (deployment guardrails' exclusions), so a shadow's endpoint
-    moves by blue/green."""
-    if shadow is None:
-        return
-    if serverless is not None or async_inference is not None or components:
-        raise ValueError(
-            f"endpoint '{endpoint_name}': a shadow variant needs a real-time instance fleet of one model"
-        )
-    if rollout is not None and rollout.traffic == "rolling":
-        raise ValueError(
-            f"endpoint '{endpoint_name}': rolling updates exclude multi-variant endpoints; with a shadow "
-            "use canary, linear or all_at_once"
-        )

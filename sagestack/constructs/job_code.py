@@ -22,8 +22,7 @@ from sagestack.constructs.read_once import attribute, stack_of, stage_of
 from sagestack.core.layout import launch_files_key
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
-from sagestack.training.launch_files import job_launch_files
-from sagestack.training.launcher import uses_drivers
+from sagestack.training.launch_contract import launch_contract
 from sagestack.training.models import JobSpec
 
 _ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()
@@ -76,9 +75,9 @@ def launch_files(
     """launcher: drivers — the job's code (the archive's files, unpacked) and drivers, staged once per
     content in the assembly's outdir and unpacked under code/jobs/<digest>/ of the artifact bucket at
     deploy; the execution role may read that prefix. Returns the digest and the deployment."""
-    if not uses_drivers(job):
+    files = launch_contract(job).launch_files(job, _archive(scope, code))
+    if files is None:
         return None
-    files = job_launch_files(job, _archive(scope, code))
     staged = _staging(scope, ".sagestack-launch-files") / files.digest
     if not staged.exists():
         partial_dir = staged.with_name(f"{files.digest}.partial")

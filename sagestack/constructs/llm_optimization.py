@@ -19,7 +19,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.endpoint_llm import grant_weights_read
 from sagestack.constructs.execution_role import ExecutionRoleBase
-from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment
@@ -86,7 +86,17 @@ class OptimizationPipeline(JobPipeline):
             kms_key_id=encryption_key.key_arn,
             tags=tag_pairs,
         )
-        settings = self._settings(poll_interval, backoff, topic, quota_codes)
+        pipeline = PipelineDeployment(
+            role=role,
+            log_group=log_group,
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=state_machine_name or plan.state_machine,
+            poll_interval=poll_interval,
+            backoff=backoff,
+            quota_codes=quota_codes,
+        )
+        settings = pipeline.settings()
         super().__init__(
             scope,
             id,
@@ -94,11 +104,7 @@ class OptimizationPipeline(JobPipeline):
             names=names,
             entry=f"optimize-{plan.key}",
             description=f"the optimization of '{plan.label}''s LLM",
-            role=role,
-            log_group=log_group,
-            topic=topic,
-            encryption_key=encryption_key,
-            state_machine_name=state_machine_name or plan.state_machine,
+            **pipeline.construct_props(),
         )
         self.plan = plan
         self.grant_sagemaker(

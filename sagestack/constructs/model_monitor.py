@@ -21,13 +21,12 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
-from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.validation import stand_in_deployment, token_deployment, validate_as_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
-from sagestack.core.states import PipelineSettings
 from sagestack.monitoring.models import MonitorSpec
 from sagestack.monitoring.states import (
     ENDPOINT_INPUT,
@@ -142,20 +141,24 @@ class ModelMonitor(Construct):
     ) -> JobPipeline:
         """The state machine that runs the analyzer over the baseline data, once per execution."""
         key = self.plan.endpoint
-        settings = PipelineSettings(
-            poll_seconds=int(poll_interval.to_seconds()) if poll_interval else 60,
-            topic_arn=topic.topic_arn if topic else None,
+        pipeline = PipelineDeployment(
+            role=None,  # a new one
+            log_group=None,  # a new one, encrypted with the key
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=names.baseline_state_machine(key),
+            poll_interval=poll_interval,
+            backoff=None,  # one processing job: nothing to back off from
+            quota_codes=None,  # no quota check
         )
         baseline = JobPipeline(
             self,
             "Baseline",
-            definition=baseline_definition(self.plan, deployment, settings, image=image),
+            definition=baseline_definition(self.plan, deployment, pipeline.settings(), image=image),
             names=names,
             entry=f"baseline-{key}",
             description=f"the '{key}' Model Monitor baseline",
-            topic=topic,
-            encryption_key=encryption_key,
-            state_machine_name=names.baseline_state_machine(key),
+            **pipeline.construct_props(),
         )
         baseline.grant_sagemaker(
             actions.PROCESSING_JOBS_RUN,

@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
@@ -25,7 +26,7 @@ from sagestack.constructs.compliance import PROVIDER_FUNCTION, acknowledge_compl
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.job_code import launch_files, source_asset
-from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
 from sagestack.constructs.mlflow_server import grant_mlflow_logging
 from sagestack.constructs.model_registration import (
     ModelRegistration,
@@ -168,7 +169,17 @@ class TrainingPipeline(JobPipeline):
             validated,
         )
         lineage_values = (*lineage_of(key, job_plan.digest, source_sha256), *sorted((lineage or {}).items()))
-        settings = self._settings(poll_interval, backoff, topic, quota_codes)
+        pipeline = PipelineDeployment(
+            role=role,
+            log_group=log_group,
+            topic=topic,
+            encryption_key=encryption_key,
+            state_machine_name=state_machine_name or names.training_state_machine(key),
+            poll_interval=poll_interval,
+            backoff=backoff,
+            quota_codes=quota_codes,
+        )
+        settings = pipeline.settings()
         definition, endpoint_plans = append_registrations(
             training_pipeline(job_plan, settings),
             settings,
@@ -190,32 +201,32 @@ class TrainingPipeline(JobPipeline):
             names=names,
             entry=key,
             description=f"the '{key}' training pipeline",
-            role=role,
-            log_group=log_group,
-            topic=topic,
-            encryption_key=encryption_key,
-            state_machine_name=state_machine_name or names.training_state_machine(key),
+            **pipeline.construct_props(),
         )
-        self.key = key
-        self.source = source
-        # launcher: drivers — the upload of the job's launch files (code/jobs/<digest>/), which the
-        # state machine waits for: CreateTrainingJob reads its code and sm_drivers channels there
-        self.launch_files = None if launch is None else launch[1]
-        if self.launch_files is not None:
-            self.wait_for(self.launch_files.node.find_child("CustomResource").node.default_child)  # type: ignore[arg-type]
+        self.key, self.source = key, source
+        self.launch_files = self._wait_for_launch_files(launch)
         self.job_spec = job_spec
         _warn_default_max_wait(self, job_spec, typed=bool(job_props))
-        self.region = region
+        self.region, self.execution_role = region, execution_role
         self.validation_plan: RenderedJob = validated
         self.job_plan: RenderedJob = job_plan
         self.endpoint_plans = endpoint_plans
-        self.execution_role = execution_role
         self.deployment, self.stand_ins = deployment, stand_ins
         self.lineage: tuple[tuple[str, str], ...] = lineage_values
         self._grant_running(registry, endpoint_plans)
         if job_spec.run_on_deploy:
             self._start_on_deploy()
         self.retraining = self._retraining(names)
+
+    def _wait_for_launch_files(
+        self, launch: tuple[str, s3_deployment.BucketDeployment] | None
+    ) -> s3_deployment.BucketDeployment | None:
+        """launcher: drivers — the upload of the job's launch files (code/jobs/<digest>/), which the
+        state machine waits for: CreateTrainingJob reads its code and sm_drivers channels there."""
+        if launch is None:
+            return None
+        self.wait_for(launch[1].node.find_child("CustomResource").node.default_child)  # type: ignore[arg-type]
+        return launch[1]
 
     def _grant_running(
         self, registry: ModelPackageGroupBase | None, endpoint_plans: list[ResolvedEndpoint]

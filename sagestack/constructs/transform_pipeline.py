@@ -18,7 +18,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
-from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.names import Names
@@ -42,6 +42,10 @@ class TransformPipeline(JobPipeline):
     role, log_group, topic, state_machine_name (default Names.transform_state_machine), poll_interval,
     quota_codes, tags: as TrainingPipeline.
     """
+
+    settings_unused = {
+        "backoff": "a capacity error moves to the next instance candidate at once: nothing backs off"
+    }
 
     @typed_props
     def __init__(
@@ -86,19 +90,24 @@ class TransformPipeline(JobPipeline):
             kms_key_id=encryption_key.key_arn,
             tags=tag_pairs,
         )
-        settings = self._settings(poll_interval, None, topic, quota_codes)
-        super().__init__(
-            scope,
-            id,
-            definition=standalone_definition(plan, deployment, settings),
-            names=names,
-            entry=f"transform-{key}",
-            description=f"the '{key}' batch transform",
+        pipeline = PipelineDeployment(
             role=role,
             log_group=log_group,
             topic=topic,
             encryption_key=encryption_key,
             state_machine_name=state_machine_name or names.transform_state_machine(key),
+            poll_interval=poll_interval,
+            backoff=None,  # settings_unused
+            quota_codes=quota_codes,
+        )
+        super().__init__(
+            scope,
+            id,
+            definition=standalone_definition(plan, deployment, pipeline.settings()),
+            names=names,
+            entry=f"transform-{key}",
+            description=f"the '{key}' batch transform",
+            **pipeline.construct_props(),
         )
         self.key = key
         self.plan = plan

@@ -9,12 +9,13 @@ from typing import Any
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs import actions
-from sagestack.constructs.job_pipeline import JobPipeline
+from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
 from sagestack.constructs.model_registration import (
     ModelRegistration,
     append_registrations,
@@ -53,9 +54,13 @@ class TuningPipeline(JobPipeline):
         props (the spec path's door).
       validated: its request already rendered with stand-ins and validated against botocore's model
         (project.requests.render_training); default: rendered and validated here.
+      encryption_key: encrypts a log group this construct creates (default: `training`'s key).
       role, log_group, topic, state_machine_name (default Names.tuning_state_machine), poll_interval,
-      backoff, quota_codes, registry / registrations: as TrainingPipeline.
+      quota_codes, registry / registrations: as TrainingPipeline.
+      backoff: taken as every pipeline takes it, unused (see settings_unused).
     """
+
+    settings_unused = {"backoff": "the tuning states fail a refused search at once: nothing backs off"}
 
     @typed_props
     def __init__(
@@ -78,6 +83,7 @@ class TuningPipeline(JobPipeline):
         role: iam.IRole | None = None,
         log_group: logs.ILogGroup | None = None,
         topic: sns.ITopic | None = None,
+        encryption_key: kms.IKey | None = None,
         state_machine_name: str | None = None,
         poll_interval: Duration | None = None,
         backoff: Duration | None = None,
@@ -99,7 +105,17 @@ class TuningPipeline(JobPipeline):
         tuning = _search_of(key, training.key, search_props, options, tuning_spec)
         request = render_tuning_request(tuning, key=key, names=names, job_plan=training.job_plan)
         _validate(key, tuning, names, training, request, validated)
-        settings = self._settings(poll_interval, backoff, topic, quota_codes)
+        pipeline = PipelineDeployment(
+            role=role,
+            log_group=log_group,
+            topic=topic,
+            encryption_key=encryption_key or training.encryption_key,
+            state_machine_name=state_machine_name or names.tuning_state_machine(key),
+            poll_interval=poll_interval,
+            backoff=backoff,
+            quota_codes=quota_codes,
+        )
+        settings = pipeline.settings()
         definition, endpoint_plans = append_registrations(
             tuning_pipeline(_inputs(key, names, tuning, training.job_spec, request), settings),
             settings,
@@ -118,10 +134,7 @@ class TuningPipeline(JobPipeline):
             names=names,
             entry=key,
             description=f"the '{key}' tuning pipeline",
-            role=role,
-            log_group=log_group,
-            topic=topic,
-            state_machine_name=state_machine_name or names.tuning_state_machine(key),
+            **pipeline.construct_props(),
         )
         self.key = key
         self.tuning_spec = tuning

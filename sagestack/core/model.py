@@ -38,6 +38,12 @@ def exactly_one(model: BaseModel, keys: tuple[str, ...], what: str) -> None:
         )
 
 
+# `model: {from: …}` of an endpoint or a batch transform: the pipeline that registers its model
+# (no docstring: pydantic would put it in the schema).
+class ModelSource(StrictModel):
+    from_: str = Field(alias="from", description="a job or tuning entry whose (best) model is served")
+
+
 class VpcSpec(StrictModel):
     subnets: list[str] = Field(min_length=1, max_length=16)
     security_groups: list[str] = Field(min_length=1, max_length=5)

@@ -5,21 +5,56 @@ explanation: why it exists and what to do about a finding (`sagestack rules --ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from sagestack.core.errors import Path_, Severity, SpecIssue
 from sagestack.core.yamldoc import Document
 
-if TYPE_CHECKING:  # the rules read the whole project; features define its sections
-    from sagestack.project.models import ProjectSpec
+
+class Project(Protocol):
+    """What the rules read of a project: the project layer's `ProjectSpec` is one. Core sits below
+    the features that define the sections, so a section's entries are `Any` here; each feature's rule
+    knows its own section's type."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def account(self) -> str | None: ...
+    @property
+    def retain_data(self) -> bool: ...
+    @property
+    def tags(self) -> Mapping[str, str]: ...
+    @property
+    def promotion(self) -> Sequence[str]: ...
+    @property
+    def images(self) -> Mapping[str, Any]: ...
+    @property
+    def jobs(self) -> Mapping[str, Any]: ...
+    @property
+    def tuning(self) -> Mapping[str, Any]: ...
+    @property
+    def endpoints(self) -> Mapping[str, Any]: ...
+    @property
+    def transforms(self) -> Mapping[str, Any]: ...
+    @property
+    def clusters(self) -> Mapping[str, Any]: ...
+    @property
+    def tracking(self) -> Any: ...
+    @property
+    def delivery(self) -> Any: ...
+    def job_of(self, source: str) -> str:
+        """The job key a `from:` reference names."""
+        ...
 
 
 @dataclass(frozen=True)
 class RuleContext:
-    spec: ProjectSpec
+    spec: Project
     env: str | None
     root: Path
 

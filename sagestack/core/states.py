@@ -1,14 +1,17 @@
-"""Small builders of Amazon States Language states, shared by the training, tuning and model-step
-pipelines: a task on an aws-sdk integration, its retry and catch, a choice, a wait, a fail that
-carries the cause, and a notification that can never change a pipeline's outcome.
+"""Small builders of Amazon States Language states, shared by every pipeline (training, tuning,
+model steps, transforms, Model Monitor's baseline, LLM optimization): a task on an aws-sdk
+integration, its retry and catch, a choice, a wait, a fail that carries the cause, the loop that
+follows a SageMaker job to its end (`poll`), and a notification that can never change a pipeline's
+outcome.
 
 Pure data (dicts); a construct serializes the definition with tokens for the role, bucket, topic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 SDK = "arn:aws:states:::aws-sdk:"
 # Error names differ: Step Functions on AWS says SageMaker.ResourceLimitExceededException, a local
@@ -131,6 +134,83 @@ def error_matches(patterns: tuple[str, ...]) -> dict[str, Any]:
 
 def wait(seconds: int, nxt: str) -> State:
     return {"Type": "Wait", "Seconds": seconds, "Next": nxt}
+
+
+class PollNames(Protocol):
+    """The names of a polling loop's three states (a pipeline's own names, e.g. 'Wait 1/2')."""
+
+    @property
+    def wait(self) -> str: ...
+
+    @property
+    def describe(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PollStates:
+    """PollNames spelt out, for a pipeline with one loop ('Wait', 'Describe', 'Status?')."""
+
+    wait: str
+    describe: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Describe:
+    """The read a polling loop repeats: an aws-sdk Describe call, what it keeps, and where."""
+
+    action: str  # e.g. 'sagemaker:describeTrainingJob'
+    parameters: dict[str, Any]
+    result_path: str
+    result_selector: dict[str, Any] | None = None
+
+
+# SageMaker's words for a job's end: most jobs say them so; compilation and optimization jobs shout.
+ENDINGS = ("Completed", "Failed", "Stopped")
+ENDINGS_UPPER = ("COMPLETED", "FAILED", "STOPPED")
+
+
+def poll(
+    names: PollNames,
+    describe: Describe,
+    *,
+    status_path: str,
+    seconds: int,
+    done: str,
+    failed: str,
+    stopped: str | None = None,
+    endings: tuple[str, str, str] = ENDINGS,
+    before_done: Sequence[dict[str, Any]] = (),
+    before_failed: Sequence[dict[str, Any]] = (),
+) -> dict[str, State]:
+    """Follow a job to its end: Wait `seconds` -> Describe (retried: a read) -> a Choice on the status
+    at status_path: `done` when it completed, `failed` when it failed, `stopped` (default: `failed`)
+    when it was stopped, and anything else waits again. before_done / before_failed: branches tried
+    just before the plain completed / failed ones (a search that completed without a best job; a
+    failure for capacity, which backs off)."""
+    completed, failed_word, stopped_word = endings
+    return {
+        names.wait: wait(seconds, names.describe),
+        names.describe: task(
+            describe.action,
+            describe.parameters,
+            result_selector=describe.result_selector,
+            result_path=describe.result_path,
+            retry_=retry(),
+            nxt=names.status,
+        ),
+        names.status: choice(
+            *before_done,
+            when(string_equals(status_path, completed), done),
+            *before_failed,
+            when(string_equals(status_path, failed_word), failed),
+            when(string_equals(status_path, stopped_word), stopped or failed),
+            default=names.wait,
+        ),
+    }
 
 
 def fail(error: str, *, cause: str | None = None, cause_path: str | None = None) -> State:

@@ -1,6 +1,6 @@
 """Dynamic batching in the PyTorch inference container (TorchServe) as the model's environment:
 one spelling for the construct's Batching prop (constructs/endpoint_model.py) and for `render`'s
-rendering of a component's model (llm/endpoint_requests.py)."""
+rendering of a component's model (endpoints/hosting_requests.py)."""
 
 from __future__ import annotations
 

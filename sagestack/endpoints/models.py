@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from sagestack.core.model import StrictModel, VpcSpec
+from sagestack.core.model import ModelSource, StrictModel, VpcSpec
 from sagestack.core.types import (
     EntryName,
     HostingInstanceCandidates,
@@ -15,10 +15,6 @@ from sagestack.core.types import (
 )
 from sagestack.llm.models import LlmSpec, ShadowSpec
 from sagestack.monitoring.models import MonitorSpec
-
-
-class ModelSource(StrictModel):
-    from_: str = Field(alias="from", description="a job or tuning entry whose (best) model is served")
 
 
 class CompileSpec(StrictModel):
@@ -124,6 +120,24 @@ class BatchingSpec(StrictModel):
     )
 
 
+class MetricsSpec(StrictModel):
+    """The endpoint config's MetricsConfig: utilization metrics beyond the per-variant defaults."""
+
+    enhanced: bool = Field(
+        default=False,
+        description="EnableEnhancedMetrics: utilization and invocation metrics per instance and per "
+        "container (per inference component)",
+    )
+    detailed_observability: bool = Field(
+        default=False,
+        description="EnableDetailedObservability: per-GPU utilization, memory and temperature, per-instance "
+        "host metrics and the container's own Prometheus metrics",
+    )
+    publish_frequency: Literal[10, 30, 60, 120, 180, 240, 300] | None = Field(
+        default=None, description="MetricPublishFrequencyInSeconds (SageMaker's default: 60)"
+    )
+
+
 class EndpointSpec(StrictModel):
     model: ModelSource | None = Field(
         default=None, description="which pipeline registers this endpoint's model"
@@ -180,6 +194,9 @@ class EndpointSpec(StrictModel):
     )
     monitor: MonitorSpec | None = Field(
         default=None, description="Model Monitor data quality (needs data_capture)"
+    )
+    metrics: MetricsSpec | None = Field(
+        default=None, description="the config's MetricsConfig: enhanced, per-GPU metrics (default: none)"
     )
     deploy: bool = Field(
         default=True,

@@ -6,20 +6,47 @@ whose model a pipeline registers (`model: {from: …}`) resolves to an ResolvedE
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from sagestack.core.catalog.images import SERVERLESS_INSTANCE_HINT, ImageLookupError
 from sagestack.core.catalog.instances import instance_types_for
 from sagestack.core.catalog.neo import NeoTarget, cloud_target, compiled_image_uri, normalize_version
 from sagestack.core.names import Names
-from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
+from sagestack.foundation.inference_images import InferenceImageError, inference_image_uri
+from sagestack.foundation.models import ImageSpec
 from sagestack.llm.images import LlmImageError, llm_image_uri
+from sagestack.training.models import JobSpec
+from sagestack.transforms.models import TransformSpec
 from sagestack.transforms.request import ResolvedTransform
 
-if TYPE_CHECKING:  # the resolved environment is passed in; the project layer builds it
-    from sagestack.project.environment import ResolvedEnvironment
+
+class ServedSpec(Protocol):
+    """What of the project spec an endpoint resolves against (project.models.ProjectSpec is one)."""
+
+    @property
+    def endpoints(self) -> Mapping[str, EndpointSpec]: ...
+    @property
+    def transforms(self) -> Mapping[str, TransformSpec]: ...
+    @property
+    def images(self) -> Mapping[str, ImageSpec]: ...
+    @property
+    def jobs(self) -> Mapping[str, JobSpec]: ...
+    def job_of(self, source: str) -> str: ...
+
+
+class ResolvedEnvironment(Protocol):
+    """What of a resolved environment an endpoint resolves against: typed by shape, since the
+    project layer above builds it (project.environment.ResolvedEnvironment is one)."""
+
+    @property
+    def spec(self) -> ServedSpec: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def names(self) -> Names: ...
 
 
 @dataclass(frozen=True)
@@ -53,7 +80,7 @@ class EndpointResolutionError(ValueError):
     pass
 
 
-def serving_image_key(plan_spec: Any, source: str, image: str | None) -> str:
+def serving_image_key(plan_spec: ServedSpec, source: str, image: str | None) -> str:
     """The images: key whose inference container serves the model `source` trains: the endpoint's
     `image:` when given, else the training job's image."""
     return image or plan_spec.jobs[plan_spec.job_of(source)].image

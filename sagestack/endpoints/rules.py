@@ -13,8 +13,8 @@ from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.names import Names
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.core.types import arn_region
-from sagestack.endpoints.images import InferenceImageError, inference_image_uri
 from sagestack.endpoints.models import EndpointSpec
+from sagestack.foundation.inference_images import InferenceImageError, inference_image_uri
 from sagestack.training.models import JobSpec
 
 ENDPOINT_NAME_MAX = 63  # EndpointName / EndpointConfigName

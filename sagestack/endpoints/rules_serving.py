@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sagestack.core.rules import Finding, RuleContext, rule
-from sagestack.endpoints.images import version_key
 from sagestack.endpoints.rules import served_by_tf_serving, trained_by
+from sagestack.foundation.inference_images import version_key
 
 
 @rule(

@@ -195,21 +195,21 @@ def _compile_states(
         settings, f"Compilation for endpoint {k} was refused.", names.compile_refused_fail
     )
     s[names.compile_refused_fail] = asl.fail_with_caught_error()
-    s[names.wait] = asl.wait(settings.poll_seconds, names.describe)
-    s[names.describe] = asl.task(
-        "sagemaker:describeCompilationJob",
-        {"CompilationJobName.$": name_path},
-        result_selector={"Status.$": "$.CompilationJobStatus", "Detail.$": "$"},
-        result_path=compiled,
-        retry_=asl.retry(),
-        nxt=names.status,
-    )
-    status = f"{compiled}.Status"
-    s[names.status] = asl.choice(
-        asl.when(asl.string_equals(status, "COMPLETED"), names.image_reported),
-        asl.when(asl.string_equals(status, "FAILED"), names.notify_compile_failed),
-        asl.when(asl.string_equals(status, "STOPPED"), names.notify_compile_failed),
-        default=names.wait,
+    s.update(
+        asl.poll(
+            names,
+            asl.Describe(
+                "sagemaker:describeCompilationJob",
+                {"CompilationJobName.$": name_path},
+                result_path=compiled,
+                result_selector={"Status.$": "$.CompilationJobStatus", "Detail.$": "$"},
+            ),
+            status_path=f"{compiled}.Status",
+            seconds=settings.poll_seconds,
+            endings=asl.ENDINGS_UPPER,
+            done=names.image_reported,
+            failed=names.notify_compile_failed,
+        )
     )
     s[names.notify_compile_failed] = _notify_text(
         settings, f"Compilation for endpoint {k} failed.", names.compile_failed

@@ -4,7 +4,7 @@ package would make it depend on that account's registry, bucket and key for as l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.config import PROJECT_FILE, list_environments
@@ -132,5 +132,5 @@ def _source_of(ctx: RuleContext, arn: str, account: str) -> str | None:
     return by_account[0] if len(by_account) == 1 else None
 
 
-def _promotes_from(order: list[str], source: str, target: str) -> bool:
+def _promotes_from(order: Sequence[str], source: str, target: str) -> bool:
     return source in order and target in order and order.index(target) == order.index(source) + 1

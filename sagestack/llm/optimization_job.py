@@ -13,15 +13,15 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sagestack.core.catalog.service_model import enum_values, validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.layout import S3Layout
 from sagestack.core.model import VpcSpec
 from sagestack.core.names import Names
-from sagestack.endpoints.models import EndpointSpec
 from sagestack.llm.environment import container_environment
+from sagestack.llm.hosting import weights_location
 from sagestack.llm.images import llm_image_uri
 from sagestack.llm.models import LlmSpec, OptimizeSpec
 from sagestack.llm.sizing import tensor_parallel_degree
@@ -95,8 +95,7 @@ class ResolvedOptimization:
         return self.names.optimization_state_machine(self.key)
 
     def weights_uri(self, bucket: str) -> str:
-        s3 = self.llm.weights.s3
-        return s3 if s3.startswith("s3://") else f"s3://{bucket}/{s3.lstrip('/')}"
+        return weights_location(self.llm, bucket)
 
     def output_uri(self, bucket: str) -> str:
         return S3Layout(bucket).optimized(self.endpoint, self.job_name)
@@ -107,9 +106,30 @@ class ResolvedOptimization:
         return self.llm.model_copy(update={"quantization": q}) if q else self.llm
 
 
-def resolve_optimizations(
-    names: Names, endpoints: Mapping[str, EndpointSpec]
-) -> Iterator[ResolvedOptimization]:
+class HostsLlm(Protocol):
+    """What an LLM is optimized inside: an `endpoints:` entry (or one of its components), read by
+    shape so that llm/ stays below endpoints/ (endpoints.models.EndpointSpec is one)."""
+
+    @property
+    def llm(self) -> LlmSpec | None: ...
+    @property
+    def accelerators(self) -> int | None: ...
+
+
+class HostsLlms(Protocol):
+    @property
+    def deploy(self) -> bool: ...
+    @property
+    def instance_type(self) -> Any: ...  # the pools, in priority order (None: serverless)
+    @property
+    def llm(self) -> LlmSpec | None: ...
+    @property
+    def vpc(self) -> VpcSpec | None: ...
+    @property
+    def components(self) -> Mapping[str, HostsLlm]: ...
+
+
+def resolve_optimizations(names: Names, endpoints: Mapping[str, HostsLlms]) -> Iterator[ResolvedOptimization]:
     """Every llm: with optimize: of the endpoints the environment deploys (and their components)."""
     for name, ep in endpoints.items():
         types = tuple(ep.instance_type or ())

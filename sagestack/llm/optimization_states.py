@@ -4,8 +4,8 @@ no room, following a job of the same name that exists: the name is the spec's co
 it to its end, register what it wrote as a model package for review, and say so.
 
 Optimization jobs have no Service Quota of their own in the catalog's snapshot data or in
-ops/quota_book's names (SageMaker lists training, endpoint, transform, processing, cluster and warm
-pool usage only), and the job runs the serving container on the instance type it optimizes for: the
+core/catalog/quotas.py's names (SageMaker lists training, endpoint, transform, processing, cluster
+and warm pool usage only), and the job runs the serving container on the instance type it optimizes for: the
 check reads '<type> for endpoint usage', the quota that instance type is served under afterwards.
 It is a guide, not the judge: the create call's ResourceLimitExceeded is.
 """
@@ -156,22 +156,16 @@ def _create_states(
 def _follow_states(
     o: ResolvedOptimization, settings: PipelineSettings, names: OptimizationStates
 ) -> dict[str, asl.State]:
-    status = f"{JOB}.OptimizationJobStatus"
     reason = f"{JOB}.FailureReason"
     return {
-        names.wait: asl.wait(settings.poll_seconds, names.describe),
-        names.describe: asl.task(
-            "sagemaker:describeOptimizationJob",
-            {"OptimizationJobName": o.job_name},
-            result_path=JOB,
-            retry_=asl.retry(),
-            nxt=names.status,
-        ),
-        names.status: asl.choice(
-            asl.when(asl.string_equals(status, "COMPLETED"), names.register),
-            asl.when(asl.string_equals(status, "FAILED"), names.notify_failed),
-            asl.when(asl.string_equals(status, "STOPPED"), names.notify_failed),
-            default=names.wait,
+        **asl.poll(
+            names,
+            asl.Describe("sagemaker:describeOptimizationJob", {"OptimizationJobName": o.job_name}, JOB),
+            status_path=f"{JOB}.OptimizationJobStatus",
+            seconds=settings.poll_seconds,
+            endings=asl.ENDINGS_UPPER,
+            done=names.register,
+            failed=names.notify_failed,
         ),
         names.notify_failed: asl.notify(
             settings,

@@ -1,9 +1,11 @@
 """A local training job: what it is asked to do (LocalTrainOptions), the request it runs
 (LocalRequest), and the error that stops it (LocalRunError).
 
-The request is rendered here and nowhere else in the local emulation, by training's own renderer
-(training.rendered.resolve_training_job) with the local deployment's values (core.Deployment.local): the
-request `render` shows with stand-ins is the request a local run runs, with local values.
+The request is rendered here and nowhere else in the local emulation, by the renderer every
+environment's requests are rendered by (project.requests.render_job) with the local deployment's
+values (core.Deployment.local): the request `render` shows with stand-ins is the request a local run
+runs, with local values. Fields of the request the platform alone acts on (spot, warm pools, training
+plans, InfraCheckConfig's health checks) change nothing here.
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.project.loader import LoadedSpec
-from sagestack.training.context import stand_in_context
-from sagestack.training.launcher import pack_job_drivers, uses_drivers
-from sagestack.training.rendered import resolve_training_job
+from sagestack.project.requests import JobImages, render_job
 
 LOCAL_IMAGE = "local"  # the image (and the rule evaluator's image) is this machine's environment
 
@@ -82,29 +82,31 @@ def local_training_request(
     archive = pack_source_dir(loaded.root / job.source_dir)
     deployment = Deployment.local(region=spec.region)
     framework = image_framework(loaded, job.image)
-    context = stand_in_context(
-        deployment, image_uri=LOCAL_IMAGE, rules_image=LOCAL_IMAGE, framework=framework
-    )
-    plan = resolve_training_job(
-        names=Names(spec.project, loaded.env or "local"),
-        key=job_key,
-        job=job,
-        source_sha256=archive.sha256,
-        image_uris={},
-        context=lambda _: context,
+    # the image is this machine's environment; the job's hash names no image (`image_uris` {})
+    images = JobImages(dict.fromkeys(job.instance_type, LOCAL_IMAGE), {}, framework)
+    plan, launch_files = render_job(
+        Names(spec.project, loaded.env or "local"),
+        job_key,
+        job,
+        archive,
+        deployment=deployment,
+        images=images,
+        rules_image=LOCAL_IMAGE,
+        mlflow=None,
         validate=False,
     )
     request = plan.candidates[0].request
-    # launcher: drivers — the sm_drivers channel's files; a tuning trial keeps the toolkit contract
-    # (the tuning API has no ContainerEntrypoint: training.rendered's toolkit_request)
-    drivers = pack_job_drivers(job, archive.files).files if uses_drivers(job) else None
-    if tuning_objective is not None and plan.toolkit_request is not None:
-        request, drivers = plan.toolkit_request, None
+    # the sm_drivers channel's files, when the contract's launch files carry them
+    drivers = None if launch_files is None else launch_files.drivers.files
     if tuning_objective is not None:
+        # a trial's request, as the tuning job's definition is made from it (under launcher: drivers,
+        # the toolkit contract: the tuning API has no ContainerEntrypoint), with the objective added
+        base = plan.tuning_base
         request = {
-            **request,
-            "HyperParameters": {**request["HyperParameters"], "_tuning_objective_metric": tuning_objective},
+            **base,
+            "HyperParameters": {**base["HyperParameters"], "_tuning_objective_metric": tuning_objective},
         }
+        drivers = None
     return LocalRequest(request, plan.digest, archive.data, deployment, framework, drivers)
 
 

@@ -146,20 +146,18 @@ def baseline_definition(
             nxt="Wait baseline",
             catch_=asl.catch("Notify baseline failed"),
         ),
-        "Wait baseline": asl.wait(settings.poll_seconds, "Describe baseline"),
-        "Describe baseline": asl.task(
-            "sagemaker:describeProcessingJob",
-            {"ProcessingJobName.$": "$.job.name"},
-            result_selector={"Status.$": "$.ProcessingJobStatus"},
-            result_path="$.baseline",
-            retry_=asl.retry(),
-            nxt="Baseline status?",
-        ),
-        "Baseline status?": asl.choice(
-            asl.when(asl.string_equals("$.baseline.Status", "Completed"), "Notify baseline ready"),
-            asl.when(asl.string_equals("$.baseline.Status", "Failed"), "Notify baseline failed"),
-            asl.when(asl.string_equals("$.baseline.Status", "Stopped"), "Notify baseline failed"),
-            default="Wait baseline",
+        **asl.poll(
+            asl.PollStates("Wait baseline", "Describe baseline", "Baseline status?"),
+            asl.Describe(
+                "sagemaker:describeProcessingJob",
+                {"ProcessingJobName.$": "$.job.name"},
+                result_path="$.baseline",
+                result_selector={"Status.$": "$.ProcessingJobStatus"},
+            ),
+            status_path="$.baseline.Status",
+            seconds=settings.poll_seconds,
+            done="Notify baseline ready",
+            failed="Notify baseline failed",
         ),
         "Notify baseline ready": asl.notify(
             settings,

@@ -23,18 +23,19 @@ from sagestack.core.deployment import Deployment
 from sagestack.core.drivers import DriversUnavailable
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.core.layout import STAND_IN_LAUNCH_FILES
+from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, dockerfile_fingerprint, pack_source_dir
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET
+from sagestack.endpoints.hosting_requests import STAND_IN_GENERATED, llm_endpoint_requests, serves_llm
 from sagestack.endpoints.request import ModelStepContext, lineage_of, stand_in_model_requests
 from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_registration
-from sagestack.llm.endpoint_requests import STAND_IN_GENERATED, llm_endpoint_requests, serves_llm
 from sagestack.llm.optimization_job import resolve_optimizations
 from sagestack.llm.optimization_job import stand_in_requests as optimization_requests
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
-from sagestack.training.launch_files import job_launch_files
-from sagestack.training.launcher import uses_drivers
+from sagestack.training.launch_contract import launch_contract
+from sagestack.training.launch_files import LaunchFiles
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.transforms.request import ResolvedTransform, stand_in_requests
@@ -148,25 +149,21 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
         if job.source_dir not in out.sources:
             archives[job.source_dir] = pack_source_dir(root / job.source_dir)
             out.sources[job.source_dir] = archives[job.source_dir].sha256
-        if uses_drivers(job):
-            out.launch_files[key] = _launch_files_digest(key, job, archives[job.source_dir])
         images = job_images(plan, root, key)
         out.images[key] = images.identity
-        out.jobs[key] = resolve_training_job(
-            names=plan.names,
-            key=key,
-            job=job,
-            source_sha256=out.sources[job.source_dir],
-            image_uris=images.identity,
-            context=stand_in_contexts(
-                deployment,
-                images=images.concrete,
-                rules_image=job_rules_image(plan, key),
-                mlflow=mlflow,
-                framework=images.framework,
-            ),
+        out.jobs[key], launch_files = render_job(
+            plan.names,
+            key,
+            job,
+            archives[job.source_dir],
+            deployment=deployment,
+            images=images,
+            rules_image=job_rules_image(plan, key),
+            mlflow=mlflow,
             validate=validate,
         )
+        if launch_files is not None:
+            out.launch_files[key] = launch_files.digest
     for key, tuning in plan.spec.tuning.items():
         request = render_tuning_request(tuning, key=key, names=plan.names, job_plan=out.jobs[tuning.job])
         if validate:
@@ -175,12 +172,41 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
     return out
 
 
-def _launch_files_digest(key: str, job: JobSpec, archive: SourceArchive) -> str:
-    """A drivers job's launch files' digest; the pinned sagemaker-train missing is the spec's error."""
+def render_job(
+    names: Names,
+    key: str,
+    job: JobSpec,
+    archive: SourceArchive,
+    *,
+    deployment: Deployment,
+    images: JobImages,
+    rules_image: str | None,
+    mlflow: MlflowTarget | None,
+    validate: bool,
+) -> tuple[RenderedJob, LaunchFiles | None]:
+    """One job's request for each candidate, with its code packed as `archive`, and the launch files
+    its contract's channels read (None: the source archive alone), as `deployment` places them: the
+    stand-ins (`render_training`), or `Deployment.local(...)`'s values (`sagestack local train`)."""
     try:
-        return job_launch_files(job, archive).digest
-    except DriversUnavailable as e:
+        launch_files = launch_contract(job).launch_files(job, archive)
+    except DriversUnavailable as e:  # the pinned sagemaker-train missing is the spec's error
         raise SpecError([SpecIssue(str(e), path=("jobs", key, "launcher"))]) from None
+    rendered = resolve_training_job(
+        names=names,
+        key=key,
+        job=job,
+        source_sha256=archive.sha256,
+        image_uris=images.identity,
+        context=stand_in_contexts(
+            deployment,
+            images=images.concrete,
+            rules_image=rules_image,
+            mlflow=mlflow,
+            framework=images.framework,
+        ),
+        validate=validate,
+    )
+    return rendered, launch_files
 
 
 def render_environment(

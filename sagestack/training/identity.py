@@ -7,10 +7,10 @@ unless a spec sets it.
 
 from __future__ import annotations
 
-from sagestack.core.drivers import SDK_DISTRIBUTION, SDK_VERSION
 from sagestack.core.identity import Registry, content_hash, identity, published
 from sagestack.core.model import VpcSpec
 from sagestack.training import models as m
+from sagestack.training.launch_contract import launch_contract
 
 PUBLISHED: Registry = {
     m.JobSpec: published(
@@ -77,8 +77,6 @@ def job_hash(job: m.JobSpec, *, env: str, source_sha256: str, image_uris: dict[s
         "env": env,
         "source": source_sha256,
         "images": image_uris,
+        **launch_contract(job).identity(),
     }
-    if job.launcher == "drivers":
-        # what runs is also the pinned SDK's drivers (the rest of sm_drivers follows from the spec and code)
-        payload["drivers"] = f"{SDK_DISTRIBUTION}=={SDK_VERSION}"
     return content_hash(payload)[:10]

@@ -33,10 +33,6 @@ from sagestack.training.models import JobSpec
 DRIVERS_KINDS = ("torch_distributed", "mpi", "smp")
 
 
-def uses_drivers(job: JobSpec) -> bool:
-    return job.launcher == "drivers"
-
-
 def drivers_config(job: JobSpec, *, requirements: bool) -> DriversConfig:
     """What the job tells the drivers (`requirements`: the code has a requirements.txt, which the
     toolkit would install; under the drivers the SDK installs the file SourceCode names)."""

@@ -388,6 +388,13 @@ class JobSpec(StrictModel):
         default=None, description="default: on when multi-node"
     )
     retry_attempts: int = Field(default=1, ge=1, le=30, description="RetryStrategy.MaximumRetryAttempts")
+    enable_infra_check: bool | None = Field(
+        default=None,
+        description="SageMaker's infrastructure health check of the instances before the script starts "
+        "(InfraCheckConfig.EnableInfraCheck; the SDK v3's InfraCheckConfig(enable_infra_check=...)); "
+        "default: SageMaker's. A tuning job's trials cannot ask for it (the tuning API has no such key); "
+        "the local run has no instances to check and ignores it",
+    )
     keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
     run_on_deploy: bool = False
     schedule: ScheduleSpec | None = Field(

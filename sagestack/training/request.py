@@ -14,12 +14,7 @@ from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.layout import S3Layout
 from sagestack.training.context import RequestContext
 from sagestack.training.debugger import debugger_configs, profiler_configs
-from sagestack.training.launcher import (
-    drivers_algorithm,
-    drivers_channels,
-    drivers_hyperparameters,
-    uses_drivers,
-)
+from sagestack.training.launch_contract import LaunchContract, launch_contract
 from sagestack.training.models import TENSORFLOW_KINDS, ChannelSpec, JobSpec
 
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SageMaker SDK sends it
@@ -147,12 +142,15 @@ def render_training_request(
     """A complete CreateTrainingJob request for one candidate. Unset options are omitted."""
     deployment = ctx.deployment
     s3 = deployment.s3
+    contract = launch_contract(job)
     request: dict[str, Any] = {
         "TrainingJobName": name,
-        "AlgorithmSpecification": _algorithm(job, ctx),
+        "AlgorithmSpecification": contract.algorithm(_algorithm(job, ctx)),
         "RoleArn": deployment.role_arn,
-        "HyperParameters": _hyperparameters(job, job_key, candidate, name, ctx),
-        "OutputDataConfig": _output(job, s3.output(job_key), deployment.kms_key_id),
+        "HyperParameters": _hyperparameters(job, contract, job_key, candidate, name, ctx),
+        "OutputDataConfig": contract.output(
+            {"S3OutputPath": s3.output(job_key), "KmsKeyId": deployment.kms_key_id}
+        ),
         "ResourceConfig": _resources(job, candidate, deployment.kms_key_id),
         "StoppingCondition": _stopping_condition(job),
         "EnableNetworkIsolation": job.network_isolation,
@@ -164,9 +162,10 @@ def render_training_request(
         "EnableManagedSpotTraining": job.use_spot_instances,
         "RetryStrategy": {"MaximumRetryAttempts": job.retry_attempts},
     }
+    if job.enable_infra_check is not None:
+        request["InfraCheckConfig"] = {"EnableInfraCheck": job.enable_infra_check}
     channels = [_channel(channel, spec, s3) for channel, spec in job.channels.items()]
-    if uses_drivers(job):
-        channels += drivers_channels(ctx)
+    channels += contract.channels(ctx)
     if channels:
         request["InputDataConfig"] = channels
     if job.checkpoint is not None:
@@ -209,13 +208,13 @@ def render_training_request(
 
 
 def _hyperparameters(
-    job: JobSpec, job_key: str, candidate: str, name: str, ctx: RequestContext
+    job: JobSpec, contract: LaunchContract, job_key: str, candidate: str, name: str, ctx: RequestContext
 ) -> dict[str, str]:
-    """The script's arguments, then the SDK's own keys, each JSON-encoded as the SDK sends them
-    (under the drivers contract: the script's arguments only, as ModelTrainer sends them)."""
-    if uses_drivers(job):
-        return drivers_hyperparameters(job, dict(sorted(script_arguments(job).items())))
-    hyperparameters = {k: encode_hyperparameter(v) for k, v in sorted(script_arguments(job).items())}
+    """The script's arguments as the contract's SDK sends them, then (the toolkit contract) the
+    SDK's own keys, each JSON-encoded as the SDK sends them."""
+    hyperparameters = contract.hyperparameters(job, dict(sorted(script_arguments(job).items())))
+    if not contract.sends_sdk_keys:
+        return hyperparameters
     hyperparameters.update(
         {
             "sagemaker_program": encode_hyperparameter(job.entry_point),
@@ -239,14 +238,7 @@ def _algorithm(job: JobSpec, ctx: RequestContext) -> dict[str, Any]:
     if job.metric_definitions:
         algorithm["MetricDefinitions"] = [{"Name": k, "Regex": v} for k, v in job.metric_definitions.items()]
         algorithm["EnableSageMakerMetricsTimeSeries"] = True
-    return drivers_algorithm(algorithm) if uses_drivers(job) else algorithm
-
-
-def _output(job: JobSpec, path: str, kms_key_id: str) -> dict[str, Any]:
-    output = {"S3OutputPath": path, "KmsKeyId": kms_key_id}
-    if uses_drivers(job):
-        output["CompressionType"] = "GZIP"  # ModelTrainer's OutputDataConfig default
-    return output
+    return algorithm
 
 
 def _resources(job: JobSpec, candidate: str, kms_key_id: str) -> dict[str, Any]:

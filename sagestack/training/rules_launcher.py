@@ -24,7 +24,8 @@ from sagestack.core.drivers import (
 )
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.foundation.models import ImageSpec
-from sagestack.training.launcher import DRIVERS_KINDS, drivers_config, uses_drivers
+from sagestack.training.launch_contract import launch_contract
+from sagestack.training.launcher import DRIVERS_KINDS, drivers_config
 from sagestack.training.models import JobSpec
 
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
@@ -97,7 +98,7 @@ def _toolkit_jobs_without_toolkit(ctx: RuleContext, severity: str) -> Iterator[t
     """(job, spec, why) for each toolkit-contract job whose image's verdict has this severity."""
     for name, job in ctx.spec.jobs.items():
         image = ctx.spec.images.get(job.image)
-        if uses_drivers(job) or image is None:
+        if not launch_contract(job).image_needs_toolkit or image is None:
             continue
         verdict = toolkit_verdict(image, ctx.root)
         if verdict is not None and verdict[0] == severity:
@@ -126,7 +127,7 @@ def toolkit_registry_image(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _drivers_jobs(ctx: RuleContext) -> Iterator[tuple[str, JobSpec]]:
-    return ((n, j) for n, j in ctx.spec.jobs.items() if uses_drivers(j))
+    return ((n, j) for n, j in ctx.spec.jobs.items() if launch_contract(j).runs_sdk_drivers)
 
 
 @rule(
@@ -259,7 +260,9 @@ def entry_point_name(ctx: RuleContext) -> Iterator[Finding]:
 def drivers_tuning(ctx: RuleContext) -> Iterator[Finding]:
     for key, tuning in ctx.spec.tuning.items():
         job = ctx.spec.jobs.get(tuning.job)
-        if job is None or not uses_drivers(job):
+        # the trials' own contract, when it is not the job's (a toolkit job's image is judged above)
+        trial = None if job is None else launch_contract(job).trial_job(job)
+        if job is None or trial is None or not launch_contract(trial).image_needs_toolkit:
             continue
         image = ctx.spec.images.get(job.image)
         verdict = None if image is None else toolkit_verdict(image, ctx.root)

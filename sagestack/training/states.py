@@ -20,8 +20,9 @@ from sagestack.core.states import (
     PipelineSettings,
     notify_outcome,
 )
+from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.preferences import preference
-from sagestack.training.rendered import RenderedCandidate, RenderedJob
+from sagestack.training.rendered import RenderedJob
 
 NO_CANDIDATE = "No candidate available"
 
@@ -85,7 +86,6 @@ def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str
     states: dict[str, Any] = {}
     count = plan.job.instance_count
     n = len(plan.candidates)
-    status = "$.job.TrainingJobStatus"
     for c in plan.candidates:
         s = CandidateStates(c.index, n)
         nxt = s.next().quota
@@ -105,22 +105,12 @@ def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str
             default="Notify create failed",
         )
         states[s.backoff] = asl.wait(settings.backoff_seconds, nxt)
-        states[s.wait] = asl.wait(settings.poll_seconds, s.describe)
-        states[s.describe] = _describe(c.name, s.status)
-        states[s.status] = asl.choice(
-            asl.when(asl.string_equals(status, "Completed"), "Notify succeeded"),
-            asl.when(
-                asl.all_of(
-                    asl.string_equals(status, "Failed"),
-                    asl.is_present("$.job.Detail.FailureReason"),
-                    asl.matches_any("$.job.Detail.FailureReason", CAPACITY_PATTERNS),
-                ),
-                s.backoff,
-            ),
-            asl.when(asl.string_equals(status, "Failed"), "Notify training failed"),
-            asl.when(asl.string_equals(status, "Stopped"), "Notify stopped"),
-            default=s.wait,
+        capacity_failure = asl.all_of(
+            asl.string_equals(STATUS, "Failed"),
+            asl.is_present("$.job.Detail.FailureReason"),
+            asl.matches_any("$.job.Detail.FailureReason", CAPACITY_PATTERNS),
         )
+        states.update(_poll(s, c.name, settings, before_failed=(asl.when(capacity_failure, s.backoff),)))
 
     states[NO_CANDIDATE] = asl.fail(
         "NoCandidateAvailable",
@@ -165,20 +155,37 @@ def _candidate_quota(
     states[s.quota_enough] = asl.quota_enough(s.result_path, count, short=short, enough=enough)
 
 
-def _describe(name: str, nxt: str) -> dict[str, Any]:
-    """DescribeTrainingJob into $.job: name, ARN, status and the whole answer (retried: a read)."""
-    return asl.task(
-        "sagemaker:describeTrainingJob",
-        {"TrainingJobName": name},
-        result_selector={
-            "TrainingJobName.$": "$.TrainingJobName",
-            "TrainingJobArn.$": "$.TrainingJobArn",
-            "TrainingJobStatus.$": "$.TrainingJobStatus",
-            "Detail.$": "$",
-        },
-        result_path="$.job",
-        retry_=asl.retry(),
-        nxt=nxt,
+STATUS = "$.job.TrainingJobStatus"
+
+
+def _poll(
+    names: asl.PollNames,
+    name: str,
+    settings: PipelineSettings,
+    *,
+    before_failed: tuple[dict[str, Any], ...] = (),
+) -> dict[str, asl.State]:
+    """Follow training job `name`: DescribeTrainingJob into $.job (name, ARN, status and the whole
+    answer) until it ends in the notifications of _outcomes."""
+    return asl.poll(
+        names,
+        asl.Describe(
+            "sagemaker:describeTrainingJob",
+            {"TrainingJobName": name},
+            result_path="$.job",
+            result_selector={
+                "TrainingJobName.$": "$.TrainingJobName",
+                "TrainingJobArn.$": "$.TrainingJobArn",
+                "TrainingJobStatus.$": "$.TrainingJobStatus",
+                "Detail.$": "$",
+            },
+        ),
+        status_path=STATUS,
+        seconds=settings.poll_seconds,
+        done="Notify succeeded",
+        failed="Notify training failed",
+        stopped="Notify stopped",
+        before_failed=before_failed,
     )
 
 
@@ -280,15 +287,7 @@ def _preference_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[
         asl.when(asl.error_matches(IN_USE_PATTERNS), "Describe"),
         default="Notify create failed",
     )
-    states["Wait"] = asl.wait(settings.poll_seconds, "Describe")
-    states["Describe"] = _describe(plan.preferred.name, "Status?")
-    status = "$.job.TrainingJobStatus"
-    states["Status?"] = asl.choice(
-        asl.when(asl.string_equals(status, "Completed"), "Notify succeeded"),
-        asl.when(asl.string_equals(status, "Failed"), "Notify training failed"),
-        asl.when(asl.string_equals(status, "Stopped"), "Notify stopped"),
-        default="Wait",
-    )
+    states.update(_poll(asl.PollStates("Wait", "Describe", "Status?"), plan.preferred.name, settings))
     states[NO_CANDIDATE] = asl.fail(
         "NoCandidateAvailable",
         cause=(

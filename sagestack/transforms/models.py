@@ -6,13 +6,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from sagestack.core.model import StrictModel
+from sagestack.core.model import ModelSource, StrictModel
 from sagestack.core.types import (
     ModelPackageArn,
     Seconds,
     TransformInstanceCandidates,
 )
-from sagestack.endpoints.models import ModelSource
 
 
 class TransformSpec(StrictModel):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.core.types import arn_region
-from sagestack.endpoints.images import InferenceImageError, inference_image_uri
+from sagestack.foundation.inference_images import InferenceImageError, inference_image_uri
 
 MAX_TOTAL_PAYLOAD_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB
 JOINABLE = ("application/json", "application/jsonlines", "text/csv")  # DataProcessing.JoinSource

@@ -199,27 +199,24 @@ def _follow_states(
 ) -> dict[str, asl.State]:
     """Follow the job to its end; say how it ended; then `nxt`, or succeed with what it did."""
     names = TransformStates(t.key)
-    status = f"{state}_job.Status"
     done = nxt or f"Transformed {t.key}"
     s: dict[str, asl.State] = {
-        names.wait: asl.wait(settings.poll_seconds, names.describe),
-        names.describe: asl.task(
-            "sagemaker:describeTransformJob",
-            {"TransformJobName.$": f"{state}.job"},
-            result_selector={
-                "Status.$": "$.TransformJobStatus",
-                "Output.$": "$.TransformOutput.S3OutputPath",
-                "InstanceType.$": "$.TransformResources.InstanceType",
-            },
-            result_path=f"{state}_job",
-            retry_=asl.retry(),
-            nxt=names.status,
-        ),
-        names.status: asl.choice(
-            asl.when(asl.string_equals(status, "Completed"), names.notify_done),
-            asl.when(asl.string_equals(status, "Failed"), names.notify_failed),
-            asl.when(asl.string_equals(status, "Stopped"), names.notify_failed),
-            default=names.wait,
+        **asl.poll(
+            names,
+            asl.Describe(
+                "sagemaker:describeTransformJob",
+                {"TransformJobName.$": f"{state}.job"},
+                result_path=f"{state}_job",
+                result_selector={
+                    "Status.$": "$.TransformJobStatus",
+                    "Output.$": "$.TransformOutput.S3OutputPath",
+                    "InstanceType.$": "$.TransformResources.InstanceType",
+                },
+            ),
+            status_path=f"{state}_job.Status",
+            seconds=settings.poll_seconds,
+            done=names.notify_done,
+            failed=names.notify_failed,
         ),
         names.notify_done: asl.notify(
             settings,

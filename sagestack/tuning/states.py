@@ -34,28 +34,27 @@ def tuning_pipeline(inputs: TuningPipelineInputs, settings: PipelineSettings) ->
         asl.when(asl.error_matches(CAPACITY_PATTERNS), "Notify create failed"),
         default="Notify create failed",
     )
-    states["Wait"] = asl.wait(settings.poll_seconds, "Describe")
-    states["Describe"] = asl.task(
-        "sagemaker:describeHyperParameterTuningJob",
-        {"HyperParameterTuningJobName": name},
-        result_selector={"Status.$": "$.HyperParameterTuningJobStatus", "Detail.$": "$"},
-        result_path="$.tuning",
-        retry_=asl.retry(),
-        nxt="Status?",
-    )
     status = "$.tuning.Status"
-    states["Status?"] = asl.choice(
-        asl.when(
-            asl.all_of(
-                asl.string_equals(status, "Completed"),
-                asl.is_present("$.tuning.Detail.BestTrainingJob.TrainingJobName"),
+    best_job = asl.all_of(
+        asl.string_equals(status, "Completed"),
+        asl.is_present("$.tuning.Detail.BestTrainingJob.TrainingJobName"),
+    )
+    states.update(
+        asl.poll(
+            asl.PollStates("Wait", "Describe", "Status?"),
+            asl.Describe(
+                "sagemaker:describeHyperParameterTuningJob",
+                {"HyperParameterTuningJobName": name},
+                result_path="$.tuning",
+                result_selector={"Status.$": "$.HyperParameterTuningJobStatus", "Detail.$": "$"},
             ),
-            "Best model",
-        ),
-        asl.when(asl.string_equals(status, "Completed"), "No best job"),
-        asl.when(asl.string_equals(status, "Failed"), "Notify tuning failed"),
-        asl.when(asl.string_equals(status, "Stopped"), "Notify tuning stopped"),
-        default="Wait",
+            status_path=status,
+            seconds=settings.poll_seconds,
+            before_done=(asl.when(best_job, "Best model"),),
+            done="No best job",  # completed, and every trial failed
+            failed="Notify tuning failed",
+            stopped="Notify tuning stopped",
+        )
     )
     states["No best job"] = asl.fail(
         "NoBestTrainingJob",

@@ -525,3 +525,12 @@ def test_a_definition_is_written_with_its_string_tokens_and_refuses_other_tokens
         definition_string({"TimeoutSeconds": Token.as_number(Aws.ACCOUNT_ID)})
     with pytest.raises(ValueError, match="number or list token"):
         definition_string({"Topics": Aws.NOTIFICATION_ARNS})
+
+
+def test_the_pipeline_sends_the_infra_check_the_spec_sets():
+    """A job field reaches the state machine's CreateTrainingJob with no construct change: the
+    pipeline renders the spec's request (here through `options`, the library's door to any key)."""
+    pipeline = _pipeline(_stack(), options={"enable_infra_check": True})
+    create = pipeline.definition["States"]["Create"]["Parameters"]
+    assert create["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    assert "InfraCheckConfig" not in json.dumps(_pipeline(_stack()).definition)

@@ -134,11 +134,11 @@ def test_the_drivers_channel_is_deterministic_and_says_what_to_run() -> None:
 
 
 def test_the_pinned_sdk_is_part_of_a_drivers_jobs_name(monkeypatch) -> None:
-    import sagestack.training.identity as identity
+    import sagestack.training.launch_contract as contract
 
     job = {**TORCHRUN, "launcher": "drivers"}
     before = plan(job).digest
-    monkeypatch.setattr(identity, "SDK_VERSION", "1.28.0")  # other drivers, another job
+    monkeypatch.setattr(contract, "SDK_VERSION", "1.28.0")  # other drivers, another job
     assert plan(job).digest != before
     toolkit = plan(TORCHRUN).digest
     monkeypatch.undo()
