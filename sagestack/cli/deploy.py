@@ -163,17 +163,12 @@ def run(
         ) from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"could not start '{name}': {e}") from None
+    from sagestack.cli.day2 import follow_started
+
     out = console()
-    out.print(f"started {execution}", markup=False)
-    if not wait:
+    result = follow_started(out, execution, job, env, root, spec, sfn, wait=wait, poll=poll, timeout=timeout)
+    if result is None:
         return
-    with out.status(f"[bold]{name}[/]: starting") as status:
-
-        def on_state(state: str) -> None:
-            out.print(f"  → {state}", markup=False)
-            status.update(f"[bold]{name}[/]: {state}")
-
-        result = remote.follow(sfn, execution, poll_seconds=poll, timeout_seconds=timeout, on_state=on_state)
     if result.status == "SUCCEEDED":
         out.print(f"[green]✓ succeeded[/]: {result.output}")
         return
