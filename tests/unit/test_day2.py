@@ -394,3 +394,113 @@ def _wait(socket: str, done, timeout: float = 60) -> str:  # type: ignore[no-unt
             return screen
         assert time.monotonic() < deadline, screen
         time.sleep(0.3)
+
+
+# ---------------------------------------------------------------- stop: what moto cannot show
+
+
+def _with_answers(monkeypatch, answers: dict[str, dict[str, dict]]) -> dict[str, list[dict]]:  # type: ignore[no-untyped-def]
+    """boto3 clients whose `answers` (service -> operation -> response) are answered here, the
+    request and the response validated against botocore's model; the rest goes to moto."""
+    import boto3
+    from botocore.awsrequest import AWSResponse
+    from botocore.validate import validate_parameters
+
+    made, requests_seen = boto3.client, {}
+
+    def answered_here(c, operation: str, response: dict) -> list[dict]:  # type: ignore[no-untyped-def]
+        model = c.meta.service_model.operation_model(operation)
+        if model.output_shape is not None:  # StopHyperParameterTuningJob answers nothing
+            validate_parameters(response, model.output_shape)
+        seen: list[dict] = []
+
+        def check(params, **_):  # type: ignore[no-untyped-def]
+            validate_parameters(params, model.input_shape)
+            seen.append(params)
+
+        service = c.meta.service_model.service_name
+        c.meta.events.register(f"before-parameter-build.{service}.{operation}", check)
+        c.meta.events.register(
+            f"before-call.{service}.{operation}", lambda **_: (AWSResponse(None, 200, {}, None), response)
+        )
+        return seen
+
+    def client(service, *args, **kwargs):  # type: ignore[no-untyped-def]
+        c = made(service, *args, **kwargs)
+        for operation, response in answers.get(service, {}).items():
+            requests_seen[operation] = answered_here(c, operation, response)
+        return c
+
+    monkeypatch.setattr(boto3, "client", client)
+    return requests_seen
+
+
+def test_stop_a_run_stops_the_training_job_its_history_names(aws, moto, monkeypatch):
+    """A run's training job is found in its execution history (a TaskScheduled of
+    sagemaker:createTrainingJob); moto's history has no such event: answered here, validated."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    name = "digits-dev-classifier-spot-77777777-0"
+    _job(moto.client("sagemaker"), name, True)
+    job = sagemaker_backends[ACCOUNT][REGION].training_jobs[name]
+    job.training_job_status, job.secondary_status = "InProgress", "Training"
+    execution = _start(moto, "digits-dev-classifier-spot")
+    scheduled = {
+        "timestamp": datetime.now(UTC),
+        "type": "TaskScheduled",
+        "id": 2,
+        "taskScheduledEventDetails": {
+            "resourceType": "sagemaker",
+            "resource": "createTrainingJob",
+            "region": REGION,
+            "parameters": json.dumps({"TrainingJobName": name, "RoleArn": ROLE}),
+        },
+    }
+    seen = _with_answers(monkeypatch, {"stepfunctions": {"GetExecutionHistory": {"events": [scheduled]}}})
+    run = execution.rsplit(":", 1)[-1]
+    result = _cli(aws, "stop", run, "--env", "dev", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["stopped"] == [
+        {"kind": "training job", "name": name, "entry": "classifier-spot", "spot": True},
+        {"kind": "execution", "name": run, "entry": "classifier-spot", "spot": False},
+    ]
+    assert seen["GetExecutionHistory"] == [{"executionArn": execution}]
+    assert _describe(moto, execution, name) == ("ABORTED", "Stopping")
+
+
+def test_stop_a_search_stops_its_tuning_job_not_another_environments(aws, moto, monkeypatch):
+    """moto has no StopHyperParameterTuningJob: answered here, the request validated."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    sm = moto.client("sagemaker")
+    for name, env in (("digits-lr-search-1a2b3c4d", "dev"), ("digits-lr-search-5e6f7a8b", "prod")):
+        sm.create_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name,
+            HyperParameterTuningJobConfig={
+                "Strategy": "Bayesian",
+                "ResourceLimits": {"MaxNumberOfTrainingJobs": 4, "MaxParallelTrainingJobs": 2},
+            },
+            TrainingJobDefinition={
+                "AlgorithmSpecification": {"TrainingImage": "x", "TrainingInputMode": "File"},
+                "RoleArn": ROLE,
+                "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+                "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+                "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+            },
+            Tags=[
+                {"Key": "sagestack:project", "Value": "digits"},
+                {"Key": "sagestack:environment", "Value": env},
+            ],
+        )
+        sagemaker_backends[ACCOUNT][REGION].hyper_parameter_tuning_jobs[
+            name
+        ].hyper_parameter_tuning_job_status = "InProgress"
+    seen = _with_answers(monkeypatch, {"sagemaker": {"StopHyperParameterTuningJob": {}}})
+    result = _cli(aws, "stop", "lr-search", "--env", "dev")
+    assert result.exit_code == 0, result.output
+    assert result.output == "stopped tuning job digits-lr-search-1a2b3c4d (lr-search)\n"
+    assert seen["StopHyperParameterTuningJob"] == [
+        {"HyperParameterTuningJobName": "digits-lr-search-1a2b3c4d"}
+    ]
+    refused = _cli(aws, "stop", "digits-lr-search-5e6f7a8b", "--env", "dev")  # prod's, by its tags
+    assert refused.exit_code == 1 and "stops only what it started there" in str(refused.exception)
