@@ -20,6 +20,9 @@ from sagestack.cli.status import NO_CREDENTIALS
 
 app = typer.Typer()
 
+LogsOption = Annotated[
+    bool, typer.Option("--logs/--no-logs", help="print the training job's log lines as the run goes")
+]
 SPOT_NOTE = "spot: its checkpoints stay in S3; the next run of the job resumes from them"
 
 
@@ -236,9 +239,11 @@ def follow_started(
     wait: bool,
     poll: float,
     timeout: float | None,
+    logs: bool = True,
 ) -> Any:
     """`run` after it started `execution`: say so and follow it (ops/remote.py); its result, or
-    None with --no-wait. From the first line on, Ctrl-C leaves an execution behind: interrupted_run."""
+    None with --no-wait. A job's run prints its training job's log lines as they come (--no-logs:
+    not). From the first line on, Ctrl-C leaves an execution behind: interrupted_run."""
     from sagestack.ops import remote
 
     name = execution.split(":")[-2]
@@ -252,11 +257,53 @@ def follow_started(
                 out.print(f"  → {state}", markup=False)
                 status.update(f"[bold]{name}[/]: {state}")
 
+            lines = RunLogs(out, sfn, execution, entry) if logs and entry in spec.jobs else lambda: None
             return remote.follow(
-                sfn, execution, poll_seconds=poll, timeout_seconds=timeout, on_state=on_state
+                sfn, execution, poll_seconds=poll, timeout_seconds=timeout, on_state=on_state, on_poll=lines
             )
     except KeyboardInterrupt:
         interrupted_run(execution, entry, env, root, spec, sfn)
+
+
+class RunLogs:
+    """`run`'s view of its training job's logs: at each poll, the job its execution created last
+    (its history names it), its hosts' new lines. A refusal (no logs:GetLogEvents in the role,
+    say) is said once and the run followed without them."""
+
+    def __init__(self, out: Any, sfn: Any, execution: str, entry: str) -> None:
+        self.out, self.sfn, self.execution, self.entry = out, sfn, execution, entry
+        self.reader: Any = None
+        self.pad = 0
+        self.off = False
+
+    def __call__(self) -> None:
+        if self.off:
+            return
+        try:
+            self._print_new()
+        except Exception as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            self.off = True
+            self.out.print(f"  (the job's logs cannot be read: {e}; `sagestack logs` may)", markup=False)
+
+    def _print_new(self) -> None:
+        from sagestack.ops import logs as ops
+        from sagestack.ops.stop import scheduled_jobs
+
+        jobs = [name for kind, name in scheduled_jobs(self.sfn, self.execution) if kind == "training job"]
+        if jobs and (self.reader is None or self.reader.target.name != jobs[-1]):
+            import boto3
+
+            region = self.execution.split(":")[3]
+            target = ops.Target("training", jobs[-1], self.entry, ops.TRAINING_GROUP, jobs[-1] + "/")
+            self.reader = ops.Reader(boto3.client("logs", region_name=region), target)
+        if self.reader is None:
+            return
+        width = shutil.get_terminal_size().columns
+        for line in self.reader.read():
+            self.pad = max(self.pad, min(len(line.host), 24))
+            self.out.print(_logline(line, self.pad, width), markup=False, highlight=False)
 
 
 def interrupted_run(execution: str, entry: str, env: str, root: Path, spec: Any, sfn: Any) -> None:

@@ -18,6 +18,7 @@ from sagestack.cli.common import (
     load_entry,
     spec_errors,
 )
+from sagestack.cli.day2 import LogsOption
 
 app = typer.Typer()
 
@@ -97,6 +98,7 @@ def run(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
+    logs: LogsOption = True,
     retrain: Annotated[
         bool,
         typer.Option(
@@ -166,7 +168,9 @@ def run(
     from sagestack.cli.day2 import follow_started
 
     out = console()
-    result = follow_started(out, execution, job, env, root, spec, sfn, wait=wait, poll=poll, timeout=timeout)
+    result = follow_started(
+        out, execution, job, env, root, spec, sfn, wait=wait, poll=poll, timeout=timeout, logs=logs
+    )
     if result is None:
         return
     if result.status == "SUCCEEDED":

@@ -92,8 +92,24 @@ def stop(plan: Plan, sfn: Any, sm: Any, scope: Scope) -> list[Stopped]:
 def jobs_of_execution(
     scope: Scope, sm: Any, sfn: Any, arn: str, entry: str
 ) -> list[tuple[str, str, str | None]]:
-    """The SageMaker jobs an execution's states created (its history's scheduled tasks), still running."""
+    """The SageMaker jobs an execution's states created, those still running."""
     found: list[tuple[str, str, str | None]] = []
+    for kind, name in scheduled_jobs(sfn, arn):
+        if kind == "training job":
+            status = _described(sm.describe_training_job, TrainingJobName=name)
+            if status and status["TrainingJobStatus"] == "InProgress" and job_of(scope, name):
+                found.append((kind, name, entry))
+        else:
+            described = _described(sm.describe_hyper_parameter_tuning_job, HyperParameterTuningJobName=name)
+            if described and described["HyperParameterTuningJobStatus"] == "InProgress":
+                found.append((kind, name, entry))
+    return list(dict.fromkeys(found))
+
+
+def scheduled_jobs(sfn: Any, arn: str) -> list[tuple[str, str]]:
+    """(kind, name) of each job an execution's states asked SageMaker to create, in order (its
+    history's TaskScheduled events of sagemaker:createTrainingJob / createHyperParameterTuningJob)."""
+    found: list[tuple[str, str]] = []
     for page in sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
         for event in page["events"]:
             details = event.get("taskScheduledEventDetails") or {}
@@ -103,18 +119,13 @@ def jobs_of_execution(
                 params = json.loads(details.get("parameters") or "{}")
             except ValueError:
                 continue
-            if details.get("resource", "").startswith("createTrainingJob") and "TrainingJobName" in params:
-                name = params["TrainingJobName"]
-                status = _described(sm.describe_training_job, TrainingJobName=name)
-                if status and status["TrainingJobStatus"] == "InProgress" and job_of(scope, name):
-                    found.append(("training job", name, entry))
-            elif details.get("resource", "").startswith("createHyperParameterTuningJob"):
-                name = params.get("HyperParameterTuningJobName")
-                described = name and _described(
-                    sm.describe_hyper_parameter_tuning_job, HyperParameterTuningJobName=name
-                )
-                if described and described["HyperParameterTuningJobStatus"] == "InProgress":
-                    found.append(("tuning job", name, entry))
+            resource = details.get("resource", "")
+            if resource.startswith("createTrainingJob") and isinstance(params.get("TrainingJobName"), str):
+                found.append(("training job", params["TrainingJobName"]))
+            elif resource.startswith("createHyperParameterTuningJob") and isinstance(
+                params.get("HyperParameterTuningJobName"), str
+            ):
+                found.append(("tuning job", params["HyperParameterTuningJobName"]))
     return found
 
 

@@ -504,3 +504,37 @@ def test_stop_a_search_stops_its_tuning_job_not_another_environments(aws, moto, 
     ]
     refused = _cli(aws, "stop", "digits-lr-search-5e6f7a8b", "--env", "dev")  # prod's, by its tags
     assert refused.exit_code == 1 and "stops only what it started there" in str(refused.exception)
+
+
+def test_run_prints_its_training_jobs_log_lines_as_it_goes_each_once(aws, moto, monkeypatch):
+    """The job is the one the execution's history names (answered here: moto's history has no
+    TaskScheduled); its hosts' lines come between the run's own lines, each once over many polls."""
+    scheduled = {
+        "timestamp": datetime.now(UTC),
+        "type": "TaskScheduled",
+        "id": 2,
+        "taskScheduledEventDetails": {
+            "resourceType": "sagemaker",
+            "resource": "createTrainingJob",
+            "region": REGION,
+            "parameters": json.dumps({"TrainingJobName": DONE}),
+        },
+    }
+    _with_answers(monkeypatch, {"stepfunctions": {"GetExecutionHistory": {"events": [scheduled]}}})
+    before = set(_running(moto))
+    result = _cli(aws, "run", "classifier", "--env", "dev", "--poll", "0.1", "--timeout", "1")
+    (execution,) = set(_running(moto)) - before
+    moto.client("stepfunctions").stop_execution(executionArn=execution)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[1:5] == [
+        "03:00:00 algo-1 epoch 1 loss 0.9",
+        "03:00:10 algo-2 epoch 1 loss 0.8",
+        "03:00:20 algo-1 epoch 2 loss 0.4",
+        "03:00:30 algo-2 saved model.pth",
+    ]
+    assert lines[5].startswith("still running after 1.0 s")
+    quiet = _cli(aws, "run", "classifier", "--env", "dev", "--poll", "0.1", "--timeout", "0.3", "--no-logs")
+    for arn in set(_running(moto)) - before:
+        moto.client("stepfunctions").stop_execution(executionArn=arn)
+    assert "epoch" not in quiet.output and quiet.exit_code == 0, quiet.output
