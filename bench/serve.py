@@ -65,7 +65,7 @@ def bare_forward(model_dir: Path, n: int) -> list[float]:
     import torch
 
     os.environ["SAGESTACK_SERVE_THREADS"] = "1"
-    from sagestack.local.handlers import load_handlers
+    from sagestack.local.serving.handlers import load_handlers
 
     h = load_handlers(model_dir)
     x = torch.rand(1, 1, 8, 8)
@@ -87,7 +87,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "sagestack.local.serve",
+                "sagestack.local.serving.serve",
                 str(model_dir),
                 "--port",
                 str(self.port),
@@ -126,8 +126,8 @@ def container_stack(
         print(f"container stack: skipped ({reason})")
         return
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as make sets it
+    from bench.loadgen import load
     from sagestack.constructs.endpoint_spec import batching_of
-    from sagestack.local.loadgen import load
     from sagestack.project import load_project
 
     spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching
@@ -230,7 +230,7 @@ def main() -> None:
 
     import numpy as np
 
-    from sagestack.local.loadgen import load
+    from bench.loadgen import load
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_model_dir(Path(tmp) / "model")
