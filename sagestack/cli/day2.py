@@ -97,11 +97,18 @@ def logs(
 
 
 def _logline(line: Any, pad: int, width: int) -> str:
-    """'HH:MM:SS host  message': a long message runs on (a log line is kept as the host wrote it)."""
+    """'HH:MM:SS host message'. In a terminal a long message wraps at spaces under its own column
+    (a word longer than the line runs on whole); in a pipe it stays one line, as the host wrote it."""
     from datetime import UTC, datetime
 
+    from sagestack.ops.screen import fit
+
     at = datetime.fromtimestamp(line.timestamp / 1000, UTC)
-    return f"{at:%H:%M:%S} {line.host:<{pad}} {line.message}"
+    head = f"{at:%H:%M:%S} {line.host:<{pad}} "
+    text = head + line.message
+    if len(text) <= width or not sys.stdout.isatty():
+        return text
+    return "\n".join(fit(text, width, "", " " * len(head)))
 
 
 def final_lines(row: dict[str, Any], followed: bool, env: str, width: int) -> list[str]:

@@ -33,6 +33,10 @@ DONE, RUNNING, FAILED = (
     "digits-dev-classifier-9c0d1e2f-1",
 )
 GROUP = "/aws/sagemaker/TrainingJobs"
+LONG = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 22.06 GiB total "
+    "capacity; 19.40 GiB already allocated)"
+)
 T0 = int(datetime(2026, 12, 6, 3, 0, tzinfo=UTC).timestamp() * 1000)
 
 
@@ -113,7 +117,7 @@ def _deploy(moto) -> None:  # type: ignore[no-untyped-def]
     streams = {  # two hosts, their lines interleaved in time
         f"{DONE}/algo-1-1765000000": [(0, "epoch 1 loss 0.9"), (20, "epoch 2 loss 0.4")],
         f"{DONE}/algo-2-1765000000": [(10, "epoch 1 loss 0.8"), (30, "saved model.pth")],
-        f"{FAILED}/algo-1-1765000000": [(0, "RuntimeError: CUDA out of memory")],
+        f"{FAILED}/algo-1-1765000000": [(0, "RuntimeError: CUDA out of memory"), (1, LONG)],
         f"{RUNNING}/algo-1-1765000000": [(0, "spot: resumed from checkpoint epoch 3")],
     }
     for stream, events in streams.items():
@@ -174,10 +178,10 @@ def test_logs_of_a_job_key_is_its_newest_training_job_and_a_failed_one_says_why(
     assert result.exit_code == 1, result.output  # the job failed: --follow ends as the job did
     lines = result.output.splitlines()
     assert lines[0] == f"{FAILED} · {GROUP}"
-    assert lines[1] == "03:00:00 algo-1 RuntimeError: CUDA out of memory"
-    assert lines[2] == f"{FAILED}: Failed, trained 0s"
-    assert lines[3].startswith("  failed: AlgorithmError: ExecuteUserScriptError:")
-    _fits(lines)
+    assert lines[1:3] == ["03:00:00 algo-1 RuntimeError: CUDA out of memory", f"03:00:01 algo-1 {LONG}"]
+    assert lines[3] == f"{FAILED}: Failed, trained 0s"
+    assert lines[4].startswith("  failed: AlgorithmError: ExecuteUserScriptError:")
+    _fits(lines[3:])  # a log line not in a terminal: one line, as the host wrote it
 
 
 def test_logs_of_a_running_job_say_how_to_follow_it_and_json_is_lines(aws):
@@ -244,6 +248,41 @@ def test_logs_of_an_endpoint_and_refusals(aws):
     assert never.exit_code == 1 and "`sagestack run classifier-ngc --env dev` starts one" in str(
         never.exception
     )
+
+
+def test_logs_in_tmux_wrap_a_long_line_at_spaces_under_its_message_and_in_a_pipe_keep_it_whole(
+    aws, moto, tmp_path
+):
+    env = _env(moto)
+    sagestack = [sys.executable, "-m", "sagestack.cli"]
+    args = ["logs", FAILED, "--env", "dev", "--root", str(aws.root)]
+    piped = subprocess.run([*sagestack, *args], capture_output=True, text=True, env=env)
+    assert piped.returncode == 0, piped.stderr
+    assert f"03:00:01 algo-1 {LONG}" in piped.stdout.splitlines()
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is part of the test set-up (apt-get install tmux)")
+    socket = f"logs-{uuid.uuid4().hex[:8]}"
+    script = tmp_path / "logs.sh"
+    exports = " ".join(
+        f"{k}='{env[k]}'" for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PATH")
+    )
+    script.write_text(
+        f"clear\nexport {exports} PYTHONPATH='{REPO}'\n{shlex.join([*sagestack, *args])}\necho exit=$?\n"
+    )
+    new = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "s", "-x", "80", "-y", "24"]
+    subprocess.run([*new, "bash", "--norc"], check=True)
+    try:
+        subprocess.run(["tmux", "-L", socket, "send-keys", "-t", "s", f"bash {script}", "Enter"], check=True)
+        screen = _wait(socket, lambda s: "exit=" in s, capture=["capture-pane", "-p", "-t", "s"])
+        shown = screen.splitlines()
+        _fits(shown)
+        at = next(i for i, line in enumerate(shown) if line.startswith("03:00:01 algo-1 torch."))
+        wrapped = [shown[at], *[line for line in shown[at + 1 : at + 3] if line.startswith(" " * 16)]]
+        assert len(wrapped) >= 2, screen  # wrapped under the message's column, words whole
+        assert " ".join(w.strip() for w in wrapped) == f"03:00:01 algo-1 {LONG}", screen
+        assert "exit=0" in screen, screen
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
 
 # ---------------------------------------------------------------- stop
@@ -384,11 +423,15 @@ def test_ctrl_c_in_run_under_tmux_asks_and_stops_unless_told_not_to(aws, moto, t
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
 
-def _wait(socket: str, done, timeout: float = 60) -> str:  # type: ignore[no-untyped-def]
+def _wait(socket: str, done, timeout: float = 60, capture: list[str] | None = None) -> str:  # type: ignore[no-untyped-def]
+    """The tmux pane once `done(screen)`; -J joins what the terminal folded (give `capture` without
+    it to see the rows as shown)."""
     deadline = time.monotonic() + timeout
     while True:
         screen = subprocess.run(
-            ["tmux", "-L", socket, "capture-pane", "-p", "-J", "-t", "s"], capture_output=True, text=True
+            ["tmux", "-L", socket, *(capture or ["capture-pane", "-p", "-J", "-t", "s"])],
+            capture_output=True,
+            text=True,
         ).stdout
         if done(screen):
             return screen
