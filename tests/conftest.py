@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# The Node.js the project pins (package.json's `node`: node_modules/.bin/node) runs jsii and the CDK CLI
+# in every test, first on the PATH as `make test` puts it (tests/unit/test_supported_node.py).
+NODE_BIN = REPO / "node_modules" / ".bin"
+if str(NODE_BIN) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([str(NODE_BIN), os.environ.get("PATH", "")])
 
 MINIMAL = """\
 project: digits

@@ -167,11 +167,31 @@ def load_entry(
     known = list(entries(loaded.spec))
     if name not in known:
         err.print(
-            f"no {what} '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
+            f"no {what} '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})"
+            + how_to_add(what, name, loaded.spec),
             markup=False,
         )
         raise typer.Exit(EXIT_INVALID_SPEC)
     return loaded
+
+
+# Where each kind of entry is declared in config/sagestack.yaml, for the hint that says how to add one.
+SECTIONS = {"job": "jobs", "endpoint": "endpoints", "transform": "transforms", "tuning entry": "tuning"}
+
+
+def how_to_add(what: str, name: str, spec: Any) -> str:
+    """The hint after an unknown entry's name: where such entries are declared; for an endpoint, the
+    lines that serve a job's model (the job's own key when the spec has one, as `init` writes it)."""
+    section = SECTIONS.get(what)
+    if section is None or getattr(spec, section, None):
+        return ""  # some are defined: the list above, and its did-you-mean, are the hint
+    if what != "endpoint":
+        return f"; declare one under {section}: in config/sagestack.yaml"
+    job = next(iter(spec.jobs), "JOB")
+    return (
+        "; an endpoint serves a job's trained model. Add to config/sagestack.yaml:\n"
+        f"endpoints:\n  {name}:\n    model: {{from: {job}}}\n    serverless: {{memory_mb: 2048}}"
+    )
 
 
 def parse_overrides(values: list[str]) -> dict[str, object]:

@@ -95,7 +95,6 @@ def installed(wheel, tmp_path_factory) -> Path:
 def _env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYTHON"))}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
-    env["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"
     return env
 
 
