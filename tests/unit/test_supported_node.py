@@ -39,6 +39,7 @@ def _supported_majors() -> set[int]:
 def test_the_pinned_node_is_a_release_jsii_supports_and_init_pins_the_same():
     package = json.loads((REPO / "package.json").read_text())
     assert package["devDependencies"]["node"] == NODE_VERSION
+    assert package["allowScripts"] == {f"node@{NODE_VERSION}": True}  # its preinstall fetches the binary
     major = int(NODE_VERSION.split(".")[0])
     assert major % 2 == 0, "an LTS line (even major)"
     assert major in _supported_majors(), (major, sorted(_supported_majors()))
