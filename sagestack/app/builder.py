@@ -12,13 +12,14 @@ from constructs import Construct
 from sagestack.app.foundation import PromotionPeers
 from sagestack.app.lookups import unresolved_lookups
 from sagestack.app.stage import EnvironmentStage
+from sagestack.capacity.assess import QuotaShortfallError, assess
+from sagestack.capacity.ledger import snapshot_book
 from sagestack.constructs.compliance import PACKS, PROJECT_WIDE, acknowledge_compliance, compliance_packs
 from sagestack.constructs.nag import unacknowledged_findings
 from sagestack.core.digests import MovedTagError, moved_tags
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.delivery.models import DeliverySpec
 from sagestack.ops.account import QuotaSourceError, image_digest, quota_book
-from sagestack.ops.capacity import QuotaShortfallError, evaluate
 from sagestack.ops.lock import (
     LockMismatchError,
     ServingUpdateError,
@@ -27,10 +28,9 @@ from sagestack.ops.lock import (
     lock_document,
     locked_digests,
 )
-from sagestack.ops.quota_book import snapshot_book
 from sagestack.project import ResolvedEnvironment, resolve_environment
 from sagestack.project.loader import ProjectFiles
-from sagestack.project.requests import render_environment
+from sagestack.project.requests import render_environment, render_training
 
 ENVS_CONTEXT = "sagestack:environments"
 QUOTAS_CONTEXT = "sagestack:quotas"  # live | snapshot | off (default: snapshot where one exists)
@@ -188,12 +188,13 @@ def check_quotas(app: App, root: Path, plans: Sequence[ResolvedEnvironment]) -> 
     short = []
     for plan in plans:
         if mode == "default":
-            book = snapshot_book(plan)
+            book = snapshot_book(plan.env, plan.files.quotas)
             if book is None:
                 continue
         else:
             book = quota_book(root, plan, mode)  # type: ignore[arg-type]
-        report = evaluate(plan, book)
+        # the environment's one rendering: the TrainingStack's pipelines take these very jobs
+        report = assess(plan, render_training(plan, root), book)
         for warning in report.warnings:  # what plan prints with '!': the synth says it too
             print(f"warning: {plan.env}: {warning}", file=sys.stderr)
         if report.short:

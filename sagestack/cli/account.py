@@ -34,9 +34,9 @@ def quota_snapshot(
     """Save the account's SageMaker quotas and current usage to config/envs/<env>.quotas.json."""
     from rich.table import Table
 
+    from sagestack.capacity.endpoints import endpoint_quotas
     from sagestack.core.catalog.quotas import quota_name, training_usage
     from sagestack.ops.account import take_snapshot
-    from sagestack.ops.endpoint_capacity import endpoint_quotas
 
     out, err = console(), console(stderr=True)
     resolved = resolve_for(root, env)

@@ -4,8 +4,8 @@ no room, following a job of the same name that exists: the name is the spec's co
 it to its end, register what it wrote as a model package for review, and say so.
 
 Optimization jobs have no Service Quota of their own in the catalog's snapshot data or in
-ops/quota_book's names (SageMaker lists training, endpoint, transform, processing, cluster and warm
-pool usage only), and the job runs the serving container on the instance type it optimizes for: the
+core/catalog/quotas.py's names (SageMaker lists training, endpoint, transform, processing, cluster
+and warm pool usage only), and the job runs the serving container on the instance type it optimizes for: the
 check reads '<type> for endpoint usage', the quota that instance type is served under afterwards.
 It is a guide, not the judge: the create call's ResourceLimitExceeded is.
 """

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from sagestack.capacity.ledger import QuotaBook, book_from_document, snapshot_book
 from sagestack.core.catalog.quotas import (
     SERVICE_CODE,
     TRAINING_INSTANCES_TOTAL,
@@ -21,7 +22,6 @@ from sagestack.core.catalog.quotas import (
 )
 from sagestack.core.catalog.service_model import enum_values
 from sagestack.core.digests import ImageRef
-from sagestack.ops.quota_book import QuotaBook, book_from_document, snapshot_book
 from sagestack.project.environment import ResolvedEnvironment
 
 CREDENTIAL_VARIABLES = (
@@ -174,7 +174,7 @@ def quota_book(root: Path, plan: ResolvedEnvironment, mode: QuotaMode) -> QuotaB
             if mode == "live":
                 raise QuotaSourceError(f"cannot read the account's quotas: {type(e).__name__}: {e}") from None
             live_error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-    snapshot = snapshot_book(plan)
+    snapshot = snapshot_book(plan.env, plan.files.quotas)
     if snapshot is not None:
         if live_error:
             snapshot.detail += f"; live quotas unavailable ({live_error})"

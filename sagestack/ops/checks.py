@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sagestack.capacity.assess import assess
+from sagestack.capacity.ledger import snapshot_book
 from sagestack.core.catalog.service_model import sagemaker_regions
 from sagestack.ops.account import Check, aws_client, live_book
-from sagestack.ops.capacity import evaluate
-from sagestack.ops.quota_book import snapshot_book
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import delivery_of
+from sagestack.project.requests import render_training
 
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 
@@ -110,11 +111,11 @@ def check_quotas(root: Path, plan: ResolvedEnvironment) -> Check:
     try:
         book = live_book(plan.region)
     except Exception as e:
-        snapshot = snapshot_book(plan)
+        snapshot = snapshot_book(plan.env, plan.files.quotas)
         if snapshot is None:
             return Check("quotas", None, f"could not read them ({_error(e)}) and there is no snapshot")
         book = snapshot
-    report = evaluate(plan, book)
+    report = assess(plan, render_training(plan, root), book)
     if report.short:
         return Check("quotas", False, " | ".join(s.message() for s in report.shortfalls))
     checked = sum(1 for r in report.rows if r.chosen and r.status == "ok")

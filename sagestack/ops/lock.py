@@ -12,11 +12,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from sagestack.capacity.endpoints import deployed
 from sagestack.core.catalog.instances import catalog_version
 from sagestack.core.config import ENV_DIR
 from sagestack.core.digests import images_in
 from sagestack.monitoring.states import analyzer_image
-from sagestack.ops.endpoint_capacity import deployed
 from sagestack.ops.lock_fields import entry_changes, fields_at, job_changes, request_fields
 from sagestack.ops.screen import fit, fit_nested
 from sagestack.project.environment import ResolvedEnvironment

@@ -1,6 +1,6 @@
 """`sagestack plan`: one environment's candidates, quotas, cost, sizing and lock state, as rich
-tables (or JSON). Reads the rendered requests (project.requests) and ops' quotas and cost: no aws_cdk,
-no torch, no boto3 unless quotas are live."""
+tables (or JSON). Reads the rendered requests (project.requests) and their capacity (capacity.assess:
+quotas, cost, pools; the LLM fit per pool): no aws_cdk, no torch, no boto3 unless quotas are live."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagestack.capacity.assess import CapacityReport, assess
+from sagestack.capacity.endpoints import LlmFit, llm_fits, packing_on
+from sagestack.capacity.ledger import QuotaBook, Row
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.endpoints.components import Packing, describe
-from sagestack.ops.capacity import CapacityReport, Row, evaluate
-from sagestack.ops.endpoint_capacity import LlmFit, llm_fits, packing_on
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
-from sagestack.ops.quota_book import QuotaBook
 from sagestack.ops.screen import fit, fit_nested, quote_commands
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.requests import EnvironmentRequests, render_environment
@@ -39,7 +39,7 @@ class PlanResult:
 def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanResult:
     """What `sagestack plan` shows for one environment: requests, capacity, sizing, lock state."""
     requests = render_environment(plan, root)
-    capacity = evaluate(plan, book)
+    capacity = assess(plan, requests, book)
     sizing = {}
     for key, job in plan.spec.jobs.items():
         rows = [s for c in job.instance_type if (s := size_job(job, c)) is not None]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagestack.core.names import Names
+from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.models import JobSpec
 from sagestack.training.request import encode_hyperparameter
-
-if TYPE_CHECKING:
-    from sagestack.training.rendered import RenderedCandidate
 
 
 @dataclass(frozen=True)

@@ -10,22 +10,13 @@ from typing import Any
 from sagestack.core.catalog.quotas import quota_name, training_usage
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.names import Names
+from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.context import RequestContext
 from sagestack.training.identity import job_hash
 from sagestack.training.launch_contract import launch_contract
 from sagestack.training.models import JobSpec
 from sagestack.training.preferences import PreferredJob, preference_refusal, preferred_job
 from sagestack.training.request import processes_per_host, render_training_request
-
-
-@dataclass(frozen=True)
-class RenderedCandidate:
-    index: int
-    instance_type: str
-    name: str  # the TrainingJobName this candidate is created with
-    request: dict[str, Any]
-    processes_per_host: int
-    quota_name: str
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from sagestack.core.states import (
     PipelineSettings,
     notify_outcome,
 )
+from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.preferences import preference
-from sagestack.training.rendered import RenderedCandidate, RenderedJob
+from sagestack.training.rendered import RenderedJob
 
 NO_CANDIDATE = "No candidate available"
 

@@ -396,13 +396,15 @@ def test_the_create_cluster_request_is_valid_for_botocore():
 
 
 def test_plan_counts_cluster_nodes_against_their_quota_and_prices_them(project):
-    from sagestack.ops.capacity import evaluate
-    from sagestack.ops.quota_book import QuotaBook
+    from sagestack.capacity.assess import assess
+    from sagestack.capacity.ledger import QuotaBook
     from sagestack.project import resolve_environment
+    from sagestack.project.requests import render_training
 
     project.spec(SPEC).env("dev", "retain_data: false\n")
     _lifecycle(project.root)
-    report = evaluate(resolve_environment(project.load("dev")), QuotaBook.none("off"))
+    plan = resolve_environment(project.load("dev"))
+    report = assess(plan, render_training(plan, project.root), QuotaBook.none("off"))
     rows = {r.key: r for r in report.rows if r.kind == "cluster"}
     assert set(rows) == {"research/controller", "research/login", "research/workers"}
     workers = rows["research/workers"]

@@ -324,7 +324,7 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/unit/test_serving_mode_rules.py",
         "tests/unit/test_endpoint_capacity.py",
     ],
-    "sagestack/ops/endpoint_capacity.py": ["tests/unit/test_endpoint_capacity.py"],
+    "sagestack/capacity/endpoints.py": ["tests/unit/test_endpoint_capacity.py"],
 }
 # Not here: local/batching.py (and the rest of local serve). Its mutants that stretch a wait (the
 # batch delay, a queue read) hang without using CPU, and mutmut stops a mutant only on CPU time;

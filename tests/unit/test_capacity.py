@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from sagestack.capacity.assess import assess
+from sagestack.capacity.ledger import SPOT_SAVINGS, QuotaBook, QuotaValue
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
-from sagestack.ops.capacity import SPOT_SAVINGS, evaluate
-from sagestack.ops.quota_book import QuotaBook, QuotaValue
 from sagestack.project import resolve_environment
+from sagestack.project.requests import render_training
 from tests.conftest import MINIMAL
 
 SPEC = """\
@@ -48,6 +49,11 @@ endpoints:
 """
 
 
+def evaluate(project, plan, book):
+    """capacity.assess over the environment's one rendering, as `plan` and synth call it."""
+    return assess(plan, render_training(plan, project.root), book)
+
+
 def book(**values: float) -> QuotaBook:
     names = {
         "p4d_spot": "ml.p4d.24xlarge for spot training job usage",
@@ -77,8 +83,8 @@ def _row(report, kind, key, itype=None):
     )
 
 
-def test_the_first_candidate_with_quota_is_chosen(plan):
-    report = evaluate(plan, book(p4d_spot=0, g5x48_spot=4, g5_2x=10, c5_ep=5, total=20))
+def test_the_first_candidate_with_quota_is_chosen(project, plan):
+    report = evaluate(project, plan, book(p4d_spot=0, g5x48_spot=4, g5_2x=10, c5_ep=5, total=20))
     assert not report.short
     assert _row(report, "job", "big", "ml.p4d.24xlarge").status == "short"
     chosen = report.chosen("job", "big")
@@ -86,8 +92,8 @@ def test_the_first_candidate_with_quota_is_chosen(plan):
     assert chosen.quota == "ml.g5.48xlarge for spot training job usage"
 
 
-def test_every_candidate_short_is_a_shortfall_with_the_fix(plan):
-    report = evaluate(plan, book(p4d_spot=1, g5x48_spot=1, g5_2x=10, c5_ep=5, total=20))
+def test_every_candidate_short_is_a_shortfall_with_the_fix(project, plan):
+    report = evaluate(project, plan, book(p4d_spot=1, g5x48_spot=1, g5_2x=10, c5_ep=5, total=20))
     assert report.short
     (s,) = report.shortfalls
     assert s.message() == (
@@ -97,17 +103,17 @@ def test_every_candidate_short_is_a_shortfall_with_the_fix(plan):
     )
 
 
-def test_usage_counts_against_the_quota(plan):
+def test_usage_counts_against_the_quota(project, plan):
     b = book(p4d_spot=4, g5_2x=10, c5_ep=5, total=20)
     b.usage["ml.p4d.24xlarge for spot training job usage"] = 3
-    report = evaluate(plan, b)
+    report = evaluate(project, plan, b)
     assert _row(report, "job", "big", "ml.p4d.24xlarge").available == 1
     assert report.chosen("job", "big").instance_type == "ml.g5.48xlarge"  # unchecked: not in the book
     assert report.chosen("job", "big").status == "unchecked"
 
 
-def test_searches_endpoints_and_the_aggregate_sum_what_runs_at_once(plan):
-    report = evaluate(plan, book(p4d_spot=2, g5_2x=2, c5_ep=4, total=2))
+def test_searches_endpoints_and_the_aggregate_sum_what_runs_at_once(project, plan):
+    report = evaluate(project, plan, book(p4d_spot=2, g5_2x=2, c5_ep=4, total=2))
     search = _row(report, "tuning", "search")
     assert search.needed == 3 and search.status == "short"  # 3 parallel trials x 1 instance
     endpoint = _row(report, "endpoint", "web")
@@ -126,13 +132,13 @@ def test_jobs_started_together_share_a_quota(project):
     project.spec(spec).env("dev")
     plan = resolve_environment(project.load("dev"))
     name = "ml.m5.xlarge for training job usage"
-    report = evaluate(plan, QuotaBook("snapshot", "t", {name: QuotaValue(name, "L-M5", 1)}))
+    report = evaluate(project, plan, QuotaBook("snapshot", "t", {name: QuotaValue(name, "L-M5", 1)}))
     assert [r.status for r in report.rows if r.kind == "job"] == ["ok", "short"]
     assert report.shortfalls[0].key == "other"
 
 
-def test_costs_are_price_times_instances_times_max_run(plan):
-    report = evaluate(plan, QuotaBook.none("off"))
+def test_costs_are_price_times_instances_times_max_run(project, plan):
+    report = evaluate(project, plan, QuotaBook.none("off"))
     big = _row(report, "job", "big", "ml.p4d.24xlarge")
     price = instance_type("ml.p4d.24xlarge").price_per_hour
     assert big.cost_on_demand == pytest.approx(price * 2 * 4)
@@ -144,7 +150,7 @@ def test_costs_are_price_times_instances_times_max_run(plan):
     assert all(r.status == "unchecked" for r in report.rows) and not report.short
 
 
-def test_a_short_job_is_offered_instance_types_that_have_quota(plan):
+def test_a_short_job_is_offered_instance_types_that_have_quota(project, plan):
     b = book(p4d_spot=1, g5x48_spot=1, g5_2x=10, c5_ep=5, total=20)
     for itype, value in (
         ("ml.p3.16xlarge", 4),
@@ -154,7 +160,7 @@ def test_a_short_job_is_offered_instance_types_that_have_quota(plan):
     ):
         name = f"{itype} for spot training job usage"
         b.values[name] = QuotaValue(name, f"L-{itype}", value)
-    (s,) = evaluate(plan, b).shortfalls
+    (s,) = evaluate(project, plan, b).shortfalls
     # GPU types with 2 free first (cheapest first), then the CPU one; g5.12xlarge has only 1 free
     assert s.alternatives == ("ml.p3.16xlarge", "ml.p5.48xlarge", "ml.m5.24xlarge")
     assert "add a candidate with quota (ml.p3.16xlarge, ml.p5.48xlarge, ml.m5.24xlarge)" in s.message()
@@ -174,12 +180,12 @@ def test_a_transform_takes_its_first_candidate_with_transform_quota(project):
     plan = resolve_environment(project.load("dev"))
     names = ["ml.g5.xlarge for transform job usage", "ml.m5.xlarge for transform job usage"]
     report = evaluate(
-        plan, QuotaBook("snapshot", "t", {n: _q(n, v) for n, v in zip(names, [1, 2], strict=True)})
+        project, plan, QuotaBook("snapshot", "t", {n: _q(n, v) for n, v in zip(names, [1, 2], strict=True)})
     )
     assert _row(report, "transform", "score", "ml.g5.xlarge").status == "short"
     assert report.chosen("transform", "score").instance_type == "ml.m5.xlarge"
     assert not report.short
-    report = evaluate(plan, QuotaBook("snapshot", "t", {n: _q(n, 1) for n in names}))
+    report = evaluate(project, plan, QuotaBook("snapshot", "t", {n: _q(n, 1) for n in names}))
     (short,) = report.shortfalls
     assert short.message().startswith(
         "batch transform 'score' needs 2 of 'ml.g5.xlarge for transform job usage'"
@@ -195,7 +201,7 @@ def test_a_short_cluster_group_says_what_to_do(project):
     ).env("dev")
     plan = resolve_environment(project.load("dev", run_rules=False))
     name = "ml.g5.8xlarge for cluster usage"
-    report = evaluate(plan, QuotaBook("snapshot", "t", {name: _q(name, 2)}))
+    report = evaluate(project, plan, QuotaBook("snapshot", "t", {name: _q(name, 2)}))
     (short,) = report.shortfalls
     assert "cluster group 'lab/gpu' needs 4" in short.message() and "lower the count to 2" in short.message()
 
@@ -208,7 +214,7 @@ def test_components_cost_the_instances_their_initial_copies_take(project):
         + f'    components:\n      small: {{model_package: "{package}", memory_mb: 8192, accelerators: 1, copies: 6}}\n'
     ).env("dev")
     plan = resolve_environment(project.load("dev"))
-    row = _row(evaluate(plan, QuotaBook.none("t")), "endpoint", "shared")
+    row = _row(evaluate(project, plan, QuotaBook.none("t")), "endpoint", "shared")
     # 4 GPUs per ml.g5.12xlarge: 6 one-GPU copies take 2 instances
     assert row.note == "1 components: initial copies on 2 instance(s)"
     assert row.cost_basis.startswith("per month at 2 instance(s)")
@@ -225,7 +231,7 @@ def test_a_search_over_a_multi_node_job_needs_parallel_trials_times_its_instance
     g4dn = "ml.g4dn.2xlarge for training job usage"
     quotas = book(p4d_spot=4, g5_2x=5, c5_ep=5, total=20)
     quotas.values[g4dn] = QuotaValue(g4dn, "L-G4DN", 6)
-    report = evaluate(plan, quotas)
+    report = evaluate(project, plan, quotas)
     search = _row(report, "tuning", "search")
     assert (search.count, search.needed, search.available, search.status) == (2, 6, 5, "short")
     assert search.note == "3 trials at once" and search.cost_basis == "≤ 10 trials x 0.5 h"
@@ -316,6 +322,7 @@ def test_every_row_of_a_broad_plan(project, snapshot):
         TRAINING_INSTANCES_TOTAL: 3,
     }
     report = evaluate(
+        project,
         plan,
         QuotaBook(
             "snapshot", "t", {n: QuotaValue(n, f"L-{i}", v) for i, (n, v) in enumerate(quotas.items())}
@@ -369,7 +376,7 @@ endpoints:
     ).env("dev")
     plan = resolve_environment(project.load("dev"))
     g5, g6 = (quota_name(t, "endpoint") for t in ("ml.g5.2xlarge", "ml.g6.2xlarge"))
-    report = evaluate(plan, QuotaBook("snapshot", "t", {g5: _q(g5, 3), g6: _q(g6, 1)}))
+    report = evaluate(project, plan, QuotaBook("snapshot", "t", {g5: _q(g5, 3), g6: _q(g6, 1)}))
     component = _row(report, "optimization", "chat/chat")
     # the endpoint's 2 on its first pool with room, and the job's 1
     assert (component.instance_type, component.quota, component.needed) == ("ml.g5.2xlarge", g5, 3)
@@ -381,7 +388,7 @@ endpoints:
     assert solo.cost_basis.startswith("≤ 2 h")
     assert not report.short
     # one g5 short: the component's job is the shortfall, with the type that has room
-    tight = evaluate(plan, QuotaBook("snapshot", "t", {g5: _q(g5, 2), g6: _q(g6, 2)}))
+    tight = evaluate(project, plan, QuotaBook("snapshot", "t", {g5: _q(g5, 2), g6: _q(g6, 2)}))
     (short,) = [s for s in tight.shortfalls if s.kind == "optimization"]
     message = short.message()
     assert message.startswith(f"optimization job of 'chat/chat' needs 3 of '{g5}'")
@@ -392,3 +399,24 @@ endpoints:
         row = _row(report, "optimization", o.label)
         definition = optimization_definition(o, deployment, PipelineSettings(), env="dev", group="g")
         assert f"'{row.quota}'" in json.dumps(definition["States"])
+
+
+def test_a_jobs_rows_follow_its_rendered_requests_not_a_second_reading_of_the_spec(project, plan):
+    """capacity reads what the pipeline sends: each candidate's quota, instance count and
+    MaxRuntimeInSeconds come from its rendered CreateTrainingJob request."""
+    import copy
+    import dataclasses
+
+    requests = render_training(plan, project.root)
+    big = requests.jobs["big"]
+    changed = []
+    for c in big.candidates:
+        request = copy.deepcopy(c.request)
+        request["ResourceConfig"]["InstanceCount"] = 7
+        request["StoppingCondition"]["MaxRuntimeInSeconds"] = 1800
+        changed.append(dataclasses.replace(c, request=request, quota_name=f"{c.instance_type} (rendered)"))
+    jobs = {**requests.jobs, "big": dataclasses.replace(big, candidates=tuple(changed))}
+    report = assess(plan, dataclasses.replace(requests, jobs=jobs), QuotaBook.none("t"))
+    rows = [r for r in report.rows if r.kind == "job" and r.key == "big"]
+    assert [r.quota for r in rows] == [f"{c.instance_type} (rendered)" for c in big.candidates]
+    assert {(r.count, r.needed, r.cost_basis) for r in rows} == {(7, 7.0, "≤ 0.5 h (max_run)")}

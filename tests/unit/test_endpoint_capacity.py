@@ -8,10 +8,11 @@ import json
 
 import pytest
 
+from sagestack.capacity.assess import assess
+from sagestack.capacity.ledger import QuotaBook, QuotaValue
 from sagestack.core.catalog.instances import instance_type
-from sagestack.ops.capacity import evaluate
-from sagestack.ops.quota_book import QuotaBook, QuotaValue
 from sagestack.project import resolve_environment
+from sagestack.project.requests import render_training
 from tests.conftest import MINIMAL
 
 PACKAGE = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
@@ -30,6 +31,11 @@ endpoints:
     autoscaling: {{min: 1, max: 3}}
 """
 )
+
+
+def evaluate(project, plan, book):
+    """capacity.assess over the environment's one rendering, as `plan` and synth call it."""
+    return assess(plan, render_training(plan, project.root), book)
 
 
 def _book(**values: float) -> QuotaBook:
@@ -51,7 +57,7 @@ def _rows(report, kind="endpoint", key="web"):
 
 
 def test_every_pool_type_is_a_row_and_the_first_with_room_is_marked(project):
-    report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
+    report = evaluate(project, _plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
     rows = _rows(report)
     assert [(r.instance_type, r.quota, r.needed, r.available, r.status) for r in rows] == [
         ("ml.p5.48xlarge", P5, 3, 0, "short"),
@@ -63,7 +69,7 @@ def test_every_pool_type_is_a_row_and_the_first_with_room_is_marked(project):
 
 
 def test_the_first_priority_pool_without_quota_is_a_warning_with_the_fix(project):
-    report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
+    report = evaluate(project, _plan(project, POOLS), _book(p5=0, g6e=3, g5=8))
     (warning,) = report.warnings
     assert warning == (
         "endpoint 'web': its first-priority pool ml.p5.48xlarge has too little quota in "
@@ -71,7 +77,7 @@ def test_the_first_priority_pool_without_quota_is_a_warning_with_the_fix(project
         "ml.g6e.12xlarge. To serve on ml.p5.48xlarge: aws service-quotas request-service-quota-increase "
         "--service-code sagemaker --quota-code L-P5 --desired-value 3"
     )
-    assert evaluate(_plan(project, POOLS), _book(p5=3, g6e=0)).warnings == []
+    assert evaluate(project, _plan(project, POOLS), _book(p5=3, g6e=0)).warnings == []
 
 
 def test_no_pool_with_room_is_a_shortfall_naming_every_pool_and_how_to_raise(project):
@@ -80,7 +86,7 @@ def test_no_pool_with_room_is_a_shortfall_naming_every_pool_and_how_to_raise(pro
     book.values["ml.g6.12xlarge for endpoint usage"] = QuotaValue(
         "ml.g6.12xlarge for endpoint usage", "L-G6", 4
     )
-    report = evaluate(plan, book)
+    report = evaluate(project, plan, book)
     assert [r.chosen for r in _rows(report)] == [True, False, False]  # SageMaker tries it first
     (short,) = report.shortfalls
     assert short.kind == "endpoint" and short.quota == P5
@@ -96,7 +102,7 @@ def test_no_pool_with_room_is_a_shortfall_naming_every_pool_and_how_to_raise(pro
 def test_pools_that_hold_the_variant_only_together_place_it_on_mixed_types(project):
     """SageMaker provisions each instance from the first pool with capacity (a variant's
     InstancePools summary counts instances per type): 2 + 1 free hold 3 instances."""
-    report = evaluate(_plan(project, POOLS), _book(p5=0, g6e=2, g5=1))
+    report = evaluate(project, _plan(project, POOLS), _book(p5=0, g6e=2, g5=1))
     assert not report.short
     assert [r.chosen for r in _rows(report)] == [False, True, True]
     (warning,) = report.warnings
@@ -104,7 +110,7 @@ def test_pools_that_hold_the_variant_only_together_place_it_on_mixed_types(proje
 
 
 def test_unlisted_pools_are_unchecked_and_never_short(project):
-    report = evaluate(_plan(project, POOLS), QuotaBook.none("off"))
+    report = evaluate(project, _plan(project, POOLS), QuotaBook.none("off"))
     assert [r.status for r in _rows(report)] == ["unchecked"] * 3
     assert [r.chosen for r in _rows(report)] == [True, False, False]
     assert not report.short and report.warnings == []
@@ -112,7 +118,7 @@ def test_unlisted_pools_are_unchecked_and_never_short(project):
 
 def test_one_type_endpoints_keep_their_single_row(project):
     text = POOLS.replace("[ml.p5.48xlarge, ml.g6e.12xlarge, ml.g5.12xlarge]", "ml.g5.12xlarge")
-    report = evaluate(_plan(project, text), _book(g5=2))
+    report = evaluate(project, _plan(project, text), _book(g5=2))
     (row,) = _rows(report)
     assert (row.instance_type, row.needed, row.status, row.chosen) == ("ml.g5.12xlarge", 3, "short", True)
     (short,) = report.shortfalls
@@ -120,7 +126,7 @@ def test_one_type_endpoints_keep_their_single_row(project):
 
 
 def test_each_pool_is_priced_and_the_endpoint_costs_a_range(project):
-    report = evaluate(_plan(project, POOLS), QuotaBook.none("off"))
+    report = evaluate(project, _plan(project, POOLS), QuotaBook.none("off"))
     p5, g6e, g5 = _rows(report)
     price = instance_type("ml.p5.48xlarge").price_per_hour
     assert p5.price_per_hour == price and p5.cost_on_demand == pytest.approx(price * 730)
@@ -135,7 +141,7 @@ SHADOW = POOLS + f'    shadow: {{model_package: "{CANDIDATE}", initial_instance_
 def test_a_shadow_adds_its_instances_to_its_types_quota(project):
     """The shadow runs on the first pool type unless it names its own: on that type both variants'
     instances count against one quota, and the shadow is a row of its own."""
-    report = evaluate(_plan(project, SHADOW), _book(p5=4, g6e=3, g5=8))
+    report = evaluate(project, _plan(project, SHADOW), _book(p5=4, g6e=3, g5=8))
     pools = _rows(report)
     assert [(r.instance_type, r.needed) for r in pools] == [
         ("ml.p5.48xlarge", 5),  # 3 production + 2 shadow
@@ -161,7 +167,7 @@ def test_a_shadow_without_room_is_a_shortfall_of_its_own(project):
     name = "ml.g5.2xlarge for endpoint usage"
     book = _book(p5=4)
     book.values[name] = QuotaValue(name, "L-G52X", 1)
-    report = evaluate(_plan(project, text), book)
+    report = evaluate(project, _plan(project, text), book)
     assert [r.needed for r in _rows(report)] == [3, 3, 3]  # the shadow has a type of its own
     (short,) = report.shortfalls
     assert short.kind == "shadow" and short.quota == name
@@ -177,7 +183,7 @@ def test_components_need_the_fleets_managed_scaling_max_on_each_pool(project):
         + "    autoscaling: {min: 1, max: 4}\n"
         + f'    components:\n      small: {{model_package: "{PACKAGE}", memory_mb: 8192, accelerators: 1, copies: 3}}\n'
     )
-    report = evaluate(_plan(project, text), QuotaBook.none("off"))
+    report = evaluate(project, _plan(project, text), QuotaBook.none("off"))
     big, small = _rows(report, key="shared")
     assert (big.needed, small.needed) == (4, 4)  # managed instance scaling's max
     # three one-GPU copies: one 4-GPU instance, or three 1-GPU ones
@@ -211,7 +217,7 @@ endpoints:
 
 
 def test_an_llm_endpoint_is_quota_checked_like_a_pinned_one(project):
-    report = evaluate(_plan(project, LLM, run_rules=False), _book(g5=1))
+    report = evaluate(project, _plan(project, LLM, run_rules=False), _book(g5=1))
     big, small = _rows(report, key="chat")
     assert (big.instance_type, big.needed, big.status, small.status) == (
         "ml.g5.12xlarge",
@@ -319,8 +325,8 @@ def test_synth_checks_every_pool_and_fails_only_when_none_has_room(project, caps
     from aws_cdk import App
 
     from sagestack.app.builder import check_quotas
+    from sagestack.capacity.assess import QuotaShortfallError
     from sagestack.ops.account import snapshot_document
-    from sagestack.ops.capacity import QuotaShortfallError
 
     def synth_check(values: dict[str, float]) -> None:
         quotas = [
@@ -419,7 +425,7 @@ def test_live_usage_counts_each_pools_instances_and_the_shadows():
 
 def test_the_quotas_an_endpoint_draws_on_are_its_pools_and_its_shadows(project):
     """What `sagestack quota snapshot` lists as the quotas the spec uses."""
-    from sagestack.ops.endpoint_capacity import endpoint_quotas
+    from sagestack.capacity.endpoints import endpoint_quotas
 
     text = SHADOW.replace(
         "initial_instance_count: 2}", "initial_instance_count: 2, instance_type: ml.g5.2xlarge}"
@@ -431,7 +437,7 @@ def test_the_quotas_an_endpoint_draws_on_are_its_pools_and_its_shadows(project):
 def test_a_reserved_endpoint_says_its_training_plan_is_paid_up_front(project):
     plan_arn = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/serving-q1"
     text = POOLS.replace("    autoscaling:", f'    capacity_reservation: "{plan_arn}"\n    autoscaling:')
-    rows = _rows(evaluate(_plan(project, text), QuotaBook.none("off")))
+    rows = _rows(evaluate(project, _plan(project, text), QuotaBook.none("off")))
     assert all(r.note.endswith(", reserved on training plan serving-q1 (paid up front)") for r in rows)
 
 

@@ -36,6 +36,7 @@ FEATURES = (
     "clusters",
     "delivery",
     "tracking",
+    "capacity",
 )
 LAYERS = {
     "core": 0,

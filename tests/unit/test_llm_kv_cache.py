@@ -218,7 +218,7 @@ def test_the_refusal_is_located_at_the_pool_through_the_loader(project):
 def test_the_plan_counts_the_kv_cache(project):
     from rich.console import Console
 
-    from sagestack.ops.quota_book import QuotaBook
+    from sagestack.capacity.ledger import QuotaBook
     from sagestack.ops.report import as_json, plan_report, render
     from sagestack.project import resolve_environment
 

@@ -220,7 +220,7 @@ def test_plan_lists_the_optimization_job():
 
     from rich.console import Console
 
-    from sagestack.ops.quota_book import QuotaBook
+    from sagestack.capacity.ledger import QuotaBook
     from sagestack.ops.report import as_json, plan_report, render
     from sagestack.project import load_project, resolve_environment
     from tests.conftest import REPO

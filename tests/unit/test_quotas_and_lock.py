@@ -171,7 +171,7 @@ def test_synth_fails_on_a_short_quota_with_the_same_message(project, tmp_path):
     from aws_cdk import App
 
     from sagestack.app.builder import build_app
-    from sagestack.ops.capacity import QuotaShortfallError
+    from sagestack.capacity.assess import QuotaShortfallError
 
     project.spec(SPEC).env("dev")
     _snapshot(project, "dev", {G5: 0, M5: 1})
@@ -262,7 +262,7 @@ def test_check_says_what_is_ready_and_what_to_do(project, moto, monkeypatch):
 def test_the_example_locks_are_current(env):
     """config/envs/<env>.lock.json is committed: a change to the spec or training_src that is not
     re-locked (`sagestack lock --env <env>`) shows up here, as `cdk synth -c sagestack:locked=true` would."""
-    from sagestack.ops.quota_book import QuotaBook
+    from sagestack.capacity.ledger import QuotaBook
     from sagestack.ops.report import plan_report
     from sagestack.project import load_project, resolve_environment
     from tests.conftest import REPO
@@ -291,7 +291,7 @@ def test_plan_tables_stay_readable_at_80_columns_and_in_wide_terminals(width):
     instance type appears whole, each entry's name appears (possibly folded), and every status."""
     from rich.console import Console
 
-    from sagestack.ops.quota_book import QuotaBook
+    from sagestack.capacity.ledger import QuotaBook
     from sagestack.ops.report import plan_report, render
     from sagestack.project import load_project, resolve_environment
     from tests.conftest import REPO
@@ -326,7 +326,7 @@ def test_a_refused_serving_update_names_the_lock_and_each_problem():
 
 
 def test_a_quota_books_codes_and_what_is_free():
-    from sagestack.ops.quota_book import QuotaBook, QuotaValue
+    from sagestack.capacity.ledger import QuotaBook, QuotaValue
 
     name = "ml.g5.xlarge for training job usage"
     book = QuotaBook("snapshot", "t", {name: QuotaValue(name, "L-G5X", 4)})

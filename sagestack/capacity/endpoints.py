@@ -7,11 +7,12 @@ type's quota ("<type> for endpoint usage") holds the variant's instances — its
 or for inference components the fleet's managed-scaling maximum — or, failing that, when the pools'
 free quotas hold them together (mixed types: a warning). A shadow variant
 (ShadowProductionVariants) runs beside production on instances of its own: where it shares a
-pool's type, the two needs add up in one quota. Pure: the quota values come in a QuotaBook.
+pool's type, the two needs add up in one quota. An LLM's optimization job runs on one instance of
+its DeploymentInstanceType, beside its endpoint's. Pure: the quota values come in a QuotaBook.
 
 What an LLM needs of each pool type (its accelerators, tensor-parallel degree, weights + KV cache +
-activations against the accelerator memory its server uses) is shown beside the rows by `plan`
-(llm_fits).
+activations against the accelerator memory its server uses: llm/sizing.py's arithmetic) is shown
+beside the rows by `plan` (llm_fits).
 """
 
 from __future__ import annotations
@@ -19,25 +20,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sagestack.core.catalog.instances import instance_type
-from sagestack.core.catalog.quotas import quota_name
-from sagestack.endpoints.components import Packing, pack
-from sagestack.endpoints.models import ComponentSpec, EndpointSpec
-from sagestack.llm.models import LlmSpec
-from sagestack.llm.shape import local_weights_dir, shape_of
-from sagestack.llm.sizing import accelerator_devices, memory_fit
-from sagestack.ops.capacity_rows import (
+from sagestack.capacity.ledger import (
+    HOURS_PER_MONTH,
+    QuotaBook,
     Row,
     Shortfall,
+    Tally,
     choose_first_with_room,
     price_of,
     shortfall_of,
     status_of,
     types_with_quota,
 )
-from sagestack.ops.quota_book import QuotaBook
-
-HOURS_PER_MONTH = 730
+from sagestack.core.catalog.instances import instance_type
+from sagestack.core.catalog.quotas import OPTIMIZATION_USAGE, quota_name
+from sagestack.endpoints.components import Packing, pack
+from sagestack.endpoints.models import ComponentSpec, EndpointSpec
+from sagestack.llm.models import LlmSpec
+from sagestack.llm.optimization_job import ResolvedOptimization
+from sagestack.llm.shape import local_weights_dir, shape_of
+from sagestack.llm.sizing import accelerator_devices, memory_fit
 
 
 @dataclass
@@ -208,6 +210,71 @@ def _first_pool_warning(book: QuotaBook, key: str, first: Row, placed: str) -> s
         f"request-service-quota-increase --service-code sagemaker --quota-code {q.code} "
         f"--desired-value {desired:g}"
     )
+
+
+def add_endpoint(tally: Tally, key: str, ep: EndpointSpec) -> None:
+    """Serverless concurrency has no instance quota to check; an instance endpoint is placeable
+    when one of its pools has room (endpoint_capacity)."""
+    if ep.serverless is not None:
+        tally.rows.append(
+            Row(
+                kind="endpoint",
+                key=key,
+                instance_type="serverless",
+                count=0,
+                quota="(serverless concurrency)",
+                needed=float(ep.serverless.max_concurrency),
+                available=None,
+                status="unchecked",
+                chosen=True,
+                cost_basis="per request",
+                note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
+            )
+        )
+        return
+    found = endpoint_capacity(tally.book, key, ep)
+    tally.rows += found.rows
+    tally.shortfalls += found.shortfalls
+    tally.warnings += found.warnings
+
+
+def add_optimization(tally: Tally, o: ResolvedOptimization) -> None:
+    """An LLM's optimization job runs on one instance (MaxInstanceCount unset) of its
+    DeploymentInstanceType, counted in that type's endpoint quota — beside its own endpoint's
+    instances there, since `sagestack run` starts it while the endpoint serves. It costs at most
+    max_runtime of that type (SageMaker may pick the instance for quantization and compilation, and
+    charges for the one it uses; the target type's price is the estimate)."""
+    qn = quota_name(o.instance_type, OPTIMIZATION_USAGE)
+    beside = sum(
+        r.needed
+        for r in tally.rows
+        if r.kind in ("endpoint", "shadow") and r.key == o.endpoint and r.chosen and r.quota == qn
+    )
+    avail = tally.book.available(qn)
+    hours = o.optimize.max_runtime / 3600
+    price = price_of(o.instance_type)
+    tally.rows.append(
+        Row(
+            kind="optimization",
+            key=o.label,
+            instance_type=o.instance_type,
+            count=1,
+            quota=qn,
+            needed=1 + beside,
+            available=avail,
+            status=status_of(avail, 1 + beside),
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=price * hours if price is not None else None,
+            cost_basis=f"≤ {hours:g} h (max_runtime) per run",
+            note=f"beside the endpoint's {beside:g}" if beside else "",
+        )
+    )
+    if status_of(avail, 1 + beside) == "short":
+        alternatives = types_with_quota(
+            tally.book, OPTIMIZATION_USAGE, 1.0, like=o.instance_type, exclude=[o.instance_type]
+        )
+        tally.short("optimization", o.label, qn, 1 + beside, alternatives)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,69 @@
-"""The rows of a capacity report and what builds them: a quota need against a QuotaBook, the
-shortfall message that says how to fix it, prices from the catalog. Shared by the training and
-serving halves of the check (ops/capacity.py, ops/endpoint_capacity.py)."""
+"""The ledger capacity keeps: the quota book it checks against (the live account, read by
+ops/account.py, or the environment's snapshot file config/envs/<env>.quotas.json, read with its
+spec), a row per need, a shortfall and the message that says how to fix it (with the instance types
+whose quota has room), the tally one pass adds to, and what capacity costs (on-demand prices from
+the instance catalog, the spot estimate, an endpoint's month)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import QuotaUsage, quota_name
-from sagestack.ops.quota_book import QuotaBook
+from sagestack.core.config import ENV_DIR
+
+SPOT_SAVINGS = 0.70  # an assumption: SageMaker quotes "up to 90%"; spot prices are not published per type
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
+class QuotaValue:
+    name: str
+    code: str
+    value: float
+
+
+@dataclass
+class QuotaBook:
+    """Quota values and current usage of one account and region."""
+
+    source: Literal["live", "snapshot", "none"]
+    detail: str  # where the values come from, for the report
+    values: dict[str, QuotaValue] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+
+    def available(self, name: str) -> float | None:
+        q = self.values.get(name)
+        return None if q is None else q.value - self.usage.get(name, 0.0)
+
+    def code(self, name: str) -> str | None:
+        q = self.values.get(name)
+        return q.code if q else None
+
+    @classmethod
+    def none(cls, why: str) -> QuotaBook:
+        return cls("none", why)
+
+
+def book_from_document(data: dict[str, Any], source: Literal["live", "snapshot"], detail: str) -> QuotaBook:
+    values = {
+        q["QuotaName"]: QuotaValue(q["QuotaName"], q["QuotaCode"], float(q["Value"]))
+        for q in data.get("quotas", [])
+    }
+    usage = {k: float(v) for k, v in data.get("usage", {}).items()}
+    return QuotaBook(source, detail, values, usage)
+
+
+def snapshot_book(env: str, document: dict[str, Any] | None) -> QuotaBook | None:
+    """The environment's quota snapshot (config/envs/<env>.quotas.json, read with its spec:
+    `plan.files.quotas`), or None when it has none."""
+    if document is None:
+        return None
+    taken = document.get("taken_at")
+    detail = f"snapshot {ENV_DIR}/{env}.quotas.json" + (f" (taken {taken})" if taken else "")
+    return book_from_document(document, "snapshot", detail)
+
 
 Status = Literal["ok", "short", "unchecked"]
 
@@ -121,14 +175,6 @@ def types_with_quota(
     return tuple(t for _, _, t in sorted(found)[:most])
 
 
-def price_of(itype: str) -> float | None:
-    """On-demand $/h of a type, None where the catalog does not know it."""
-    try:
-        return instance_type(itype).price_per_hour
-    except (KeyError, ValueError):
-        return None
-
-
 def choose_first_with_room(candidates: list[Row]) -> int | None:
     """Mark the first candidate whose quota is not short as chosen; its index (None: all short)."""
     for i, row in enumerate(candidates):
@@ -142,3 +188,40 @@ def status_of(available: float | None, needed: float) -> Status:
     if available is None:
         return "unchecked"
     return "ok" if available >= needed else "short"
+
+
+@dataclass
+class Tally:
+    """What one pass over an environment has found so far (capacity/assess.py): rows, shortfalls,
+    warnings, and the training that runs at once."""
+
+    book: QuotaBook
+    rows: list[Row] = field(default_factory=list)
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    at_once: dict[str, float] = field(default_factory=dict)  # quota -> instances of jobs run on deploy
+    training_at_once: float = 0.0
+    largest_training: float = 0.0  # the largest job or search: the total must fit it alone
+
+    def short(
+        self, kind: str, key: str, quota: str, needed: float, alternatives: tuple[str, ...] = ()
+    ) -> None:
+        self.shortfalls.append(shortfall_of(self.book, kind, key, quota, needed, alternatives))
+
+
+def price_of(itype: str) -> float | None:
+    """On-demand $/h of a type, None where the catalog does not know it."""
+    try:
+        return instance_type(itype).price_per_hour
+    except (KeyError, ValueError):
+        return None
+
+
+def training_cost(itype: str, instance_hours: float) -> tuple[float | None, float | None, float | None]:
+    """($/h, on-demand cost, spot estimate) of `instance_hours` on `itype`; None where the catalog
+    has no price."""
+    price = instance_type(itype).price_per_hour
+    if price is None:
+        return None, None, None
+    on_demand = price * instance_hours
+    return price, on_demand, on_demand * (1 - SPOT_SAVINGS)

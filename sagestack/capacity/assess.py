@@ -1,0 +1,312 @@
+"""`assess`: one pass over an environment's work — every job's rendered instance candidates, every
+search, endpoint (its pools and shadow), LLM optimization job, batch transform and cluster group —
+with what runs at once summed per quota, against a QuotaBook; and what it may cost.
+
+Needs are summed over what runs at once: every job started on deploy (run_on_deploy) shares the
+account with the others started then and with the endpoints, which always run; a search needs
+max_parallel_jobs x instance_count; an endpoint its autoscaling maximum. On-demand and spot
+quotas are separate names; the aggregate "Number of instances across all training jobs" is
+checked too. Jobs and searches are read from their rendered requests (the quota each candidate's
+request draws on is the one its pipeline checks at run time); what no request carries (an
+endpoint's autoscaling maximum, a cluster's groups, a transform's candidates) from the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sagestack.capacity.endpoints import add_endpoint, add_optimization, deployed
+from sagestack.capacity.ledger import (
+    QuotaBook,
+    Row,
+    Shortfall,
+    Tally,
+    choose_first_with_room,
+    price_of,
+    status_of,
+    training_cost,
+    types_with_quota,
+)
+from sagestack.clusters.models import ClusterSpec
+from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
+from sagestack.core.names import Names
+from sagestack.endpoints.models import EndpointSpec
+from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.training.candidates import RenderedCandidate
+from sagestack.training.rendered import RenderedJob
+from sagestack.transforms.models import TransformSpec
+from sagestack.tuning.models import TuningSpec
+
+
+class Workload(Protocol):
+    """What capacity reads of a spec besides its rendered jobs (project.models.ProjectSpec is one)."""
+
+    @property
+    def tuning(self) -> Mapping[str, TuningSpec]: ...
+    @property
+    def endpoints(self) -> Mapping[str, EndpointSpec]: ...
+    @property
+    def transforms(self) -> Mapping[str, TransformSpec]: ...
+    @property
+    def clusters(self) -> Mapping[str, ClusterSpec]: ...
+
+
+class Environment(Protocol):
+    """An environment as capacity reads it (project.environment.ResolvedEnvironment is one)."""
+
+    @property
+    def env(self) -> str: ...
+    @property
+    def names(self) -> Names: ...
+    @property
+    def spec(self) -> Workload: ...
+
+
+class RenderedJobs(Protocol):
+    """An environment's rendered training (project.requests.EnvironmentRequests is one)."""
+
+    @property
+    def jobs(self) -> Mapping[str, RenderedJob]: ...
+
+
+@dataclass
+class CapacityReport:
+    env: str
+    book: QuotaBook
+    rows: list[Row]
+    shortfalls: list[Shortfall]
+    warnings: list[str] = field(default_factory=list)  # worth a look, never a failure
+
+    @property
+    def short(self) -> bool:
+        return bool(self.shortfalls)
+
+    def monthly_cost(self, endpoint: str) -> tuple[float, float] | None:
+        """An instance endpoint's cost per month on its cheapest and dearest priced pool (its
+        shadow aside); None when the catalog prices none of them."""
+        costs = [
+            r.cost_on_demand
+            for r in self.rows
+            if r.kind == "endpoint" and r.key == endpoint and r.cost_on_demand is not None
+        ]
+        return (min(costs), max(costs)) if costs else None
+
+    def chosen(self, kind: str, key: str) -> Row | None:
+        return next((r for r in self.rows if r.kind == kind and r.key == key and r.chosen), None)
+
+
+def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> CapacityReport:
+    """Every job's, search's, endpoint's, optimization's, transform's and cluster group's quota
+    against `book`, with what runs at once after a deploy summed, and the environment's training
+    total. `requests` is the environment's rendering (project.requests.render_training)."""
+    spec = plan.spec
+    tally = Tally(book)
+    for key, rendered in requests.jobs.items():
+        _add_job(tally, key, rendered)
+    for key, tuning in spec.tuning.items():
+        _add_tuning(tally, key, tuning, requests.jobs[tuning.job])
+    for key, ep in spec.endpoints.items():
+        if ep.model is not None or deployed(ep):
+            add_endpoint(tally, key, ep)
+    for o in resolve_optimizations(plan.names, spec.endpoints):
+        add_optimization(tally, o)
+    for key, transform in spec.transforms.items():
+        _add_transform(tally, key, transform)
+    for key, cluster in spec.clusters.items():
+        _add_cluster(tally, key, cluster)
+    _add_training_total(tally)
+    return CapacityReport(plan.env, book, tally.rows, tally.shortfalls, tally.warnings)
+
+
+def _count(c: RenderedCandidate) -> int:
+    return int(c.request["ResourceConfig"]["InstanceCount"])
+
+
+def _max_run(c: RenderedCandidate) -> int:
+    return int(c.request["StoppingCondition"]["MaxRuntimeInSeconds"])
+
+
+def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
+    """One row per candidate; the first with room is chosen. A job run on deploy shares its quota
+    with the others run then."""
+    book = tally.book
+    run_on_deploy = rendered.job.run_on_deploy
+    first = rendered.candidates[0]
+    need = float(_count(first))
+    job_rows = []
+    for c in rendered.candidates:
+        together = tally.at_once.get(c.quota_name, 0.0) if run_on_deploy else 0.0
+        avail = book.available(c.quota_name)
+        hours = _max_run(c) / 3600
+        price, on_demand, spot = training_cost(c.instance_type, _count(c) * hours)
+        job_rows.append(
+            Row(
+                kind="job",
+                key=key,
+                instance_type=c.instance_type,
+                count=_count(c),
+                quota=c.quota_name,
+                needed=need + together,
+                available=avail,
+                status=status_of(None if avail is None else avail - together, need),
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=on_demand,
+                cost_spot=spot,
+                cost_basis=f"≤ {hours:g} h (max_run)",
+                note="run on deploy" if run_on_deploy else "",
+            )
+        )
+    chosen_index = choose_first_with_room(job_rows)
+    tally.rows += job_rows
+    if chosen_index is None:
+        usage = training_usage(bool(first.request.get("EnableManagedSpotTraining")))
+        types = [c.instance_type for c in rendered.candidates]
+        others = types_with_quota(book, usage, need, like=first.instance_type, exclude=types)
+        tally.short("job", key, job_rows[0].quota, job_rows[0].needed, others)
+    elif run_on_deploy:
+        qn = job_rows[chosen_index].quota
+        tally.at_once[qn] = tally.at_once.get(qn, 0.0) + need
+    if run_on_deploy:
+        tally.training_at_once += need
+    tally.largest_training = max(tally.largest_training, need)
+
+
+def _add_tuning(tally: Tally, key: str, tuning: TuningSpec, rendered: RenderedJob) -> None:
+    """A search needs max_parallel_jobs x instance_count of its job's first candidate."""
+    book = tally.book
+    first = rendered.candidates[0]
+    count = _count(first)
+    need = float(tuning.max_parallel_jobs * count)
+    avail = book.available(first.quota_name)
+    status = status_of(avail, need)
+    trials = tuning.max_jobs or 1
+    hours = _max_run(first) / 3600
+    price, on_demand, spot = training_cost(first.instance_type, trials * count * _max_run(first) / 3600)
+    tally.rows.append(
+        Row(
+            kind="tuning",
+            key=key,
+            instance_type=first.instance_type,
+            count=count,
+            quota=first.quota_name,
+            needed=need,
+            available=avail,
+            status=status,
+            chosen=True,
+            price_per_hour=price,
+            cost_on_demand=on_demand,
+            cost_spot=spot,
+            cost_basis=f"≤ {trials} trials x {hours:g} h",
+            note=f"{tuning.max_parallel_jobs} trials at once",
+        )
+    )
+    if status == "short":
+        alternatives = tuple(
+            c.instance_type
+            for c in rendered.candidates[1:]
+            if status_of(book.available(c.quota_name), need) == "ok"
+        )
+        tally.short("tuning", key, first.quota_name, need, alternatives)
+    tally.largest_training = max(tally.largest_training, need)
+
+
+def _add_training_total(tally: Tally) -> None:
+    """The account's "Number of instances across all training jobs" must hold the jobs started on
+    deploy together, and the largest job or search alone."""
+    total_need = max(tally.training_at_once, tally.largest_training)
+    if not total_need:
+        return
+    avail = tally.book.available(TRAINING_INSTANCES_TOTAL)
+    status = status_of(avail, total_need)
+    tally.rows.append(
+        Row(
+            kind="aggregate",
+            key="training",
+            instance_type="(all types)",
+            count=int(total_need),
+            quota=TRAINING_INSTANCES_TOTAL,
+            needed=total_need,
+            available=avail,
+            status=status,
+            chosen=True,
+            note="jobs started on deploy together, or the largest job or search",
+        )
+    )
+    if status == "short":
+        tally.short("aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need)
+
+
+def _add_transform(tally: Tally, key: str, t: TransformSpec) -> None:
+    """One row per candidate; the first with room is chosen."""
+    need = float(t.instance_count)
+    transform_rows = []
+    for itype in t.instance_type:
+        qn = quota_name(itype, "transform")
+        avail = tally.book.available(qn)
+        price = price_of(itype)
+        transform_rows.append(
+            Row(
+                kind="transform",
+                key=key,
+                instance_type=itype,
+                count=t.instance_count,
+                quota=qn,
+                needed=need,
+                available=avail,
+                status=status_of(avail, need),
+                chosen=False,
+                price_per_hour=price,
+                cost_on_demand=price * need if price is not None else None,
+                cost_basis="per hour of a run",
+                note="pinned package"
+                if t.model_package
+                else f"after {t.model.from_ if t.model else '?'} registers",
+            )
+        )
+    tally.rows += transform_rows
+    if choose_first_with_room(transform_rows) is None:
+        tally.short("transform", key, transform_rows[0].quota, need)
+
+
+def _add_cluster(tally: Tally, key: str, cluster: ClusterSpec) -> None:
+    """Each instance group of a cluster needs its count for as long as the cluster exists."""
+    for group_name, group in cluster.instance_groups.items():
+        qn = quota_name(group.instance_type, "cluster")
+        avail = tally.book.available(qn)
+        status = status_of(avail, float(group.count))
+        price = price_of(group.instance_type)
+        tally.rows.append(
+            Row(
+                kind="cluster",
+                key=f"{key}/{group_name}",
+                instance_type=group.instance_type,
+                count=group.count,
+                quota=qn,
+                needed=float(group.count),
+                available=avail,
+                status=status,
+                chosen=True,
+                price_per_hour=price,
+                cost_on_demand=price * group.count if price is not None else None,
+                cost_basis="per hour while the cluster exists"
+                + (" (training plan)" if group.training_plan else ""),
+                note=f"{group.node_type.lower()} nodes",
+            )
+        )
+        if status == "short":
+            tally.short("cluster", f"{key}/{group_name}", qn, float(group.count))
+
+
+class QuotaShortfallError(Exception):
+    """A quota is short for an environment's plan (the same message `sagestack plan` prints)."""
+
+    def __init__(self, reports: list[CapacityReport]) -> None:
+        self.reports = reports
+        lines = []
+        for r in reports:
+            lines.append(f"{r.env}: quotas short ({r.book.detail}):")
+            lines += [f"  ✗ {s.message()}" for s in r.shortfalls]
+        super().__init__("\n".join(lines))
