@@ -58,8 +58,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip check
 	touch $@
 
+# The CDK CLI and the Node.js LTS that runs it and jsii (package.json's `node`): node_modules/.bin is
+# first on PATH above, so every target runs on the pinned release, never on an end-of-life one.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	test "$$(node --version)" = "v$$(node -p 'require("./package.json").devDependencies.node')"
 	touch $@
 
 synth: setup
