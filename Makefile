@@ -79,12 +79,17 @@ demo: synth
 	$(BIN)/sagestack local transform score --env dev --sample 20
 	$(BIN)/sagestack local serve chat --env staging --port 18081 --prompt "What does spot training need?"
 
+# mypy runs beside the tests (alone it kept one CPU busy for minutes while the other idled); its report
+# follows theirs, and either one failing fails the target. The tests: one worker per CPU; a module's
+# tests stay on one worker (its synthesized app and moto server are shared), the slowest units start
+# first (tests/support/schedule.py).
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy
 	$(BIN)/sagestack schema --check
-	# one worker per CPU; a module's tests stay on one worker (its synthesized app and moto server are shared)
-	$(BIN)/python -m pytest -q -n auto --dist loadfile --durations=15
+	typed=$$(mktemp); $(BIN)/mypy >$$typed 2>&1 & mypy=$$!; \
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --durations=15; tests=$$?; \
+	wait $$mypy; types=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
+	test $$tests = 0 -a $$types = 0
 
 unit: setup
 	$(BIN)/python -m pytest -q -m "not synth and not e2e and not train"

@@ -80,12 +80,12 @@ def main() -> None:
 
     from botocore.config import Config
 
-    from sagestack.local.llm_endpoint import BackgroundLlm
-    from sagestack.local.llm_protocol import Limits
-    from sagestack.local.llm_server import LlmModelServer
-    from sagestack.local.llm_weights import build_weights, load_weights
-    from sagestack.local.processes import free_port
-    from sagestack.local.serve import runtime_client
+    from sagestack.local.llm.endpoint import BackgroundLlm
+    from sagestack.local.llm.protocol import Limits
+    from sagestack.local.llm.server import LlmModelServer
+    from sagestack.local.llm.weights import build_weights, load_weights
+    from sagestack.local.serving.serve import runtime_client
+    from sagestack.local.training.processes import free_port
 
     prompt = "The endpoint serves"
     with tempfile.TemporaryDirectory() as tmp:

@@ -65,7 +65,7 @@ def bare_forward(model_dir: Path, n: int) -> list[float]:
     import torch
 
     os.environ["SAGESTACK_SERVE_THREADS"] = "1"
-    from sagestack.local.handlers import load_handlers
+    from sagestack.local.serving.handlers import load_handlers
 
     h = load_handlers(model_dir)
     x = torch.rand(1, 1, 8, 8)
@@ -87,7 +87,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "sagestack.local.serve",
+                "sagestack.local.serving.serve",
                 str(model_dir),
                 "--port",
                 str(self.port),
@@ -125,8 +125,8 @@ def container_stack(
     if reason:
         print(f"container stack: skipped ({reason})")
         return
+    from bench.loadgen import load
     from sagestack.constructs.endpoint_spec import batching_of
-    from sagestack.local.loadgen import load
     from sagestack.project import load_project
 
     spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching
@@ -229,7 +229,7 @@ def main() -> None:
 
     import numpy as np
 
-    from sagestack.local.loadgen import load
+    from bench.loadgen import load
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_model_dir(Path(tmp) / "model")

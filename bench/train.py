@@ -18,7 +18,10 @@
 
 Throughput is the median of the per-window samples/s the trainer prints, first window (warm-up) dropped.
 --smoke: every measurement once on a few steps (the tests run it so that the benchmark cannot rot;
-its figures mean nothing).
+its figures mean nothing), in five torchrun launches instead of seven: the 1-process run checkpoints
+(it stands for the runs with and without checkpoints) and the 2-process run stands for the trainer
+beside the hand-written loop — each launch's start-up (torch imported by the agent and every
+worker) is most of a smoke run's time, and every code path still runs.
 Usage: python bench/train.py [--steps N] [--repeats R] [--smoke]
 """
 
@@ -133,8 +136,8 @@ def timed(procs: int, steps: int, threads: int, port: int, checkpoint_every: int
 
 def emulation_own_seconds(procs: int) -> float:
     """What `sagestack local train` does before the script starts, for one host of `procs`."""
-    from sagestack.local.hosts import prepare_hosts
-    from sagestack.local.job import LocalTrainOptions, local_training_request
+    from sagestack.local.training.hosts import prepare_hosts
+    from sagestack.local.training.job import LocalTrainOptions, local_training_request
     from sagestack.project import load_project
 
     loaded = load_project(ROOT, "dev")
@@ -170,7 +173,12 @@ def main() -> None:
     emulation_own_seconds(2)  # imports and the DLC-URI cache once, outside the figure
     for r in range(args.repeats):
         p = port + 10 * r
-        one.append(timed(1, args.steps, per_proc, p)[1])
+        if args.smoke:  # one 1-process run, checkpointing: it is `one`, ckpt_off and ckpt_on at once
+            ckpt_on.append(timed(1, args.steps, per_proc, p, checkpoint_every=50)[1])
+            ckpt_share.append(LAST_RUN["checkpoint_seconds"] / LAST_RUN["train_seconds"])
+            one.append(ckpt_on[-1])
+        else:
+            one.append(timed(1, args.steps, per_proc, p)[1])
         two_seconds, two_rate = timed(2, args.steps, per_proc, p + 1)
         two.append(two_rate)
         t_bare.append(two_seconds)
@@ -178,11 +186,15 @@ def main() -> None:
         ceiling.append(finish(a)[0] + finish(b)[0])
         t_emulation += [emulation_own_seconds(2) for _ in range(emulation_runs)]
         ckpt_off.append(one[-1] if args.smoke else timed(1, args.steps, per_proc, p + 6)[1])
-        ckpt_on.append(timed(1, args.steps, per_proc, p + 7, checkpoint_every=50)[1])
-        ckpt_share.append(LAST_RUN["checkpoint_seconds"] / LAST_RUN["train_seconds"])
+        if not args.smoke:
+            ckpt_on.append(timed(1, args.steps, per_proc, p + 7, checkpoint_every=50)[1])
+            ckpt_share.append(LAST_RUN["checkpoint_seconds"] / LAST_RUN["train_seconds"])
         for procs in versus_procs:  # the trainer and the hand-written loop back to back, order alternating
             order = [False, True] if r % 2 == 0 else [True, False]
             for k, is_loop in enumerate(order):
+                if args.smoke and not is_loop:  # the 2-process run above is this very launch
+                    versus[procs][0].append(two_rate)
+                    continue
                 proc = launch(
                     procs,
                     args.steps,

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serve import build_model_dir
 
-from sagestack.local.handlers import load_handlers
-from sagestack.local.transform import run_transform
+from sagestack.local.serving.handlers import load_handlers
+from sagestack.local.serving.transform import run_transform
 from sagestack.transforms.models import TransformSpec
 
 EXAMPLE = {

@@ -1,4 +1,5 @@
-"""Shared fixtures: a scratch project to write specs into, and the repository root."""
+"""Shared fixtures: a scratch project to write specs into, and the repository root; and how
+`make test` hands the suite to its xdist workers (tests/support/schedule.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import schedule
+
 REPO = Path(__file__).resolve().parent.parent
 # The Node.js the project pins (package.json's `node`: node_modules/.bin/node) runs jsii and the CDK CLI
 # in every test, first on the PATH as `make test` puts it (tests/unit/test_supported_node.py).
 NODE_BIN = REPO / "node_modules" / ".bin"
 if str(NODE_BIN) not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = os.pathsep.join([str(NODE_BIN), os.environ.get("PATH", "")])
+# One torch (OpenMP/BLAS) thread per test process, set before anything imports torch: make test runs
+# a worker per CPU, and a second intra-op thread per worker only spins waiting for a CPU the other
+# worker holds — a 30-step build of the local LLM's weights took 10.8 s of CPU with torch's default
+# 2 threads under load, 0.3 s with one. Subprocesses inherit it; the runs that pick their own
+# threads (local train's hosts, the servers, the bench's torchrun) still set theirs.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 MINIMAL = """\
 project: digits
@@ -82,3 +91,13 @@ def example_project(tmp_path: Path) -> Project:
 
 
 MakeProject = Callable[[str], Project]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own, which answers for every --dist mode
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    return schedule.make_scheduler(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    schedule.reorder(config, items)

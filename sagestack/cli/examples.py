@@ -111,6 +111,14 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack check --env prod --json", "the same, as JSON"),
         ),
     ),
+    "status": Help(
+        "What an environment runs now: stacks, runs, jobs, endpoints.",
+        (
+            ("sagestack status --env dev", "one screen: stacks, pipelines, jobs, endpoints"),
+            ("sagestack status --env prod --json", "the same, as one JSON document"),
+            ("sagestack status --env dev --watch --every 30", "read again every 30 s until Ctrl-C"),
+        ),
+    ),
     "cluster": Help(
         "SageMaker HyperPod clusters (clusters: in the spec).",
         (("sagestack cluster submit -h", "render a job's sbatch script"),),

@@ -28,8 +28,7 @@ def is_llm(spec: Any, key: str) -> bool:
 def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None, max_tokens: int) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from sagestack.local.handlers import ServeError
-    from sagestack.local.llm_endpoint import (
+    from sagestack.local.llm.endpoint import (
         BackgroundLlm,
         LlmServeError,
         ensure_weights,
@@ -37,6 +36,7 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
         model_server,
         uvicorn_server,
     )
+    from sagestack.local.serving.handlers import ServeError
 
     out, err = console(), console(stderr=True)
     try:
@@ -103,7 +103,7 @@ def _stream(out: Any, url: str, name: str, schema: str, prompt: str, max_tokens:
     """One generation through boto3's InvokeEndpointWithResponseStream, printed as it comes."""
     import json
 
-    from sagestack.local.serve import runtime_client
+    from sagestack.local.serving.serve import runtime_client
 
     client = runtime_client(url)
     request = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}

@@ -11,7 +11,7 @@ import typer
 from sagestack.cli.common import EnvOption, JsonOption, RootOption, console, default_env, load_entry
 
 if TYPE_CHECKING:
-    from sagestack.local.monitor import Dataset
+    from sagestack.local.serving.monitor import Dataset
     from sagestack.project.loader import LoadedSpec
 
 app = typer.Typer()
@@ -44,9 +44,15 @@ def local_monitor(
     from rich.table import Table
 
     from sagestack.cli.common import UserError
-    from sagestack.local.compile import local_root
-    from sagestack.local.endpoint import capture_dir
-    from sagestack.local.monitor import captured_dataset, constraints, statistics, violations, write_json
+    from sagestack.local.serving.compile import local_root
+    from sagestack.local.serving.monitor import (
+        captured_dataset,
+        constraints,
+        statistics,
+        violations,
+        write_json,
+    )
+    from sagestack.local.serving.s3_paths import capture_dir
 
     out = console()
     loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
@@ -106,8 +112,8 @@ def _baseline_dataset(loaded: LoadedSpec, endpoint: str, baseline: Path | None, 
     else --baseline, else the local copy of the monitor's baseline_data, else monitoring/<endpoint>/
     baseline-data here."""
     from sagestack.cli.common import UserError
-    from sagestack.local.compile import local_root
-    from sagestack.local.monitor import read_dataset
+    from sagestack.local.serving.compile import local_root
+    from sagestack.local.serving.monitor import read_dataset
 
     monitor = loaded.spec.endpoints[endpoint].monitor
     dataset_format = monitor.dataset_format if monitor else "csv"

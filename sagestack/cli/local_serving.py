@@ -14,7 +14,7 @@ from sagestack.cli.common import EnvOption, RootOption, console, default_env, lo
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sagestack.local.serve import ServeOptions
+    from sagestack.local.serving.serve import ServeOptions
     from sagestack.project.loader import LoadedSpec
 
 app = typer.Typer()
@@ -35,7 +35,7 @@ def local_compile(
     root: RootOption = Path("."),
 ) -> None:
     """Trace the trained model for its compile target and check it against eager mode (Neo-ready)."""
-    from sagestack.local.compile import LocalCompileError, compile_locally
+    from sagestack.local.serving.compile import LocalCompileError, compile_locally
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
@@ -118,10 +118,10 @@ def local_serve(
     An LLM endpoint (llm:, or ENDPOINT/COMPONENT) is served in its container's schema, streamed as
     InvokeEndpointWithResponseStream frames, from weights made here when the project has none."""
     from sagestack.cli.local_llm import is_llm, llm_keys, serve_llm
-    from sagestack.local.batching import batching_options
-    from sagestack.local.endpoint import serving_extras
-    from sagestack.local.handlers import ServeError
-    from sagestack.local.serve import BackgroundServer, ServeOptions, build_server
+    from sagestack.local.serving.batching import batching_options
+    from sagestack.local.serving.handlers import ServeError
+    from sagestack.local.serving.s3_paths import serving_extras
+    from sagestack.local.serving.serve import BackgroundServer, ServeOptions, build_server
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(
@@ -160,13 +160,13 @@ def local_serve(
 def _served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str, model: Path | None) -> Path:
     """The model folder to serve: --model (a folder, or an archive unpacked), else the local compile
     result (compiled first when there is none yet)."""
-    from sagestack.local.compile import LocalCompileError, compile_locally, local_root
-    from sagestack.local.handlers import unpack_model
+    from sagestack.local.serving.compile import LocalCompileError, compile_locally, local_root
+    from sagestack.local.serving.handlers import unpack_model
 
     source = loaded.spec.endpoints[endpoint].model
     if model is None and source is not None:  # a TensorFlow SavedModel is served as trained
-        from sagestack.local.compile import trained_model_dir
-        from sagestack.local.tf_serving import saved_model_version
+        from sagestack.local.serving.compile import trained_model_dir
+        from sagestack.local.serving.tf_serving import saved_model_version
 
         try:
             trained = trained_model_dir(loaded, source.from_)
@@ -212,7 +212,7 @@ def _announce(out: Console, endpoint: str, options: ServeOptions) -> None:
 def _tf_sample_shape(model: Any) -> tuple[int, ...] | None:
     """A TensorFlow model's sample shape (what --predict shapes each digit to); None for PyTorch's."""
     from sagestack.cli.common import UserError
-    from sagestack.local.tf_serving import DEFAULT_SIGNATURE, TfModel
+    from sagestack.local.serving.tf_serving import DEFAULT_SIGNATURE, TfModel
 
     if not isinstance(model, TfModel):
         return None

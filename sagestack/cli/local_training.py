@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from sagestack.local.runner import LocalTrainResult
-    from sagestack.local.tuning import Trial
+    from sagestack.local.training.train import LocalTrainResult
+    from sagestack.local.training.tuning import Trial
     from sagestack.tuning.models import TuningSpec
 
 app = typer.Typer()
@@ -77,10 +77,11 @@ def local_train(
     root: RootOption = Path("."),
 ) -> None:
     """Train a job here: the cloud's request under an emulation of the SageMaker container contract."""
-    from sagestack.local.job import LocalRunError, LocalTrainOptions
-    from sagestack.local.processes import Stopped
-    from sagestack.local.rundir import RunFolderRefused
-    from sagestack.local.runner import curves_title, run_local_training
+    from sagestack.local.errors import LocalRunError
+    from sagestack.local.training.job import LocalTrainOptions
+    from sagestack.local.training.processes import Stopped
+    from sagestack.local.training.rundir import RunFolderRefused
+    from sagestack.local.training.train import curves_title, run_local_training
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), job, lambda spec: spec.jobs, "job")
@@ -152,7 +153,7 @@ def final_metrics_text(result: LocalTrainResult, defined: bool) -> str:
 
 def _report_training(out: Console, err: Console, result: LocalTrainResult, job: str, title: str) -> None:
     """How the run ended: interrupted (exit 3), failed (exit 1), or the model, its curves and runs."""
-    from sagestack.local.runner import plot_curves, tensorboard_hint
+    from sagestack.local.training.train import plot_curves, tensorboard_hint
 
     if result.interrupted_at is not None:
         out.print(
@@ -199,7 +200,7 @@ def local_tune(
     root: RootOption = Path("."),
 ) -> None:
     """Run a tuning job's trials here, to check its metric regex and ranges before the cloud."""
-    from sagestack.local.tuning import plot_objective, run_local_tuning
+    from sagestack.local.training.tuning import plot_objective, run_local_tuning
 
     out, err = console(), console(stderr=True)
     loaded = load_entry(root, default_env(root, env), tuning, lambda spec: spec.tuning, "tuning entry")

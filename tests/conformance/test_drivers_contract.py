@@ -2,7 +2,7 @@
 
 Under the drivers contract AWS's own sm_train.sh and drivers (the pinned sagemaker-train's, shipped
 in the request's sm_drivers channel) are the implementation: `sagestack local train` runs them
-unchanged on each simulated host (local/drivers_run.py). So the judge here is the CreateTrainingJob
+unchanged on each simulated host (local/training/drivers_contract.py). So the judge here is the CreateTrainingJob
 request sagestack renders for the cloud for the same job (project/requests.render_training, valid
 against botocore) and its sm_drivers channel (training/launcher.pack_job_drivers): per layout, the
 world size is InstanceCount x processes per host (the simulated accelerators, or the request's
@@ -32,9 +32,10 @@ import pytest
 from sagestack.core.catalog import validate_request
 from sagestack.core.drivers import CONTAINER_CODE, DISTRIBUTED_JSON, SOURCE_CODE_JSON
 from sagestack.core.sourcedir import pack_source_dir
-from sagestack.local.job import LocalRunError, LocalTrainOptions
-from sagestack.local.runner import LocalTrainResult, run_local_training
-from sagestack.local.sandbox import Network
+from sagestack.local.drivers.sandbox import Network
+from sagestack.local.errors import LocalRunError
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.train import LocalTrainResult, run_local_training
 from sagestack.project.environment import resolve_environment
 from sagestack.project.requests import render_training
 from sagestack.training.launcher import pack_job_drivers

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.serve import BackgroundServer, ServeOptions
+from sagestack.local.serving.serve import BackgroundServer, ServeOptions
 from tests.conformance.cases import CASES
 from tests.conftest import REPO
 from tests.support.moto_server import free_port
@@ -70,7 +70,7 @@ def test_a_fault_that_is_not_the_clients_is_a_500_in_both(model_dir: Path, tmp_p
     500 under the toolkit's Transformer, and so locally; a toolkit error keeps its status."""
     from sagemaker_inference.errors import GenericInferenceToolkitError
 
-    from sagestack.local.handlers import error_response
+    from sagestack.local.serving.handlers import error_response
 
     assert error_response(ValueError("a bug in predict_fn")) == (500, "ValueError: a bug in predict_fn")
     assert error_response(GenericInferenceToolkitError(415, "nope")) == (415, "nope")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.job import LocalTrainOptions
-from sagestack.local.runner import LocalTrainResult, run_local_training
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.train import LocalTrainResult, run_local_training
 from tests.conformance.probed import compared_env, files, probes
 from tests.conftest import Project
 from tests.support import tf_toolkit

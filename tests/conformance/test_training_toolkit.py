@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import torch
 
-from sagestack.local.job import LocalTrainOptions
-from sagestack.local.runner import LocalTrainResult, run_local_training
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.train import LocalTrainResult, run_local_training
 from tests.conformance.probed import compared_env, files, probes
 from tests.conftest import REPO, Project
 from tests.support import toolkit

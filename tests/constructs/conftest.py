@@ -1,4 +1,5 @@
-"""Build the example app once per module (jsii start-up is the slow part)."""
+"""Build the example app once per test process (jsii start-up and a synth of every environment are
+the slow part; five modules read it, none changes it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,6 @@ from tests.conftest import REPO
 from tests.support.cdk_app import BuiltApp
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def example_app(tmp_path_factory) -> BuiltApp:
     return BuiltApp(REPO, tmp_path_factory.mktemp("cdk.out"))

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import requests
 
-from sagestack.local.processes import free_port as outside_ephemeral
+from sagestack.local.training.processes import free_port as outside_ephemeral
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account

@@ -101,7 +101,7 @@ EQUIVALENT: dict[str, str] = {
         for n in (40, 42)
     },
     **{
-        f"sagestack.local.launch.x_plan_launch__mutmut_{n}": (
+        f"sagestack.local.training.launch.x_plan_launch__mutmut_{n}": (
             "framework.get(flag) for a truth test: a default of None (or none) is as false as False"
         )
         for n in (20, 22)
@@ -326,7 +326,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     ],
     "sagestack/capacity/endpoints.py": ["tests/unit/test_endpoint_capacity.py"],
 }
-# Not here: local/batching.py (and the rest of local serve). Its mutants that stretch a wait (the
+# Not here: local/serving/batching.py (and the rest of local serve). Its mutants that stretch a wait (the
 # batch delay, a queue read) hang without using CPU, and mutmut stops a mutant only on CPU time;
 # its boundaries are pinned by tests/unit/test_local_serving_edges.py instead.
 

@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from sagestack.local.processes import free_port
+from sagestack.local.training.processes import free_port
 
 BIN = Path(sys.executable).parent
 LOCK = Path(tempfile.gettempdir()) / "sagestack-torchserve.lock"

@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from sagestack.local.job import LocalTrainOptions
-from sagestack.local.runner import run_local_training
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.train import run_local_training
 from sagestack.ops.init import init_project
 from sagestack.project import load_project
 

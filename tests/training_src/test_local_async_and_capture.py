@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.async_inference import AsyncOptions
-from sagestack.local.capture import decoded, read_capture
-from sagestack.local.serve import BackgroundServer, ServeOptions, runtime_client
+from sagestack.local.serving.async_inference import AsyncOptions
+from sagestack.local.serving.capture import decoded, read_capture
+from sagestack.local.serving.serve import BackgroundServer, ServeOptions, runtime_client
 from tests.support.digits_model import make_model_dir
 
 BUCKET = "sagestack-local"
@@ -208,8 +208,8 @@ def test_the_limits_are_botocores():
     """The id and location limits are those of botocore's model of InvokeEndpointAsync."""
     import botocore.session
 
-    from sagestack.local import async_inference
-    from sagestack.local.handlers import ClientError
+    from sagestack.local.serving import async_inference
+    from sagestack.local.serving.handlers import ClientError
 
     model = botocore.session.get_session().get_service_model("sagemaker-runtime")
     shapes = model.operation_model("InvokeEndpointAsync").input_shape.members

@@ -9,8 +9,8 @@ import threading
 import pytest
 import torch
 
-from sagestack.local.batching import MAX_ROWS, Batcher, batching_options
-from sagestack.local.handlers import Handlers
+from sagestack.local.serving.batching import MAX_ROWS, Batcher, batching_options
+from sagestack.local.serving.handlers import Handlers
 
 pytestmark = pytest.mark.train
 
@@ -128,7 +128,7 @@ def test_a_fault_that_is_not_the_clients_is_a_500_from_a_batching_local_serve(tm
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    from sagestack.local.serve import BackgroundServer, ServeOptions
+    from sagestack.local.serving.serve import BackgroundServer, ServeOptions
     from tests.support.moto_server import free_port
 
     (tmp_path / "code").mkdir()

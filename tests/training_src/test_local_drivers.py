@@ -1,7 +1,7 @@
 """Real processes: `sagestack local train` under the drivers contract (`launcher: drivers`).
 
 Each simulated host runs AWS's own sm_train.sh and drivers (the pinned sagemaker-train's, packed by
-core/drivers.py) in its sandbox (local/sandbox.py); training_src/train.py runs unchanged. One
+core/drivers.py) in its sandbox (local/drivers/sandbox.py); training_src/train.py runs unchanged. One
 two-host torchrun run of the example's drivers job is checked many ways and is also the uninterrupted run a spot resume must
 equal; one host with the basic script driver; one host with the MPI driver's two ranks."""
 
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sagestack.local.job import LocalRunError, LocalTrainOptions
-from sagestack.local.runner import run_local_training
-from sagestack.local.sandbox import Network
+from sagestack.local.drivers.sandbox import Network
+from sagestack.local.errors import LocalRunError
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.train import run_local_training
 from tests.conftest import REPO, Project
 
 pytestmark = pytest.mark.train

@@ -13,12 +13,12 @@ import pytest
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 
-from sagestack.local.llm_endpoint import BackgroundLlm
-from sagestack.local.llm_protocol import Limits
-from sagestack.local.llm_server import LlmModelServer
-from sagestack.local.llm_weights import build_weights, has_weights, load_weights
-from sagestack.local.response_stream import model_stream_error, payload_part
-from sagestack.local.serve import runtime_client
+from sagestack.local.llm.endpoint import BackgroundLlm
+from sagestack.local.llm.protocol import Limits
+from sagestack.local.llm.response_stream import model_stream_error, payload_part
+from sagestack.local.llm.server import LlmModelServer
+from sagestack.local.llm.weights import build_weights, has_weights, load_weights
+from sagestack.local.serving.serve import runtime_client
 from tests.support.moto_server import free_port
 
 pytestmark = pytest.mark.train

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.capture import CaptureWriter
+from sagestack.local.serving.capture import CaptureWriter
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_a_capture_file_made_world_readable_earlier_is_made_private(tmp_path, us
 @pytest.mark.train
 def test_the_mlflow_store_is_private(tmp_path, usual_umask):
     pytest.importorskip("mlflow")
-    from sagestack.local.tracking import LocalStore, prepare
+    from sagestack.local.training.tracking import LocalStore, prepare
 
     store = LocalStore(tmp_path / ".sagestack" / "local" / "dev", "digits-dev-classifier")
     prepare(store)
@@ -69,9 +69,9 @@ def test_the_mlflow_store_is_private(tmp_path, usual_umask):
 
 @pytest.mark.train
 def test_the_compiled_model_archive_is_private(digits_project, tmp_path, usual_umask):
-    from sagestack.local.compile import compile_locally
-    from sagestack.local.job import LocalTrainOptions
-    from sagestack.local.runner import run_local_training
+    from sagestack.local.serving.compile import compile_locally
+    from sagestack.local.training.job import LocalTrainOptions
+    from sagestack.local.training.train import run_local_training
 
     loaded = digits_project.load("dev")
     options = LocalTrainOptions(
@@ -86,7 +86,7 @@ def test_the_compiled_model_archive_is_private(digits_project, tmp_path, usual_u
 
 
 def test_async_results_and_failures_are_private(tmp_path, usual_umask):
-    from sagestack.local.async_inference import write_atomically
+    from sagestack.local.serving.async_inference import write_atomically
 
     root = tmp_path / "s3"
     write_atomically(root / "bucket" / "output" / "id-1.out", b'{"predictions": [3]}')

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from sagestack.local.capture import CaptureWriter, capture_record
-from sagestack.local.monitor import (
+from sagestack.local.serving.capture import CaptureWriter, capture_record
+from sagestack.local.serving.monitor import (
     Dataset,
     captured_dataset,
     constraints,

@@ -12,10 +12,10 @@ import urllib.request
 import numpy as np
 import pytest
 
-from sagestack.local.compile import LocalCompileError, compile_locally
-from sagestack.local.handlers import unpack_model
-from sagestack.local.loadgen import load
-from sagestack.local.serve import BackgroundServer, ServeOptions
+from bench.loadgen import load
+from sagestack.local.serving.compile import LocalCompileError, compile_locally
+from sagestack.local.serving.handlers import unpack_model
+from sagestack.local.serving.serve import BackgroundServer, ServeOptions
 from tests.support.moto_server import free_port
 
 pytestmark = pytest.mark.train
@@ -26,8 +26,8 @@ def trained(tmp_path_factory):
     """The example project, its classifier trained for 2 epochs on one host."""
     import shutil
 
-    from sagestack.local.job import LocalTrainOptions
-    from sagestack.local.runner import run_local_training
+    from sagestack.local.training.job import LocalTrainOptions
+    from sagestack.local.training.train import run_local_training
     from sagestack.project import load_project
     from tests.conftest import REPO, Project
 
@@ -89,7 +89,7 @@ def test_compiled_archive_is_neo_ready_and_matches_eager(trained, compiled, digi
     assert names == ["code", "code/inference.py", "model.pt", "model_info.json"]
     assert info["input_shapes"] == {"input0": [1, 1, 8, 8]} and info["compiled_for"] == "ml_c5"
     # the eager model, rebuilt from the state dict, against the traced one on real digits
-    from sagestack.local.compile import _eager_model
+    from sagestack.local.serving.compile import _eager_model
 
     eager = _eager_model(compiled.model_dir, loaded.root / "training_src", info)
     x, y = digits

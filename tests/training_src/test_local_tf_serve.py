@@ -12,7 +12,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from sagestack.local.serve import BackgroundServer, ServeOptions, runtime_client
+from sagestack.local.serving.serve import BackgroundServer, ServeOptions, runtime_client
 from tests.support.moto_server import free_port
 
 pytestmark = pytest.mark.train
@@ -237,8 +237,8 @@ def test_local_serve_predict_serves_a_tf_jobs_savedmodel_as_trained(keras_model,
 def test_local_transform_of_a_savedmodel_answers_as_tf_serving(keras_model, digits, tmp_path):
     """A batch transform (JSON Lines split by line, records batched) of the SavedModel: each request
     made into instances by the container's rules, answered with TF Serving's predictions."""
-    from sagestack.local.serve import load_model_handlers
-    from sagestack.local.transform import run_transform
+    from sagestack.local.serving.serve import load_model_handlers
+    from sagestack.local.serving.transform import run_transform
     from sagestack.transforms.models import TransformSpec
 
     model, model_dir = keras_model
@@ -275,8 +275,8 @@ def test_a_savedmodel_with_an_inference_script_is_refused_by_name(keras_model, t
     server says so rather than serving the model without the script's pre- and post-processing."""
     import shutil
 
-    from sagestack.local.handlers import ServeError
-    from sagestack.local.serve import load_model_handlers
+    from sagestack.local.serving.handlers import ServeError
+    from sagestack.local.serving.serve import load_model_handlers
 
     model_dir = tmp_path / "model"
     shutil.copytree(keras_model[1], model_dir)

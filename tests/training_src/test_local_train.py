@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from sagestack.local.job import LocalRunError, LocalTrainOptions
-from sagestack.local.runner import run_local_training
+from sagestack.local.errors import LocalRunError
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.train import run_local_training
 
 pytestmark = pytest.mark.train
 

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from sagestack.local.handlers import load_handlers
-from sagestack.local.transform import TransformError, json_path, run_transform
+from sagestack.local.serving.handlers import load_handlers
+from sagestack.local.serving.transform import TransformError, json_path, run_transform
 from sagestack.transforms.models import TransformSpec
 from tests.support.digits_model import make_model_dir
 

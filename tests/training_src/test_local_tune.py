@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.job import LocalTrainOptions
-from sagestack.local.metric_series import last_value
-from sagestack.local.runner import run_local_training
-from sagestack.local.tuning import plot_objective, run_local_tuning
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.metric_series import last_value
+from sagestack.local.training.train import run_local_training
+from sagestack.local.training.tuning import plot_objective, run_local_tuning
 
 pytestmark = pytest.mark.train
 

@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sagestack.cli import app
-from sagestack.local.job import LocalTrainOptions
-from sagestack.local.rundir import MARKER, RUN_ENTRIES, RunFolderRefused
-from sagestack.local.runner import run_local_training
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.rundir import MARKER, RUN_ENTRIES, RunFolderRefused
+from sagestack.local.training.train import run_local_training
 
 pytestmark = pytest.mark.train
 

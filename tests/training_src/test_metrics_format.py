@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sagestack.local.metric_series import parse_metrics_line as runner_parse
+from sagestack.local.training.metric_series import parse_metrics_line as runner_parse
 from sagestack.project import load_project
 from tests.conftest import REPO
 from tests.training_src.conftest import load

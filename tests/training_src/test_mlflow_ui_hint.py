@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sagestack.local.processes import free_port
+from sagestack.local.training.processes import free_port
 
 BIN = Path(sys.executable).parent
 
@@ -96,7 +96,7 @@ def test_the_hint_names_this_environments_mlflow_when_the_shell_would_not_find_i
     """Run as `.venv/bin/sagestack …` without activating: a bare `mlflow` would be another (or
     none), so the hint names this environment's by its path; a store outside the folder the
     command runs in is named by its absolute path."""
-    from sagestack.local.tracking import LocalStore
+    from sagestack.local.training.tracking import LocalStore
 
     store = LocalStore(tmp_path / "elsewhere" / "dev", "p-dev-train")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")

@@ -13,8 +13,8 @@ import urllib.request
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from sagestack.local.processes import free_port
-from sagestack.local.runner import tensorboard_hint
+from sagestack.local.training.processes import free_port
+from sagestack.local.training.train import tensorboard_hint
 
 pytestmark = pytest.mark.train
 

@@ -60,7 +60,7 @@ def test_a_tuning_jobs_trials_leave_it_out() -> None:
 
 
 def test_render_the_lock_and_the_local_run_see_the_spec_s_value(project) -> None:  # type: ignore[no-untyped-def]
-    from sagestack.local.job import local_training_request
+    from sagestack.local.training.job import local_training_request
     from sagestack.ops.lock_fields import request_fields
     from sagestack.project import resolve_environment
     from sagestack.project.requests import render_environment, requests_named

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sagestack.core.contract import Devices, HostLayout, resource_config, training_environment
-from sagestack.local.launch import Launch, entry_type, plan_launch
+from sagestack.local.training.launch import Launch, entry_type, plan_launch
 
 HOSTS = ("algo-1", "algo-2")
 

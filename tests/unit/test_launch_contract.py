@@ -69,7 +69,7 @@ def _shape(request: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("launcher", sorted(CONTRACTS))
 def test_the_local_request_is_the_render_with_local_values(project, launcher: str) -> None:  # type: ignore[no-untyped-def]
-    from sagestack.local.job import local_training_request
+    from sagestack.local.training.job import local_training_request
     from sagestack.project import resolve_environment
     from sagestack.project.requests import render_environment
 

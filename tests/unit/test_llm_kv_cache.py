@@ -192,7 +192,7 @@ def test_the_local_weights_config_json_gives_the_shape(tmp_path):
 
 
 def test_validate_reads_the_config_json_where_local_serve_reads_the_weights(project):
-    from sagestack.local.llm_endpoint import local_llm
+    from sagestack.local.llm.endpoint import local_llm
 
     text = llm_endpoint("ml.g5.xlarge", container="vllm", parameters="8.0e9", dtype="bf16", max_batch_size=32)
     loaded = project.spec(text).load(run_rules=False)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sagestack.core.contract import Devices, HostLayout, container_path, resource_config, training_environment
-from sagestack.local.hosts import lay_out_channel
-from sagestack.local.launch import LaunchError, plan_launch
-from sagestack.local.requirements import check_requirements
+from sagestack.local.training.hosts import lay_out_channel
+from sagestack.local.training.launch import LaunchError, plan_launch
+from sagestack.local.training.requirements import check_requirements
 
 
 def test_sharded_channel_gives_each_host_every_nth_object_in_key_order(tmp_path):

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from sagestack.local.failure import MAX_LINES, error_message, failure_text
+from sagestack.local.training.failure import MAX_LINES, error_message, failure_text
 
 LOG = """\
 [rank0]: step=10 train_loss=0.51
@@ -74,7 +74,7 @@ def test_the_rendezvous_port_is_free_and_outside_the_kernels_ephemeral_range(tmp
     range could meanwhile be handed to any connection on the machine (CI saw a resumed run fail)."""
     import socket
 
-    from sagestack.local.processes import ephemeral_ports, free_port
+    from sagestack.local.training.processes import ephemeral_ports, free_port
 
     ephemeral = ephemeral_ports()
     ports = {free_port() for _ in range(20)}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.metric_series import MetricSeries
-from sagestack.local.runner import curves_figure, curves_title, plot_curves
-from sagestack.local.tuning import Trial, log_ticks, objective_figure
+from sagestack.local.training.metric_series import MetricSeries
+from sagestack.local.training.train import curves_figure, curves_title, plot_curves
+from sagestack.local.training.tuning import Trial, log_ticks, objective_figure
 from sagestack.tuning.models import TuningSpec
 
 # what the init skeleton prints: train_loss every few steps, val_loss and val_accuracy each epoch

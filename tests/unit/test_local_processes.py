@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sagestack.local.processes import Command, Processes
+from sagestack.local.training.processes import Command, Processes
 
 
 def test_the_first_failure_stops_the_other_hosts(tmp_path: Path) -> None:

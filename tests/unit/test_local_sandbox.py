@@ -16,9 +16,8 @@ from types import ModuleType
 import pytest
 
 from sagestack.core.drivers import drivers_folder
-from sagestack.local import mpirun
-from sagestack.local.job import LocalRunError
-from sagestack.local.sandbox import (
+from sagestack.local.drivers import mpirun
+from sagestack.local.drivers.sandbox import (
     Accelerators,
     Network,
     hosts_file,
@@ -27,6 +26,7 @@ from sagestack.local.sandbox import (
     stand_ins,
     unshare_flags,
 )
+from sagestack.local.errors import LocalRunError
 
 
 def drivers_module(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from sagestack.local.batching import MAX_ROWS, Batcher
-from sagestack.local.handlers import Handlers
-from sagestack.local.serve import ServingApp
-from sagestack.local.tf_serving import SAVED_MODEL, saved_model_version
+from sagestack.local.serving.batching import MAX_ROWS, Batcher
+from sagestack.local.serving.handlers import Handlers
+from sagestack.local.serving.serve import ServingApp
+from sagestack.local.serving.tf_serving import SAVED_MODEL, saved_model_version
 from tests.conftest import REPO
 
 
@@ -93,7 +93,7 @@ def test_the_handler_takes_exactly_max_batch_rows_samples_and_refuses_one_more()
     of MAX_BATCH_ROWS samples is one forward pass, one more is the client's 413."""
     inference = _inference()
     inference._EXPECTED["sample_shape"] = (1, 8, 8)
-    assert inference.MAX_BATCH_ROWS == MAX_ROWS  # local/batching.py's limit is the handler's
+    assert inference.MAX_BATCH_ROWS == MAX_ROWS  # local/serving/batching.py's limit is the handler's
 
     def npy(rows: int) -> bytes:
         out = io.BytesIO()

@@ -8,7 +8,7 @@ import json
 
 import botocore.loaders
 
-from sagestack.local.metric_series import (
+from sagestack.local.training.metric_series import (
     NAMESPACE,
     MetricSeries,
     compile_definitions,

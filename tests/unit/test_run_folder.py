@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sagestack.local.rundir import MARKER, RUN_ENTRIES, RunFolderRefused, claim
+from sagestack.local.training.rundir import MARKER, RUN_ENTRIES, RunFolderRefused, claim
 
 
 def _tree(root: Path) -> dict[str, bytes]:

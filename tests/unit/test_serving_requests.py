@@ -212,7 +212,7 @@ def test_two_endpoints_from_one_search_chain_after_its_best_model(project):
 
 
 def test_local_compile_finds_the_best_trial_of_a_search(project, tmp_path):
-    from sagestack.local.compile import LocalCompileError, trained_model_dir
+    from sagestack.local.serving.compile import LocalCompileError, trained_model_dir
 
     spec = MINIMAL.replace(
         "instance_type: ml.m5.xlarge",

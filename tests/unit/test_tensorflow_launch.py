@@ -16,9 +16,9 @@ from sagestack.core.tf_contract import (
     tf_config_for_mwms,
     tf_config_for_ps,
 )
-from sagestack.local.hosts import local_addresses
-from sagestack.local.launch import PS_SERVER, Launch, plan_launch
-from sagestack.local.processes import Command, Processes
+from sagestack.local.training.hosts import local_addresses
+from sagestack.local.training.launch import PS_SERVER, Launch, plan_launch
+from sagestack.local.training.processes import Command, Processes
 
 HOSTS = ["algo-1", "algo-2", "algo-3"]
 

@@ -1,6 +1,6 @@
 """The drivers contract run locally: the hosts of a request whose AlgorithmSpecification has a
 ContainerEntrypoint (the SDK v3 ModelTrainer's), each running that entrypoint — AWS's sm_train.sh,
-which runs AWS's environment.py and driver — unchanged, in its sandbox (local/sandbox.py).
+which runs AWS's environment.py and driver — unchanged, in its sandbox (local/drivers/sandbox.py).
 
 What SageMaker does before the container starts is done here, per host: the config files
 (hyperparameters.json: the request's HyperParameters as sent; resourceconfig.json;
@@ -32,8 +32,10 @@ from sagestack.core.contract import (
     write_host_config,
 )
 from sagestack.core.drivers import CODE_CHANNEL, DRIVERS_CHANNEL, hyperparameter_problem, write_drivers
-from sagestack.local.failure import error_message
-from sagestack.local.hosts import (
+from sagestack.local.drivers.sandbox import Accelerators, Network, check_run_folder, prepare_host, sandboxed
+from sagestack.local.errors import LocalRunError
+from sagestack.local.training.failure import error_message
+from sagestack.local.training.hosts import (
     LOCAL_INTERFACE,
     channel_sources,
     extract_archive,
@@ -41,9 +43,8 @@ from sagestack.local.hosts import (
     share_checkpoints,
     simulated_devices,
 )
-from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions
-from sagestack.local.processes import Command, Outcome, Processes
-from sagestack.local.sandbox import Accelerators, Network, check_run_folder, prepare_host, sandboxed
+from sagestack.local.training.job import LocalRequest, LocalTrainOptions
+from sagestack.local.training.processes import Command, Outcome, Processes
 from sagestack.project.loader import LoadedSpec
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from sagestack.core.deployment import LOCAL_BUCKET
 from sagestack.core.layout import S3Layout
 from sagestack.core.names import Names
-from sagestack.local.async_inference import AsyncOptions
-from sagestack.local.compile import local_root
+from sagestack.local.serving.async_inference import AsyncOptions
+from sagestack.local.serving.compile import local_root
 from sagestack.project.loader import LoadedSpec
 
 

@@ -2,7 +2,7 @@
 
 Each command runs under a guard (local/guard.py) in a session of its own, with its output in a log;
 its lines are followed as they come (the job's metrics read from them as SageMaker reads them:
-local/metric_series.py, and the step of a `metrics:` line at which `interrupt_at`
+local/training/metric_series.py, and the step of a `metrics:` line at which `interrupt_at`
 kills every process at once, the way a spot reclaim ends an instance). The run ends with the
 command, whatever ends it: Ctrl-C, SIGTERM and SIGHUP are turned into `Stopped` while the run is
 followed, which kills every process of the run (the guard's tree: torchrun's workers included, in
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.local import guard
-from sagestack.local.metric_series import MetricSeries, parse_metrics_line
+from sagestack.local.training.metric_series import MetricSeries, parse_metrics_line
 
 # Variables of a launcher that started this process; the local hosts must not inherit them.
 _STALE = (

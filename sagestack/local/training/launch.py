@@ -28,6 +28,7 @@ from sagestack.core.tf_contract import (
     tf_config_for_mwms,
     tf_config_for_ps,
 )
+from sagestack.local.drivers.mpirun import open_mpi_rank_variables
 
 Runner = Literal["process", "torchrun", "mpi", "smddp", "xla", "mwms", "ps"]
 
@@ -220,17 +221,6 @@ class Launch:
             return f"{self.runner} ({self.reason}; {kind}, TF_CONFIG on {len(self.hosts)} host(s))"
         world = f"world size {self.world_size}" if self.runner != "process" else "one process, its own world"
         return f"{self.runner} ({self.reason}; {world})"
-
-
-def open_mpi_rank_variables(*, host_index: int, local_rank: int, per_host: int, size: int) -> dict[str, str]:
-    """What Open MPI gives each rank it places (--map-by slot: host-major) on host `host_index`."""
-    return {
-        "OMPI_COMM_WORLD_RANK": str(host_index * per_host + local_rank),
-        "OMPI_COMM_WORLD_SIZE": str(size),
-        "OMPI_COMM_WORLD_LOCAL_RANK": str(local_rank),
-        "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_host),
-        "OMPI_COMM_WORLD_NODE_RANK": str(host_index),
-    }
 
 
 def entry_type(code_dir: Path, entry_point: str) -> Literal["program", "package", "command"]:

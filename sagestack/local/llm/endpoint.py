@@ -1,6 +1,6 @@
 """An LLM endpoint of the spec, served here: which `llm:` (the endpoint's own, or one of its
 components'), where its weights are locally (`weights.s3` under the local S3 root, as the cloud's
-s3://<bucket>/<key>; made by local/llm_weights.py when absent), the container's schema and token
+s3://<bucket>/<key>; made by local/llm/weights.py when absent), the container's schema and token
 limits, and the server on a thread (tests, the demo, the bench) or in the foreground (the CLI)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 from sagestack.core.deployment import LOCAL_BUCKET
 from sagestack.llm.models import LlmSpec
-from sagestack.local.endpoint import endpoint_name, s3_root
-from sagestack.local.llm_protocol import SCHEMA_OF, Limits, Schema
-from sagestack.local.llm_server import LlmModelServer
-from sagestack.local.llm_weights import build_weights, has_weights, load_weights
-from sagestack.local.serve import BackgroundUvicorn
+from sagestack.local.llm.protocol import SCHEMA_OF, Limits, Schema
+from sagestack.local.llm.server import LlmModelServer
+from sagestack.local.llm.weights import build_weights, has_weights, load_weights
+from sagestack.local.serving.s3_paths import endpoint_name, s3_root
+from sagestack.local.serving.serve import BackgroundUvicorn
 from sagestack.project.loader import LoadedSpec
 
 

@@ -1,15 +1,18 @@
-"""The `mpirun` on a drivers-contract host's PATH (local/sandbox.py): one host's ranks, started directly.
+"""The `mpirun` on a drivers-contract host's PATH (local/drivers/sandbox.py): one host's ranks, started directly.
 
 This machine has no Open MPI and no sshd, and a simulated host needs neither for the ranks it
 places itself. AWS's MPI driver (sagemaker-train's mpi_driver.py) builds the command: `mpirun --host
 algo-1:N -np N --allow-run-as-root --tag-output -mca … -x NAME[=VALUE] … python -m mpi4py train.py
 ARGS`. This reads that command and starts the N ranks as Open MPI would on one host: each with
-mpirun's environment, the `-x` exports and Open MPI's per-rank variables (local/launch.py's, shared
-with the toolkit contract), its lines tagged `[1,RANK]<stdout>:` under --tag-output, every rank
+mpirun's environment, the `-x` exports and Open MPI's per-rank variables (open_mpi_rank_variables, shared
+with the toolkit contract's launch), its lines tagged `[1,RANK]<stdout>:` under --tag-output, every rank
 killed when one fails (orte_abort_on_non_zero_status). mpi4py's runner is left out, as the toolkit
 contract's ranks leave it out: the script is run as `python train.py ARGS`.
 
 Ranks on other hosts would be started over ssh; that is refused here with the reason.
+
+Run as a script by its path (standard library only, like sandbox_init.py and guard.py), so the
+host runs this file whatever `sagestack` the host's Python would import.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-
-from sagestack.local.launch import open_mpi_rank_variables
 
 # Open MPI options that take a value (the ones the drivers and SageMaker's docs use)
 _VALUED = {"--host", "-H", "-host", "-np", "-n", "--np", "-N", "--map-by", "--bind-to", "--rank-by"}
@@ -34,6 +35,17 @@ _FLAGS = {
     "-v",
     "--verbose",
 }
+
+
+def open_mpi_rank_variables(*, host_index: int, local_rank: int, per_host: int, size: int) -> dict[str, str]:
+    """What Open MPI gives each rank it places (--map-by slot: host-major) on host `host_index`."""
+    return {
+        "OMPI_COMM_WORLD_RANK": str(host_index * per_host + local_rank),
+        "OMPI_COMM_WORLD_SIZE": str(size),
+        "OMPI_COMM_WORLD_LOCAL_RANK": str(local_rank),
+        "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_host),
+        "OMPI_COMM_WORLD_NODE_RANK": str(host_index),
+    }
 
 
 class MpirunError(ValueError):

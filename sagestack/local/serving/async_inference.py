@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.asgi import Receive, Scope, Send, read_body, request_headers, respond
-from sagestack.local.handlers import ClientError, error_response
 from sagestack.local.private import open_private, private_dir, write_private_bytes
+from sagestack.local.serving.asgi import Receive, Scope, Send, read_body, request_headers, respond
+from sagestack.local.serving.handlers import ClientError, error_response
 
 # What InvokeEndpointAsync gets from an endpoint that serves in real time only.
 REAL_TIME_ONLY = b'{"message": "this endpoint is real-time; serve it with --async (or async: in the spec)"}'
@@ -119,7 +119,7 @@ class AsyncInvocations:
         predict: Predict,
         *,
         default_accept: str,
-        capture: Any = None,  # a sagestack.local.capture.CaptureWriter
+        capture: Any = None,  # a sagestack.local.serving.capture.CaptureWriter
     ) -> None:
         self.options = options
         self.predict = predict

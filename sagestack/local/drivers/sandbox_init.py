@@ -1,4 +1,4 @@
-"""What starts a simulated host of the drivers contract inside its sandbox (local/sandbox.py).
+"""What starts a simulated host of the drivers contract inside its sandbox (local/drivers/sandbox.py).
 
 Run as a script (standard library only, like guard.py), in one of two modes:
 

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagestack.local.handlers import Handlers
+from sagestack.local.serving.handlers import Handlers
 
 MAX_ROWS = 16384  # samples per forward pass, as training_src/inference.py's handler slices them
 

@@ -2,7 +2,7 @@
 
 Each trial is a `sagestack local train` run of the tuned job with one sample of the ranges; the
 objective is read from the trial's log with the job's own metric regex, exactly as SageMaker reads
-it (local/metric_series.py: the last value of the trial's series, its FinalMetricDataList entry).
+it (local/training/metric_series.py: the last value of the trial's series, its FinalMetricDataList entry).
 Random and Grid sample exactly as the service does; Bayesian uses optuna's TPE sampler;
 Hyperband is sampled at random here (its early stopping needs the service's resource scheduling).
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sagestack.core.contract import cpu_count
-from sagestack.local.job import LocalTrainOptions
-from sagestack.local.runner import run_local_training
-from sagestack.local.tracking import TrackingUnavailable, local_store, prepare
+from sagestack.local.training.job import LocalTrainOptions
+from sagestack.local.training.tracking import TrackingUnavailable, local_store, prepare
+from sagestack.local.training.train import run_local_training
 from sagestack.project.loader import LoadedSpec
 from sagestack.tuning.models import RangeSpec, TuningSpec
 from sagestack.tuning.request import grid_points, max_jobs

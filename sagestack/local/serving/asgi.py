@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sagestack.local.handlers import JSON, error_response
+from sagestack.local.serving.handlers import JSON, error_response
 
 MAX_BODY = 6 * 1024 * 1024  # SageMaker real-time endpoints accept payloads up to 6 MB
 

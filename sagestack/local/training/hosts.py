@@ -2,7 +2,7 @@
 
 Each host gets its own /opt/ml-shaped folder (config files, channels, its own code directory,
 model/, output/) and the environment AWS's training toolkit would give the script (core/contract.py),
-and the runner the container would choose (local/launch.py). Hosts rendezvous over loopback.
+and the runner the container would choose (local/training/launch.py). Hosts rendezvous over loopback.
 Checkpoints live in one folder shared by all hosts, as SageMaker's S3 checkpoint sync makes them.
 """
 
@@ -41,9 +41,10 @@ from sagestack.core.tf_contract import (
     model_dir_under_tuning,
     tensorflow_exports,
 )
-from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions
-from sagestack.local.launch import Launch, plan_launch
-from sagestack.local.processes import free_port
+from sagestack.local.errors import LocalRunError
+from sagestack.local.training.job import LocalRequest, LocalTrainOptions
+from sagestack.local.training.launch import Launch, plan_launch
+from sagestack.local.training.processes import free_port
 from sagestack.project.loader import LoadedSpec
 
 LOCAL_INTERFACE = "lo"  # resourceconfig.json's network_interface_name here (eth0 on SageMaker)

@@ -1,10 +1,10 @@
 """`sagestack local train`: the request the cloud would get, run on this machine.
 
-The request is rendered once (local/job.py); the simulated hosts are laid out as SageMaker and the
-container lay them out (local/hosts.py); the script is started by the container's own rules
-(local/launch.py): torchrun only for torch_distributed, the ranks of mpirun for MPI/SMDDP, otherwise
+The request is rendered once (local/training/job.py); the simulated hosts are laid out as SageMaker and the
+container lay them out (local/training/hosts.py); the script is started by the container's own rules
+(local/training/launch.py): torchrun only for torch_distributed, the ranks of mpirun for MPI/SMDDP, otherwise
 `python train.py ARGS` on every host independently; the processes are followed and, at
-`interrupt_at`, killed at once, the way a spot reclaim ends an instance (local/processes.py). Then
+`interrupt_at`, killed at once, the way a spot reclaim ends an instance (local/training/processes.py). Then
 the toolkit's last word on each host (output/success or output/failure) and algo-1's model.
 """
 
@@ -21,7 +21,8 @@ from typing import Any
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
 from sagestack.core.drivers import CODE_CHANNEL
-from sagestack.local.drivers_run import (
+from sagestack.local.errors import LocalRunError
+from sagestack.local.training.drivers_contract import (
     conclude_driver_hosts,
     container_command,
     driver_script,
@@ -29,16 +30,16 @@ from sagestack.local.drivers_run import (
     prepare_driver_hosts,
     run_driver_hosts,
 )
-from sagestack.local.failure import failure_text
-from sagestack.local.hosts import SimulatedHost, prepare_hosts
-from sagestack.local.job import LocalRequest, LocalRunError, LocalTrainOptions, local_training_request
-from sagestack.local.launch import MPI_RUNNERS, Launch, LaunchError
-from sagestack.local.metric_series import MetricSeries
-from sagestack.local.pasteable import program, shown_path
-from sagestack.local.processes import Command, Outcome, Processes, free_port
-from sagestack.local.requirements import RequirementsCheck, check_requirements, install_requirements
-from sagestack.local.rundir import claim
-from sagestack.local.tracking import LocalStore, TrackingUnavailable, local_store, prepare
+from sagestack.local.training.failure import failure_text
+from sagestack.local.training.hosts import SimulatedHost, prepare_hosts
+from sagestack.local.training.job import LocalRequest, LocalTrainOptions, local_training_request
+from sagestack.local.training.launch import MPI_RUNNERS, Launch, LaunchError
+from sagestack.local.training.metric_series import MetricSeries
+from sagestack.local.training.pasteable import program, shown_path
+from sagestack.local.training.processes import Command, Outcome, Processes, free_port
+from sagestack.local.training.requirements import RequirementsCheck, check_requirements, install_requirements
+from sagestack.local.training.rundir import claim
+from sagestack.local.training.tracking import LocalStore, TrackingUnavailable, local_store, prepare
 from sagestack.project.loader import LoadedSpec
 
 
@@ -151,7 +152,7 @@ def _run_drivers(
     on_line: Callable[[str, str], None],
 ) -> LocalTrainResult:
     """The drivers contract: every host runs the request's entrypoint (AWS's sm_train.sh) in its
-    sandbox (local/drivers_run.py); the result is read as for the toolkit contract."""
+    sandbox (local/training/drivers_contract.py); the result is read as for the toolkit contract."""
     store, tracking_env = _tracking(loaded, job_key, options, on_line)
     hosts = prepare_driver_hosts(loaded, job_key, local, workdir, options, extra_environment=tracking_env)
     job = loaded.spec.jobs[job_key]
@@ -194,7 +195,7 @@ def _run_drivers(
 
 
 def _workdir(loaded: LoadedSpec, job_key: str, local: LocalRequest, options: LocalTrainOptions) -> Path:
-    """The run's folder (made, or taken and marked: local/rundir.py; with `fresh`, its earlier run's
+    """The run's folder (made, or taken and marked: local/training/rundir.py; with `fresh`, its earlier run's
     entries removed), holding the source archive and the request."""
     default = loaded.root / ".sagestack" / "local" / (loaded.env or "project") / job_key
     workdir = claim(options.workdir or default, fresh=options.fresh, job=job_key, default=default)
@@ -314,7 +315,7 @@ def _conclude_hosts(
     plans: list[SimulatedHost], commands: list[tuple[SimulatedHost, Command]], outcome: Outcome
 ) -> str | None:
     """The toolkit's last word on each host unless the run was interrupted: output/success, or
-    output/failure (local/failure.py) when the script left none of its own. Returns the first
+    output/failure (local/training/failure.py) when the script left none of its own. Returns the first
     host's failure."""
     if outcome.interrupted_at is None:
         for plan in plans:

@@ -1,5 +1,5 @@
 """The weights `sagestack local serve` gives an LLM endpoint when the project has none: a byte-level
-BPE tokenizer trained on local/llm_corpus.py's text and a small GPT-2-style causal model trained on
+BPE tokenizer trained on local/llm/corpus.py's text and a small GPT-2-style causal model trained on
 the same text for a few seconds on CPU — nothing is downloaded from a model hub. They are saved as
 the Hugging Face files an LLM container loads from /opt/ml/model (config.json, model.safetensors,
 generation_config.json, tokenizer.json, tokenizer_config.json with a chat template), in the local
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.llm_corpus import corpus
+from sagestack.local.llm.corpus import corpus
 
 EOS = "<|endoftext|>"
 ROLES = ("system", "user", "assistant")

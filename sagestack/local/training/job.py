@@ -17,14 +17,11 @@ from typing import Any
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import pack_source_dir
+from sagestack.local.errors import LocalRunError
 from sagestack.project.loader import LoadedSpec
 from sagestack.project.requests import JobImages, render_job
 
 LOCAL_IMAGE = "local"  # the image (and the rule evaluator's image) is this machine's environment
-
-
-class LocalRunError(RuntimeError):
-    """The job cannot run here as asked; the message says why and what to change."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,9 @@ class LocalTrainOptions:
     procs: int = 1
     interrupt_at: int | None = None
     workdir: Path | None = None
-    fresh: bool = False  # remove an earlier run's entries from a folder sagestack made (local/rundir.py)
+    fresh: bool = (
+        False  # remove an earlier run's entries from a folder sagestack made (local/training/rundir.py)
+    )
     overrides: dict[str, Any] = field(default_factory=dict)  # hyperparameters, as the spec would set them
     threads: int | None = None  # per process; default: this machine's cores shared by every process
     install_requirements: bool = False  # pip install -r requirements.txt here, as the container does

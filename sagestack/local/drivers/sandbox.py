@@ -3,7 +3,7 @@
 The SDK v3 drivers (sagemaker-train's container_drivers) read and write container paths: /opt/ml,
 /etc/hosts (algo-N), /etc/environment (the MPI driver appends to it), /usr/sbin/sshd (the MPI driver
 starts it), `nvidia-smi` / `neuron-ls` (environment.py counts the accelerators with them), and
-torchrun's fixed port 7777. So each host runs in namespaces of its own (local/sandbox_init.py):
+torchrun's fixed port 7777. So each host runs in namespaces of its own (local/drivers/sandbox_init.py):
 
 - one network namespace per run (`Network`), loopback only, which every host of the run joins:
   the fixed ports belong to the run, two runs at once (two test workers) never meet;
@@ -14,7 +14,7 @@ torchrun's fixed port 7777. So each host runs in namespaces of its own (local/sa
   its sandbox folder: the script, or a value that slips through sm_train.sh's quoting, writes
   nothing into the project, the user's home or the system;
 - a PATH with stand-ins first (`nvidia-smi` / `neuron-ls` reporting the simulated accelerators,
-  `mpirun` starting one host's ranks directly: local/mpirun.py, `sshd` that waits), then this
+  `mpirun` starting one host's ranks directly: local/drivers/mpirun.py, `sshd` that waits), then this
   environment's Python (sm_train.sh needs python3 and pip there; torchrun is there).
 
 As root the namespaces are plain (`unshare --net`); as a normal user they live in a user namespace
@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from sagestack.local import guard, sandbox_init
-from sagestack.local.job import LocalRunError
+from sagestack.local import guard
+from sagestack.local.drivers import mpirun, sandbox_init
+from sagestack.local.errors import LocalRunError
 
 START_SECONDS = 30.0
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -173,7 +174,7 @@ def stand_ins(accelerators: Accelerators) -> dict[str, str]:
     return {
         "nvidia-smi": _nvidia_smi(accelerators.gpus),
         "neuron-ls": _neuron_ls(accelerators.neuron_cores),
-        "mpirun": f'#!/bin/sh\nexec {sys.executable} -m sagestack.local.mpirun "$@"\n',
+        "mpirun": f'#!/bin/sh\nexec {sys.executable} {mpirun.__file__} "$@"\n',  # a script, as sandbox_init
         "sshd": "#!/bin/sh\nexec sleep infinity\n",  # the MPI driver starts it and never stops it
     }
 

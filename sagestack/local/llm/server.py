@@ -1,9 +1,9 @@
 """`sagestack local serve` of an LLM endpoint: the container's routes (GET /ping, POST
 /invocations, streamed when the body asks) and the runtime API's — POST
 /endpoints/<name>/invocations (InvokeEndpoint) and /endpoints/<name>/invocations-response-stream
-(InvokeEndpointWithResponseStream, framed as the AWS event stream, local/response_stream.py) — so
+(InvokeEndpointWithResponseStream, framed as the AWS event stream, local/llm/response_stream.py) — so
 boto3's own sagemaker-runtime client, pointed here, parses every answer. The container's own
-schemas are local/llm_protocol.py's; a client's mistake reaches the runtime routes as the
+schemas are local/llm/protocol.py's; a client's mistake reaches the runtime routes as the
 service's ModelError (424, with the container's status and message), as it does in the cloud.
 
 Generation runs token by token with the model's key/value cache in worker threads; requests
@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagestack.local.asgi import Receive, Scope, Send, read_body, respond
-from sagestack.local.llm_protocol import (
+from sagestack.local.llm.protocol import (
     Generation,
     Limits,
     RequestError,
@@ -35,8 +34,9 @@ from sagestack.local.llm_protocol import (
     parse,
     whole,
 )
-from sagestack.local.response_stream import CONTENT_TYPE as EVENT_STREAM
-from sagestack.local.response_stream import model_stream_error, payload_part
+from sagestack.local.llm.response_stream import CONTENT_TYPE as EVENT_STREAM
+from sagestack.local.llm.response_stream import model_stream_error, payload_part
+from sagestack.local.serving.asgi import Receive, Scope, Send, read_body, respond
 
 _log = logging.getLogger("sagestack.local.llm")
 

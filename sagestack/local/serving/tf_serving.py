@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.handlers import JSON, ClientError, Handlers, ServeError
+from sagestack.local.serving.handlers import JSON, ClientError, Handlers, ServeError
 
 SAVED_MODEL = "saved_model.pb"
 JSONL = "application/jsonlines"

@@ -17,7 +17,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sagestack.local.job import LocalRunError
+from sagestack.local.errors import LocalRunError
 
 MARKER = ".sagestack-run"
 # What a run writes in its folder: the request, the code, the simulated hosts, the shared checkpoints
@@ -27,7 +27,7 @@ RUN_ENTRIES = (
     "request.json",
     "sourcedir.tar.gz",
     "hosts",
-    "sandbox",  # the drivers contract's per-host sandbox files (local/sandbox.py)
+    "sandbox",  # the drivers contract's per-host sandbox files (local/drivers/sandbox.py)
     "checkpoints",
     ".checkpoints.partial",
     "logs",

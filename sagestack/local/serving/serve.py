@@ -2,16 +2,16 @@
 
 The container's routes (GET /ping, POST /invocations) and the runtime API's
 (POST /endpoints/<name>/invocations, and with AsyncOptions POST /endpoints/<name>/async-invocations,
-local/async_inference.py), so boto3's sagemaker-runtime client can be pointed here; with a capture
-folder every invocation is recorded in SageMaker's data-capture format (local/capture.py).
+local/serving/async_inference.py), so boto3's sagemaker-runtime client can be pointed here; with a capture
+folder every invocation is recorded in SageMaker's data-capture format (local/serving/capture.py).
 
 GET /ping answers 200 once the model is loaded; POST /invocations runs the model's
-code/inference.py with the toolkit's defaults where one is missing (local/handlers.py), its
-requests batched as the endpoint's `batching:` says (local/batching.py). Errors are answered as the
+code/inference.py with the toolkit's defaults where one is missing (local/serving/handlers.py), its
+requests batched as the endpoint's `batching:` says (local/serving/batching.py). Errors are answered as the
 inference toolkit's Transformer answers them. JSON and CSV bodies reach input_fn as text, others as
 bytes; a missing or `*/*` Accept becomes SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT (application/json).
 A TensorFlow SavedModel (`<version>/saved_model.pb`) is answered as the TensorFlow Serving container
-answers it instead (local/tf_serving.py).
+answers it instead (local/serving/tf_serving.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.asgi import (
+from sagestack.local.serving.asgi import (
     MAX_BODY,
     Receive,
     Scope,
@@ -34,11 +34,18 @@ from sagestack.local.asgi import (
     respond,
     respond_error,
 )
-from sagestack.local.async_inference import REAL_TIME_ONLY, AsyncInvocations, AsyncOptions
-from sagestack.local.batching import Batcher
-from sagestack.local.capture import CaptureWriter
-from sagestack.local.handlers import JSON, UTF8_TYPES, ClientError, Handlers, ServeError, load_handlers
-from sagestack.local.tf_serving import load_tf_handlers, saved_model_version
+from sagestack.local.serving.async_inference import REAL_TIME_ONLY, AsyncInvocations, AsyncOptions
+from sagestack.local.serving.batching import Batcher
+from sagestack.local.serving.capture import CaptureWriter
+from sagestack.local.serving.handlers import (
+    JSON,
+    UTF8_TYPES,
+    ClientError,
+    Handlers,
+    ServeError,
+    load_handlers,
+)
+from sagestack.local.serving.tf_serving import load_tf_handlers, saved_model_version
 
 
 class ServingApp:
@@ -52,7 +59,7 @@ class ServingApp:
         batcher: Batcher,
         *,
         asynchronous: AsyncOptions | None = None,
-        capture: Any = None,  # a sagestack.local.capture.CaptureWriter
+        capture: Any = None,  # a sagestack.local.serving.capture.CaptureWriter
     ) -> None:
         self.handlers = handlers
         self.batcher = batcher
@@ -177,7 +184,7 @@ def load_model_handlers(model_dir: Path) -> Handlers:
 
 def build_server(model_dir: Path, options: ServeOptions) -> tuple[Any, ServingApp]:
     """The server for an unpacked model: a TensorFlow SavedModel (`<version>/saved_model.pb`) as the
-    TensorFlow Serving container answers it (local/tf_serving.py: one request per prediction, its
+    TensorFlow Serving container answers it (local/serving/tf_serving.py: one request per prediction, its
     own batching not emulated), anything else with its code/inference.py as the PyTorch one does."""
     import uvicorn
 
@@ -268,11 +275,11 @@ class BackgroundServer(BackgroundUvicorn):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m sagestack.local.serve MODEL_DIR [--port P] [--max-batch N] [--max-delay-ms D]`:
+    """`python -m sagestack.local.serving.serve MODEL_DIR [--port P] [--max-batch N] [--max-delay-ms D]`:
     serve an unpacked model directory (what benchmarks start in a process of its own)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m sagestack.local.serve")
+    parser = argparse.ArgumentParser(prog="python -m sagestack.local.serving.serve")
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)

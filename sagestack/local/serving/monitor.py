@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.capture import decoded, read_capture
+from sagestack.local.serving.capture import decoded, read_capture
 
 BUCKETS = 10
 COMPARISON_THRESHOLD = 0.1

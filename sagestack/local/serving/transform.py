@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagestack.local.handlers import Handlers, error_response
 from sagestack.local.private import private_dir, write_private_bytes
+from sagestack.local.serving.handlers import Handlers, error_response
 from sagestack.transforms.models import TransformSpec
 
 TEXT_TYPES = ("application/json", "application/jsonlines", "text/csv")
