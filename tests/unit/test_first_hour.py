@@ -79,3 +79,31 @@ def test_an_unknown_entry_among_defined_ones_keeps_the_did_you_mean(tmp_path):
     assert out.exit_code == 2
     assert "no endpoint 'digitz'; did you mean 'digits'? (defined: digits)" in out.output
     assert "Add to" not in out.output
+
+
+def test_the_skeletons_torchscript_model_compiles_for_its_endpoint_without_a_warning(tmp_path):
+    """`local serve` compiles what train.py saved first: model.pt is TorchScript already, so it is not
+    traced again (torch warned, on the serve screen, that tracing a ScriptModule does nothing)."""
+    import importlib.util
+    import warnings
+
+    import torch
+
+    from sagestack.local.serving.compile import compile_locally, trained_model_dir
+    from sagestack.project import load_project
+
+    init_project(tmp_path / "p", "demo")
+    loaded = load_project(tmp_path / "p", "dev")
+    spec = importlib.util.spec_from_file_location(
+        "skeleton_train", tmp_path / "p" / "training_src" / "train.py"
+    )
+    assert spec is not None and spec.loader is not None
+    skeleton = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(skeleton)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    skeleton.save(model, torch.zeros(1, 1, 8, 8), trained_model_dir(loaded, "train"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        result = compile_locally(loaded, "digits")
+    assert result.input_shapes == {"input0": [1, 1, 8, 8]}
+    assert result.checks > 0
