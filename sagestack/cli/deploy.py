@@ -18,6 +18,7 @@ from sagestack.cli.common import (
     load_entry,
     spec_errors,
 )
+from sagestack.cli.day2 import LogsOption
 
 app = typer.Typer()
 
@@ -97,6 +98,7 @@ def run(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the execution to its end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
+    logs: LogsOption = True,
     retrain: Annotated[
         bool,
         typer.Option(
@@ -163,17 +165,14 @@ def run(
         ) from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"could not start '{name}': {e}") from None
+    from sagestack.cli.day2 import follow_started
+
     out = console()
-    out.print(f"started {execution}", markup=False)
-    if not wait:
+    result = follow_started(
+        out, execution, job, env, root, spec, sfn, wait=wait, poll=poll, timeout=timeout, logs=logs
+    )
+    if result is None:
         return
-    with out.status(f"[bold]{name}[/]: starting") as status:
-
-        def on_state(state: str) -> None:
-            out.print(f"  → {state}", markup=False)
-            status.update(f"[bold]{name}[/]: {state}")
-
-        result = remote.follow(sfn, execution, poll_seconds=poll, timeout_seconds=timeout, on_state=on_state)
     if result.status == "SUCCEEDED":
         out.print(f"[green]✓ succeeded[/]: {result.output}")
         return

@@ -119,6 +119,22 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack status --env dev --watch --every 30", "read again every 30 s until Ctrl-C"),
         ),
     ),
+    "logs": Help(
+        "A job's or endpoint's CloudWatch logs, every host, in time order.",
+        (
+            ("sagestack logs classifier --env dev", "the job's newest training job, every host"),
+            ("sagestack logs classifier --env dev --follow", "until the job ends, then its metrics"),
+            ("sagestack logs digits --env dev --json", "an endpoint's lines, as JSON lines"),
+        ),
+    ),
+    "stop": Help(
+        "Stop a pipeline's runs and the SageMaker jobs they started.",
+        (
+            ("sagestack stop classifier --env dev", "every run of the job and its training job"),
+            ("sagestack stop lr-search --env dev", "a search's runs and its tuning job"),
+            ("sagestack stop run-20261206T031500000000Z --env dev", "one run (as Ctrl-C in run prints)"),
+        ),
+    ),
     "cluster": Help(
         "SageMaker HyperPod clusters (clusters: in the spec).",
         (("sagestack cluster submit -h", "render a job's sbatch script"),),

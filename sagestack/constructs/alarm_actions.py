@@ -6,6 +6,8 @@ this account's alarms in this Region only (aws:SourceAccount / aws:SourceArn).""
 
 from __future__ import annotations
 
+import weakref
+
 from aws_cdk import Aws
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -21,7 +23,14 @@ CLOUDWATCH = "cloudwatch.amazonaws.com"
 def notify(alarm: cloudwatch.Alarm, topic: sns.ITopic) -> None:
     """The alarm notifies `topic` when it goes off (ALARM), and CloudWatch may publish there."""
     allow_alarms(topic)
-    alarm.add_alarm_action(cw_actions.SnsAction(topic))
+    # One action per topic, shared by its alarms: SnsAction only binds as the topic's ARN.
+    action = _ACTIONS.get(topic)
+    if action is None:
+        action = _ACTIONS[topic] = cw_actions.SnsAction(topic)
+    alarm.add_alarm_action(action)
+
+
+_ACTIONS: weakref.WeakKeyDictionary[sns.ITopic, cw_actions.SnsAction] = weakref.WeakKeyDictionary()
 
 
 def allow_alarms(topic: sns.ITopic) -> None:

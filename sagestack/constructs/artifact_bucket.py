@@ -15,6 +15,7 @@ from sagestack.constructs import actions
 from sagestack.constructs.compliance import acknowledge_compliance
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.read_once import attribute
 from sagestack.core import layout
 
 ACCESS_LOGS_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
@@ -44,7 +45,7 @@ class ArtifactBucketBase(Construct):
 
     @property
     def bucket_name(self) -> str:
-        return self.bucket.bucket_name
+        return attribute(self.bucket, "bucket_name")  # a token: read through jsii once
 
     @property
     def bucket_arn(self) -> str:

@@ -16,6 +16,7 @@ from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.grants import grant_once
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.read_once import attribute
 from sagestack.constructs.trust import sagemaker_principal
 from sagestack.core.names import Names
 
@@ -46,7 +47,7 @@ class ExecutionRoleBase(Construct):
 
     @property
     def role_arn(self) -> str:
-        return self.role.role_arn
+        return attribute(self.role, "role_arn")  # a token: read through jsii once
 
     def grant_pass_role(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` (a pipeline's role) pass this role to SageMaker, and to nothing else."""

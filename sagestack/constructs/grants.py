@@ -16,6 +16,8 @@ from typing import Any
 
 from aws_cdk import aws_iam as iam
 
+from sagestack.constructs.read_once import dropped
+
 _GRANTED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
@@ -37,7 +39,7 @@ def grant_once(
 ) -> iam.Grant:
     """iam.Grant.add_to_principal, unless this principal already holds the very statement."""
     if not first_time(grantee, "grant", list(actions), list(resource_arns), conditions):
-        return iam.Grant.drop(grantee, f"{', '.join(actions)} (granted already)")
+        return dropped(grantee, f"{', '.join(actions)} (granted already)")
     return iam.Grant.add_to_principal(
         grantee=grantee,
         actions=list(actions),

@@ -3,6 +3,7 @@ instead of by tag, for every construct in a scope — what a locked environment 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,3 +35,17 @@ class ImageDigests:
     def apply(scope: Construct, value: Any) -> Any:
         """`value` (a request, a definition, a URI) with the pinned images by digest."""
         return pin_images(value, ImageDigests.of(scope))
+
+    @staticmethod
+    def apply_below(parent: Construct, value: Any) -> Any:
+        """`apply` for a construct being added under `parent` (which sets no context of its own): the
+        digests are read once per parent, since a scope that has children can no longer set context
+        (constructs refuses it), and neither can any scope above it."""
+        pinned = _PINNED.get(parent)
+        if pinned is None:
+            pinned = _PINNED[parent] = ImageDigests.of(parent)
+        return pin_images(value, pinned)
+
+
+# The digests each parent of pipelines sees: one read through jsii per stack, not one per pipeline.
+_PINNED: weakref.WeakKeyDictionary[Construct, dict[str, str]] = weakref.WeakKeyDictionary()

@@ -10,7 +10,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Stack, Stage
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
@@ -19,6 +18,7 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.grants import first_time
 from sagestack.constructs.prefix_deployment import deploy_to_prefix
+from sagestack.constructs.read_once import attribute, stack_of, stage_of
 from sagestack.core.layout import launch_files_key
 from sagestack.core.names import Names
 from sagestack.core.sourcedir import SourceArchive, pack_source_dir
@@ -26,6 +26,7 @@ from sagestack.training.launch_contract import launch_contract
 from sagestack.training.models import JobSpec
 
 _ARCHIVES: weakref.WeakKeyDictionary[Any, dict[Path, SourceArchive]] = weakref.WeakKeyDictionary()
+_ASSETS: weakref.WeakKeyDictionary[Any, dict[Path, s3_assets.Asset]] = weakref.WeakKeyDictionary()
 _LAUNCH_FILES: weakref.WeakKeyDictionary[Any, dict[str, s3_deployment.BucketDeployment]] = (
     weakref.WeakKeyDictionary()
 )
@@ -33,15 +34,15 @@ _LAUNCH_FILES: weakref.WeakKeyDictionary[Any, dict[str, s3_deployment.BucketDepl
 
 def _archive(scope: Construct, code: Path) -> SourceArchive:
     """The folder's deterministic archive: jobs of one folder share it, packed once per stage."""
-    stage = Stage.of(scope)
-    packed = _ARCHIVES.setdefault(stage if stage is not None else Stack.of(scope), {})
+    stage = stage_of(scope)
+    packed = _ARCHIVES.setdefault(stage if stage is not None else stack_of(scope), {})
     return packed.get(code.resolve()) or packed.setdefault(code.resolve(), pack_source_dir(code))
 
 
 def _staging(scope: Construct, folder: str) -> Path:
     """A folder of the cloud assembly's outdir that files are staged in before CDK takes them."""
-    stage = Stage.of(scope)
-    return Path(stage.outdir if stage is not None else ".") / folder
+    stage = stage_of(scope)
+    return Path(attribute(stage, "outdir") if stage is not None else ".") / folder
 
 
 def source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asset, str]:
@@ -53,8 +54,13 @@ def source_asset(scope: Construct, key: str, code: Path) -> tuple[s3_assets.Asse
     tarball = outdir / f"sourcedir-{archive.sha256[:16]}.tar.gz"
     if not tarball.exists():
         tarball.write_bytes(archive.data)
-    # In the parent scope, as the stacks always created it (keeps asset IDs stable).
-    return s3_assets.Asset(scope, f"Source-{key}", path=str(tarball)), archive.sha256
+    # In the parent scope, as the stacks always created it (keeps asset IDs stable); jobs of one
+    # folder in one stack share the first one's asset, as they share its file (an Asset is two calls
+    # into jsii and a staging per job; the template names the same object either way).
+    assets = _ASSETS.setdefault(scope, {})
+    if tarball not in assets:
+        assets[tarball] = s3_assets.Asset(scope, f"Source-{key}", path=str(tarball))
+    return assets[tarball], archive.sha256
 
 
 def launch_files(
@@ -80,7 +86,7 @@ def launch_files(
         partial_dir.rename(staged)
     prefix = launch_files_key(files.digest)
     # One deployment per content and stack: jobs whose files are the same share the prefix.
-    deployed = _LAUNCH_FILES.setdefault(Stack.of(scope), {})
+    deployed = _LAUNCH_FILES.setdefault(stack_of(scope), {})
     if prefix not in deployed:
         deployed[prefix] = deploy_to_prefix(
             scope,

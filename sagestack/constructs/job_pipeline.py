@@ -28,6 +28,7 @@ from sagestack.constructs.image_digests import ImageDigests
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.read_once import attribute, dropped, five_minutes, path_of, seconds, stack_of
 from sagestack.constructs.trust import states_principal
 from sagestack.core.names import Names
 from sagestack.core.states import PipelineSettings
@@ -52,13 +53,13 @@ class JobPipelineBase(Construct):
 
     def metric_failed_executions(self, *, period: Duration | None = None) -> cloudwatch.Metric:
         """Executions that failed, summed per `period` (default 5 minutes). The failure alarm uses it."""
-        return self.state_machine.metric_failed(period=period or Duration.minutes(5), statistic="Sum")
+        return self.state_machine.metric_failed(period=period or five_minutes(), statistic="Sum")
 
     def metric_succeeded_executions(self, *, period: Duration | None = None) -> cloudwatch.Metric:
-        return self.state_machine.metric_succeeded(period=period or Duration.minutes(5), statistic="Sum")
+        return self.state_machine.metric_succeeded(period=period or five_minutes(), statistic="Sum")
 
     def metric_started_executions(self, *, period: Duration | None = None) -> cloudwatch.Metric:
-        return self.state_machine.metric_started(period=period or Duration.minutes(5), statistic="Sum")
+        return self.state_machine.metric_started(period=period or five_minutes(), statistic="Sum")
 
 
 class _ImportedJobPipeline(JobPipelineBase):
@@ -111,9 +112,10 @@ class PipelineDeployment:
     def settings(self) -> PipelineSettings:
         """What the states read: the poll and back-off waits, the topic, the quota codes."""
         return PipelineSettings(
-            poll_seconds=int(self.poll_interval.to_seconds()) if self.poll_interval else 60,
-            backoff_seconds=int(self.backoff.to_seconds()) if self.backoff else 120,
-            topic_arn=self.topic.topic_arn if self.topic else None,
+            # the environment's pipelines share these objects: each read through jsii once
+            poll_seconds=int(seconds(self.poll_interval)) if self.poll_interval else 60,
+            backoff_seconds=int(seconds(self.backoff)) if self.backoff else 120,
+            topic_arn=attribute(self.topic, "topic_arn") if self.topic else None,
             quota_codes=dict(self.quota_codes) if self.quota_codes else None,
         )
 
@@ -172,10 +174,10 @@ class JobPipeline(JobPipelineBase):
             description=f"Step Functions pipeline of sagestack {names.prefix}",
         )
         self.log_group = log_group or self._log_group(names.entry_log_group(entry or id), encryption_key)
-        if topic is not None and first_time(self.role, "publish", topic.node.path):
+        if topic is not None and first_time(self.role, "publish", path_of(topic)):
             topic.grant_publish(self.role)
         # A locked environment names its images by digest (ImageDigests.pin on the stage).
-        definition = ImageDigests.apply(self, definition)
+        definition = ImageDigests.apply_below(scope, definition)
         self.definition = definition
         label = description or "the pipeline"
         self.state_machine = sfn.StateMachine(
@@ -190,7 +192,7 @@ class JobPipeline(JobPipelineBase):
             tracing_enabled=True,
             comment=definition["Comment"],
         )
-        self._drop_redundant_role_dependency()
+        self._drop_redundant_role_dependency(scope)
         self.alarm = cloudwatch.Alarm(
             self,
             "Failures",
@@ -221,7 +223,7 @@ class JobPipeline(JobPipelineBase):
         """A pipeline deployed elsewhere (another app or stack): grant starting it, watch its metrics."""
         return _ImportedJobPipeline(scope, id, state_machine_arn)
 
-    def _drop_redundant_role_dependency(self) -> None:
+    def _drop_redundant_role_dependency(self, scope: Construct) -> None:
         """CDK makes the state machine depend on the role it already references by GetAtt (cfn-lint
         W3005); keep only the dependency on the role's policy, which the reference does not imply."""
         if self.role not in _ROLE_POLICIES:  # one look-up per role, not per pipeline (calls into jsii)
@@ -234,7 +236,7 @@ class JobPipeline(JobPipelineBase):
         found = _ROLE_POLICIES[self.role]
         cfn = self.state_machine.node.default_child
         self._depends_on: list[str] | None = None
-        if found is None or cfn is None or found[0] is not Stack.of(self):
+        if found is None or cfn is None or found[0] is not stack_of(scope):  # self's stack, read once
             return  # a role in another stack: CloudFormation orders the stacks instead
         self._depends_on = [found[1]]
         cfn.add_override("DependsOn", self._depends_on)  # type: ignore[attr-defined]
@@ -258,7 +260,7 @@ class JobPipeline(JobPipelineBase):
             "LogOptions and tracing) and servicequotas:ListServiceQuotas (read-only, to find a quota by its "
             "name) have no resource-level permissions.",
         }
-        if self.topic is not None and self.topic.master_key is not None:
+        if self.topic is not None and attribute(self.topic, "master_key") is not None:
             findings.update(
                 {
                     "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "CDK's publish grant for the topic's "
@@ -282,7 +284,7 @@ class JobPipeline(JobPipelineBase):
         """Grant the pipeline's role `granted` on `arn`, a wildcard ARN whose cdk-nag finding is
         acknowledged here, with its reason (a role the caller gave keeps the caller's findings)."""
         if not first_time(self.role, "grant", granted, arn, string_equals):
-            return iam.Grant.drop(self.role, f"{', '.join(granted)} (granted already)")
+            return dropped(self.role, f"{', '.join(granted)} (granted already)")
         grant = iam.Grant.add_to_principal(
             grantee=self.role,
             actions=list(granted),
@@ -301,7 +303,7 @@ class JobPipeline(JobPipelineBase):
         characters hold no environment at all. Create and AddTags by the tags in the request (AddTags
         only while creating: sagemaker:TaggingAction), Describe and Stop by the resource's own."""
         if not first_time(self.role, "sagemaker", what, resource, pattern):
-            return iam.Grant.drop(self.role, f"{', '.join(what)} (granted already)")
+            return dropped(self.role, f"{', '.join(what)} (granted already)")
         arn = Stack.of(self).format_arn(service="sagemaker", resource=resource, resource_name=pattern)
         creates = tuple(a for a in what if a.split(":")[1].startswith("Create"))
         tags = sorted(self.names.tags.items())
@@ -326,7 +328,7 @@ class JobPipeline(JobPipelineBase):
         """GetServiceQuota for SageMaker's quotas in `region`, and ListServiceQuotas to find a quota
         by its name when no snapshot names its code (the run-time quota check)."""
         if not first_time(self.role, "quota reads", region):
-            return iam.Grant.drop(self.role, "quota reads (granted already)")
+            return dropped(self.role, "quota reads (granted already)")
         return self._grant(
             actions.QUOTAS_READ,
             f"arn:{Aws.PARTITION}:servicequotas:{region}:{Aws.ACCOUNT_ID}:sagemaker/*",

@@ -45,14 +45,16 @@ def _is_protocol(hint: Any) -> bool:
     return isinstance(hint, type) and getattr(hint, "_is_protocol", False)
 
 
-def _protocol_members(hint: type) -> set[str]:
-    """The public members a Protocol (a jsii interface) and its Protocol bases declare."""
+@functools.cache
+def _protocol_members(hint: type) -> frozenset[str]:
+    """The public members a Protocol (a jsii interface) and its Protocol bases declare (a class
+    does not change: worked out once per interface, not once per prop of every construct)."""
     members: set[str] = set()
     for base in hint.__mro__:
         if base in (object, typing.Protocol, typing.Generic) or not _is_protocol(base):
             continue
         members |= {name for name in vars(base) if not name.startswith("_")}
-    return members
+    return frozenset(members)
 
 
 def matches(value: Any, hint: Any) -> bool:
@@ -113,8 +115,13 @@ def _runtime(hint: type) -> bool:
 
 def _has_members(value: Any, hint: type) -> bool:
     # the class first (an instance's properties are calls into jsii); then members set in __init__
-    kind = type(value)
-    return all(hasattr(kind, name) or hasattr(value, name) for name in _protocol_members(hint))
+    return all(hasattr(value, name) for name in _missing_on_class(type(value), hint))
+
+
+@functools.cache
+def _missing_on_class(kind: type, hint: type) -> tuple[str, ...]:
+    """The members of `hint` that class `kind` does not declare (once per class and interface)."""
+    return tuple(sorted(name for name in _protocol_members(hint) if not hasattr(kind, name)))
 
 
 def describe(hint: Any, items: str | None = None) -> str:

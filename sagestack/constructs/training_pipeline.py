@@ -36,6 +36,7 @@ from sagestack.constructs.model_registration import (
 from sagestack.constructs.model_registry import ModelPackageGroupBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.read_once import attribute, path_of
 from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.retraining_schedule import RetrainingSchedule
 from sagestack.constructs.training_image import TrainingImage
@@ -239,7 +240,7 @@ class TrainingPipeline(JobPipeline):
             "Training jobs whose names start with this environment's prefix: the pipelines create, "
             "follow and stop only their own jobs.",
         )
-        if first_time(self.role, "pass", self.execution_role.node.path):
+        if first_time(self.role, "pass", path_of(self.execution_role)):
             self.execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(self.region)
         if endpoint_plans:
@@ -326,7 +327,7 @@ def _deployments(
         scope,
         role_arn=execution_role.role_arn,
         bucket=artifacts.bucket_name,
-        kms_key_id=encryption_key.key_arn,
+        kms_key_id=attribute(encryption_key, "key_arn"),  # shared by the jobs: read through jsii once
         region=region,
         tags=tags,
     )
@@ -363,10 +364,12 @@ def _job_plans(
         image_uris={t: image.identity_for(t) for t in job.instance_type},
     )
 
+    source_url = attribute(source, "s3_object_url")  # one read per asset (jobs of a folder share it)
+
     def token_context(instance_type: str) -> RequestContext:
         return RequestContext(
             deployment,
-            source.s3_object_url,
+            source_url,
             image.uri_for(instance_type),
             rules_image,
             mlflow,

@@ -18,6 +18,7 @@ import jsii
 from aws_cdk import CfnResource, Stack, Token
 from constructs import IConstruct, IValidation
 
+from sagestack.constructs.read_once import attribute, stack_of
 from sagestack.core.catalog.service_model import RequestValidationError, validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.core.standins import SAMPLE_ACCOUNT, stand_in_key_arn, stand_in_role_arn
@@ -114,7 +115,7 @@ def stand_in_deployment(
 ) -> Deployment:
     """Stand-ins for what only the deployment knows, to validate a construct's requests at synth:
     the stack's account and region where they are concrete (or `region`), else samples."""
-    stack = Stack.of(scope)
+    stack = stack_of(scope)
     known = _STAND_INS.setdefault(stack, {})
     if (region, tags) not in known:  # the stack's account and region are calls into jsii
         where = region or stack.region
@@ -138,10 +139,10 @@ def token_deployment(
     """The deployment's own values as the template holds them: the stack's account and region (or
     `region`), the execution role, the artifact bucket and key — what a construct's requests are
     rendered with, beside the stand-ins they are validated with."""
-    stack = Stack.of(scope)
+    stack = stack_of(scope)
     return Deployment(
-        region=region or stack.region,
-        account=stack.account,
+        region=region or attribute(stack, "region"),
+        account=attribute(stack, "account"),
         role_arn=role_arn,
         bucket=bucket,
         kms_key_id=kms_key_id,

@@ -57,9 +57,11 @@ def follow(
     poll_seconds: float = 5.0,
     timeout_seconds: float | None = None,
     on_state: Callable[[str], None] = lambda _: None,
+    on_poll: Callable[[], None] = lambda: None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ExecutionResult:
-    """Poll until the execution ends (or the timeout passes), reporting each state as it is entered."""
+    """Poll until the execution ends (or the timeout passes), reporting each state as it is entered;
+    `on_poll` after each poll's states (`run` prints its training job's new log lines there)."""
     seen = 0
     started = time.monotonic()
     while True:
@@ -68,6 +70,7 @@ def follow(
         for state in states[seen:]:
             on_state(state)
         seen = len(states)
+        on_poll()
         status = described["status"]
         timed_out = timeout_seconds is not None and time.monotonic() - started > timeout_seconds
         if status != "RUNNING" or timed_out:

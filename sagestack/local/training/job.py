@@ -1,5 +1,5 @@
-"""A local training job: what it is asked to do (LocalTrainOptions), the request it runs
-(LocalRequest), and the error that stops it (LocalRunError).
+"""A local training job: what it is asked to do (LocalTrainOptions) and the request it runs
+(LocalRequest); the error that stops a run (LocalRunError) is local/errors.py's, shared with the sandbox.
 
 The request is rendered here and nowhere else in the local emulation, by the renderer every
 environment's requests are rendered by (project.requests.render_job) with the local deployment's

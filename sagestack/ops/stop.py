@@ -1,0 +1,194 @@
+"""Stop what runs (`sagestack stop`, Ctrl-C in `sagestack run`): a pipeline's running Step Functions
+executions and the SageMaker jobs they started. A pipeline's states create a job and poll it
+(training/states.py): stopping the execution alone leaves the job running, and billed.
+
+Only what is sagestack's in this environment is stopped: executions of the spec's state machines
+(by name), training jobs by the environment's name prefix, tuning jobs by name stem and the
+environment's tags. boto3 is not imported here: the caller passes the clients."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sagestack.ops.status import Scope, job_of
+from sagestack.ops.status_schedules import error_code
+
+
+class NotOurs(LookupError):
+    """What the user named is no pipeline, run or job of this environment (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Stopped:
+    kind: str  # "execution", "training job" or "tuning job"
+    name: str
+    entry: str | None
+    spot: bool = False  # a spot training job: its checkpoints stay in S3
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "entry": self.entry, "spot": self.spot}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `stop TARGET` stops: running executions (entry, ARN) and jobs (kind, name, entry)."""
+
+    executions: tuple[tuple[str, str], ...]
+    jobs: tuple[tuple[str, str, str | None], ...]
+
+
+def plan(scope: Scope, sfn: Any, sm: Any, target: str) -> Plan:
+    """The running executions and jobs `target` names: a pipeline's entry (all it runs), a run's
+    name or ARN (that run and its job), or a training or tuning job's name; NotOurs otherwise."""
+    machines = _machines(scope, sfn)
+    if target in scope.pipelines:
+        executions = [(target, arn) for arn in _running(sfn, machines.get(target))]
+        jobs = {j for _, arn in executions for j in jobs_of_execution(scope, sm, sfn, arn, target)}
+        jobs |= set(_running_jobs(scope, sm, target))
+        return Plan(tuple(executions), tuple(sorted(jobs)))
+    for entry, machine in machines.items():
+        for arn in _running(sfn, machine):
+            if target in (arn, arn.rsplit(":", 1)[-1]):
+                return Plan(((entry, arn),), tuple(jobs_of_execution(scope, sm, sfn, arn, entry)))
+    entry = job_of(scope, target)
+    if entry is not None:
+        status = _described(sm.describe_training_job, TrainingJobName=target)
+        running = status and status["TrainingJobStatus"] == "InProgress"
+        return Plan((), (("training job", target, entry),) if running else ())
+    search = _search_of(scope, target)
+    if search is not None:
+        described = _described(sm.describe_hyper_parameter_tuning_job, HyperParameterTuningJobName=target)
+        if described and tagged(sm, described["HyperParameterTuningJobArn"], scope):
+            running = described["HyperParameterTuningJobStatus"] == "InProgress"
+            return Plan((), (("tuning job", target, search),) if running else ())
+    known = ", ".join(scope.pipelines) or "none"
+    raise NotOurs(
+        f"'{target}' is no pipeline, run or job of {scope.names.project}/{scope.names.env} "
+        f"(pipelines: {known}); sagestack stops only what it started there"
+    )
+
+
+def stop(plan: Plan, sfn: Any, sm: Any, scope: Scope) -> list[Stopped]:
+    """Stop the plan's jobs, then its executions (so no state creates a job after): what was stopped."""
+    done: list[Stopped] = []
+    for kind, name, entry in plan.jobs:
+        if kind == "tuning job":
+            sm.stop_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)
+            done.append(Stopped(kind, name, entry))
+            continue
+        described = sm.describe_training_job(TrainingJobName=name)
+        if described["TrainingJobStatus"] != "InProgress":
+            continue  # ended since it was planned
+        sm.stop_training_job(TrainingJobName=name)
+        done.append(Stopped(kind, name, entry, spot=bool(described.get("EnableManagedSpotTraining"))))
+    for entry, arn in plan.executions:
+        sfn.stop_execution(executionArn=arn, error="sagestack.Stopped", cause="stopped by `sagestack stop`")
+        done.append(Stopped("execution", arn.rsplit(":", 1)[-1], entry))
+    return done
+
+
+def jobs_of_execution(
+    scope: Scope, sm: Any, sfn: Any, arn: str, entry: str
+) -> list[tuple[str, str, str | None]]:
+    """The SageMaker jobs an execution's states created, those still running."""
+    found: list[tuple[str, str, str | None]] = []
+    for kind, name in scheduled_jobs(sfn, arn):
+        if kind == "training job":
+            status = _described(sm.describe_training_job, TrainingJobName=name)
+            if status and status["TrainingJobStatus"] == "InProgress" and job_of(scope, name):
+                found.append((kind, name, entry))
+        else:
+            described = _described(sm.describe_hyper_parameter_tuning_job, HyperParameterTuningJobName=name)
+            if described and described["HyperParameterTuningJobStatus"] == "InProgress":
+                found.append((kind, name, entry))
+    return list(dict.fromkeys(found))
+
+
+def scheduled_jobs(sfn: Any, arn: str) -> list[tuple[str, str]]:
+    """(kind, name) of each job an execution's states asked SageMaker to create, in order (its
+    history's TaskScheduled events of sagemaker:createTrainingJob / createHyperParameterTuningJob)."""
+    found: list[tuple[str, str]] = []
+    for page in sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
+        for event in page["events"]:
+            details = event.get("taskScheduledEventDetails") or {}
+            if details.get("resourceType") != "sagemaker":
+                continue
+            try:
+                params = json.loads(details.get("parameters") or "{}")
+            except ValueError:
+                continue
+            resource = details.get("resource", "")
+            if resource.startswith("createTrainingJob") and isinstance(params.get("TrainingJobName"), str):
+                found.append(("training job", params["TrainingJobName"]))
+            elif resource.startswith("createHyperParameterTuningJob") and isinstance(
+                params.get("HyperParameterTuningJobName"), str
+            ):
+                found.append(("tuning job", params["HyperParameterTuningJobName"]))
+    return found
+
+
+def tagged(sm: Any, arn: str, scope: Scope) -> bool:
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn).get("Tags", [])}
+    return all(tags.get(k) == v for k, v in scope.names.tags.items())
+
+
+def _machines(scope: Scope, sfn: Any) -> dict[str, str]:
+    """Entry -> ARN of each deployed state machine of the spec."""
+    wanted = {name: entry for entry, name in scope.pipelines.items()}
+    found: dict[str, str] = {}
+    for page in sfn.get_paginator("list_state_machines").paginate():
+        found |= {
+            wanted[m["name"]]: m["stateMachineArn"] for m in page["stateMachines"] if m["name"] in wanted
+        }
+    return found
+
+
+def _running(sfn: Any, machine: str | None) -> list[str]:
+    if machine is None:
+        return []
+    arns: list[str] = []
+    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=machine, statusFilter="RUNNING")
+    for page in pages:
+        arns += [e["executionArn"] for e in page["executions"]]
+    return arns
+
+
+def _running_jobs(scope: Scope, sm: Any, entry: str) -> list[tuple[str, str, str | None]]:
+    """The entry's jobs in progress, whichever run started them (a run already stopped, a schedule)."""
+    if entry in scope.jobs:
+        listed = sm.list_training_jobs(
+            NameContains=scope.names.prefix, StatusEquals="InProgress", MaxResults=100
+        )["TrainingJobSummaries"]
+        return [
+            ("training job", s["TrainingJobName"], entry)
+            for s in listed
+            if job_of(scope, s["TrainingJobName"]) == entry
+        ]
+    if entry in scope.tuning:
+        listed = sm.list_hyper_parameter_tuning_jobs(
+            NameContains=scope.names.project, StatusEquals="InProgress", MaxResults=100
+        )["HyperParameterTuningJobSummaries"]
+        return [
+            ("tuning job", s["HyperParameterTuningJobName"], entry)
+            for s in listed
+            if _search_of(scope, s["HyperParameterTuningJobName"]) == entry
+            and tagged(sm, s["HyperParameterTuningJobArn"], scope)
+        ]
+    return []
+
+
+def _search_of(scope: Scope, name: str) -> str | None:
+    stems = {key: scope.names.tuning_job(key, "0" * 8).removesuffix("-00000000") for key in scope.tuning}
+    found = [key for key, stem in stems.items() if name.startswith(stem + "-")]
+    return max(found, key=lambda k: len(stems[k]), default=None)
+
+
+def _described(describe: Any, **args: str) -> dict[str, Any] | None:
+    try:
+        return dict(describe(**args))
+    except Exception as e:
+        if error_code(e) in ("ValidationException", "ResourceNotFound"):
+            return None
+        raise
