@@ -4,7 +4,6 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 # mkdocs-material prints a banner about its successor on every build
 export NO_MKDOCS_2_WARNING := 1
@@ -59,8 +58,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip check
 	touch $@
 
+# The CDK CLI and the Node.js LTS that runs it and jsii (package.json's `node`): node_modules/.bin is
+# first on PATH above, so every target runs on the pinned release, never on an end-of-life one.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	test "$$(node --version)" = "v$$(node -p 'require("./package.json").devDependencies.node')"
 	touch $@
 
 synth: setup

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import gc
 import io
-import os
 import shutil
 import sys
 import tempfile
@@ -29,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from sagestack.core.errors import SpecError  # noqa: E402
 from sagestack.core.yamldoc import MAX_SPEC_BYTES  # noqa: E402

@@ -125,7 +125,6 @@ def container_stack(
     if reason:
         print(f"container stack: skipped ({reason})")
         return
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # as make sets it
     from bench.loadgen import load
     from sagestack.constructs.endpoint_spec import batching_of
     from sagestack.project import load_project

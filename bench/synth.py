@@ -96,7 +96,6 @@ def run(cmd: list[str], cwd: Path, outdir: str, envs: str | None = None) -> Time
     env = {
         **os.environ,
         "CDK_OUTDIR": outdir,
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         # The sagestack of this checkout, whatever the venv's editable install points at.
         "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
     }

@@ -14,7 +14,11 @@ import pytest
 from tests.support import schedule
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# The Node.js the project pins (package.json's `node`: node_modules/.bin/node) runs jsii and the CDK CLI
+# in every test, first on the PATH as `make test` puts it (tests/unit/test_supported_node.py).
+NODE_BIN = REPO / "node_modules" / ".bin"
+if str(NODE_BIN) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([str(NODE_BIN), os.environ.get("PATH", "")])
 # One torch (OpenMP/BLAS) thread per test process, set before anything imports torch: make test runs
 # a worker per CPU, and a second intra-op thread per worker only spins waiting for a CPU the other
 # worker holds — a 30-step build of the local LLM's weights took 10.8 s of CPU with torch's default

@@ -52,7 +52,7 @@ class DeliveryStack(Stack):
             input=source,
             install_commands=list(delivery.install),
             commands=[*delivery.tests, f"npx cdk synth --quiet {SYNTH_CONTEXT}"],
-            env={"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "AWS_EC2_METADATA_DISABLED": "true"},
+            env={"AWS_EC2_METADATA_DISABLED": "true"},
             primary_output_directory="cdk.out",
         )
         self.pipeline = pipelines.CodePipeline(

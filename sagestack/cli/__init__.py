@@ -48,17 +48,8 @@ app.add_typer(local.local_app, name="local")
 apply_conventions(app)
 
 
-def quiet_jsii() -> None:
-    """jsii prints a banner about the Node.js release whenever it starts (in this process or in the
-    app a synth runs), as Python bytes in the middle of a command's output; nothing in the command
-    can act on it. Silenced for every release it names, odd ones too (jsii takes a list of
-    majors), unless the user set the variable."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", ",".join(map(str, range(12, 31))))
-
-
 def main() -> None:
     """Entry point: never a traceback for a user's mistake; SAGESTACK_DEBUG=1 shows one for ours."""
-    quiet_jsii()
     try:
         app()
     except KeyboardInterrupt:

@@ -166,12 +166,35 @@ def load_entry(
         raise spec_errors(e, root) from None
     known = list(entries(loaded.spec))
     if name not in known:
-        err.print(
-            f"no {what} '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})",
-            markup=False,
-        )
+        hint, *snippet = how_to_add(what, name, loaded.spec) or [""]
+        headline = f"no {what} '{name}'{did_you_mean(name, known)} (defined: {', '.join(known) or 'none'})"
+        for line in [*terminal_lines(headline + hint), *snippet]:  # the YAML as it is to be pasted
+            err.print(line, markup=False)
         raise typer.Exit(EXIT_INVALID_SPEC)
     return loaded
+
+
+# Where each kind of entry is declared in config/sagestack.yaml, for the hint that says how to add one.
+SECTIONS = {"job": "jobs", "endpoint": "endpoints", "transform": "transforms", "tuning entry": "tuning"}
+
+
+def how_to_add(what: str, name: str, spec: Any) -> list[str]:
+    """The hint after an unknown entry's name, when none of its kind is defined: where such entries
+    are declared (the rest of the headline); for an endpoint, the lines that serve a job's model
+    (the spec's own job, as `init` writes them), to paste as they are."""
+    section = SECTIONS.get(what)
+    if section is None or getattr(spec, section, None):
+        return []  # some are defined: the list, and its did-you-mean, are the hint
+    if what != "endpoint":
+        return [f"; declare one under {section}: in config/sagestack.yaml"]
+    job = next(iter(spec.jobs), "JOB")
+    return [
+        "; an endpoint serves a job's trained model. Add to config/sagestack.yaml:",
+        "endpoints:",
+        f"  {name}:",
+        f"    model: {{from: {job}}}",
+        "    serverless: {memory_mb: 2048}",
+    ]
 
 
 def parse_overrides(values: list[str]) -> dict[str, object]:

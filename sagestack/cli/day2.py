@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
 
+from sagestack.cli.aws import aws_errors, clients
 from sagestack.cli.common import EnvOption, JsonOption, RootOption, UserError, resolve_for
-from sagestack.cli.status import NO_CREDENTIALS
 
 app = typer.Typer()
 
@@ -192,38 +190,6 @@ def stopped_lines(done: list[Any], target: str, env: str, width: int) -> list[st
         if s.spot:
             out += fit(SPOT_NOTE, width, "  ")
     return out
-
-
-def clients(region: str) -> Any:
-    """`client(service)`: one boto3 client per service, made on first use; missing credentials
-    found before any request (one line, exit 1)."""
-    import boto3
-
-    if boto3.Session().get_credentials() is None:
-        raise UserError(NO_CREDENTIALS)
-    made: dict[str, Any] = {}
-
-    def client(service: str) -> Any:
-        if service not in made:
-            made[service] = boto3.client(service, region_name=region)
-        return made[service]
-
-    return client
-
-
-@contextmanager
-def aws_errors(region: str) -> Iterator[None]:
-    """AWS's refusals as one line and exit 1 (missing credentials, an unreachable region, an error)."""
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
-
-    try:
-        yield
-    except NoCredentialsError:
-        raise UserError(NO_CREDENTIALS) from None
-    except EndpointConnectionError as e:
-        raise UserError(f"cannot reach AWS in {region}: {e}") from None
-    except (ClientError, BotoCoreError) as e:
-        raise UserError(str(e)) from None
 
 
 # ---------------------------------------------------------------- Ctrl-C in `sagestack run`

@@ -53,13 +53,14 @@ def init(
         files = init_project(target, name, region, framework.value)
     except InitError as e:
         raise UserError(str(e), EXIT_INVALID_SPEC) from None
-    from sagestack.ops.init import NEXT_STEPS
+    from sagestack.ops.init import next_steps
 
     out = console()
     out.print(f"wrote {len(files)} files into {target}/; next:", markup=False)
     out.print(f"  cd {target}", markup=False)
-    width = max(len(command) for command, _ in NEXT_STEPS) + 2
-    for command, what in NEXT_STEPS:
+    steps = next_steps(framework.value)
+    width = max(len(command) for command, _ in steps) + 2
+    for command, what in steps:
         out.print(f"  {command:<{width}}[dim]{what}[/]")
 
 

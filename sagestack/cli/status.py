@@ -13,14 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
+from sagestack.cli.aws import NO_CREDENTIALS, clients
 from sagestack.cli.common import EnvOption, JsonOption, RootOption, UserError, resolve_for
 
 app = typer.Typer()
-
-NO_CREDENTIALS = (
-    "no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE (or AWS_ACCESS_KEY_ID "
-    "and AWS_SECRET_ACCESS_KEY), then run `sagestack check`"
-)
 
 
 @app.command()
@@ -42,7 +38,7 @@ def status(
 
     resolved = resolve_for(root, env)
     scope = scope_of(resolved)
-    client = _clients(scope.region)
+    client = clients(scope.region)
     try:
         while True:
             document = _read(scope, client)
@@ -66,23 +62,6 @@ def status(
         raise typer.Exit(0) from None
     if document["errors"]:
         raise typer.Exit(1)
-
-
-def _clients(region: str) -> Any:
-    """`client(service)`: one boto3 client per service, made on first use; missing credentials
-    are found before any request (one line, exit 1)."""
-    import boto3
-
-    if boto3.Session().get_credentials() is None:
-        raise UserError(NO_CREDENTIALS)
-    made: dict[str, Any] = {}
-
-    def client(service: str) -> Any:
-        if service not in made:
-            made[service] = boto3.client(service, region_name=region)
-        return made[service]
-
-    return client
 
 
 def _read(scope: Any, client: Any) -> dict[str, Any]:

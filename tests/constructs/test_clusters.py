@@ -168,7 +168,7 @@ def _sagestack_synth(root: Path, outdir: Path) -> subprocess.CompletedProcess[st
     """`sagestack synth`: the project's app.py (app.builder.main, what `cdk synth` runs) in its own
     process, with no credentials."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", AWS_EC2_METADATA_DISABLED="true")
+    env.update(AWS_EC2_METADATA_DISABLED="true")
     command = [
         str(Path(sys.executable).parent / "sagestack"),
         "synth",

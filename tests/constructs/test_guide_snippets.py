@@ -58,7 +58,6 @@ def test_each_python_block_runs_as_printed_with_cdk_nag_on(page, line, code, tmp
         shutil.copytree(REPO / "training_src", tmp_path / "training_src")
     (tmp_path / "app.py").write_text(code)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"
     env["CDK_OUTDIR"] = str(tmp_path / "cdk.out")  # as `cdk synth` runs an app
     ran = subprocess.run(
         [sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600

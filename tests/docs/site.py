@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def build(site: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=REPO,

@@ -165,7 +165,6 @@ def _environment() -> dict[str, str]:
         AWS_CONFIG_FILE="/dev/null",
         AWS_SHARED_CREDENTIALS_FILE="/dev/null",
         AWS_EC2_METADATA_DISABLED="true",
-        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
         COLUMNS="80",
     )
     return env

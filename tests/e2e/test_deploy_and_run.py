@@ -188,7 +188,6 @@ def _env(emulator: MotoServer) -> dict[str, str]:
         AWS_ACCESS_KEY_ID="testing",
         AWS_SECRET_ACCESS_KEY="testing",
         AWS_DEFAULT_REGION=REGION,
-        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
         CDK_DISABLE_VERSION_CHECK="1",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     )

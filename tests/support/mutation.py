@@ -383,7 +383,6 @@ def per_module(found: dict[str, int | None]) -> dict[str, str]:
 def run_mutmut(root: Path, max_children: int, names: list[str] | None = None) -> int:
     env = {
         **os.environ,
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     mutmut = Path(sys.executable).with_name("mutmut")

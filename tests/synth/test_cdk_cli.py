@@ -23,7 +23,6 @@ def cdk_synth(cwd: Path, outdir: Path, *extra: str) -> subprocess.CompletedProce
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_VERSION_CHECK": "1",
     }
     for credential in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
@@ -130,7 +129,7 @@ def _copy_project(dest: Path) -> Path:
 
 
 def sagestack_synth(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env = dict(os.environ)
     for credential in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         env.pop(credential, None)
     return subprocess.run(

@@ -1,9 +1,12 @@
 """A new user's first ten minutes, in a real terminal: `sagestack init`, then each command init says
-to run next, typed into tmux at 80x24 in a fresh folder (the shell has the project's environment on
-its PATH and nothing else set up: no CDK CLI, no JSII variable). The screens are read back from
+to run next, exactly as printed and in its order, typed into tmux at 80x24 in a fresh folder (the
+shell has the project's environment on its PATH, a supported Node.js LTS as a user installs one, and
+nothing else set up: no CDK CLI, no JSII variable, no AWS account). The screens are read back from
 tmux and held to what a user must see: no line longer than the terminal (a long line wraps, and a
 wrapped command or name is cut mid-word), no word cut with an ellipsis, headers present, the
-training bar with step/total and an ETA, the metrics on their own line, the curves written."""
+training bar with step/total and an ETA, the metrics on their own line, the curves written, the
+trained model served and answering, and the deploy going as far as an account allows: the CDK CLI's
+own no-credentials error, and nothing else (no warning, no stray line, no jsii banner)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from sagestack.ops.init import NEXT_STEPS
+from tests.conftest import REPO
+
 pytestmark = pytest.mark.synth
 
 BIN = Path(sys.executable).parent
@@ -31,14 +37,20 @@ class Terminal:
     it, the lines tmux wrapped joined again (-J), so a line the program printed too long for the
     terminal comes back longer than WIDTH."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, user_bin: Path) -> None:
         self.socket = f"sagestack-{uuid.uuid4().hex[:8]}"
         env = {
             "HOME": os.environ.get("HOME", str(cwd)),
-            "PATH": f"{BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{user_bin}{os.pathsep}{BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
+            # no account, whatever this machine's home holds: the deploy must stop at its credentials
+            "AWS_CONFIG_FILE": "/dev/null",
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+            "AWS_EC2_METADATA_DISABLED": "true",
         }
+        if os.environ.get("PYTHONPATH"):  # the checkout under test, where it is not the venv's own
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         subprocess.run(
             [
                 *("tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "user"),
@@ -79,7 +91,13 @@ class Terminal:
 def terminal(tmp_path):
     if shutil.which("tmux") is None:
         pytest.fail("tmux is part of the test set-up (apt-get install tmux)")
-    term = Terminal(tmp_path)
+    node = (REPO / "node_modules" / ".bin" / "node").resolve()
+    if not node.exists():
+        pytest.fail("node_modules/.bin/node is missing: run `make setup` (npm ci)")
+    user_bin = tmp_path / "user-bin"  # the user's own Node.js: the LTS the project pins
+    user_bin.mkdir()
+    (user_bin / "node").symlink_to(node)
+    term = Terminal(tmp_path, user_bin)
     yield term
     term.close()
 
@@ -100,6 +118,7 @@ def test_init_validate_plan_synth_and_train_as_a_new_user_sees_them(terminal, tm
     steps = [
         line.strip().split("  ")[0] for line in screen if line.strip().startswith(("sagestack ", "npm "))
     ]
+    assert steps == [command for command, _ in NEXT_STEPS]
     assert steps[:4] == [
         "sagestack validate",
         "sagestack plan",
@@ -143,3 +162,32 @@ def test_init_validate_plan_synth_and_train_as_a_new_user_sees_them(terminal, tm
     assert (run / "training_curves.png").stat().st_size > 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics, "metrics.json is empty"
+
+    # serve what local train saved, as the PyTorch inference container would, and ask it 5 digits
+    assert steps[4].startswith("sagestack local serve ") and steps[4].endswith(" --predict 5")
+    code, screen = terminal.run(steps[4], timeout=300)
+    assert code == 0, screen
+    _fits(screen, "local serve")
+    text = "\n".join(screen)
+    assert "POST http://127.0.0.1:8080/invocations" in text, text
+    answers = [line for line in screen if re.match(r"^[│|]\s*\d\s*[│|]", line)]
+    assert len(answers) == 5, text
+    assert sum("✓" in line for line in answers) >= 3, text  # a model that learned, not noise
+    assert "Warning" not in text, text
+
+    # deploy as printed: the CDK CLI and Node.js the project pins, up to the missing account
+    assert steps[5] == "npm install && npx cdk deploy 'dev/*'"
+    code, screen = terminal.run(steps[5], timeout=600)
+    assert code != 0, screen
+    allowed = (
+        r"added \d+ packages? in \S+",  # npm install
+        r"npm notice .*",  # npm's own news (a newer npm), if any
+        r"✨\s+Synthesis time: [\d.]+s",  # the CDK CLI's progress
+        r"Unable to resolve AWS account to use\. It must be either configured when you define your "
+        r"CDK Stack, or through the environment",
+    )
+    lines = [line.strip() for line in screen if line.strip()]
+    unexpected = [line for line in lines if not any(re.fullmatch(a, line) for a in allowed)]
+    assert unexpected == [], "\n".join(screen)
+    assert lines[-1].startswith("Unable to resolve AWS account"), "\n".join(screen)
+    assert (tmp_path / "demo" / "node_modules" / ".bin" / "node").exists()  # package.json's Node.js LTS

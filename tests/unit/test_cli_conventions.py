@@ -530,23 +530,3 @@ def test_quota_snapshot_json_is_the_table_of_quotas_the_spec_uses(project, monke
     assert {"quota": name, "code": "L-M5", "value": 4.0, "in_use": 0} in doc["quotas"]
     saved = json.loads((project.root / "config/envs/dev.quotas.json").read_text())
     assert saved["account"] == ACCOUNT and saved["quotas"][0]["QuotaCode"] == "L-M5"
-
-
-def test_the_jsii_banner_is_silenced_for_every_release_jsii_calls_end_of_life(monkeypatch):
-    """jsii's own table of Node.js releases (in the runtime it embeds): every release whose end of
-    life has passed is named in the variable sagestack sets (odd releases were missed once)."""
-    import datetime
-
-    import jsii
-
-    from sagestack.cli import quiet_jsii
-
-    runtime = Path(jsii.__file__).parent / "_embedded" / "jsii" / "bin__jsii-runtime.js"
-    releases = re.findall(r'new NodeRelease\((\d+),\{endOfLife:new Date\("([\d-]+)"\)', runtime.read_text())
-    assert len(releases) >= 10, "jsii's release table was not found"
-    today = datetime.date.today().isoformat()
-    ended = {int(major) for major, end in releases if end < today}
-    monkeypatch.delenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", raising=False)
-    quiet_jsii()
-    silenced = {int(v) for v in os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"].split(",")}
-    assert ended and ended <= silenced, sorted(ended - silenced)

@@ -87,6 +87,18 @@ def _eager_model(model_dir: Path, source_dir: Path, info: dict[str, Any]) -> Any
     return model
 
 
+def _traced(eager: Any, example: Any) -> Any:
+    """The module traced for `example`'s shape and frozen; a model.pt as trained is TorchScript already."""
+    import torch
+
+    if isinstance(eager, torch.jit.ScriptModule):
+        traced = eager
+    else:
+        with torch.no_grad():
+            traced = torch.jit.trace(eager, example)  # type: ignore[no-untyped-call]
+    return torch.jit.freeze(traced.eval()) if hasattr(torch.jit, "freeze") else traced
+
+
 def compile_locally(
     loaded: LoadedSpec, endpoint: str, *, model_dir: Path | None = None, output: Path | None = None
 ) -> CompileResult:
@@ -132,9 +144,7 @@ def compile_locally(
             f"endpoints.{endpoint}.compile.input_shapes.{name}: the model rejects shape {shape}: "
             f"{str(e).splitlines()[0]}"
         ) from None
-    with torch.no_grad():
-        traced = torch.jit.trace(eager, example)  # type: ignore[no-untyped-call]
-    traced = torch.jit.freeze(traced.eval()) if hasattr(torch.jit, "freeze") else traced
+    traced = _traced(eager, example)
 
     generator = torch.Generator().manual_seed(0)
     inputs = [example] + [torch.randn(shape, generator=generator) for _ in range(8)]
