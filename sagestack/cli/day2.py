@@ -103,7 +103,7 @@ def _logline(line: Any, pad: int, width: int) -> str:
 
     at = datetime.fromtimestamp(line.timestamp / 1000, UTC)
     head = f"{at:%H:%M:%S} {line.host:<{pad}} "
-    text = head + line.message
+    text = head + str(line.message)
     if len(text) <= width or not sys.stdout.isatty():
         return text
     return "\n".join(fit(text, width, "", " " * len(head)))

@@ -45,7 +45,7 @@ class ArtifactBucketBase(Construct):
 
     @property
     def bucket_name(self) -> str:
-        return attribute(self.bucket, "bucket_name")  # a token: read through jsii once
+        return str(attribute(self.bucket, "bucket_name"))  # a token: read through jsii once
 
     @property
     def bucket_arn(self) -> str:

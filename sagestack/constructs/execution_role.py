@@ -47,7 +47,7 @@ class ExecutionRoleBase(Construct):
 
     @property
     def role_arn(self) -> str:
-        return attribute(self.role, "role_arn")  # a token: read through jsii once
+        return str(attribute(self.role, "role_arn"))  # a token: read through jsii once
 
     def grant_pass_role(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` (a pipeline's role) pass this role to SageMaker, and to nothing else."""

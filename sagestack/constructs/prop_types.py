@@ -115,7 +115,8 @@ def _runtime(hint: type) -> bool:
 
 def _has_members(value: Any, hint: type) -> bool:
     # the class first (an instance's properties are calls into jsii); then members set in __init__
-    return all(hasattr(value, name) for name in _missing_on_class(type(value), hint))
+    kind: Any = type(value)  # a class is hashable; mypy's `type[Any]` is not known to be
+    return all(hasattr(value, name) for name in _missing_on_class(kind, hint))
 
 
 @functools.cache

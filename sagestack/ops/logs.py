@@ -65,12 +65,12 @@ def resolve(scope: Scope, sm: Any, target: str) -> Target:
         name = scope.names.endpoint(target)
         return Target("endpoint", name, target, ENDPOINT_GROUP + name, "")
     if target in scope.jobs:
-        name = newest_job(scope, sm, target)
-        if name is None:
+        newest = newest_job(scope, sm, target)
+        if newest is None:
             raise NotFound(
                 f"job '{target}' has no training job in {env} yet: `sagestack run {target} --env {env}` starts one"
             )
-        return Target("training", name, target, TRAINING_GROUP, name + "/")
+        return Target("training", newest, target, TRAINING_GROUP, newest + "/")
     key = job_of(scope, target)
     if key is None:
         known = ", ".join([*scope.jobs, *scope.endpoints]) or "none"

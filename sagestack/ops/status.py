@@ -294,7 +294,7 @@ def tuning_row(job: dict[str, Any], key: str, now: datetime) -> dict[str, Any]:
 def read_endpoints(scope: Scope, sm: Any, cw: Any, now: datetime, errors: list[str]) -> list[dict[str, Any]]:
     """Each endpoint of the spec: status, variants (their instance pools), inference components,
     and each variant's last hour of invocations, 4XX/5XX errors and mean model latency."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in scope.endpoints:
         name = scope.names.endpoint(key)
         try:
@@ -361,7 +361,8 @@ def _components(sm: Any, endpoint: str, errors: list[str]) -> list[dict[str, Any
 
 def _last_hour(cw: Any, variants: list[tuple[str, dict[str, Any]]], now: datetime) -> None:
     """Fill each variant's "last_hour" from one GetMetricData (AWS/SageMaker, one hour's period)."""
-    queries, where = [], {}
+    queries: list[dict[str, Any]] = []
+    where: dict[str, Any] = {}
     for endpoint, variant in variants:
         for key, metric, stat in METRICS:
             qid = f"m{len(queries)}"
@@ -401,7 +402,7 @@ def _last_hour(cw: Any, variants: list[tuple[str, dict[str, Any]]], now: datetim
 
 def read_clusters(scope: Scope, sm: Any) -> list[dict[str, Any]]:
     """Each HyperPod cluster of the spec with its instance groups' counts."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in scope.clusters:
         name = scope.names.cluster(key)
         try:

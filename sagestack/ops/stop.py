@@ -52,11 +52,11 @@ def plan(scope: Scope, sfn: Any, sm: Any, target: str) -> Plan:
         for arn in _running(sfn, machine):
             if target in (arn, arn.rsplit(":", 1)[-1]):
                 return Plan(((entry, arn),), tuple(jobs_of_execution(scope, sm, sfn, arn, entry)))
-    entry = job_of(scope, target)
-    if entry is not None:
+    job_entry = job_of(scope, target)
+    if job_entry is not None:
         status = _described(sm.describe_training_job, TrainingJobName=target)
         running = status and status["TrainingJobStatus"] == "InProgress"
-        return Plan((), (("training job", target, entry),) if running else ())
+        return Plan((), (("training job", target, job_entry),) if running else ())
     search = _search_of(scope, target)
     if search is not None:
         described = _described(sm.describe_hyper_parameter_tuning_job, HyperParameterTuningJobName=target)
