@@ -6,7 +6,8 @@ once), with two exceptions, and the slowest units first.
   its conftest synthesizes once per worker (six apps, every environment); split across two workers
   they were synthesized twice.
 - A file whose tests share nothing is one unit per test: each bench smoke run is a subprocess of
-  its own, and together they were minutes of one worker's time at the end of the run.
+  its own, and together they were minutes of one worker's time at the end of the run; a new
+  user's first steps in tmux and the deploy init prints are two terminals of their own.
 - Units start slowest first (the longest-processing-time rule: the last unit to start is a short
   one, so the workers finish together). xdist's own order is by the number of tests in a unit,
   which put the few-but-slow units (the bench smoke runs, the IAM scanners, mutmut, the wheel
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 
 SHARED = ("tests/iam/",)
-SPREAD = ("tests/synth/test_bench_smoke.py",)
+SPREAD = ("tests/synth/test_bench_smoke.py", "tests/synth/test_first_ten_minutes.py")
 SMOKE = "tests/synth/test_bench_smoke.py::test_bench_smoke"
 
 # Rough wall seconds on CI's machine (2 CPUs, both workers busy), from `make test`'s --durations and
@@ -41,7 +42,8 @@ COST: dict[str, float] = {
     "tests/training_src/test_local_tf_serve.py": 60,
     "tests/e2e/test_deploy_and_run.py": 60,
     "tests/constructs/test_nag.py": 60,
-    "tests/synth/test_first_ten_minutes.py": 50,
+    "tests/synth/test_first_ten_minutes.py::test_init_validate_plan_synth_and_train_as_a_new_user_sees_them": 250,
+    "tests/synth/test_first_ten_minutes.py::test_the_deploy_command_init_prints_works_as_printed_up_to_the_missing_account": 120,
     "tests/synth/test_cdk_cli.py": 50,
     "tests/training_src/test_local_llm_serve.py": 45,
     "tests/training_src/test_keras_local_resume.py": 40,

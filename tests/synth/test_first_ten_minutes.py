@@ -37,11 +37,13 @@ class Terminal:
     it, the lines tmux wrapped joined again (-J), so a line the program printed too long for the
     terminal comes back longer than WIDTH."""
 
-    def __init__(self, cwd: Path, user_bin: Path) -> None:
+    def __init__(self, cwd: Path, user_bin: Path | None = None) -> None:
+        """`user_bin`: the user's own programs ahead of the venv's (e.g. their Node.js), if any."""
         self.socket = f"sagestack-{uuid.uuid4().hex[:8]}"
+        own = f"{user_bin}{os.pathsep}" if user_bin else ""
         env = {
             "HOME": os.environ.get("HOME", str(cwd)),
-            "PATH": f"{user_bin}{os.pathsep}{BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{own}{BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             # no account, whatever this machine's home holds: the deploy must stop at its credentials
@@ -175,7 +177,16 @@ def test_init_validate_plan_synth_and_train_as_a_new_user_sees_them(terminal, tm
     assert sum("✓" in line for line in answers) >= 3, text  # a model that learned, not noise
     assert "Warning" not in text, text
 
-    # deploy as printed: the CDK CLI and Node.js the project pins, up to the missing account
+
+def test_the_deploy_command_init_prints_works_as_printed_up_to_the_missing_account(terminal, tmp_path):
+    """The deploy as printed: the CDK CLI and Node.js the project pins, up to the missing account.
+    (A test of its own, beside the local steps above, so that the two run on two workers.)"""
+    code, screen = terminal.run("sagestack init demo")
+    assert code == 0, screen
+    steps = [
+        line.strip().split("  ")[0] for line in screen if line.strip().startswith(("sagestack ", "npm "))
+    ]
+    terminal.run("cd demo")
     assert steps[5] == "npm install && npx cdk deploy 'dev/*'"
     code, screen = terminal.run(steps[5], timeout=600)
     assert code != 0, screen

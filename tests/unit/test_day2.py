@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from sagestack.cli import app
 from tests.conftest import REPO
+from tests.support.interrupt import default_sigint
 from tests.support.moto_server import ACCOUNT, REGION, running_moto
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/r"
@@ -361,6 +362,7 @@ def test_ctrl_c_in_run_in_a_pipe_leaves_it_running_and_prints_the_stop_command_t
         stderr=subprocess.PIPE,
         text=True,
         env=_env(moto),
+        preexec_fn=default_sigint,  # as a terminal's Ctrl-C finds it, even under `make test &`
     )
     assert running.stdout is not None
     assert running.stdout.readline().startswith("started arn:aws:states:")

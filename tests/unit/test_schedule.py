@@ -55,7 +55,9 @@ def test_every_unit_cost_names_is_there():
             bench = unit.removeprefix(f"{SMOKE}[").removesuffix("]")
             assert (REPO / "bench" / f"{bench}.py").is_file(), unit
         else:
-            assert (REPO / unit).exists(), unit
+            path, _, test = unit.partition("::")
+            assert (REPO / path).exists(), unit
+            assert not test or f"def {test}(" in (REPO / path).read_text(), unit
     assert all((REPO / folder).is_dir() for folder in SHARED)
     assert all((REPO / file).is_file() for file in SPREAD)
 

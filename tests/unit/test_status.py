@@ -24,6 +24,7 @@ from sagestack.cli import app
 from sagestack.cli.status import one_screen, render
 from sagestack.ops.status_schedules import next_run
 from tests.conftest import REPO
+from tests.support.interrupt import default_sigint
 from tests.support.moto_server import ACCOUNT, REGION, running_moto
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/r"
@@ -338,6 +339,7 @@ def test_status_in_a_pipe_and_in_tmux_at_80_columns(aws, moto, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=default_sigint,  # as a terminal's Ctrl-C finds it, even under `make test &`
     )
     seen: list[str] = []
     assert watching.stdout is not None
