@@ -154,15 +154,12 @@ def _stack(cfn: Any, name: str, kind: str) -> dict[str, Any]:
 def read_pipelines(scope: Scope, sfn: Any) -> list[dict[str, Any]]:
     """Each pipeline of the spec (found among the state machines by its name) with its latest
     executions, newest first."""
-    wanted = {name: entry for entry, name in scope.pipelines.items()}
-    arns: dict[str, str] = {}
-    for page in sfn.get_paginator("list_state_machines").paginate():
-        arns |= {m["name"]: m["stateMachineArn"] for m in page["stateMachines"] if m["name"] in wanted}
+    arns = state_machines(scope, sfn)
     rows = []
     for entry, name in scope.pipelines.items():
         executions = []
-        if name in arns:
-            listed = sfn.list_executions(stateMachineArn=arns[name], maxResults=EXECUTIONS)["executions"]
+        if entry in arns:
+            listed = sfn.list_executions(stateMachineArn=arns[entry], maxResults=EXECUTIONS)["executions"]
             executions = [
                 {
                     "name": e["name"],
@@ -173,9 +170,20 @@ def read_pipelines(scope: Scope, sfn: Any) -> list[dict[str, Any]]:
                 for e in sorted(listed, key=lambda e: e["startDate"], reverse=True)
             ]
         rows.append(
-            {"entry": entry, "state_machine": name, "deployed": name in arns, "executions": executions}
+            {"entry": entry, "state_machine": name, "deployed": entry in arns, "executions": executions}
         )
     return rows
+
+
+def state_machines(scope: Scope, sfn: Any) -> dict[str, str]:
+    """Entry -> ARN of each deployed state machine of the spec (found by its name)."""
+    wanted = {name: entry for entry, name in scope.pipelines.items()}
+    found: dict[str, str] = {}
+    for page in sfn.get_paginator("list_state_machines").paginate():
+        found |= {
+            wanted[m["name"]]: m["stateMachineArn"] for m in page["stateMachines"] if m["name"] in wanted
+        }
+    return found
 
 
 # ---------------------------------------------------------------- training and tuning jobs
@@ -187,6 +195,20 @@ def job_of(scope: Scope, job_name: str) -> str | None:
     stems = {key: scope.names.training_job(key, "0" * 8, 0).removesuffix("-00000000-0") for key in scope.jobs}
     found = [key for key, stem in stems.items() if job_name.startswith(stem + "-")]
     return max(found, key=lambda k: len(stems[k]), default=None)
+
+
+def search_of(scope: Scope, name: str) -> str | None:
+    """The spec's search a tuning job's name belongs to (names.tuning_job: its stem and a hash):
+    the longest stem it starts with. The name has no room for the environment: see `tagged`."""
+    stems = {key: scope.names.tuning_job(key, "0" * 8).removesuffix("-00000000") for key in scope.tuning}
+    found = [key for key, stem in stems.items() if name.startswith(stem + "-")]
+    return max(found, key=lambda k: len(stems[k]), default=None)
+
+
+def tagged(sm: Any, arn: str, scope: Scope) -> bool:
+    """Whether a SageMaker resource carries this environment's tags."""
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn).get("Tags", [])}
+    return all(tags.get(k) == v for k, v in scope.names.tags.items())
 
 
 def read_training_jobs(scope: Scope, sm: Any, now: datetime) -> list[dict[str, Any]]:
@@ -243,26 +265,20 @@ def read_tuning_jobs(scope: Scope, sm: Any, now: datetime) -> list[dict[str, Any
     environment (names.tuning_job), so each candidate's sagestack:environment tag decides."""
     if not scope.tuning:
         return []
-    stems = {key: scope.names.tuning_job(key, "0" * 8).removesuffix("-00000000") for key in scope.tuning}
     listed = sm.list_hyper_parameter_tuning_jobs(
         NameContains=scope.names.project, SortBy="CreationTime", SortOrder="Descending", MaxResults=50
     )["HyperParameterTuningJobSummaries"]
     rows = []
     for summary in listed:
         name = summary["HyperParameterTuningJobName"]
-        keys = [k for k, stem in stems.items() if name.startswith(stem + "-")]
-        if not keys or not _tagged(sm, summary["HyperParameterTuningJobArn"], scope.names):
+        key = search_of(scope, name)
+        if key is None or not tagged(sm, summary["HyperParameterTuningJobArn"], scope):
             continue
         described = sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)
-        rows.append(tuning_row(described, max(keys, key=lambda k: len(stems[k])), now))
+        rows.append(tuning_row(described, key, now))
         if len(rows) == TUNING_JOBS:
             break
     return rows
-
-
-def _tagged(sm: Any, arn: str, names: Names) -> bool:
-    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn).get("Tags", [])}
-    return all(tags.get(k) == v for k, v in names.tags.items())
 
 
 def tuning_row(job: dict[str, Any], key: str, now: datetime) -> dict[str, Any]:

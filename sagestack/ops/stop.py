@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sagestack.ops.status import Scope, job_of
+from sagestack.ops.status import Scope, job_of, search_of, state_machines, tagged
 from sagestack.ops.status_schedules import error_code
 
 
@@ -42,7 +42,7 @@ class Plan:
 def plan(scope: Scope, sfn: Any, sm: Any, target: str) -> Plan:
     """The running executions and jobs `target` names: a pipeline's entry (all it runs), a run's
     name or ARN (that run and its job), or a training or tuning job's name; NotOurs otherwise."""
-    machines = _machines(scope, sfn)
+    machines = state_machines(scope, sfn)
     if target in scope.pipelines:
         executions = [(target, arn) for arn in _running(sfn, machines.get(target))]
         jobs = {j for _, arn in executions for j in jobs_of_execution(scope, sm, sfn, arn, target)}
@@ -57,7 +57,7 @@ def plan(scope: Scope, sfn: Any, sm: Any, target: str) -> Plan:
         status = _described(sm.describe_training_job, TrainingJobName=target)
         running = status and status["TrainingJobStatus"] == "InProgress"
         return Plan((), (("training job", target, job_entry),) if running else ())
-    search = _search_of(scope, target)
+    search = search_of(scope, target)
     if search is not None:
         described = _described(sm.describe_hyper_parameter_tuning_job, HyperParameterTuningJobName=target)
         if described and tagged(sm, described["HyperParameterTuningJobArn"], scope):
@@ -129,22 +129,6 @@ def scheduled_jobs(sfn: Any, arn: str) -> list[tuple[str, str]]:
     return found
 
 
-def tagged(sm: Any, arn: str, scope: Scope) -> bool:
-    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn).get("Tags", [])}
-    return all(tags.get(k) == v for k, v in scope.names.tags.items())
-
-
-def _machines(scope: Scope, sfn: Any) -> dict[str, str]:
-    """Entry -> ARN of each deployed state machine of the spec."""
-    wanted = {name: entry for entry, name in scope.pipelines.items()}
-    found: dict[str, str] = {}
-    for page in sfn.get_paginator("list_state_machines").paginate():
-        found |= {
-            wanted[m["name"]]: m["stateMachineArn"] for m in page["stateMachines"] if m["name"] in wanted
-        }
-    return found
-
-
 def _running(sfn: Any, machine: str | None) -> list[str]:
     if machine is None:
         return []
@@ -173,16 +157,10 @@ def _running_jobs(scope: Scope, sm: Any, entry: str) -> list[tuple[str, str, str
         return [
             ("tuning job", s["HyperParameterTuningJobName"], entry)
             for s in listed
-            if _search_of(scope, s["HyperParameterTuningJobName"]) == entry
+            if search_of(scope, s["HyperParameterTuningJobName"]) == entry
             and tagged(sm, s["HyperParameterTuningJobArn"], scope)
         ]
     return []
-
-
-def _search_of(scope: Scope, name: str) -> str | None:
-    stems = {key: scope.names.tuning_job(key, "0" * 8).removesuffix("-00000000") for key in scope.tuning}
-    found = [key for key, stem in stems.items() if name.startswith(stem + "-")]
-    return max(found, key=lambda k: len(stems[k]), default=None)
 
 
 def _described(describe: Any, **args: str) -> dict[str, Any] | None:
