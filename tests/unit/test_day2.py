@@ -62,6 +62,14 @@ def moto():
     del SageMakerResponse.stop_training_job  # type: ignore[attr-defined]
 
 
+@pytest.fixture(autouse=True)
+def executions_stay_running(moto):  # type: ignore[no-untyped-def]
+    """moto's config is the process's, not the server's: a module run between this one's tests on the
+    same xdist worker may have switched the interpreter back on, and an execution would end at once."""
+    config = f"{moto.url}/moto-api/config"
+    requests.post(config, json={"stepfunctions": {"execute_state_machine": False}}, timeout=10)
+
+
 @pytest.fixture
 def aws(moto, monkeypatch, example_project):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
