@@ -14,7 +14,7 @@ from constructs import Construct
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucketBase
 from sagestack.constructs.grants import grant_once
-from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
+from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text, nag_texts
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.read_once import attribute
 from sagestack.constructs.trust import sagemaker_principal
@@ -43,7 +43,8 @@ class ExecutionRoleBase(Construct):
 
     @property
     def grant_principal(self) -> iam.IPrincipal:
-        return self.role.grant_principal
+        # a role's principal is the role: read through jsii once (every grant to it asks)
+        return attribute(self.role, "grant_principal")  # type: ignore[no-any-return]
 
     @property
     def role_arn(self) -> str:
@@ -210,13 +211,15 @@ class ExecutionRole(ExecutionRoleBase):
             "EC2 network-interface calls have no resource-level permissions; PutMetricData is limited to "
             "SageMaker namespaces and EC2 calls to the stack's region by condition.",
         }
-        for p in PREFIXES:
-            arn = nag_text(self, f"{artifacts.bucket.bucket_arn}/{p}/*")
+        bucket_arn = attribute(artifacts.bucket, "bucket_arn")
+        wildcards = [a for a in log_group_arns if "*" in a]
+        texts = nag_texts(self, [f"{bucket_arn}/{p}/*" for p in PREFIXES] + wildcards)
+        for p, arn in zip(PREFIXES, texts[: len(PREFIXES)], strict=True):
             findings[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
                 f"Objects under the project bucket's '{p}/' prefix, which SageMaker jobs read and write."
             )
-        for arn in (a for a in log_group_arns if "*" in a):
-            findings[f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]"] = (
+        for arn in texts[len(PREFIXES) :]:
+            findings[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
                 "Log streams in one of SageMaker's own /aws/sagemaker log groups, which SageMaker names per "
                 "job; an endpoint's and an inference component's group is named after it."
             )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, Validations
 from constructs import IConstruct, IValidation
+
+from sagestack.constructs.read_once import stack_of
 
 
 def acknowledge(construct: IConstruct, findings: dict[str, str]) -> None:
@@ -19,7 +22,13 @@ def acknowledge(construct: IConstruct, findings: dict[str, str]) -> None:
 def nag_text(scope: IConstruct, value: str) -> str:
     """A string with CDK tokens as cdk-nag writes it in finding IDs: Ref X -> <X>, GetAtt X.Arn -> <X.Arn>,
     an import of another stack's output -> the export's name."""
-    return _render(Stack.of(scope).resolve(value))
+    return _render(stack_of(scope).resolve(value))
+
+
+def nag_texts(scope: IConstruct, values: Sequence[str]) -> list[str]:
+    """nag_text of each value, resolved together: one round trip through jsii for all of them
+    (a role's acknowledgements name a dozen ARNs)."""
+    return [_render(node) for node in stack_of(scope).resolve(list(values))]
 
 
 def _render(node: Any) -> str:

@@ -127,16 +127,17 @@ def endpoint_capacity(ctx: RuleContext) -> Iterator[Finding]:
     fix="Use one of the suggested target_device values, or target_platform: {os, arch, accelerator}.",
 )
 def endpoint_compile_target(ctx: RuleContext) -> Iterator[Finding]:
-    devices = enum_values("TargetDevice")
-    platform_enums = {
-        "Os": enum_values("TargetPlatformOs"),
-        "Arch": enum_values("TargetPlatformArch"),
-        "Accelerator": enum_values("TargetPlatformAccelerator"),
-    }
     for name, ep in _endpoints(ctx):
         c = ep.compile
         if c is None:
             continue
+        # botocore's service model is read only where something compiles (cached after the first)
+        devices = enum_values("TargetDevice")
+        platform_enums = {
+            "Os": enum_values("TargetPlatformOs"),
+            "Arch": enum_values("TargetPlatformArch"),
+            "Accelerator": enum_values("TargetPlatformAccelerator"),
+        }
         path = ("endpoints", name, "compile")
         if (c.target_device is None) == (c.target_platform is None):
             yield Finding(

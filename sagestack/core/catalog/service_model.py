@@ -37,12 +37,37 @@ def service_model(service: str = "sagemaker") -> Any:
     return ServiceModel(raw_model(service), service_name=service)
 
 
+def endpoint_data() -> dict[str, Any]:
+    """botocore's offline endpoint data, the file `Loader().load_data('endpoints')` reads (the
+    customer's ~/.aws/models first, then botocore's own data; `.json`, then `.json.gz`), read
+    without importing botocore.loaders: that import (urllib3, http.client, xml) costs ~80 ms, and
+    every synth checks the spec's region, while a synth with no request to validate needs nothing
+    else of botocore. Where the file is not found so, botocore's Loader looks (and says why not)."""
+    import gzip
+    import json
+    import os
+    from importlib.util import find_spec
+
+    spec = find_spec("botocore")  # finds the package without importing it
+    if spec is not None and spec.origin is not None:
+        builtin = os.path.join(os.path.dirname(spec.origin), "data")
+        for folder in (os.path.expanduser(os.path.join("~", ".aws", "models")), builtin):
+            for ext, opener in ((".json", open), (".json.gz", gzip.open)):
+                path = os.path.join(folder, f"endpoints{ext}")
+                if os.path.isfile(path):
+                    with opener(path, "rb") as f:
+                        data: dict[str, Any] = json.loads(f.read().decode("utf-8"))
+                        return data
+    loaded: dict[str, Any] = _loader().load_data("endpoints")
+    return loaded
+
+
 @cache
 def sagemaker_regions() -> tuple[str, ...]:
     """Regions where SageMaker has an endpoint, from botocore's offline endpoint data (the same
     answer as Session.get_available_regions('sagemaker') for every partition, without building a
     botocore session, which costs ~0.25 s)."""
-    data = _loader().load_data("endpoints")
+    data = endpoint_data()
     regions: list[str] = []
     for partition in data["partitions"]:
         pattern = re.compile(partition["regionRegex"])
