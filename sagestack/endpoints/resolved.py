@@ -136,7 +136,8 @@ def resolved_endpoint(
     target = cloud_target(c.target_device) if c and c.target_device else None
     hosting = instance_types_for("hosting")
     if target is not None:
-        supported = tuple(t for t in hosting if t.startswith(target.instance_prefix))
+        prefix = target.instance_prefix
+        supported = tuple(t for t in hosting if t.startswith(prefix))
     elif spec.instance_type:
         families = tuple(dict.fromkeys(t.rsplit(".", 1)[0] + "." for t in spec.instance_type))
         supported = tuple(t for t in hosting if t.startswith(families))

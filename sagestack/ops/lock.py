@@ -6,6 +6,7 @@ requests with. No timestamps: the same spec writes the same file."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from importlib import metadata
@@ -22,11 +23,18 @@ from sagestack.ops.screen import fit, fit_nested
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.loader import lock_path as lock_path  # re-exported: callers name it here
 from sagestack.project.loader import read_json
-from sagestack.project.requests import EnvironmentRequests, request_sha256
+from sagestack.project.requests import EnvironmentRequests
 
 LOCK_VERSION = 1
 # Parts of the lock that say what runs; the catalog versions only say how it was resolved.
 REQUEST_SECTIONS = ("jobs", "tuning", "endpoints", "transforms", "serving", "sources", "launch_files")
+
+
+def request_sha256(request: dict[str, Any]) -> str:
+    """A request's hash in the lock: sha256 of its canonical JSON (sorted keys, no spaces). Hashed
+    here, where the lock is written, from the environment's one rendering: the lock does not go
+    back to project/requests for each of its requests."""
+    return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def lock_document(

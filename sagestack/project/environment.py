@@ -4,6 +4,7 @@ the stacks, `sagestack plan` and the local runner all consume the same decisions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from sagestack.core.catalog.images import dlc_image_uri, smp_image_uri
@@ -61,9 +62,10 @@ class ResolvedEnvironment:
     def retain_data(self) -> bool:
         return self.spec.retain_data
 
-    @property
+    @cached_property
     def names(self) -> Names:
-        """Every physical name of this environment (sagestack.core.names)."""
+        """Every physical name of this environment (sagestack.core.names); built once, as the spec
+        and the environment it is made of do not change."""
         return Names(self.spec.project, self.env)
 
     @property

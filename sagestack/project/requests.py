@@ -10,7 +10,6 @@ imports aws_cdk or torch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -274,10 +273,6 @@ def source_lineage(
     job = plan.spec.job_of(source)
     lineage = lineage_of(job, out.jobs[job].digest, out.sources[plan.spec.jobs[job].source_dir])
     return (*lineage, ("sagestack:tuning", source)) if source in plan.spec.tuning else lineage
-
-
-def request_sha256(request: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 # What a rendered request holds in place of a value only the deployment (or the run) knows.

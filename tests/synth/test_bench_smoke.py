@@ -15,6 +15,7 @@ from tests.conftest import REPO
 BENCHES = [
     pytest.param("synth.py", marks=pytest.mark.synth, id="synth"),
     pytest.param("cli.py", id="cli"),
+    pytest.param("plan_path.py", id="plan_path"),
     pytest.param("load.py", id="load"),
     pytest.param("train.py", marks=pytest.mark.train, id="train"),
     pytest.param("serve.py", marks=pytest.mark.train, id="serve"),
