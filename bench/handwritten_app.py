@@ -1,7 +1,7 @@
 """The baseline for bench/synth.py: the same foundation resources for three environments (key, log
-and artifact buckets, repository, execution role, image asset, model registry, MLflow tracking
-server with its role), written by hand with aws-cdk-lib (no spec, no validation, no catalog), with
-the same cdk-nag pack. `-c sagestack:environments=dev` builds some of them, as sagestack's app does."""
+and artifact buckets, repository, execution role, the example's two Dockerfile image assets, model
+registry, MLflow tracking server with its role), written by hand with aws-cdk-lib (no spec, no
+validation, no catalog), with the same cdk-nag pack. `-c sagestack:environments=dev` builds some of them, as sagestack's app does."""
 
 from __future__ import annotations
 
@@ -146,10 +146,11 @@ def foundation(stack: Stack, env: str, retain: bool) -> None:
         )
     )
     repo.grant_pull(role)
-    image = assets.DockerImageAsset(
-        stack, "Image", directory=str(ROOT / "containers/training"), platform=assets.Platform.LINUX_AMD64
-    )
-    image.repository.grant_pull(role)
+    for name, folder in (("Image", "containers/training"), ("NgcImage", "containers/ngc")):
+        image = assets.DockerImageAsset(
+            stack, name, directory=str(ROOT / folder), platform=assets.Platform.LINUX_AMD64
+        )
+        image.repository.grant_pull(role)
     group = sagemaker.CfnModelPackageGroup(stack, "ModelRegistry", model_package_group_name=f"digits-{env}")
     group.apply_removal_policy(removal)
     tracking = mlflow_server(stack, env, bucket, key)

@@ -92,10 +92,18 @@ class Timed(NamedTuple):
     cpu: float  # CPU seconds of the app and its node process
 
 
+# Compiled bytecode for every app, kept for the run (the warm-up writes it): an installed sagestack
+# has its .pyc files as the venv's aws-cdk-lib has, while a checkout run under
+# PYTHONDONTWRITEBYTECODE=1 would compile its ~130 modules again at every synth (~0.3 s) and the
+# baseline, all of whose imports are compiled already, would not.
+PYCACHE = tempfile.mkdtemp(prefix="bench-pycache-")
+
+
 def run(cmd: list[str], cwd: Path, outdir: str, envs: str | None = None) -> Timed:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "CDK_OUTDIR": outdir,
+        "PYTHONPYCACHEPREFIX": PYCACHE,
         # The sagestack of this checkout, whatever the venv's editable install points at.
         "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
     }
@@ -116,6 +124,20 @@ def resources(outdir: str) -> dict[str, Counter[str]]:
         out[template.name] = Counter(
             r["Type"] for r in json.loads(template.read_text())["Resources"].values()
         )
+    return out
+
+
+def assets(outdir: str) -> Counter[str]:
+    """The assets each app stages (Docker images by their content hash, file assets by packaging),
+    which the CDK hashes and copies at synth like any work the app asks for."""
+    out: Counter[str] = Counter()
+    for manifest in Path(outdir).glob("assembly-*/*.assets.json"):
+        data = json.loads(manifest.read_text())
+        for image in data.get("dockerImages", {}).values():
+            out[f"docker:{Path(image['source']['directory']).name}"] += 1
+        for file in data.get("files", {}).values():
+            if not file["source"]["path"].endswith(".template.json"):
+                out[f"file:{file['source'].get('packaging', 'file')}"] += 1
     return out
 
 
@@ -161,6 +183,15 @@ def foundation_vs_handwritten(repeats: int, warm_up: bool, envs: str | None) -> 
     print(
         f"   resources: sagestack {sum(a.values())}, hand-written {sum(b.values())}"
         + (" (the same types)" if a == b else f" (differ: {dict((a - b) + (b - a))})")
+    )
+    ours_assets, theirs_assets = assets(outdirs["sagestack"]), assets(outdirs["hand-written"])
+    print(
+        f"   staged assets: sagestack {sum(ours_assets.values())}, hand-written {sum(theirs_assets.values())}"
+        + (
+            " (the same)"
+            if ours_assets == theirs_assets
+            else f" (differ: {dict((ours_assets - theirs_assets) + (theirs_assets - ours_assets))})"
+        )
     )
     for name, ts in times.items():
         walls = [t.wall for t in ts]
