@@ -87,7 +87,9 @@ class FoundationStack(Stack):
             vpc_access=any(job.vpc is not None for job in spec.jobs.values())
             or any(ep.vpc is not None for ep in spec.endpoints.values()),
         )
-        self.repository.grant_pull(self.execution_role)
+        # granted to the role itself: the same statements, without the CDK asking this Python
+        # construct for its principal through jsii at each grant
+        self.repository.grant_pull(self.execution_role.role)
         debuggers = [job.debugger for job in spec.jobs.values() if job.debugger]
         self.execution_role.grant_debugger_actions(
             plan.names,
@@ -136,7 +138,7 @@ class FoundationStack(Stack):
                     self.smp_images[name] = TrainingImage.from_uris(resolved.smp_uris)
         for img in [*self.images.values(), *self.smp_images.values()]:
             if img.all_uris or img.fingerprint:
-                img.grant_pull(self.execution_role)
+                img.grant_pull(self.execution_role.role)
 
     def _add_promotion(self, plan: ResolvedEnvironment, peers: PromotionPeers) -> None:
         """Across accounts, each side of `promotion:` holds its own half: the source a role the

@@ -76,24 +76,27 @@ class ArtifactBucketBase(Construct):
     def _grant_objects(
         self, grantee: iam.IGrantable, object_actions: Sequence[str], prefixes: Sequence[str]
     ) -> iam.Grant:
+        # `${bucketArn}/<key pattern>`, which is what Bucket.arn_for_objects returns: written here
+        # from the ARN read once, instead of a round trip through jsii for each of the 13 prefixes
+        bucket_arn = attribute(self.bucket, "bucket_arn")
         return iam.Grant.add_to_principal(
             grantee=grantee,
             actions=list(object_actions),
-            resource_arns=[self.bucket.arn_for_objects(f"{p}/*") for p in prefixes],
+            resource_arns=[f"{bucket_arn}/{p}/*" for p in prefixes],
         )
 
     def _grant_listing(self, grantee: iam.IGrantable, prefixes: Sequence[str]) -> iam.Grant:
         listing = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=list(actions.S3_LIST),
-            resource_arns=[self.bucket.bucket_arn],
+            resource_arns=[attribute(self.bucket, "bucket_arn")],
             conditions={
                 "StringLike": {"s3:prefix": [f"{p}/*" for p in prefixes] + [f"{p}/" for p in prefixes]}
             },
         )
         return listing.combine(
             iam.Grant.add_to_principal(
-                grantee=grantee, actions=list(actions.S3_LOCATE), resource_arns=[self.bucket.bucket_arn]
+                grantee=grantee, actions=list(actions.S3_LOCATE), resource_arns=[attribute(self.bucket, "bucket_arn")]
             )
         )
 
@@ -112,14 +115,15 @@ def deny_other_encryption(bucket: s3.IBucket, key: kms.IKey) -> None:
         "DenyTheAwsManagedKey": {"StringEquals": {SSE: "aws:kms"}, "Null": {SSE_KEY: "true"}},
         "DenyCustomerProvidedKeys": {"Null": {SSE_CUSTOMER: "false"}},
     }
+    anyone, objects = iam.AnyPrincipal(), bucket.arn_for_objects("*")  # one of each for the four
     for sid, conditions in refusals.items():
         bucket.add_to_resource_policy(
             iam.PolicyStatement(
                 sid=sid,
                 effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
+                principals=[anyone],
                 actions=list(actions.S3_OBJECT_PUT),
-                resources=[bucket.arn_for_objects("*")],
+                resources=[objects],
                 conditions=conditions,
             )
         )

@@ -29,7 +29,6 @@ import io
 import json
 import os
 import re
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -287,6 +286,8 @@ def pack_source_dir(root: Path) -> SourceArchive:
     selection = select_source_files(root)
     if selection.problems:
         raise SourceDirError(f"{root} cannot be packed: " + "; ".join(selection.problems))
+    import tarfile  # only where a job's code is packed: a synth of the foundation packs none
+
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel, path, is_dir in selection.members:
@@ -314,6 +315,8 @@ def pack_source_dir(root: Path) -> SourceArchive:
 def unpack_source_archive(data: bytes, dest: Path) -> None:
     """The archive's files under `dest`, as the container unpacks sourcedir.tar.gz (members that
     would leave `dest` refused: tarfile's data filter)."""
+    import tarfile
+
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
         tar.extractall(dest, filter="data")
 
