@@ -146,7 +146,11 @@ def _spend(doc: dict[str, Any]) -> list[tuple[str, str]]:
     spend = doc["spend"]
     if spend is None:
         env_tags = " and ".join(list(doc["tags"])[:2])
-        why = f"not known until {env_tags} are active" if env_tags and not doc["tags_ready"] else "not read"
+        why = (
+            f"not known until {env_tags} are active"
+            if env_tags and not doc["tags_ready"]
+            else "not read (below)"
+        )
         out = [("", f"spend {span}: {why}")]
     else:
         money = _money(spend["currency"])

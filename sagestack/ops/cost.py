@@ -17,7 +17,7 @@ them. What runs now is `status`'s listing (ops/status.py); prices are the catalo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -284,7 +284,7 @@ def cost_explorer_refusal(e: Exception, period: Period | None) -> str:
     """Cost Explorer's refusal in one line, with what to do about it."""
     code, text = error_code(e), reason(e)
     if code == "DataUnavailableException":
-        span = f" for {period.start}..{period.end}" if period else ""
+        span = f" for {period.start}..{period.end - timedelta(days=1)}" if period else ""
         return (
             f"Cost Explorer has no data{span} ({text}): an account's data is ready about 24 hours "
             "after Cost Explorer is first opened (Billing and Cost Management console → Cost "
@@ -314,7 +314,7 @@ def _running(
     """What of the environment is billed by the hour now (status's listing), each at the
     catalog's on-demand price (a spot job at the plan's spot estimate)."""
     rows: list[dict[str, Any]] = []
-    parts = (
+    parts: tuple[tuple[str, Callable[[], list[dict[str, Any]]]], ...] = (
         ("training jobs", lambda: _training(read_training_jobs(scope, sm, now))),
         ("tuning jobs", lambda: _tuning(read_tuning_jobs(scope, sm, now), plan)),
         ("endpoints", lambda: _endpoints(sm, endpoint_rows(scope, sm, errors))),
