@@ -199,6 +199,7 @@ def _spend(moto) -> None:  # type: ignore[no-untyped-def]
 
 def _fits_with_words_whole(lines: list[str], doc: dict[str, Any], width: int = 80) -> None:
     assert [line for line in lines if len(line) > width] == []
+
     # every word of the screen is a word of the same document on an unbounded line: none cut in two
     # (a command too long for a line is continued as bash reads it: ` \` and no quotes)
     def words(text: list[str]) -> list[str]:
