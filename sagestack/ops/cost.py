@@ -88,11 +88,12 @@ def read_cost(
     ce = client("ce")
     tags = _tag_states(ce, tag_keys(scope), errors)
     env_tags = tuple(scope.names.tags)
-    ready = bool(tags) and all(tags[k] == "Active" for k in env_tags)
+    # tags not listable (a member account may be refused them): their spend is asked all the same
+    ready = not tags or all(tags[k] == "Active" for k in env_tags)
     spend = None
     if ready:
         try:
-            spend = read_spend(ce, scope, period, tags)
+            spend = read_spend(ce, scope, period, tags or dict.fromkeys(tag_keys(scope), "Active"))
         except Exception as e:
             if no_credentials(e):
                 raise

@@ -425,3 +425,19 @@ def test_the_tags_cost_groups_by_are_the_ones_the_requests_carry(example_project
         "sagestack:project": "digits",
         "sagestack:environment": "dev",
     }
+
+
+def test_tags_that_cannot_be_listed_are_said_and_the_spend_is_read_all_the_same(aws, moto, monkeypatch):
+    """A member account may be refused ListCostAllocationTags (tags are activated in the management
+    account) while Cost Explorer answers for its own spend."""
+    with_answers(
+        monkeypatch,
+        {"ce": {"ListCostAllocationTags": {"Error": {"Code": "AccessDeniedException", "Message": "denied"}}}},
+    )
+    _spend(moto)
+    result = _cost(aws, "--days", "2")
+    assert result.exit_code == 1, result.output
+    flat = " ".join(result.output.split())
+    assert "could not read cost allocation tags: AccessDeniedException: denied" in flat
+    assert re.search(r"^  job classifier +\$12\.50 ", result.output, re.M), result.output
+    assert "spend" in flat and "(2 days): $60.85" in flat
