@@ -7,7 +7,7 @@ bytes (the roofline bound; NVIDIA, "Mastering LLM Techniques: Inference Optimiza
 Databricks, "LLM Inference Performance Engineering: Best Practices", 2023, which divides
 bandwidth by model bytes the same way). Batching raises the tokens/s of the whole instance, never
 one user's. Likewise the first token needs at least one read of the weights. Both are ceilings a
-real server stays well below (kernels reach 60–80 % of peak), so a target beyond them is out of
+real server stays well below (kernels reach 60 to 80 % of peak), so a target beyond them is out of
 reach on that instance type whatever its configuration; speculative decoding makes several tokens
 a step and is not bounded this way."""
 
