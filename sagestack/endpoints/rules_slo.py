@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 from sagestack.core.catalog.neo import cloud_target
 from sagestack.core.rules import Finding, RuleContext, rule
-from sagestack.endpoints.models import EndpointSpec
+from sagestack.endpoints.models import EndpointSpec, SloSpec
 
 
-def _with_slo(ctx: RuleContext) -> Iterator[tuple[str, EndpointSpec]]:
+def _with_slo(ctx: RuleContext) -> Iterator[tuple[str, EndpointSpec, SloSpec]]:
     for name, ep in ctx.spec.endpoints.items():
         if ep.slo is not None:
-            yield name, ep
+            yield name, ep, ep.slo
 
 
 def serves_llm(ep: EndpointSpec) -> bool:
@@ -32,10 +32,10 @@ def serves_llm(ep: EndpointSpec) -> bool:
     fix="Use p95_ms / p99_ms / requests_per_second on this endpoint, or move the target to the LLM's.",
 )
 def endpoint_slo_llm_keys(ctx: RuleContext) -> Iterator[Finding]:
-    for name, ep in _with_slo(ctx):
+    for name, ep, slo in _with_slo(ctx):
         if serves_llm(ep):
             continue
-        for key in ep.slo.llm_targets:
+        for key in slo.llm_targets:
             yield Finding(
                 ("endpoints", name, "slo", key),
                 f"{key} is an LLM target, but '{name}' serves no llm: (it answers each request whole); "
@@ -54,12 +54,12 @@ def endpoint_slo_llm_keys(ctx: RuleContext) -> Iterator[Finding]:
     fix="List candidates of the compile target's family (ml_c5 -> ml.c5.*), or compile for the other.",
 )
 def endpoint_slo_candidates(ctx: RuleContext) -> Iterator[Finding]:
-    for name, ep in _with_slo(ctx):
+    for name, ep, slo in _with_slo(ctx):
         c = ep.compile
         target = cloud_target(c.target_device) if c is not None and c.target_device else None
-        if target is None or not ep.slo.candidates:
+        if target is None or not slo.candidates:
             continue
-        for i, itype in enumerate(ep.slo.candidates):
+        for i, itype in enumerate(slo.candidates):
             if not itype.startswith(target.instance_prefix):
                 yield Finding(
                     ("endpoints", name, "slo", "candidates", i),
@@ -80,11 +80,11 @@ def endpoint_slo_candidates(ctx: RuleContext) -> Iterator[Finding]:
     fix="Lower batching.max_delay_ms well below the latency target, or raise the target.",
 )
 def endpoint_slo_batching_delay(ctx: RuleContext) -> Iterator[Finding]:
-    for name, ep in _with_slo(ctx):
+    for name, ep, slo in _with_slo(ctx):
         if ep.batching is None or ep.batching.max_delay_ms == 0:
             continue
         for key in ("p95_ms", "p99_ms"):
-            target = getattr(ep.slo, key)
+            target = getattr(slo, key)
             if target is not None and target <= ep.batching.max_delay_ms:
                 yield Finding(
                     ("endpoints", name, "slo", key),

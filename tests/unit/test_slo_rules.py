@@ -36,7 +36,9 @@ def test_slo_needs_a_target_and_ordered_percentiles(project):
     errors = project.spec(with_slo(DIGITS, "{p95_ms: 20, candidates: [ml.c5.xlarge, ml.c5.xlarge]}")).errors()
     assert len(errors) == 1 and "names an instance type twice" in errors[0]
     errors = project.spec(with_slo(DIGITS, "{p95_ms: 20, candidates: [ml.c5.xlrge]}")).errors()
-    assert len(errors) == 1 and "endpoints.digits.slo.candidates[0]" in errors[0] and "ml.c5.xlarge" in errors[0]
+    assert (
+        len(errors) == 1 and "endpoints.digits.slo.candidates[0]" in errors[0] and "ml.c5.xlarge" in errors[0]
+    )
     assert project.spec(with_slo(DIGITS, "{p95_ms: 20, requests_per_second: 100}")).load().spec
 
 
@@ -104,7 +106,14 @@ def test_llm_slo_bandwidth(project):
         "user; ml.g6.2xlarge: 300 GB/s / 2.0 GB of weights = at most 150 tokens/s per user"
     ]
     # quantized to 4 bits, the same target fits: a quarter of the bytes
-    assert findings(project, "llm-slo-bandwidth", fast.replace("parameters: 1.0e9", "parameters: 1.0e9\n      quantization: awq")) == []
+    assert (
+        findings(
+            project,
+            "llm-slo-bandwidth",
+            fast.replace("parameters: 1.0e9", "parameters: 1.0e9\n      quantization: awq"),
+        )
+        == []
+    )
     # candidates replace the pools: an H100's 3,350 GB/s reaches it
     candidates = fast.replace(profile, f"{profile}, candidates: [ml.g5.2xlarge, ml.p5.4xlarge]")
     assert findings(project, "llm-slo-bandwidth", candidates) == []
