@@ -1,5 +1,6 @@
 """mkdocs hook (mkdocs.yml `hooks:`): the reference pages, generated from the code on every build
-and handed to mkdocs as files in memory, so a build never writes into the repository."""
+and handed to mkdocs as files in memory, so a build never writes into the repository; and the script
+that draws the pages' diagrams (diagrams.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from mkdocs.structure.files import File, Files
 sys.path.insert(0, str(Path(__file__).parent))
 
 from code_reference import cli_reference, constructs_reference, rules_reference
+from diagrams import mermaid_script
 from props_tables import with_props_tables
 from screens import with_screens
 from spec_reference import spec_reference
@@ -33,6 +35,7 @@ def pages() -> dict[str, str]:
 def on_files(files: Files, config: Any) -> Files:
     for path, content in pages().items():
         files.append(File.generated(config, path, content=content))
+    files.append(mermaid_script(config))
     return files
 
 
