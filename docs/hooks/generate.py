@@ -4,6 +4,7 @@ that draws the pages' diagrams (diagrams.py)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,16 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, path, content=content))
     files.append(mermaid_script(config))
     return files
+
+
+TABLE = re.compile(r"<table>.*?</table>", re.S)
+NAME = re.compile(r"<code>([^<\s]+)</code>")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Each code span of a table that holds no space (a variable's, a rule's, a file's name) is marked
+    `name`: the site's CSS keeps it on one line, where Material would break it anywhere."""
+    return TABLE.sub(lambda t: NAME.sub(r'<code class="name">\1</code>', t[0]), html)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
