@@ -49,10 +49,18 @@ def test_getting_started_shows_the_screens_of_a_fresh_project(built_site: Path) 
     """The screens are captured at build time from a project `sagestack init` has just written."""
     page = (built_site / "getting-started.html").read_text()
     assert "<!-- screen:" not in page
-    for command in ("$ sagestack init digits", "$ sagestack validate", "$ sagestack plan --env dev"):
+    for command in (
+        "$ sagestack init digits",
+        "$ sagestack validate",
+        "$ sagestack plan --env dev",
+        "$ sagestack local train train",
+    ):
         assert command in page, command
     assert "✓ dev: digits in us-east-1" in page  # validate's verdict on the fresh project
     assert "ml.m5.xlarge" in page  # the skeleton job's candidate, in plan's table
+    # a real local training run: its steps, then its verdict with the metrics and where the model is
+    assert re.search(r"step \d+/\d+ · ", page) and "✓ trained train: val_accuracy=" in page
+    assert "model: .sagestack/local/dev/train/model" in page
 
 
 @pytest.fixture(scope="module")
@@ -227,8 +235,9 @@ def test_every_page_that_declares_a_diagram_shows_it_drawn(served: str, browser:
         browser.get(served + url_of(source))
         if not diagrams:
             continue
+        count = len(diagrams)
         drawn = WebDriverWait(browser, 30).until(
-            lambda d, n=len(diagrams): found if len(found := drawn_diagrams(d)) >= n else None
+            lambda d, n=count: found if len(found := drawn_diagrams(d)) >= n else None
         )
         assert len(drawn) == len(diagrams), (source, drawn)
         for diagram, svg in zip(diagrams, drawn, strict=True):
