@@ -135,6 +135,13 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack stop run-20261206T031500000000Z --env dev", "one run (as Ctrl-C in run prints)"),
         ),
     ),
+    "cost": Help(
+        "An environment's spend by its tags, burn rate now, plan beside.",
+        (
+            ("sagestack cost --env dev", "the last 30 days per job and endpoint, what runs now"),
+            ("sagestack cost --env prod --days 7 --json", "the last 7 days, as one JSON document"),
+        ),
+    ),
     "cluster": Help(
         "SageMaker HyperPod clusters (clusters: in the spec).",
         (("sagestack cluster submit -h", "render a job's sbatch script"),),
