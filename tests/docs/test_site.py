@@ -141,6 +141,7 @@ def test_every_picture_of_the_guides_loads(served: str, browser: object) -> None
 
 
 def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.support import expected_conditions
@@ -162,7 +163,9 @@ def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> 
         ]
         return any(link.path == "/reference/rules.html" and link.fragment == rule for link in links)
 
-    WebDriverWait(browser, 20).until(found)
+    # the results are drawn anew as each key of the query arrives: a link read between two drawings
+    # is gone (stale), and the wait reads them again
+    WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,)).until(found)
     first = browser.find_element(By.CSS_SELECTOR, ".md-search-result__list a")
     assert "reference/rules.html" in (first.get_attribute("href") or "")
 
