@@ -18,7 +18,7 @@ WARNING, NOTICE, INFO = "warning", "notice", "info"
 _JOB_NAME = re.compile(
     r'"(TrainingJobName|HyperParameterTuningJobName)"\s*:\s*"([A-Za-z0-9-]+?)-([0-9a-f]{8})(-(?:\d+|p))?"'
 )
-_PIPELINE_OF = re.compile(r"pipeline for (?:job|search|tuning entry) '([^']+)'")
+_PIPELINE_OF = re.compile(r"pipeline for (?:job )?'([^']+)'")
 
 
 @dataclass(frozen=True)
