@@ -32,13 +32,13 @@ from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_reg
 from sagestack.llm.optimization_job import resolve_optimizations
 from sagestack.llm.optimization_job import stand_in_requests as optimization_requests
 from sagestack.project.environment import ResolvedEnvironment
+from sagestack.project.work_requests import render_work
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.launch_contract import launch_contract
 from sagestack.training.launch_files import LaunchFiles
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
-from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 from sagestack.tuning.request import render_tuning_request
 
 
@@ -126,11 +126,18 @@ class EnvironmentRequests:
     # launcher: drivers — job -> the digest of its launch files (code/jobs/<digest>/: the unpacked
     # code and the pinned sagemaker-train's drivers), which the rendered requests name by a stand-in
     launch_files: dict[str, str] = field(default_factory=dict)
+    # what the work beside training holds of the account (project/work_requests.py), which capacity
+    # counts: each endpoint the environment runs -> 'CreateEndpointConfig', 'RegisterScalableTarget',
+    # 'PutScalingPolicy <name>' -> request (not locked); each cluster -> its CreateCluster
+    fleets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool = True) -> EnvironmentRequests:
     """Every CreateTrainingJob and CreateHyperParameterTuningJob request of the environment (with
-    the images and source archives they name), with stand-ins; validated unless told not to. The
+    the images and source archives they name), and what its endpoints, clusters and transforms hold
+    of the account (project/work_requests.py: what capacity counts), with stand-ins; validated
+    unless told not to. The
     TrainingStack hands these very plans to its pipelines, which render them again only with tokens.
     Rendered once per resolved environment: a validated rendering also serves an unvalidated ask."""
     where = str(root.resolve())
@@ -169,6 +176,8 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
         if validate:
             validate_request("CreateHyperParameterTuningJob", request)
         out.tuning[key] = request
+    work = render_work(plan, deployment, validate=validate)
+    out.fleets, out.clusters, out.transforms = work.fleets, work.clusters, work.transforms
     return out
 
 
@@ -215,9 +224,11 @@ def render_environment(
     """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
 
-    # The training part is the environment's one rendering; endpoints and transforms join a copy.
+    # The training part is the environment's one rendering; endpoints and transforms join a copy
+    # (a transform's jobs rendered there, its model steps here).
+    rendered = render_training(plan, root, validate=validate)
     out = replace(
-        render_training(plan, root, validate=validate),
+        rendered,
         endpoints={},
         transforms={},
         optimizations={},
@@ -236,14 +247,15 @@ def render_environment(
         out.endpoints[key] = requests
 
     for key, transform in plan.spec.transforms.items():
-        requests = stand_in_requests(ResolvedTransform.of(plan.names, key, transform), ctx.deployment)
+        requests = rendered.transforms[key]
         if transform.model is not None:
             registration = resolve_transform_registration(plan, key)
             lineage = source_lineage(plan, out, transform.model.from_)
-            requests = {**stand_in_model_requests(registration, replace(ctx, lineage=lineage)), **requests}
-        if validate:
-            for operation, request in requests.items():
-                validate_request(operation.split(" ")[0], request)
+            steps = stand_in_model_requests(registration, replace(ctx, lineage=lineage))
+            if validate:
+                for operation, request in steps.items():
+                    validate_request(operation.split(" ")[0], request)
+            requests = {**steps, **requests}
         out.transforms[key] = requests
 
     for key, spec in plan.spec.endpoints.items():
