@@ -326,8 +326,9 @@ def render_requests(
     ] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model;
-    values only a deployment knows are stand-ins, named as such."""
+    """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model
+    (an endpoint's autoscaling against Application Auto Scaling's); values only a deployment knows
+    are stand-ins, named as such."""
     import json
 
     from sagestack.core.catalog.suggest import did_you_mean
@@ -359,6 +360,7 @@ def render_requests(
 
         from sagestack.core.catalog.service_model import validate_request
         from sagestack.core.digests import pin_images
+        from sagestack.endpoints.scaling_request import OPERATIONS, validate_scaling
         from sagestack.ops.lock import locked_digests, read_lock
 
         pins = locked_digests(read_lock(root, resolved.env))
@@ -370,7 +372,10 @@ def render_requests(
             )
         shown = [dataclasses.replace(s, request=pin_images(s.request, pins)) for s in shown]
         for s in shown:
-            validate_request(s.operation, s.request)
+            if s.operation in OPERATIONS:  # an endpoint's autoscaling: Application Auto Scaling's model
+                validate_scaling({s.operation: s.request})
+            else:
+                validate_request(s.operation, s.request)
     if as_json:
         document = {
             "environment": resolved.env,

@@ -207,5 +207,8 @@ def fleet_requests(
     out = {"CreateEndpointConfig": _config_request(key, ep, deployment)}
     if ep.autoscaling is not None and ep.instance_type and not ep.components:
         scaling = FleetScaling.of(ep.autoscaling)
-        out.update(variant_scaling_requests(endpoint_name, scaling, asynchronous=ep.async_ is not None))
+        asynchronous = ep.async_ is not None
+        out.update(
+            variant_scaling_requests(endpoint_name, scaling, asynchronous=asynchronous, tags=deployment.tags)
+        )
     return out

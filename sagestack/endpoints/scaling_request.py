@@ -24,6 +24,7 @@ NAMESPACE = "sagemaker"
 VARIANT_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 REGISTER = "RegisterScalableTarget"
 POLICY = "PutScalingPolicy"  # the operation; a rendering names each policy 'PutScalingPolicy <name>'
+OPERATIONS = (REGISTER, POLICY)
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,20 @@ def variant_resource(endpoint_name: str) -> dict[str, str]:
 
 
 def variant_scaling_requests(
-    endpoint_name: str, s: FleetScaling, *, asynchronous: bool
+    endpoint_name: str,
+    s: FleetScaling,
+    *,
+    asynchronous: bool,
+    tags: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """'RegisterScalableTarget' and 'PutScalingPolicy <policy name>' for each policy, in the order
-    they are created."""
+    they are created; `tags`: the target's (the stack tags its resource itself)."""
     resource = variant_resource(endpoint_name)
     out: dict[str, dict[str, Any]] = {
         REGISTER: {**resource, "MinCapacity": s.min_capacity, "MaxCapacity": s.max_capacity}
     }
+    if tags:
+        out[REGISTER]["Tags"] = dict(tags)
     tracking: dict[str, Any] = {"TargetValue": float(s.invocations_per_instance)}
     name = f"{endpoint_name}-invocations"
     if asynchronous:
@@ -127,5 +134,5 @@ def validate_scaling(requests: dict[str, dict[str, Any]]) -> None:
     rendering's other requests are SageMaker's, validated by their own renderer)."""
     for op, request in requests.items():
         operation = op.split(" ")[0]
-        if operation in (REGISTER, POLICY):
+        if operation in OPERATIONS:
             validate_in_service(operation, request, service=SERVICE)

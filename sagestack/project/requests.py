@@ -350,10 +350,22 @@ def _llm_endpoint_requests(out: EnvironmentRequests, name: str) -> list[tuple[st
     return found
 
 
+def _fleet_requests(
+    out: EnvironmentRequests, name: str, shown: set[str]
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """An endpoint's fleet — its config (unless shown already, as an LLM endpoint's is) and its
+    autoscaling's requests — after its own."""
+    return [
+        (op.split(" ")[0], op.partition(" ")[2] or name, request)
+        for op, request in out.fleets.get(name, {}).items()
+        if op not in shown
+    ]
+
+
 def renderable_names(out: EnvironmentRequests) -> list[str]:
     """Every name `render` takes: jobs, searches, endpoints (an LLM endpoint's components as
-    '<endpoint>/<component>'), transforms, and each LLM optimized."""
-    names = [*out.jobs, *out.tuning, *out.endpoints, *out.transforms]
+    '<endpoint>/<component>'), transforms, clusters, and each LLM optimized."""
+    names = [*out.jobs, *out.tuning, *out.endpoints, *out.fleets, *out.transforms, *out.clusters]
     for key, ops in out.llm_endpoints.items():
         names.append(key)
         names += [f"{key}/{op.split(' ', 1)[1]}" for op in ops if op.startswith("CreateInferenceComponent ")]
@@ -386,6 +398,9 @@ def requests_named(
     elif name in out.transforms:
         shown += [(op.split(" ")[0], op, request) for op, request in out.transforms[name].items()]
     shown += _llm_endpoint_requests(out, name)
+    shown += _fleet_requests(out, name, {op for op, _, _ in shown})
+    if name in out.clusters:
+        shown.append(("CreateCluster", name, out.clusters[name]))
     optimized = [label for label in out.optimizations if name in (label, label.split("/")[0])]
     for label in optimized:  # an endpoint's optimization jobs, after its model steps
         shown += [(op, f"optimize {label}", request) for op, request in out.optimizations[label].items()]

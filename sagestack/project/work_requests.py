@@ -18,7 +18,7 @@ from sagestack.clusters.request import create_cluster_request, stand_in_cluster_
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
 from sagestack.endpoints.hosting_requests import fleet_requests, runs
-from sagestack.endpoints.scaling_request import POLICY, REGISTER, validate_scaling
+from sagestack.endpoints.scaling_request import OPERATIONS, validate_scaling
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 
@@ -38,7 +38,7 @@ def validate_all(requests: Requests) -> None:
     """SageMaker's requests against its model, the fleet's autoscaling against its own."""
     validate_scaling(requests)
     for op, request in requests.items():
-        if not op.startswith((REGISTER, POLICY)):
+        if op.split(" ")[0] not in OPERATIONS:
             validate_request(op.split(" ")[0], request)
 
 
