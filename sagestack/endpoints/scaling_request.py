@@ -12,6 +12,7 @@ of the fleet's scaling is added here; the construct needs no change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +122,7 @@ def step_up_by_one(statistic: str, cooldown: int) -> dict[str, Any]:
     }
 
 
-def scaling_bounds(requests: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
+def scaling_bounds(requests: Mapping[str, Mapping[str, Any]]) -> tuple[int, int] | None:
     """(min, max) of the fleet a rendering registers, None when it registers none."""
     target = requests.get(REGISTER)
     if target is None:
