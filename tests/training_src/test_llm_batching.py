@@ -163,7 +163,8 @@ def test_seeded_sampling_is_the_same_alone_and_batched(loaded):
     sampled = {"do_sample": True, "temperature": 3.0, "top_k": 50, "seed": 7}
     alone = _run(loaded, [_generation(tokenizer, PROMPTS[0], **sampled)])[0][0]
     together, _ = _run(
-        loaded, [_generation(tokenizer, p) for p in PROMPTS[1:4]] + [_generation(tokenizer, PROMPTS[0], **sampled)]
+        loaded,
+        [_generation(tokenizer, p) for p in PROMPTS[1:4]] + [_generation(tokenizer, PROMPTS[0], **sampled)],
     )
     assert together[-1].text == alone.text
     assert alone.text != _generate(loaded, PROMPTS[0])  # it did sample
@@ -203,7 +204,9 @@ def test_the_batch_limit_is_the_containers_variable_else_max_batch_size(weights)
     from sagestack.local.llm.endpoint import DEFAULT_BATCH, LocalLlm, model_server
 
     def spec(**fields) -> LlmSpec:
-        return LlmSpec.model_validate({"container": "djl-lmi", "weights": {"s3": "m/"}, "parameters": 1e5, **fields})
+        return LlmSpec.model_validate(
+            {"container": "djl-lmi", "weights": {"s3": "m/"}, "parameters": 1e5, **fields}
+        )
 
     assert max_batch(spec()) == (None, "max_batch_size unset")
     assert max_batch(spec(max_batch_size=4)) == (4, "max_batch_size")

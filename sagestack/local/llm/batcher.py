@@ -227,8 +227,8 @@ class Batcher:
         """The text the newest token adds (TGI's decode_token: the window from `prefix` decoded with
         and without the tokens since `read`; held back while it ends in a partial character)."""
         decode = self.tokenizer.decode
-        before = decode(seq.ids[seq.prefix : seq.read], skip_special_tokens=True)
-        after = decode(seq.ids[seq.prefix :], skip_special_tokens=True)
+        before: str = decode(seq.ids[seq.prefix : seq.read], skip_special_tokens=True)
+        after: str = decode(seq.ids[seq.prefix :], skip_special_tokens=True)
         if len(after) > len(before) and not after.endswith("\ufffd"):
             seq.prefix, seq.read = seq.read, len(seq.ids)
             return after[len(before) :]

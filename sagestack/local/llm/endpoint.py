@@ -20,7 +20,6 @@ from sagestack.local.serving.s3_paths import endpoint_name, s3_root
 from sagestack.local.serving.serve import BackgroundUvicorn
 from sagestack.project.loader import LoadedSpec
 
-
 # Sequences in one forward pass when neither the spec nor the container's variable says (the
 # containers' own defaults, 128 to 256, are sized for GPUs; the local model runs on CPU)
 DEFAULT_BATCH = 8

@@ -71,9 +71,10 @@ class LlmModelServer:
             while True:
                 message = await receive()
                 kind = message["type"].rsplit(".", 1)[-1]
+                if kind == "shutdown":  # the engine's thread ends before the server says it has
+                    await asyncio.to_thread(self.engine.close)
                 await send({"type": f"lifespan.{kind}.complete"})
                 if kind == "shutdown":
-                    await asyncio.to_thread(self.engine.close)
                     return
         if scope["type"] != "http":
             return
@@ -106,7 +107,7 @@ class LlmModelServer:
         sink = self._submit(g, threading.Event(), streamed=False)
         try:
             end = await sink.get()
-            if isinstance(end, BaseException):
+            if isinstance(end, Exception):
                 raise end
         except Exception as e:  # the model's fault, not the client's: the container's 500
             await self._fault(send, e, runtime=runtime)
@@ -128,7 +129,7 @@ class LlmModelServer:
         watcher = asyncio.ensure_future(_disconnected(receive, cancelled))
         sink = self._submit(g, cancelled, streamed=True)
         first = await sink.get()
-        if isinstance(first, BaseException):
+        if isinstance(first, Exception):
             watcher.cancel()
             await self._fault(send, first, runtime=runtime)
             return
@@ -146,7 +147,7 @@ class LlmModelServer:
                     out.append(payload_part(data) if framed else data)
                     count += 1
                     item = sink.get_nowait() if not sink.empty() else None
-                if isinstance(item, BaseException):
+                if isinstance(item, Exception):
                     raise item
                 if isinstance(item, Outcome):
                     if item.finish == "cancelled":
