@@ -73,6 +73,8 @@ class Batcher:
         self.model, self.tokenizer, self.deliver = model, tokenizer, deliver
         self.max_batch_size = max(1, max_batch_size)
         self.eos = tokenizer.eos_token_id
+        # a prefill needs the last position's logits only (as generate asks, where the model takes it)
+        self._last_only = {"logits_to_keep": 1} if _takes(model, "logits_to_keep") else {}
         self.stats = Stats()
         self._cond = threading.Condition()
         self._waiting: list[Sequence] = []
@@ -147,6 +149,7 @@ class Batcher:
                     attention_mask=mask,
                     position_ids=torch.arange(length).expand(len(group), length),
                     use_cache=True,
+                    **self._last_only,
                 )
             except Exception as e:
                 self._fail(group, e)
@@ -278,6 +281,16 @@ class Batcher:
         self.deliver([(seq.sink, e) for seq in group])
         if any(seq in self._running for seq in group):
             self._leave([seq for seq in self._running if seq not in group])
+
+
+def _takes(model: Any, name: str) -> bool:
+    import inspect
+
+    forward = getattr(model, "forward", None)
+    try:
+        return forward is not None and name in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _pad(t: Any, width: int, dim: int = 2) -> Any:

@@ -58,7 +58,9 @@ class LlmModelServer:
     engine: Batcher = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.engine = Batcher(self.model, self.tokenizer, _deliver, max_batch_size=self.max_batch_size)
+        self.engine = Batcher(self.model, self.tokenizer, self._deliver, max_batch_size=self.max_batch_size)
+        self._pending: dict[Any, list[tuple[Any, Any]]] = {}  # per event loop, items not yet handed over
+        self._lock = threading.Lock()
 
     @property
     def stats(self) -> Stats:
@@ -168,27 +170,36 @@ class LlmModelServer:
         finally:
             watcher.cancel()
 
+    def _deliver(self, items: list[tuple[Any, Any]]) -> None:
+        """From the engine's thread: each item to its request's queue. One wake-up of the event loop
+        a step however many sequences ran, and none while the last one is still pending (a loop
+        that fell behind takes several steps' items at once)."""
+        for (loop, queue), item in items:
+            with self._lock:
+                pending = self._pending.get(loop)
+                if pending is None:
+                    self._pending[loop] = pending = []
+                    wake = True
+                else:
+                    wake = False
+                pending.append((queue, item))
+            if wake and loop.is_closed():  # the server stopped: nobody waits for these
+                with self._lock:
+                    self._pending.pop(loop, None)
+            elif wake:
+                loop.call_soon_threadsafe(self._hand_over, loop)
+
+    def _hand_over(self, loop: Any) -> None:
+        with self._lock:
+            pending = self._pending.pop(loop, [])
+        for queue, item in pending:
+            queue.put_nowait(item)
+
     def _submit(self, g: Generation, cancelled: threading.Event, *, streamed: bool) -> asyncio.Queue[Any]:
         """`g` handed to the engine; its items arrive on the queue returned."""
         sink: asyncio.Queue[Any] = asyncio.Queue()
         self.engine.submit(g, (asyncio.get_running_loop(), sink), cancelled, streamed=streamed)
         return sink
-
-
-def _deliver(items: list[tuple[Any, Any]]) -> None:
-    """From the engine's thread: each item to its request's queue, one wake-up of each event loop
-    a step (one loop in a server: one wake-up however many sequences ran)."""
-    by_loop: dict[Any, list[tuple[Any, Any]]] = {}
-    for (loop, queue), item in items:
-        by_loop.setdefault(loop, []).append((queue, item))
-    for loop, batch in by_loop.items():
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(_put, batch)
-
-
-def _put(batch: list[tuple[Any, Any]]) -> None:
-    for queue, item in batch:
-        queue.put_nowait(item)
 
 
 async def _disconnected(receive: Receive, cancelled: threading.Event) -> None:
