@@ -32,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +124,87 @@ def machine() -> str:
     return f"{cpus} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({busy})"
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time of every thread of process `pid` so far, in nanosecond units (Linux's schedstat):
+    what the server spent, whatever else the machine ran; None where the kernel does not say."""
+    try:
+        tasks = Path(f"/proc/{pid}/task").iterdir()
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Figures:
+    direct_rates: list[float] = field(default_factory=list)
+    direct_firsts: list[float] = field(default_factory=list)
+    direct_cpu: list[float] = field(default_factory=list)  # seconds a token
+    made: set[int] = field(default_factory=set)
+    rates: dict[tuple[int, bool], list[tuple[float, float]]] = field(default_factory=dict)
+    firsts: dict[tuple[int, bool], list[float]] = field(default_factory=dict)
+    counts: dict[tuple[int, bool], list[int]] = field(default_factory=dict)
+    cpu: dict[tuple[int, bool], list[float]] = field(default_factory=dict)  # server seconds a token
+
+
+def measure(model, tokenizer, server: Server, tokens: int, repeats: int) -> Figures:
+    """Direct generation, then every served case, `repeats` times over."""
+    from botocore.config import Config
+
+    from sagestack.local.serving.serve import runtime_client
+
+    f = Figures()
+    client = runtime_client(server.url, Config(max_pool_connections=16, retries={"max_attempts": 1}))
+    with ThreadPoolExecutor(8) as pool:
+        direct(model, tokenizer, 2)  # warm
+        for clients, stream in CASES:  # warm the connections (and the server's first batch)
+            round_of(pool, client, clients, 2, stream)
+        for _ in range(repeats):
+            cpu = time.thread_time()
+            seconds, n = direct(model, tokenizer, tokens)
+            f.direct_cpu.append((time.thread_time() - cpu) / n)
+            f.direct_rates.append(n / seconds)
+            f.made.add(n)
+            f.direct_firsts.append(direct(model, tokenizer, 1)[0])
+            for case in CASES:
+                before = cpu_seconds(server.proc.pid)
+                rate, results = round_of(pool, client, case[0], tokens, case[1])
+                after = cpu_seconds(server.proc.pid)
+                made = sum(n for _, n in results)
+                if before is not None and after is not None:
+                    f.cpu.setdefault(case, []).append((after - before) / made)
+                f.rates.setdefault(case, []).append((rate, rate / f.direct_rates[-1]))
+                f.firsts.setdefault(case, []).extend(first for first, _ in results)
+                f.counts.setdefault(case, []).extend(n for _, n in results)
+    return f
+
+
+def report(f: Figures, tokens: int, repeats: int) -> None:
+    med = statistics.median
+    made = "/".join(map(str, sorted(f.made)))
+    print(
+        f"direct model.generate: {med(f.direct_rates):,.0f} tokens/s, first token "
+        f"{med(f.direct_firsts) * 1000:.1f} ms, CPU {med(f.direct_cpu) * 1e6:,.0f} us a token"
+    )
+    print(f"  ({made} tokens of at most {tokens} a request, as served; medians of {repeats} rounds)")
+    print(f"{'clients':>7} {'mode':<9}{'tokens/s':>9}{'x direct':>9}{'1st token':>11}{'CPU/token':>11}  goal")
+    for case in CASES:
+        clients, stream = case
+        rate = med(r for r, _ in f.rates[case])
+        ratio = med(x for _, x in f.rates[case])  # each against its own round's direct generation
+        met = ratio >= 0.9 if clients == 1 else ratio > 1.0
+        cpu = f"{med(f.cpu[case]) * 1e6:>7,.0f} us" if f.cpu.get(case) else f"{'-':>10}"
+        print(
+            f"{clients:>7} {'streamed' if stream else 'buffered':<9}{rate:>9,.0f}{ratio:>8.2f}x"
+            f"{med(f.firsts[case]) * 1000:>8.1f} ms {cpu}  {'>= 0.9' if clients == 1 else '> 1.0'}"
+            f" {'met' if met else 'NOT met'}"
+        )
+    print("1st token: streamed, the first PayloadPart; buffered, the whole answer.")
+    print("CPU/token: the server process's CPU time (every thread) over the tokens it made;")
+    print("direct's is generate's. It moves far less than tokens/s with the machine's load.")
+    if {n for case in CASES for n in f.counts[case]} != f.made:
+        raise SystemExit(f"served and direct made different token counts: {f.counts} vs {f.made}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=64)
@@ -134,53 +216,17 @@ def main() -> None:
         args.tokens, args.repeats = 4, 1
 
     import torch
-    from botocore.config import Config
 
     from sagestack.local.llm.weights import WeightsRecipe, build_weights, load_weights
-    from sagestack.local.serving.serve import runtime_client
 
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; {args.threads} torch thread(s) a side")
-    recipe = WeightsRecipe(steps=5) if args.smoke else None
     with tempfile.TemporaryDirectory() as tmp:
-        weights = build_weights(Path(tmp) / "weights", recipe)
+        weights = build_weights(Path(tmp) / "weights", WeightsRecipe(steps=5) if args.smoke else None)
         model, tokenizer = load_weights(weights)
-        direct(model, tokenizer, 2)  # warm
-        base_rates, first_direct, made, rates, firsts, counts = [], [], set(), {}, {}, {}
-        with Server(weights, args.threads, max_batch=8) as server, ThreadPoolExecutor(8) as pool:
-            client = runtime_client(server.url, Config(max_pool_connections=16, retries={"max_attempts": 1}))
-            for clients, stream in CASES:  # warm the connections (and the server's first batch)
-                round_of(pool, client, clients, 2, stream)
-            for _ in range(args.repeats):
-                seconds, n = direct(model, tokenizer, args.tokens)
-                base_rates.append(n / seconds)
-                made.add(n)
-                first_direct.append(direct(model, tokenizer, 1)[0])
-                for case in CASES:
-                    rate, results = round_of(pool, client, case[0], args.tokens, case[1])
-                    rates.setdefault(case, []).append((rate, rate / base_rates[-1]))
-                    firsts.setdefault(case, []).extend(f for f, _ in results)
-                    counts.setdefault(case, []).extend(n for _, n in results)
-    base = statistics.median(base_rates)
-    print(
-        f"direct model.generate: {base:,.0f} tokens/s ({'/'.join(map(str, sorted(made)))} tokens of at most "
-        f"{args.tokens}; median of {args.repeats}), first token {statistics.median(first_direct) * 1000:.1f} ms"
-    )
-    print(f"{'clients':>7} {'mode':<9} {'tokens/s':>9} {'x direct':>9} {'first token p50':>16} {'tokens':>7}")
-    for case in CASES:
-        clients, stream = case
-        rate = statistics.median(r for r, _ in rates[case])
-        ratio = statistics.median(x for _, x in rates[case])  # each against its own round's direct
-        goal = 0.9 if clients == 1 else 1.0
-        met = ratio >= goal if clients == 1 else ratio > goal
-        print(
-            f"{clients:>7} {'streamed' if stream else 'buffered':<9} {rate:>9,.0f} {ratio:>8.2f}x "
-            f"{statistics.median(firsts[case]) * 1000:>13.1f} ms {min(counts[case]):>7}"
-            f"  goal {'>=' if clients == 1 else '>'} {goal}: {'met' if met else 'NOT met'}"
-        )
-    print("first token: streamed, the first PayloadPart; buffered, the whole answer")
-    if {n for case in CASES for n in counts[case]} != made:
-        raise SystemExit(f"served and direct made different token counts: {counts} vs {made}")
+        with Server(weights, args.threads, max_batch=8) as server:
+            figures = measure(model, tokenizer, server, args.tokens, args.repeats)
+    report(figures, args.tokens, args.repeats)
     print(f"machine after: {machine()}")
 
 

@@ -190,12 +190,12 @@ class Batcher:
         import torch
 
         logprobs = torch.log_softmax(logits.float(), dim=-1)
-        greedy = logprobs.argmax(dim=-1)
-        picked = greedy.tolist()
+        best = logprobs.max(dim=-1)  # the greedy tokens and their log probabilities, in one pass
+        picked, chosen = best.indices.tolist(), best.values.tolist()
         for row, seq in enumerate(batch):
             if seq.g.do_sample:
                 picked[row] = pick(logprobs[row], seq.g, seq.rng, picked[row])
-        chosen = logprobs.gather(1, torch.tensor(picked).unsqueeze(1)).squeeze(1).tolist()
+                chosen[row] = float(logprobs[row, picked[row]])
         items: list[tuple[Any, Any]] = []
         for seq, nxt, logprob in zip(batch, picked, chosen, strict=True):
             if seq.cancelled.is_set():
