@@ -135,6 +135,13 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack stop run-20261206T031500000000Z --env dev", "one run (as Ctrl-C in run prints)"),
         ),
     ),
+    "cost": Help(
+        "An environment's spend by its tags, burn rate now, plan beside.",
+        (
+            ("sagestack cost --env dev", "the last 30 days per job and endpoint, what runs now"),
+            ("sagestack cost --env prod --days 7 --json", "the last 7 days, as one JSON document"),
+        ),
+    ),
     "cluster": Help(
         "SageMaker HyperPod clusters (clusters: in the spec).",
         (("sagestack cluster submit -h", "render a job's sbatch script"),),
@@ -205,6 +212,14 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack local serve digits", "on http://127.0.0.1:8080"),
             ("sagestack local serve digits --predict 5", "send five samples, print, stop"),
             ("sagestack local serve chat --prompt 'Hello'", "an LLM: stream one answer"),
+        ),
+    ),
+    "local bench": Help(
+        "Sweep an endpoint's local configurations against its slo: target.",
+        (
+            ("sagestack local bench digits --env dev", "the table, the chart"),
+            ("sagestack local bench digits --quick --json", "seconds; as JSON"),
+            ("sagestack local bench chat --env staging", "an LLM: TTFT, tokens/s"),
         ),
     ),
     "local transform": Help(

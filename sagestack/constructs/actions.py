@@ -145,6 +145,8 @@ MLFLOW_LOG = (
     "sagemaker-mlflow:GetMetricHistory",
     "sagemaker-mlflow:ListArtifacts",
 )
+# An MLflow App's calls, all of them one action in IAM's data (its resource: mlflow-app/<id>).
+MLFLOW_APP_LOG = ("sagemaker:CallMlflowAppApi",)
 # What the tracking server's own role needs to register models automatically.
 MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:AddTags",

@@ -47,7 +47,7 @@ from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
 from sagestack.endpoints.request import lineage_of
 from sagestack.endpoints.resolved import ResolvedEndpoint
-from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
+from sagestack.training.context import MlflowTarget, RequestContext, is_mlflow_app, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
@@ -380,7 +380,7 @@ def _job_plans(
     job_plan = resolve(context=token_context, validate=False)
     if validated is None:
         if mlflow is not None and Token.is_unresolved(mlflow.arn):
-            mlflow = MlflowTarget.stand_in(stand_ins, names)
+            mlflow = MlflowTarget.stand_in(stand_ins, names, app=is_mlflow_app(mlflow.arn))
         images = {
             t: image.validation_uri_for(t, account=stand_ins.account, region=stand_ins.region)
             for t in job.instance_type

@@ -97,6 +97,11 @@ class Names:
         """The environment's SageMaker managed MLflow tracking server."""
         return f"{self.prefix}-mlflow"
 
+    @property
+    def mlflow_app(self) -> str:
+        """The environment's serverless MLflow App (`tracking.mlflow.app`)."""
+        return f"{self.prefix}-mlflow"
+
     def mlflow_experiment(self, job: str) -> str:
         """A job's MLflow experiment (every run of the job, cloud and local, is a run in it)."""
         return f"{self.prefix}-{job}"
