@@ -125,11 +125,12 @@ def machine() -> str:
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """CPU time of every thread of process `pid` so far, in nanosecond units (Linux's schedstat):
-    what the server spent, whatever else the machine ran; None where the kernel does not say."""
+    """CPU time of process `pid` so far, its threads' that ended included (Linux's /proc/PID/stat,
+    in clock ticks: summed over the rounds it is a fair figure, one round alone is coarse); None
+    where the kernel does not say."""
     try:
-        tasks = Path(f"/proc/{pid}/task").iterdir()
-        return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks) / 1e9
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
     except (OSError, ValueError, IndexError):
         return None
 
@@ -143,7 +144,7 @@ class Figures:
     rates: dict[tuple[int, bool], list[tuple[float, float]]] = field(default_factory=dict)
     firsts: dict[tuple[int, bool], list[float]] = field(default_factory=dict)
     counts: dict[tuple[int, bool], list[int]] = field(default_factory=dict)
-    cpu: dict[tuple[int, bool], list[float]] = field(default_factory=dict)  # server seconds a token
+    cpu: dict[tuple[int, bool], list[tuple[float, int]]] = field(default_factory=dict)  # (seconds, tokens)
 
 
 def measure(model, tokenizer, server: Server, tokens: int, repeats: int) -> Figures:
@@ -171,7 +172,7 @@ def measure(model, tokenizer, server: Server, tokens: int, repeats: int) -> Figu
                 after = cpu_seconds(server.proc.pid)
                 made = sum(n for _, n in results)
                 if before is not None and after is not None:
-                    f.cpu.setdefault(case, []).append((after - before) / made)
+                    f.cpu.setdefault(case, []).append((after - before, made))
                 f.rates.setdefault(case, []).append((rate, rate / f.direct_rates[-1]))
                 f.firsts.setdefault(case, []).extend(first for first, _ in results)
                 f.counts.setdefault(case, []).extend(n for _, n in results)
@@ -192,15 +193,20 @@ def report(f: Figures, tokens: int, repeats: int) -> None:
         rate = med(r for r, _ in f.rates[case])
         ratio = med(x for _, x in f.rates[case])  # each against its own round's direct generation
         met = ratio >= 0.9 if clients == 1 else ratio > 1.0
-        cpu = f"{med(f.cpu[case]) * 1e6:>7,.0f} us" if f.cpu.get(case) else f"{'-':>10}"
+        spent = f.cpu.get(case)  # over every round: the clock's ticks are coarse for one
+        cpu = (
+            f"{sum(s for s, _ in spent) / sum(n for _, n in spent) * 1e6:>7,.0f} us"
+            if spent
+            else f"{'-':>10}"
+        )
         print(
             f"{clients:>7} {'streamed' if stream else 'buffered':<9}{rate:>9,.0f}{ratio:>8.2f}x"
             f"{med(f.firsts[case]) * 1000:>8.1f} ms {cpu}  {'>= 0.9' if clients == 1 else '> 1.0'}"
             f" {'met' if met else 'NOT met'}"
         )
     print("1st token: streamed, the first PayloadPart; buffered, the whole answer.")
-    print("CPU/token: the server process's CPU time (every thread) over the tokens it made;")
-    print("direct's is generate's. It moves far less than tokens/s with the machine's load.")
+    print("CPU/token: the server process's CPU time over the tokens it made, every round")
+    print("together; direct's is generate's. It moves far less than tokens/s with the load.")
     if {n for case in CASES for n in f.counts[case]} != f.made:
         raise SystemExit(f"served and direct made different token counts: {f.counts} vs {f.made}")
 
