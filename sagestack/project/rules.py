@@ -26,6 +26,7 @@ from sagestack.training import rules_tensorflow as training_tensorflow
 from sagestack.training import rules_launcher as training_launcher
 from sagestack.training import rules_spot as training_spot
 from sagestack.foundation import rules_promotion as promotion
+from sagestack.clusters import rules_teams as cluster_teams
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -51,6 +52,7 @@ FEATURE_RULES = (
     training_launcher,
     training_spot,
     promotion,
+    cluster_teams,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]
