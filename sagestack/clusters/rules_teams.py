@@ -74,9 +74,10 @@ def cluster_team_quota(ctx: RuleContext) -> Iterator[Finding]:
             total = sum(cluster.teams[t].quota[itype] for t in teams)
             if total > capacity.get(itype, 0):
                 has = capacity.get(itype, 0)
+                who = f"team {teams[0]} is" if len(teams) == 1 else f"teams {', '.join(teams)} are"
                 yield Finding(
                     ("clusters", name, "teams", teams[-1], "quota", itype),
-                    f"teams {', '.join(teams)} are given {total} {itype}; the cluster's groups hold {has}",
+                    f"{who} given {total} {itype}; the cluster's groups hold {has}",
                 )
 
 
