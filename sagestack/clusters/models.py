@@ -48,7 +48,9 @@ class ClusterGroupSpec(StrictModel):
         default_factory=dict, description="orchestrator eks: Kubernetes labels on the group's nodes"
     )
     taints: list[KubernetesTaint] = Field(
-        default_factory=list, max_length=50, description="orchestrator eks: Kubernetes taints on the group's nodes"
+        default_factory=list,
+        max_length=50,
+        description="orchestrator eks: Kubernetes taints on the group's nodes",
     )
 
 
@@ -131,7 +133,8 @@ class TeamSpec(StrictModel):
     """A team's share of an EKS-orchestrated cluster (task governance: a ComputeQuota)."""
 
     quota: dict[str, int] = Field(
-        default_factory=dict, description="instances per type guaranteed to the team, e.g. {ml.p5.48xlarge: 2}"
+        default_factory=dict,
+        description="instances per type guaranteed to the team, e.g. {ml.p5.48xlarge: 2}",
     )
     fair_share_weight: int = Field(default=0, ge=0, le=100)
     sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = Field(

@@ -118,4 +118,3 @@ def cluster_availability_zone(ctx: RuleContext) -> Iterator[Finding]:
                 ("clusters", name, "availability_zone"),
                 f"{zone} is not a zone of {region}: write e.g. availability_zone: {region}a",
             )
-

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from sagestack.clusters.models import ClusterSpec
 from sagestack.core.rules import Finding, RuleContext, rule
 
-
 _SLURM_ONLY = ("partitions",)
 _EKS_ONLY = ("capacity", "labels", "taints")
 
@@ -36,7 +35,9 @@ def cluster_orchestrator_settings(ctx: RuleContext) -> Iterator[Finding]:
                 wrong.append("node_type")
             for f in wrong:
                 other = "Slurm's" if eks else "orchestrator eks's"
-                yield Finding((*where, f), f"{f} is {other}; this cluster is orchestrated by {cluster.orchestrator}")
+                yield Finding(
+                    (*where, f), f"{f} is {other}; this cluster is orchestrated by {cluster.orchestrator}"
+                )
         if not eks:
             for f in ("teams", "priority_classes"):
                 if getattr(cluster, f):

@@ -147,7 +147,14 @@ class HyperPodCluster(Construct):
         if cluster.eks is not None and cluster.eks.helm_dependencies == "pending":
             return  # HyperPod's Helm chart goes on the EKS cluster first (EksControlPlane.helm_step)
         self.resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.cluster_name)
-        for prop in ("InstanceGroups", "VpcConfig", "Orchestrator", "NodeRecovery", "NodeProvisioningMode", "Tags"):
+        for prop in (
+            "InstanceGroups",
+            "VpcConfig",
+            "Orchestrator",
+            "NodeRecovery",
+            "NodeProvisioningMode",
+            "Tags",
+        ):
             if prop in self.request:
                 self.resource.add_property_override(prop, self.request[prop])
         self.resource.node.add_dependency(self.scripts)
@@ -265,7 +272,9 @@ class HyperPodCluster(Construct):
         # a second). A named zone needs no lookup; without one, a stack with an account asks CDK for
         # the region's zones (a context lookup).
         zone = zones[0] if isinstance(zones, list) else None
-        where: dict[str, Any] = {"availability_zones": zones} if isinstance(zones, list) else {"max_azs": zones}
+        where: dict[str, Any] = (
+            {"availability_zones": zones} if isinstance(zones, list) else {"max_azs": zones}
+        )
         vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -384,7 +393,9 @@ class HyperPodCluster(Construct):
                 conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
             )
         )
-        role.add_to_policy(iam.PolicyStatement(actions=[*actions.ECR_PULL, *actions.ECR_AUTH], resources=["*"]))
+        role.add_to_policy(
+            iam.PolicyStatement(actions=[*actions.ECR_PULL, *actions.ECR_AUTH], resources=["*"])
+        )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"],

@@ -10,14 +10,14 @@ from aws_cdk import CfnResource, CfnTag
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-CfnSchedulerConfig = sagemaker.CfnClusterSchedulerConfig
-
 from sagestack.clusters.models import ClusterSpec
 from sagestack.clusters.teams import compute_quota_request, scheduler_config_request, stand_in_cluster_arn
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.names import Names
+
+CfnSchedulerConfig = sagemaker.CfnClusterSchedulerConfig
 
 
 class ClusterTeams(Construct):
@@ -37,7 +37,9 @@ class ClusterTeams(Construct):
         super().__init__(scope, id)
         stand_ins = stand_in_deployment(self, tags=tags)
         stand_in = stand_in_cluster_arn(stand_ins.region, stand_ins.account)
-        validate_request("CreateClusterSchedulerConfig", scheduler_config_request(names, key, spec, stand_in, tags))
+        validate_request(
+            "CreateClusterSchedulerConfig", scheduler_config_request(names, key, spec, stand_in, tags)
+        )
         policy = scheduler_config_request(names, key, spec, cluster_arn, tags)
         config = policy["SchedulerConfig"]
         self.policy = CfnSchedulerConfig(

@@ -155,11 +155,15 @@ class EksControlPlane(Construct):
                 )
             )
             clusters = stack.format_arn(
-                service="sagemaker", resource="cluster", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+                service="sagemaker",
+                resource="cluster",
+                resource_name="*",
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
             )
             role.add_to_policy(
                 iam.PolicyStatement(
-                    actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"], resources=[clusters]
+                    actions=["sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"],
+                    resources=[clusters],
                 )
             )
             acknowledge(
@@ -206,4 +210,3 @@ class EksControlPlane(Construct):
             "helm install hyperpod-dependencies sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart "
             "--namespace kube-system"
         )
-

@@ -98,21 +98,26 @@ def test_the_eks_cluster_is_private_api_authenticated_encrypted_and_logged(eks_a
     (eks,) = t.find_resources("AWS::EKS::Cluster").values()
     p = eks["Properties"]
     assert p["Version"] == "1.34"
-    assert p["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+    assert p["AccessConfig"] == {
+        "AuthenticationMode": "API",
+        "BootstrapClusterCreatorAdminPermissions": False,
+    }
     vpc = p["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True and vpc["EndpointPublicAccess"] is False
     assert len(vpc["SubnetIds"]) == 2  # two zones, as EKS requires
     assert p["EncryptionConfig"][0]["Resources"] == ["secrets"]
     assert "Fn::ImportValue" in json.dumps(p["EncryptionConfig"][0]["Provider"]["KeyArn"])
     assert {x["Type"] for x in p["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
-        "api", "audit", "authenticator", "controllerManager", "scheduler"
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
     }
     entries = [e["Properties"] for e in t.find_resources("AWS::EKS::AccessEntry").values()]
     principals = json.dumps([e["PrincipalArn"] for e in entries])
     assert ADMIN in principals and "deploy-role" in principals
-    assert all(
-        e["AccessPolicies"][0]["PolicyArn"].endswith("AmazonEKSClusterAdminPolicy") for e in entries
-    )
+    assert all(e["AccessPolicies"][0]["PolicyArn"].endswith("AmazonEKSClusterAdminPolicy") for e in entries)
     names = {a["Properties"]["AddonName"] for a in t.find_resources("AWS::EKS::Addon").values()}
     assert names == {
         "vpc-cni",
@@ -142,7 +147,9 @@ def test_teams_become_the_cluster_policy_and_compute_quotas(eks_app):
         "Strategy": "LendAndBorrow",
         "AbsoluteBorrowLimits": [{"InstanceType": "ml.p5.48xlarge", "Count": 1}],
     }
-    assert quotas["product"]["Properties"]["ComputeQuotaConfig"]["ResourceSharingConfig"] == {"Strategy": "Lend"}
+    assert quotas["product"]["Properties"]["ComputeQuotaConfig"]["ResourceSharingConfig"] == {
+        "Strategy": "Lend"
+    }
     assert "Fn::GetAtt" in json.dumps(research["ClusterArn"])
 
 

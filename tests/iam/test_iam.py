@@ -35,6 +35,7 @@ PROJECT_OF = {
     "example": "digits",
     "broad": "broad",
     "cluster": "digits",
+    "eks": "digits",
     "delivery": "digits",
     "serving": "digits",
     "promotion": "digits",

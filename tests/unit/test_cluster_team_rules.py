@@ -66,7 +66,9 @@ def test_cluster_team_quota_rule(project):
 
 def test_cluster_team_borrow_rule(project):
     # b lends its 1, and 1 is held by nobody: a may borrow 2
-    ok = _teams("alpha: {quota: {ml.p5.48xlarge: 2}, borrow: {ml.p5.48xlarge: 2}}\nbeta: {quota: {ml.p5.48xlarge: 1}, sharing: Lend}")
+    ok = _teams(
+        "alpha: {quota: {ml.p5.48xlarge: 2}, borrow: {ml.p5.48xlarge: 2}}\nbeta: {quota: {ml.p5.48xlarge: 1}, sharing: Lend}"
+    )
     assert findings(project, "cluster-team-borrow", ok) == []
     too_much = ok.replace("sharing: Lend", "sharing: DontLend")
     assert findings(project, "cluster-team-borrow", too_much) == [
@@ -80,7 +82,9 @@ def test_cluster_team_borrow_rule(project):
 
 
 def test_cluster_team_job_fits_rule(project):
-    ok = _teams("alpha: {quota: {ml.p5.48xlarge: 2}, borrow: {ml.p5.48xlarge: 1}, jobs: [big]}\nbeta: {quota: {ml.p5.48xlarge: 2}}")
+    ok = _teams(
+        "alpha: {quota: {ml.p5.48xlarge: 2}, borrow: {ml.p5.48xlarge: 1}, jobs: [big]}\nbeta: {quota: {ml.p5.48xlarge: 2}}"
+    )
     assert findings(project, "cluster-team-job-fits", ok) == []
     short = ok.replace("borrow: {ml.p5.48xlarge: 1}, ", "")
     assert findings(project, "cluster-team-job-fits", short) == [
@@ -88,4 +92,6 @@ def test_cluster_team_job_fits_rule(project):
         "(its quota and what it may borrow)",
     ]
     unknown = ok.replace("jobs: [big]", "jobs: [bigg]")
-    assert findings(project, "cluster-team-job-fits", unknown) == ["clusters.shared.teams.alpha.jobs.0: no job 'bigg' in jobs:"]
+    assert findings(project, "cluster-team-job-fits", unknown) == [
+        "clusters.shared.teams.alpha.jobs.0: no job 'bigg' in jobs:"
+    ]
