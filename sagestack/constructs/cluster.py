@@ -363,8 +363,8 @@ class HyperPodCluster(Construct):
                 "ssmmessages channel calls have no resource-level permissions; EC2 is limited to the stack's "
                 "region and metrics to HyperPod's namespace by condition."
                 + (
-                    " On an EKS node also the VPC CNI's EC2 calls (region-limited) and ECR image pulls, "
-                    "whose images live in AWS's add-on registries and the project's."
+                    " On an EKS node also the VPC CNI's Describe calls and ecr:GetAuthorizationToken, "
+                    "which have none either."
                     if self.eks is not None
                     else ""
                 ),
@@ -383,22 +383,40 @@ class HyperPodCluster(Construct):
 
     def _kubernetes_node_grants(self, role: iam.Role) -> None:
         """What an EKS-orchestrated node does besides: the VPC CNI (which runs as the node) gives pods
-        addresses, the kubelet pulls images and joins its cluster, and pods take Pod Identity roles."""
+        addresses on the node's interfaces, the kubelet pulls images and joins its cluster, and pods
+        take Pod Identity roles."""
         assert self.eks is not None
         stack = Stack.of(self)
+
+        def ec2_arn(resource: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource, resource_name="*")
+
+        interfaces, instances = ec2_arn("network-interface"), ec2_arn("instance")
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=list(actions.EKS_NODE_NETWORKING),
-                resources=["*"],
-                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+                actions=list(actions.EKS_NODE_INTERFACES),
+                resources=[interfaces, instances],
             )
         )
-        role.add_to_policy(
-            iam.PolicyStatement(actions=[*actions.ECR_PULL, *actions.ECR_AUTH], resources=["*"])
-        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.EKS_NODE_DESCRIBE), resources=["*"]))
+        # Images of AWS's add-on registries (their accounts differ per region) and the project's own.
+        repositories = stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.ECR_PULL), resources=[repositories]))
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.ECR_AUTH), resources=["*"]))
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"],
                 resources=[self.eks.cluster_arn],
             )
+        )
+        acknowledge(
+            role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(role, interfaces)}]": "The VPC CNI assigns pod "
+                "addresses on the node's interfaces, which exist only at run time; this account and region.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(role, instances)}]": "The VPC CNI attaches interfaces "
+                "to its own node, an instance HyperPod launches at run time; this account and region.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(role, repositories)}]": "Images of the EKS add-ons "
+                "live in AWS's registries, whose accounts differ per region; pulls only, this region.",
+            },
         )
