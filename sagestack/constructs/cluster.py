@@ -146,31 +146,37 @@ class HyperPodCluster(Construct):
         self.cluster_arn: str | None = None
         if cluster.eks is not None and cluster.eks.helm_dependencies == "pending":
             return  # HyperPod's Helm chart goes on the EKS cluster first (EksControlPlane.helm_step)
-        self.resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.cluster_name)
-        for prop in (
+        self.resource = self._cluster()
+        self.cluster_arn = self.resource.attr_cluster_arn
+        if self.eks is not None and (cluster.teams or cluster.priority_classes):
+            self.teams = ClusterTeams(
+                self,
+                "Teams",
+                names=names,
+                key=key,
+                spec=cluster,
+                cluster_arn=self.cluster_arn,
+                tags=tag_items,
+            )
+
+    def _cluster(self) -> sagemaker.CfnCluster:
+        """The AWS::SageMaker::Cluster carrying the request; on EKS, created after the add-ons."""
+        resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.cluster_name)
+        props = (
             "InstanceGroups",
             "VpcConfig",
             "Orchestrator",
             "NodeRecovery",
             "NodeProvisioningMode",
             "Tags",
-        ):
+        )
+        for prop in props:
             if prop in self.request:
-                self.resource.add_property_override(prop, self.request[prop])
-        self.resource.node.add_dependency(self.scripts)
+                resource.add_property_override(prop, self.request[prop])
+        resource.node.add_dependency(self.scripts)
         if self.eks is not None:
-            self.resource.node.add_dependency(*self.eks.addons)
-            if cluster.teams or cluster.priority_classes:
-                self.teams = ClusterTeams(
-                    self,
-                    "Teams",
-                    names=names,
-                    key=key,
-                    spec=cluster,
-                    cluster_arn=self.resource.attr_cluster_arn,
-                    tags=tag_items,
-                )
-        self.cluster_arn = self.resource.attr_cluster_arn
+            resource.node.add_dependency(*self.eks.addons)
+        return resource
 
     def _file_system(
         self,
