@@ -10,9 +10,17 @@ export NO_MKDOCS_2_WARNING := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup scanners tf-toolkit java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
+.PHONY: setup scanners tf-toolkit hyperpod-template java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
 
-setup: $(VENV)/.installed node_modules/.installed java chromium scanners tf-toolkit
+setup: $(VENV)/.installed node_modules/.installed java chromium scanners tf-toolkit hyperpod-template
+
+# AWS's HyperPodPyTorchJob template and schema (tests/constructs/test_cluster_pytorch_job.py): the files
+# only, with no dependencies, as its pydantic models import the HyperPod CLI, whose pins would move ours.
+hyperpod-template: .venv-hyperpod/.installed
+
+.venv-hyperpod/.installed: tests/constructs/requirements-hyperpod.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --target .venv-hyperpod -r $<
+	touch $@
 
 # The IAM tier's scanners (tests/iam), each in a virtualenv of its own: their pins would move the
 # project's (checkov downgrades boto3/botocore). The tests call them through a subprocess.

@@ -316,10 +316,18 @@ def cluster_submit(
     cluster: Annotated[str, typer.Option("--cluster", "-c", help="a key of clusters:")],
     env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the script here")] = None,
+    team: Annotated[
+        str | None, typer.Option("--team", "-t", help="EKS clusters: a key of the cluster's teams:")
+    ] = None,
+    priority: Annotated[
+        str | None, typer.Option("--priority", help="EKS clusters: a key of the cluster's priority_classes:")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="EKS clusters: print the object only")] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Render the sbatch script that runs a job's training_src on a cluster (torchrun on every node,
-    the job's hyperparameters as the container's arguments) and say how to submit it."""
+    """Render the sbatch script that runs a job's training_src on a Slurm cluster (torchrun on every
+    node, the job's hyperparameters as the container's arguments) and say how to submit it; on an
+    EKS cluster, the job as a HyperPodPyTorchJob in a team's queue."""
     from sagestack.cli.common import resolve_for
     from sagestack.clusters.request import sbatch_script
 
@@ -335,6 +343,11 @@ def cluster_submit(
             )
     names = resolved.names
     c = spec.clusters[cluster]
+    if c.orchestrator == "eks":
+        from sagestack.cli.cluster_jobs import submit_to_eks
+
+        submit_to_eks(resolved, root, job, cluster, team, priority, output, dry_run)
+        return
     shared = c.fsx.mount_path if c.fsx is not None else "$HOME"
     code_dir = f"{shared}/sagestack/code/{job}"
     try:

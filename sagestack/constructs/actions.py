@@ -46,6 +46,14 @@ VPC_NETWORK_INTERFACES = (
 )
 
 # ECR: pulling an image (the token call has no resource-level permission).
+# The VPC CNI on an EKS node: secondary addresses and interfaces for pods (AWS's AmazonEKS_CNI_Policy)
+EKS_NODE_INTERFACES = (
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+    "ec2:AttachNetworkInterface",
+    "ec2:CreateTags",
+)
+EKS_NODE_DESCRIBE = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags")
 ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 ECR_AUTH = ("ecr:GetAuthorizationToken",)
 

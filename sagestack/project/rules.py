@@ -29,6 +29,7 @@ from sagestack.foundation import rules_promotion as promotion
 from sagestack.endpoints import rules_slo as endpoint_slo
 from sagestack.llm import rules_slo as llm_slo
 from sagestack.queues import rules as queues
+from sagestack.clusters import rules_teams as cluster_teams
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -57,6 +58,7 @@ FEATURE_RULES = (
     endpoint_slo,
     llm_slo,
     queues,
+    cluster_teams,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]
