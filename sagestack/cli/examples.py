@@ -214,6 +214,14 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack local serve chat --prompt 'Hello'", "an LLM: stream one answer"),
         ),
     ),
+    "local bench": Help(
+        "Sweep an endpoint's local configurations against its slo: target.",
+        (
+            ("sagestack local bench digits --env dev", "the table, the chart"),
+            ("sagestack local bench digits --quick --json", "seconds; as JSON"),
+            ("sagestack local bench chat --env staging", "an LLM: TTFT, tokens/s"),
+        ),
+    ),
     "local transform": Help(
         "Run a batch transform over a folder, as CreateTransformJob would.",
         (("sagestack local transform score --sample 20", "score twenty samples"),),
