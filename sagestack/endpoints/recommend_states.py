@@ -82,6 +82,14 @@ class RecommendStates:
         return f"Recommended {self.key}"
 
     @property
+    def results(self) -> str:
+        return f"Recommendations of {self.key}?"
+
+    @property
+    def none(self) -> str:
+        return f"No recommendation for {self.key}"
+
+    @property
     def notify_failed(self) -> str:
         return f"Notify recommend failed {self.key}"
 
@@ -111,6 +119,7 @@ class Api:
     describe: str
     name_key: str
     status_key: str
+    results: str  # where the Describe answer lists what was measured
 
     @property
     def operation(self) -> str:
@@ -120,9 +129,9 @@ class Api:
 
 
 AI = Api("sagemaker:createAIRecommendationJob", "sagemaker:describeAIRecommendationJob",
-         "AIRecommendationJobName", "AIRecommendationJobStatus")  # fmt: skip
+         "AIRecommendationJobName", "AIRecommendationJobStatus", "Recommendations")  # fmt: skip
 IR = Api("sagemaker:createInferenceRecommendationsJob", "sagemaker:describeInferenceRecommendationsJob",
-         "JobName", "Status")  # fmt: skip
+         "JobName", "Status", "InferenceRecommendations")  # fmt: skip
 
 
 def api_of(r: ResolvedRecommendation) -> Api:
@@ -218,7 +227,8 @@ def _package_states(names: RecommendStates, group: str) -> dict[str, asl.State]:
         ),
         f"{names.found_package} keep": {
             "Type": "Pass",
-            "Parameters": {"Arn.$": f"{PACKAGE}.Found[0].ModelPackageArn"},
+            "InputPath": f"{PACKAGE}.Found[0]",
+            "Parameters": {"Arn.$": "$.ModelPackageArn"},
             "ResultPath": PACKAGE,
             "Next": names.create,
         },
@@ -259,6 +269,21 @@ def _create_states(
     }
 
 
+def _output(r: ResolvedRecommendation, api: Api, results: str | None) -> asl.State:
+    """The execution's output: the job, the candidates, and what the answer measured."""
+    params: dict[str, Any] = {
+        "JobName": r.job_name,
+        "Endpoint": r.endpoint,
+        "Kind": r.kind,
+        "Candidates": measured(r),
+    }
+    if results is None:
+        params[api.results] = []
+    else:
+        params[f"{api.results}.$"] = results
+    return {"Type": "Pass", "Parameters": params, "End": True}
+
+
 def _follow_states(r: ResolvedRecommendation, settings: PipelineSettings, names: RecommendStates) -> dict[str, asl.State]:
     api = api_of(r)
     reason = f"{JOB}.FailureReason"
@@ -277,9 +302,13 @@ def _follow_states(r: ResolvedRecommendation, settings: PipelineSettings, names:
             f"sagestack: recommended {r.endpoint}"[:100],
             {"Message": f"Recommendation job {r.job_name} of '{r.endpoint}' completed: `sagestack recommend "
              f"{r.endpoint} --env {r.names.env}` shows the verdict."},
-            names.done,
+            names.results,
         ),  # fmt: skip
-        names.done: {"Type": "Pass", "InputPath": JOB, "End": True},
+        # The verdict's inputs only (the answer's timestamps are not JSON); a job that completed
+        # without a recommendation (no candidate met the threshold) is a verdict too, not an error.
+        names.results: asl.choice(asl.when(asl.is_present(f"{JOB}.{api.results}"), names.done), default=names.none),
+        names.done: _output(r, api, f"{JOB}.{api.results}"),
+        names.none: _output(r, api, None),
         names.notify_failed: asl.notify(
             settings,
             f"sagestack: recommendation {r.endpoint} failed"[:100],
