@@ -99,6 +99,14 @@ def run(
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
     logs: LogsOption = True,
+    recommend: Annotated[
+        bool,
+        typer.Option(
+            "--recommend",
+            help="measure the endpoint's slo: candidates in the cloud (its recommendation pipeline); "
+            "`sagestack recommend ENDPOINT` shows the verdict",
+        ),
+    ] = False,
     retrain: Annotated[
         bool,
         typer.Option(
@@ -111,13 +119,16 @@ def run(
     """Start a job's, tuning entry's, pinned transform's or LLM optimization's deployed pipeline and
     follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
     err = console(stderr=True)
-    loaded = load_entry(
-        root,
-        env,
-        job,
-        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
-        "job, tuning entry, transform or optimized LLM",
-    )
+    if recommend:
+        loaded = load_entry(root, env, job, recommended_endpoints, "deployed endpoint with slo: candidates")
+    else:
+        loaded = load_entry(
+            root,
+            env,
+            job,
+            lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
+            "job, tuning entry, transform or optimized LLM",
+        )
     spec = loaded.spec
     if job in spec.transforms and spec.transforms[job].model_package is None:
         source = spec.transforms[job].model
@@ -142,7 +153,9 @@ def run(
     from sagestack.ops.account import aws_client
 
     names = Names(spec.project, env)
-    name, stack = pipeline_of(spec, env, job)
+    name, stack = (
+        (names.recommendation_state_machine(job), "recommendation") if recommend else pipeline_of(spec, env, job)
+    )
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -197,6 +210,11 @@ def optimized_pipelines(spec: Any, env: str) -> dict[str, str]:
         if sum(p.endpoint == o.endpoint for p in found) == 1:
             out.setdefault(o.endpoint, o.state_machine)
     return out
+
+
+def recommended_endpoints(spec: Any) -> list[str]:
+    """The endpoints `run --recommend` measures: deployed here, with slo: and candidates."""
+    return [k for k, ep in spec.endpoints.items() if ep.deploy and ep.slo is not None and ep.slo_candidates]
 
 
 def pipeline_of(spec: Any, env: str, entry: str) -> tuple[str, str]:

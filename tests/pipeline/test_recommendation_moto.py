@@ -239,3 +239,44 @@ def test_no_room_backs_off_and_a_second_run_follows_the_same_job(moto, dev_app, 
     result = _run(moto, dev_app)  # the job exists (fake.created keeps it): ResourceInUse, followed
     assert result["status"] == "SUCCEEDED", result
     assert "Recommend refused digits?" in result["entered"] and len(fake.created) == 1
+
+
+def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monkeypatch):
+    from tests.pipeline.test_training_pipeline_moto import _cli
+
+    FakeRecommender(
+        ["IN_PROGRESS", "COMPLETED"],
+        {"ml.c5.large": (18, 6600, 2.0e-6), "ml.c5.xlarge": (14, 7800, 2.2e-6), "ml.c5.2xlarge": (9, 15000, 2.3e-6)},
+    ).install(monkeypatch)
+    root = dev_app.root
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 1 and "is not deployed" in result.stderr
+    _deploy(moto, dev_app)
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 1 and "--recommend" in result.stderr  # never run: how to run it
+    result = _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2")
+    assert result.returncode == 0, result.stderr
+    assert "→ Recommend digits" in result.stdout and "✓ succeeded" in result.stdout
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "Verdict: ml.c5.large meets the target at the lowest cost." in lines
+    print(result.stdout)
+    assert lines[-1] == "Pin it for review: sagestack recommend digits --env dev --pin"
+    overlay = root / "config/envs/dev.yaml"
+    before = overlay.read_text()
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")
+    assert result.returncode == 0, result.stderr
+    assert "✓ endpoints.digits.instance_type: ml.c5.xlarge → ml.c5.large" in result.stdout
+    print(result.stdout)
+    after = overlay.read_text()
+    assert after.startswith(before.rstrip("\n").split("\nendpoints:")[0])  # the rest of the file kept
+    from sagestack.project.loader import load_project
+
+    assert load_project(root, "dev").spec.endpoints["digits"].instance_type == ["ml.c5.large"]
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")  # once is enough
+    assert result.returncode == 0 and "has instance_type ml.c5.large already" in result.stdout
+    result = _cli(moto, root, "run", "digts", "--env", "dev", "--recommend")
+    assert result.returncode == 2 and "did you mean 'digits'" in result.stderr.replace("\n", " ")
+    overlay.write_text(before)
