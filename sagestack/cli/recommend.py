@@ -30,20 +30,25 @@ def recommend(
     cheapest candidate that meets it (boto3; AWS_ENDPOINT_URL is honoured)."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    from sagestack.cli.deploy import load_entry, recommended_endpoints
+    from sagestack.cli.common import load_entry
+    from sagestack.cli.deploy import recommended_endpoints
     from sagestack.endpoints.verdict import table_lines
     from sagestack.ops.account import aws_client
     from sagestack.ops.promote_registry import PromotionError
     from sagestack.ops.recommend import NoRecommendation, newest_result, pin_recommended, verdict_of
 
-    spec = load_entry(root, env, endpoint, recommended_endpoints, "deployed endpoint with slo: candidates").spec
+    spec = load_entry(
+        root, env, endpoint, recommended_endpoints, "deployed endpoint with slo: candidates"
+    ).spec
     ep = spec.endpoints[endpoint]
     try:
         result = newest_result(aws_client("stepfunctions", spec.region), spec.project, env, endpoint)
     except NoRecommendation as e:
         raise UserError(str(e)) from None
     except NoCredentialsError:
-        raise UserError("no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE") from None
+        raise UserError(
+            "no AWS credentials: configure a profile (aws configure) or set AWS_PROFILE"
+        ) from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"could not read the recommendation of '{endpoint}': {e}") from None
     v = verdict_of(endpoint, ep, result.output)
@@ -54,8 +59,10 @@ def recommend(
              "cost": r.cost, "meets": r.meets, "shortfalls": list(r.shortfalls)}
             for r in v.rows
         ]  # fmt: skip
-        best = v.best.instance_type if v.best else None
-        print(json.dumps({"endpoint": endpoint, "kind": v.kind, "rows": rows, "recommended": best}, indent=2))
+        chosen = v.best.instance_type if v.best else None
+        print(
+            json.dumps({"endpoint": endpoint, "kind": v.kind, "rows": rows, "recommended": chosen}, indent=2)
+        )
     else:
         out.print(f"{endpoint} in {env}: {result.output.get('JobName', '?')}", markup=False, highlight=False)
         for line in table_lines(v):

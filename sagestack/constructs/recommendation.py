@@ -23,9 +23,9 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.endpoint_llm import grant_weights_read
 from sagestack.constructs.execution_role import ExecutionRoleBase
 from sagestack.constructs.job_pipeline import JobPipeline, PipelineDeployment
-from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.mlflow_server import grant_mlflow_logging
 from sagestack.constructs.model_registry import ModelPackageGroupBase
+from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment, token_deployment
 from sagestack.core.standins import SAMPLE_ACCOUNT
@@ -121,6 +121,20 @@ class RecommendationPipeline(JobPipeline):
             **pipeline.construct_props(),
         )
         self.recommendation = r
+        self._grant_job(r, execution_role, registry, mlflow_arn)
+        execution_role.grant_pass_role(self.role)
+        self._grant_quota_reads(stack.region)
+
+    def _grant_job(
+        self,
+        r: ResolvedRecommendation,
+        execution_role: ExecutionRoleBase,
+        registry: ModelPackageGroupBase,
+        mlflow_arn: str | None,
+    ) -> None:
+        """Run the job of this kind (named by the environment's prefix), and let the execution role
+        read what it measures and log where it logs."""
+        names = r.names
         if r.llm is not None:
             self.grant_sagemaker(
                 actions.AI_RECOMMENDATION_JOBS_RUN,
@@ -151,8 +165,6 @@ class RecommendationPipeline(JobPipeline):
                         "one (ListModelPackages), which Inference Recommender measures."
                     },
                 )
-        execution_role.grant_pass_role(self.role)
-        self._grant_quota_reads(stack.region)
 
 
 def _stand_in_mlflow(stack: Stack) -> str:

@@ -34,7 +34,11 @@ from sagestack.llm.models import LlmSpec
 
 AI_TYPES = "AIRecommendationInstanceType"  # botocore's enum of what an AI recommendation job measures
 AI_MAX_TYPES = 3  # AIRecommendationComputeSpec.InstanceTypes: "up to 3 instance types"
-FRAMEWORKS = {"djl-lmi": "LMI", "vllm": "VLLM", "huggingface-vllm": "VLLM"}  # AIRecommendationInferenceFramework
+FRAMEWORKS = {
+    "djl-lmi": "LMI",
+    "vllm": "VLLM",
+    "huggingface-vllm": "VLLM",
+}  # AIRecommendationInferenceFramework
 WORKLOAD_NAME_MAX = 63
 IR_JOB_SECONDS = 7200  # Inference Recommender's own default for an Advanced job
 IR_PHASE_SECONDS = 120
@@ -95,7 +99,9 @@ def _llm_of(ep: EndpointSpec) -> LlmSpec | None:
     return next((c.llm for c in ep.components.values() if c.llm is not None), None)
 
 
-def resolve_recommendations(names: Names, endpoints: Mapping[str, EndpointSpec]) -> Iterator[ResolvedRecommendation]:
+def resolve_recommendations(
+    names: Names, endpoints: Mapping[str, EndpointSpec]
+) -> Iterator[ResolvedRecommendation]:
     """Every endpoint this environment deploys with slo: and candidates to measure (the job deploys
     the candidates itself, never the endpoint; it measures the model the environment serves)."""
     for name, ep in endpoints.items():
@@ -234,7 +240,9 @@ def stand_in_workload_arn(r: ResolvedRecommendation, deployment: Deployment) -> 
     return f"arn:aws:sagemaker:{deployment.region}:{deployment.account}:ai-workload-config/{r.workload_name}"
 
 
-def validate_recommendation(r: ResolvedRecommendation, deployment: Deployment, *, mlflow_arn: str | None) -> None:
+def validate_recommendation(
+    r: ResolvedRecommendation, deployment: Deployment, *, mlflow_arn: str | None
+) -> None:
     """Every request the pipeline sends, rendered with stand-ins and judged by botocore's model."""
     validate_request("CreateAIWorkloadConfig", workload_request(r, deployment))
     if r.llm is not None:
@@ -251,4 +259,6 @@ def validate_recommendation(r: ResolvedRecommendation, deployment: Deployment, *
             ),
         )
     else:
-        validate_request("CreateInferenceRecommendationsJob", inference_recommendations_request(r, deployment))
+        validate_request(
+            "CreateInferenceRecommendationsJob", inference_recommendations_request(r, deployment)
+        )

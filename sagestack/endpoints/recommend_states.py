@@ -284,7 +284,9 @@ def _output(r: ResolvedRecommendation, api: Api, results: str | None) -> asl.Sta
     return {"Type": "Pass", "Parameters": params, "End": True}
 
 
-def _follow_states(r: ResolvedRecommendation, settings: PipelineSettings, names: RecommendStates) -> dict[str, asl.State]:
+def _follow_states(
+    r: ResolvedRecommendation, settings: PipelineSettings, names: RecommendStates
+) -> dict[str, asl.State]:
     api = api_of(r)
     reason = f"{JOB}.FailureReason"
     return {
@@ -300,13 +302,17 @@ def _follow_states(r: ResolvedRecommendation, settings: PipelineSettings, names:
         names.notify_done: asl.notify(
             settings,
             f"sagestack: recommended {r.endpoint}"[:100],
-            {"Message": f"Recommendation job {r.job_name} of '{r.endpoint}' completed: `sagestack recommend "
-             f"{r.endpoint} --env {r.names.env}` shows the verdict."},
+            {
+                "Message": f"Recommendation job {r.job_name} of '{r.endpoint}' completed: `sagestack recommend "
+                f"{r.endpoint} --env {r.names.env}` shows the verdict."
+            },
             names.results,
-        ),  # fmt: skip
+        ),
         # The verdict's inputs only (the answer's timestamps are not JSON); a job that completed
         # without a recommendation (no candidate met the threshold) is a verdict too, not an error.
-        names.results: asl.choice(asl.when(asl.is_present(f"{JOB}.{api.results}"), names.done), default=names.none),
+        names.results: asl.choice(
+            asl.when(asl.is_present(f"{JOB}.{api.results}"), names.done), default=names.none
+        ),
         names.done: _output(r, api, f"{JOB}.{api.results}"),
         names.none: _output(r, api, None),
         names.notify_failed: asl.notify(

@@ -66,7 +66,9 @@ def _shortfalls(slo: SloSpec, kind: str, latency: float | None, throughput: floa
         limit = slo.p95_ms if slo.p95_ms is not None else slo.p99_ms
         if limit is not None and (latency is None or latency > limit):
             out.append(f"latency {_fmt(latency)} ms > {limit:g}")
-        if slo.requests_per_second is not None and (throughput is None or throughput < slo.requests_per_second):
+        if slo.requests_per_second is not None and (
+            throughput is None or throughput < slo.requests_per_second
+        ):
             out.append(f"{_fmt(throughput)} req/s < {slo.requests_per_second:g}")
     else:
         if slo.ttft_ms is not None and (latency is None or latency > slo.ttft_ms):
@@ -131,7 +133,9 @@ def _llm_rows(answer: Mapping[str, Any], slo: SloSpec) -> list[Row]:
     return rows
 
 
-def verdict(endpoint: str, kind: str, slo: SloSpec, candidates: tuple[str, ...], answer: Mapping[str, Any]) -> Verdict:
+def verdict(
+    endpoint: str, kind: str, slo: SloSpec, candidates: tuple[str, ...], answer: Mapping[str, Any]
+) -> Verdict:
     """The verdict from a Describe answer (DescribeAIRecommendationJob or
     DescribeInferenceRecommendationsJob, as the pipeline's output holds it)."""
     rows = _llm_rows(answer, slo) if kind == "llm" else _classic_rows(answer, slo)

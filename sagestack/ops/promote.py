@@ -152,7 +152,9 @@ def promote(
     path = overlay_path(root, target_env)
     changes = []
     if previous != arn:
-        edit_overlay(root, path, target_env, target_pin.path, lambda node: set_scalar(node, "model_package", arn))
+        edit_overlay(
+            root, path, target_env, target_pin.path, lambda node: set_scalar(node, "model_package", arn)
+        )
         changes.append(f"{target_pin.label}.model_package: {previous or '(none)'} → {arn}")
     return Promotion(endpoint, source_env, target_env, arn, status, previous, path, "pin", changes, copied)
 

@@ -34,7 +34,9 @@ def newest_result(sfn: Any, project: str, env: str, endpoint: str) -> Result:
     try:
         arn = remote.state_machine_arn(sfn, name)
     except remote.PipelineNotFound:
-        raise NoRecommendation(f"state machine '{name}' is not deployed: deploy the environment first") from None
+        raise NoRecommendation(
+            f"state machine '{name}' is not deployed: deploy the environment first"
+        ) from None
     runs = sfn.list_executions(stateMachineArn=arn, statusFilter="SUCCEEDED", maxResults=1)["executions"]
     if not runs:
         raise NoRecommendation(
@@ -58,6 +60,12 @@ def pin_recommended(root: Path, env: str, endpoint: str, ep: EndpointSpec, insta
     if list(previous or ()) == [instance_type]:
         return None
     path = overlay_path(root, env)
-    edit_overlay(root, path, env, ("endpoints", endpoint), lambda node: set_scalar(node, "instance_type", instance_type))
+    edit_overlay(
+        root,
+        path,
+        env,
+        ("endpoints", endpoint),
+        lambda node: set_scalar(node, "instance_type", instance_type),
+    )
     was = ", ".join(previous) if previous else "(none)"
     return f"endpoints.{endpoint}.instance_type: {was} → {instance_type}"

@@ -130,7 +130,12 @@ def _definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
         return ref(name)
 
     def import_value(export: str) -> str:
-        for fragment, value in (("ExecutionRole", ROLE), ("Artifacts", BUCKET), ("Key", KEY), ("Tracking", MLFLOW)):
+        for fragment, value in (
+            ("ExecutionRole", ROLE),
+            ("Artifacts", BUCKET),
+            ("Key", KEY),
+            ("Tracking", MLFLOW),
+        ):
             if fragment in export:
                 return value
         raise KeyError(export)
@@ -163,7 +168,9 @@ def _deploy(moto, app, *, approved: bool = True) -> tuple[str, str | None]:  # t
 def _run(moto, app, **kw) -> dict:  # type: ignore[no-untyped-def]
     machine, package = _deploy(moto, app, **kw)
     sfn = moto.client("stepfunctions")
-    execution = sfn.start_execution(stateMachineArn=machine, name=f"run-{time.monotonic_ns()}")["executionArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, name=f"run-{time.monotonic_ns()}")[
+        "executionArn"
+    ]
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         described = sfn.describe_execution(executionArn=execution)
@@ -184,7 +191,11 @@ def test_the_job_measures_the_served_package_and_the_cheapest_candidate_that_mee
 ):
     fake = FakeRecommender(
         ["IN_PROGRESS", "COMPLETED"],
-        {"ml.c5.large": (31, 4200, 2.0e-6), "ml.c5.xlarge": (14, 7800, 2.2e-6), "ml.c5.2xlarge": (9, 15000, 2.3e-6)},
+        {
+            "ml.c5.large": (31, 4200, 2.0e-6),
+            "ml.c5.xlarge": (14, 7800, 2.2e-6),
+            "ml.c5.2xlarge": (9, 15000, 2.3e-6),
+        },
     )
     fake.install(monkeypatch)
     result = _run(moto, dev_app)
@@ -203,7 +214,22 @@ def test_the_job_measures_the_served_package_and_the_cheapest_candidate_that_mee
     assert all(len(line) <= 80 for line in lines)
     assert lines[-1] == "Verdict: ml.c5.xlarge meets the target at the lowest cost."
     # wrapped at a space under the reason, no word cut
-    assert " ".join(lines[1:3]).split() == "ml.c5.large 31 70 0.0020 no: latency 31 ms > 20; 70 req/s < 100".split()
+    assert " ".join(lines[1:3]).split() == [
+        "ml.c5.large",
+        "31",
+        "70",
+        "0.0020",
+        "no:",
+        "latency",
+        "31",
+        "ms",
+        ">",
+        "20;",
+        "70",
+        "req/s",
+        "<",
+        "100",
+    ]
     assert lines[2].startswith(" " * 50) and lines[3].startswith("ml.c5.xlarge")
 
 
@@ -246,7 +272,11 @@ def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monke
 
     FakeRecommender(
         ["IN_PROGRESS", "COMPLETED"],
-        {"ml.c5.large": (18, 6600, 2.0e-6), "ml.c5.xlarge": (14, 7800, 2.2e-6), "ml.c5.2xlarge": (9, 15000, 2.3e-6)},
+        {
+            "ml.c5.large": (18, 6600, 2.0e-6),
+            "ml.c5.xlarge": (14, 7800, 2.2e-6),
+            "ml.c5.2xlarge": (9, 15000, 2.3e-6),
+        },
     ).install(monkeypatch)
     root = dev_app.root
     result = _cli(moto, root, "recommend", "digits", "--env", "dev")
