@@ -28,6 +28,7 @@ from sagestack.training import rules_spot as training_spot
 from sagestack.foundation import rules_promotion as promotion
 from sagestack.endpoints import rules_slo as endpoint_slo
 from sagestack.llm import rules_slo as llm_slo
+from sagestack.endpoints import rules_recommend as endpoint_recommend
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -55,6 +56,7 @@ FEATURE_RULES = (
     promotion,
     endpoint_slo,
     llm_slo,
+    endpoint_recommend,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]
