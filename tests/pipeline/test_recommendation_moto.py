@@ -310,3 +310,128 @@ def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monke
     result = _cli(moto, root, "run", "digts", "--env", "dev", "--recommend")
     assert result.returncode == 2 and "did you mean 'digits'" in result.stderr.replace("\n", " ")
     overlay.write_text(before)
+
+
+@pytest.fixture(scope="module")
+def staging_app(tmp_path_factory):
+    from tests.pipeline.conftest import example_copy
+    from tests.support.cdk_app import BuiltApp
+
+    project = example_copy(tmp_path_factory)
+    staging = project.root / "config/envs/staging.yaml"
+    staging.write_text(staging.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
+    return BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["staging"])
+
+
+def _install_ai_jobs(monkeypatch, performances: dict[str, dict[str, str]]) -> list[dict]:  # type: ignore[no-untyped-def]
+    """CreateAIRecommendationJob / DescribeAIRecommendationJob, which moto lacks: a job that completes
+    with one recommendation per candidate and these expected figures (metric -> value)."""
+    from moto.sagemaker.responses import SageMakerResponse
+
+    created: list[dict] = []
+    arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:ai-recommendation-job/x"
+
+    def create_ai_recommendation_job(self):  # type: ignore[no-untyped-def]
+        request = json.loads(self.body)
+        validate_request("CreateAIRecommendationJob", request)
+        created.append(request)
+        return json.dumps({"AIRecommendationJobArn": arn})
+
+    def describe_ai_recommendation_job(self):  # type: ignore[no-untyped-def]
+        (request,) = created
+        answer = {
+            "AIRecommendationJobName": request["AIRecommendationJobName"],
+            "AIRecommendationJobArn": arn,
+            "AIRecommendationJobStatus": "Completed",
+            "ModelSource": request["ModelSource"],
+            "OutputConfig": {"S3OutputLocation": request["OutputConfig"]["S3OutputLocation"]},
+            "AIWorkloadConfigIdentifier": request["AIWorkloadConfigIdentifier"],
+            "RoleArn": request["RoleArn"],
+            "CreationTime": 0,
+            "Recommendations": [
+                {
+                    "DeploymentConfiguration": {"InstanceType": instance, "InstanceCount": 1},
+                    "ExpectedPerformance": [
+                        {"Metric": m, "Stat": "p95" if m == "ttft-ms" else "avg", "Value": v}
+                        for m, v in perf.items()
+                    ],
+                }
+                for instance, perf in performances.items()
+            ],
+        }
+        _answer_valid("DescribeAIRecommendationJob", {**answer, "CreationTime": time.time()})
+        return json.dumps(answer)
+
+    for f in (create_ai_recommendation_job, describe_ai_recommendation_job):
+        monkeypatch.setattr(SageMakerResponse, f.__name__, f, raising=False)
+    return created
+
+
+def test_an_llm_target_no_candidate_meets_is_a_verdict_too(moto, staging_app, monkeypatch):
+    """chat in staging: ttft 500 ms and 30 tokens/s per user, on ml.g5.2xlarge and ml.g6.2xlarge."""
+    created = _install_ai_jobs(
+        monkeypatch,
+        {
+            "ml.g5.2xlarge": {"ttft-ms": "640", "throughput": "24.5", "cost": "3.10"},
+            "ml.g6.2xlarge": {"ttft-ms": "820", "throughput": "19", "cost": "2.40"},
+        },
+    )
+    moto.reset()
+    topic = moto.client("sns").create_topic(Name="digits-staging-recommendation")["TopicArn"]
+    machine = moto.client("stepfunctions").create_state_machine(
+        name="digits-staging-recommend-chat",
+        definition=_staging_definition(staging_app, topic),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+    )["stateMachineArn"]
+    sfn = moto.client("stepfunctions")
+    execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+    deadline = time.monotonic() + 90
+    while (
+        time.monotonic() < deadline and sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+    ):
+        time.sleep(0.2)
+    result = sfn.describe_execution(executionArn=execution)
+    assert result["status"] == "SUCCEEDED", result
+    (request,) = created
+    assert request["ComputeSpec"] == {"InstanceTypes": ["ml.g5.2xlarge", "ml.g6.2xlarge"]}
+    slo = staging_app.stages["staging"].plan.spec.endpoints["chat"].slo
+    v = verdict("chat", "llm", slo, ("ml.g5.2xlarge", "ml.g6.2xlarge"), json.loads(result["output"]))
+    assert v.best is None
+    lines = table_lines(v)
+    assert lines[0].split() == ["candidate", "TTFT", "ms", "tok/s", "$/1M", "tok", "meets"]
+    assert " ".join(lines[1:3]).split() == [
+        "ml.g5.2xlarge", "640", "24.5", "3.1000", "no:", "TTFT", "640", "ms", ">", "500;", "24.5", "tok/s", "<", "30"
+    ]  # fmt: skip
+    assert lines[-1] == "Verdict: no candidate meets the target."
+
+
+def _staging_definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
+    from aws_cdk.assertions import Template
+
+    resources = Template.from_stack(app.stages["staging"].recommendation).to_json()["Resources"]
+    (machine,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == "digits-staging-recommend-chat"
+    ]
+    pseudo = {"AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws"}
+
+    def ref(name: str) -> str:
+        return pseudo.get(name, topic)
+
+    def get_att(name: str, attribute: str) -> str:
+        return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:ai-workload-config/{resources[name]['Properties']['AIWorkloadConfigName']}"
+
+    def import_value(export: str) -> str:
+        for fragment, value in (
+            ("ExecutionRole", ROLE),
+            ("Artifacts", BUCKET),
+            ("Key", KEY),
+            ("Tracking", MLFLOW),
+        ):
+            if fragment in export:
+                return value
+        raise KeyError(export)
+
+    return resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value)
