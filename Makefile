@@ -49,7 +49,7 @@ chromium:
 
 # The documentation site into site/ (gitignored): the guides in docs/, and the reference pages
 # (spec, rules, CLI, construct API) generated from the code by docs/hooks/ on every build.
-docs: $(VENV)/.installed
+docs: $(VENV)/.installed node_modules/.installed
 	$(BIN)/mkdocs build --strict --site-dir site
 
 $(VENV)/.installed: pyproject.toml

@@ -34,6 +34,7 @@ from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, 
 from sagestack.core.names import Names
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.queues.models import JobQueueRef, QueueSpec
 from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.rendered import RenderedJob
 from sagestack.transforms.models import TransformSpec
@@ -51,6 +52,8 @@ class Workload(Protocol):
     def transforms(self) -> Mapping[str, TransformSpec]: ...
     @property
     def clusters(self) -> Mapping[str, ClusterSpec]: ...
+    @property
+    def queues(self) -> Mapping[str, QueueSpec]: ...
 
 
 class Environment(Protocol):
@@ -104,7 +107,7 @@ def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> Capaci
     spec = plan.spec
     tally = Tally(book)
     for key, rendered in requests.jobs.items():
-        _add_job(tally, key, rendered)
+        _add_job(tally, key, rendered, _queue_note(spec.queues, rendered.job.queue))
     for key, tuning in spec.tuning.items():
         _add_tuning(tally, key, tuning, requests.jobs[tuning.job])
     for key, ep in spec.endpoints.items():
@@ -127,9 +130,18 @@ def _max_run(c: RenderedCandidate) -> int:
     return int(c.request["StoppingCondition"]["MaxRuntimeInSeconds"])
 
 
-def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
+def _queue_note(queues: Mapping[str, QueueSpec], ref: JobQueueRef | None) -> str:
+    """Where a queued job waits: its queue, share and the queue's capacity limit (plan shows it
+    beside the quota: Batch starts the job when both allow)."""
+    if ref is None or ref.name not in queues:
+        return ""
+    share = f", share {ref.share}" if ref.share else ""
+    return f"queue {ref.name}{share} (≤ {queues[ref.name].max_instances} instances at once)"
+
+
+def _add_job(tally: Tally, key: str, rendered: RenderedJob, queued: str = "") -> None:
     """One row per candidate; the first with room is chosen. A job run on deploy shares its quota
-    with the others run then."""
+    with the others run then. `queued`: where a queued job waits, said on its rows."""
     book = tally.book
     run_on_deploy = rendered.job.run_on_deploy
     first = rendered.candidates[0]
@@ -155,7 +167,7 @@ def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
                 cost_on_demand=on_demand,
                 cost_spot=spot,
                 cost_basis=f"≤ {hours:g} h (max_run)",
-                note="run on deploy" if run_on_deploy else "",
+                note=", ".join(n for n in ("run on deploy" if run_on_deploy else "", queued) if n),
             )
         )
     chosen_index = choose_first_with_room(job_rows)

@@ -83,6 +83,29 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack synth -c sagestack:environments=dev", "dev only (CDK context, as cdk -c)"),
         ),
     ),
+    "deploy": Help(
+        "Deploy one environment: checks, synth, then cdk deploy.",
+        (
+            ("sagestack deploy --env dev", "check the account, synth dev, deploy 'dev/*'"),
+            ("sagestack deploy --env prod --locked", "refuse what the lock did not record"),
+            ("sagestack deploy --env dev -- --method direct", "options after -- go to cdk"),
+        ),
+    ),
+    "diff": Help(
+        "What a deploy would change: retraining, new instances, data.",
+        (
+            ("sagestack diff --env dev", "jobs that retrain, endpoints that restart, data lost"),
+            ("sagestack diff --env prod --raw", "and cdk diff's property-level view"),
+            ("sagestack diff --env prod --fail --json", "exit 1 on any change (CI), as JSON"),
+        ),
+    ),
+    "destroy": Help(
+        "Delete the stacks sagestack created for an environment.",
+        (
+            ("sagestack destroy --env dev", "asks for the name, then deletes dev's stacks"),
+            ("sagestack destroy --env prod --confirm prod", "prod: its name typed, no prompt"),
+        ),
+    ),
     "run": Help(
         "Start a deployed pipeline (job, tuning, transform) and follow it.",
         (

