@@ -279,6 +279,7 @@ def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monke
         },
     ).install(monkeypatch)
     root = dev_app.root
+    moto.reset()
     result = _cli(moto, root, "recommend", "digits", "--env", "dev")
     assert result.returncode == 1 and "is not deployed" in result.stderr
     _deploy(moto, dev_app)
