@@ -94,6 +94,12 @@ def run(
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
     logs: LogsOption = True,
+    recommend: Annotated[
+        bool,
+        typer.Option(
+            "--recommend", help="measure an endpoint's slo: candidates (`sagestack recommend` reads it)"
+        ),
+    ] = False,
     retrain: Annotated[
         bool,
         typer.Option(
@@ -106,13 +112,7 @@ def run(
     """Start a job's, tuning entry's, pinned transform's or LLM optimization's deployed pipeline and
     follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
     err = console(stderr=True)
-    loaded = load_entry(
-        root,
-        env,
-        job,
-        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
-        "job, tuning entry, transform or optimized LLM",
-    )
+    loaded = _entry_to_run(root, env, job, recommend=recommend)
     spec = loaded.spec
     if job in spec.transforms and spec.transforms[job].model_package is None:
         source = spec.transforms[job].model
@@ -137,7 +137,7 @@ def run(
     from sagestack.ops.account import aws_client
 
     names = Names(spec.project, env)
-    name, stack = pipeline_of(spec, env, job)
+    name, stack = pipeline_of(spec, env, job, recommend=recommend)
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -194,11 +194,31 @@ def optimized_pipelines(spec: Any, env: str) -> dict[str, str]:
     return out
 
 
-def pipeline_of(spec: Any, env: str, entry: str) -> tuple[str, str]:
-    """The state machine `sagestack run ENTRY` starts, and the stack that deploys it."""
+def _entry_to_run(root: Path, env: str, job: str, *, recommend: bool) -> Any:
+    """The spec with `job` among what `run` (or `run --recommend`) starts."""
+    if recommend:
+        return load_entry(root, env, job, recommended_endpoints, "deployed endpoint with slo: candidates")
+    return load_entry(
+        root,
+        env,
+        job,
+        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
+        "job, tuning entry, transform or optimized LLM",
+    )
+
+
+def recommended_endpoints(spec: Any) -> list[str]:
+    """The endpoints `run --recommend` measures: deployed here, with slo: and candidates."""
+    return [k for k, ep in spec.endpoints.items() if ep.deploy and ep.slo is not None and ep.slo_candidates]
+
+
+def pipeline_of(spec: Any, env: str, entry: str, *, recommend: bool = False) -> tuple[str, str]:
+    """The state machine `sagestack run ENTRY [--recommend]` starts, and the stack that deploys it."""
     from sagestack.core.names import Names
 
     names = Names(spec.project, env)
+    if recommend:
+        return names.recommendation_state_machine(entry), "recommendation"
     if entry in spec.jobs or entry in spec.tuning:
         return names.state_machine(entry, tuning=entry not in spec.jobs), "training"
     if entry in spec.transforms:

@@ -168,6 +168,20 @@ MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:UpdateModelPackage",
     "sagemaker:DescribeModelPackageGroup",
 )
+# An endpoint's recommendation pipeline (`slo:`): an AI recommendation job (an LLM's) or an Inference
+# Recommender job (a classic model's); creating either with Tags needs AddTags.
+AI_RECOMMENDATION_JOBS_RUN = (
+    "sagemaker:CreateAIRecommendationJob",
+    "sagemaker:DescribeAIRecommendationJob",
+    "sagemaker:StopAIRecommendationJob",
+    "sagemaker:AddTags",
+)
+INFERENCE_RECOMMENDATIONS_JOBS_RUN = (
+    "sagemaker:CreateInferenceRecommendationsJob",
+    "sagemaker:DescribeInferenceRecommendationsJob",
+    "sagemaker:StopInferenceRecommendationsJob",
+    "sagemaker:AddTags",
+)
 # An LLM's optimization pipeline: its job (CreateOptimizationJob with Tags needs AddTags).
 OPTIMIZATION_JOBS_RUN = (
     "sagemaker:CreateOptimizationJob",

@@ -28,6 +28,7 @@ from sagestack.training import rules_spot as training_spot
 from sagestack.foundation import rules_promotion as promotion
 from sagestack.endpoints import rules_slo as endpoint_slo
 from sagestack.llm import rules_slo as llm_slo
+from sagestack.endpoints import rules_recommend as endpoint_recommend
 from sagestack.queues import rules as queues
 from sagestack.clusters import rules_teams as cluster_teams
 
@@ -57,6 +58,7 @@ FEATURE_RULES = (
     promotion,
     endpoint_slo,
     llm_slo,
+    endpoint_recommend,
     queues,
     cluster_teams,
 )
