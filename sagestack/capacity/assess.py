@@ -305,7 +305,7 @@ class _Group:
     name: str  # cluster/group
     instance_type: str
     count: int
-    node_type: str | None
+    node_type: str
     training_plan: bool
 
 
@@ -318,7 +318,8 @@ def _groups(clusters: Requests) -> dict[str, list[_Group]]:
                 name=f"{key}/{g['InstanceGroupName']}",
                 instance_type=g["InstanceType"],
                 count=int(g["InstanceCount"]),
-                node_type=g.get("SlurmConfig", {}).get("NodeType"),
+                # an EKS-orchestrated group has no Slurm role: its nodes are all compute (workers)
+                node_type=g.get("SlurmConfig", {}).get("NodeType", "Compute"),
                 training_plan="TrainingPlanArn" in g,
             )
             by_quota.setdefault(quota_name(group.instance_type, "cluster"), []).append(group)
@@ -352,7 +353,7 @@ def _add_cluster(tally: Tally, clusters: Requests) -> None:
                     cost_on_demand=price * group.count if price is not None else None,
                     cost_basis="per hour while the cluster exists"
                     + (" (training plan)" if group.training_plan else ""),
-                    note=(f"{group.node_type.lower()} nodes" if group.node_type else "nodes")
+                    note=f"{group.node_type.lower()} nodes"
                     + (f", quota shared with {', '.join(shared)}" if shared else ""),
                 )
             )

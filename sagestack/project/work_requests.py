@@ -51,7 +51,9 @@ def render_work(plan: ResolvedEnvironment, deployment: Deployment, *, validate: 
                 key, ep, endpoint_name=plan.names.endpoint(key), deployment=deployment
             )
     for key, cluster in plan.spec.clusters.items():
-        context = stand_in_cluster_context(deployment, fsx=cluster.fsx is not None)
+        context = stand_in_cluster_context(
+            deployment, fsx=cluster.fsx is not None, eks=cluster.orchestrator == "eks"
+        )
         out.clusters[key] = create_cluster_request(plan.names, key, cluster, context)
     for key, transform in plan.spec.transforms.items():
         out.transforms[key] = stand_in_requests(ResolvedTransform.of(plan.names, key, transform), deployment)
