@@ -10,8 +10,9 @@ import typer
 
 from sagestack.cli.common import console, print_lines
 
-# How long the first `local serve` of an LLM trains its weights (measured: docs/guide/llm.md).
-FIRST_BUILD = "about 2 min"
+# How long the first `local serve` of an LLM trains its weights (106 s of CPU measured on a 2-core
+# machine: docs/guide/llm.md).
+FIRST_BUILD = "~2 min"
 
 
 def llm_keys(spec: Any) -> list[str]:
@@ -35,11 +36,11 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
         BackgroundLlm,
         LlmServeError,
         ensure_weights,
-        has_weights,
         local_llm,
         model_server,
         uvicorn_server,
     )
+    from sagestack.local.llm.weights import has_weights
     from sagestack.local.serving.handlers import ServeError
     from sagestack.local.training.pasteable import shown_path
 
@@ -54,11 +55,11 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
         print_lines(
             err,
             f"{key} has no weights here yet: training a small model on text bundled with sagestack, "
-            f"once ({FIRST_BUILD} on a laptop's CPU), into {shown_path(llm.weights)}",
+            f"once (about two minutes on a laptop's CPU), into {shown_path(llm.weights)}",
         )
     with Progress(
         TextColumn("{task.description}"),
-        BarColumn(bar_width=20),
+        BarColumn(bar_width=16),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         console=err,
