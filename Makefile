@@ -49,7 +49,7 @@ chromium:
 
 # The documentation site into site/ (gitignored): the guides in docs/, and the reference pages
 # (spec, rules, CLI, construct API) generated from the code by docs/hooks/ on every build.
-docs: $(VENV)/.installed
+docs: $(VENV)/.installed node_modules/.installed
 	$(BIN)/mkdocs build --strict --site-dir site
 
 $(VENV)/.installed: pyproject.toml
@@ -114,6 +114,7 @@ bench: setup
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/gpu.py
+	$(BIN)/python bench/llm_serve.py
 
 # Every benchmark once on small inputs (seconds to a minute each): that they still run, not what they measure
 # (tests/synth/test_bench_smoke.py runs the same).
@@ -125,6 +126,7 @@ bench-smoke: setup
 	$(BIN)/python bench/cli.py --smoke
 	$(BIN)/python bench/load.py --smoke
 	$(BIN)/python bench/gpu.py --smoke
+	$(BIN)/python bench/llm_serve.py --smoke
 
 # Mutation testing (mutmut) of request rendering, capacity, the lock, the container contract, the launcher,
 # the catalog and the rules against their fast unit tests ([tool.mutmut] in pyproject.toml): the kill rate

@@ -29,11 +29,12 @@ from sagestack.capacity.ledger import (
     training_cost,
     types_with_quota,
 )
-from sagestack.clusters.models import ClusterSpec
+from sagestack.clusters.models import ClusterGroupSpec, ClusterSpec
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
 from sagestack.core.names import Names
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.queues.models import JobQueueRef, QueueSpec
 from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.rendered import RenderedJob
 from sagestack.transforms.models import TransformSpec
@@ -51,6 +52,8 @@ class Workload(Protocol):
     def transforms(self) -> Mapping[str, TransformSpec]: ...
     @property
     def clusters(self) -> Mapping[str, ClusterSpec]: ...
+    @property
+    def queues(self) -> Mapping[str, QueueSpec]: ...
 
 
 class Environment(Protocol):
@@ -104,7 +107,7 @@ def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> Capaci
     spec = plan.spec
     tally = Tally(book)
     for key, rendered in requests.jobs.items():
-        _add_job(tally, key, rendered)
+        _add_job(tally, key, rendered, _queue_note(spec.queues, rendered.job.queue))
     for key, tuning in spec.tuning.items():
         _add_tuning(tally, key, tuning, requests.jobs[tuning.job])
     for key, ep in spec.endpoints.items():
@@ -114,8 +117,7 @@ def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> Capaci
         add_optimization(tally, o)
     for key, transform in spec.transforms.items():
         _add_transform(tally, key, transform)
-    for key, cluster in spec.clusters.items():
-        _add_cluster(tally, key, cluster)
+    _add_cluster(tally, spec.clusters)
     _add_training_total(tally)
     return CapacityReport(plan.env, book, tally.rows, tally.shortfalls, tally.warnings)
 
@@ -128,9 +130,18 @@ def _max_run(c: RenderedCandidate) -> int:
     return int(c.request["StoppingCondition"]["MaxRuntimeInSeconds"])
 
 
-def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
+def _queue_note(queues: Mapping[str, QueueSpec], ref: JobQueueRef | None) -> str:
+    """Where a queued job waits: its queue, share and the queue's capacity limit (plan shows it
+    beside the quota: Batch starts the job when both allow)."""
+    if ref is None or ref.name not in queues:
+        return ""
+    share = f", share {ref.share}" if ref.share else ""
+    return f"queue {ref.name}{share} (≤ {queues[ref.name].max_instances} instances at once)"
+
+
+def _add_job(tally: Tally, key: str, rendered: RenderedJob, queued: str = "") -> None:
     """One row per candidate; the first with room is chosen. A job run on deploy shares its quota
-    with the others run then."""
+    with the others run then. `queued`: where a queued job waits, said on its rows."""
     book = tally.book
     run_on_deploy = rendered.job.run_on_deploy
     first = rendered.candidates[0]
@@ -156,7 +167,7 @@ def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
                 cost_on_demand=on_demand,
                 cost_spot=spot,
                 cost_basis=f"≤ {hours:g} h (max_run)",
-                note="run on deploy" if run_on_deploy else "",
+                note=", ".join(n for n in ("run on deploy" if run_on_deploy else "", queued) if n),
             )
         )
     chosen_index = choose_first_with_room(job_rows)
@@ -271,33 +282,47 @@ def _add_transform(tally: Tally, key: str, t: TransformSpec) -> None:
         tally.short("transform", key, transform_rows[0].quota, need)
 
 
-def _add_cluster(tally: Tally, key: str, cluster: ClusterSpec) -> None:
-    """Each instance group of a cluster needs its count for as long as the cluster exists."""
-    for group_name, group in cluster.instance_groups.items():
-        qn = quota_name(group.instance_type, "cluster")
+def _add_cluster(tally: Tally, clusters: Mapping[str, ClusterSpec]) -> None:
+    """Each instance group of a cluster needs its count for as long as the cluster exists. A
+    cluster-usage quota is the account's, per instance type: every group of every cluster on one
+    type draws on it together, so they are checked as one sum (two groups of 1 against a quota of
+    1 are short), and each group's row shows that sum."""
+    by_quota: dict[str, list[tuple[str, ClusterGroupSpec]]] = {}
+    for key, cluster in clusters.items():
+        for group_name, group in cluster.instance_groups.items():
+            qn = quota_name(group.instance_type, "cluster")
+            by_quota.setdefault(qn, []).append((f"{key}/{group_name}", group))
+    for qn, groups in by_quota.items():
+        need = float(sum(group.count for _, group in groups))
         avail = tally.book.available(qn)
-        status = status_of(avail, float(group.count))
-        price = price_of(group.instance_type)
-        tally.rows.append(
-            Row(
-                kind="cluster",
-                key=f"{key}/{group_name}",
-                instance_type=group.instance_type,
-                count=group.count,
-                quota=qn,
-                needed=float(group.count),
-                available=avail,
-                status=status,
-                chosen=True,
-                price_per_hour=price,
-                cost_on_demand=price * group.count if price is not None else None,
-                cost_basis="per hour while the cluster exists"
-                + (" (training plan)" if group.training_plan else ""),
-                note=f"{group.node_type.lower()} nodes",
+        status = status_of(avail, need)
+        for name, group in groups:
+            price = price_of(group.instance_type)
+            shared = [other for other, _ in groups if other != name]
+            tally.rows.append(
+                Row(
+                    kind="cluster",
+                    key=name,
+                    instance_type=group.instance_type,
+                    count=group.count,
+                    quota=qn,
+                    needed=need,
+                    available=avail,
+                    status=status,
+                    chosen=True,
+                    price_per_hour=price,
+                    cost_on_demand=price * group.count if price is not None else None,
+                    cost_basis="per hour while the cluster exists"
+                    + (" (training plan)" if group.training_plan else ""),
+                    note=f"{group.node_type.lower()} nodes"
+                    + (f", quota shared with {', '.join(shared)}" if shared else ""),
+                )
             )
-        )
         if status == "short":
-            tally.short("cluster", f"{key}/{group_name}", qn, float(group.count))
+            if len(groups) == 1:
+                tally.short("cluster", groups[0][0], qn, need)
+            else:
+                tally.short("cluster groups", " + ".join(name for name, _ in groups), qn, need)
 
 
 class QuotaShortfallError(Exception):

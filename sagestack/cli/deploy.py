@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,52 +35,49 @@ def synth(
 ) -> None:
     """Synthesize every environment as `cdk synth` does, keeping the app's exit code: 2 invalid spec,
     3 quota short, 4 lock mismatch, 1 unacknowledged cdk-nag finding (`cdk synth` exits 1 for all)."""
-    import json
-    import subprocess
+    from sagestack.ops.cdk_cli import synthesize
 
-    from sagestack.ops.screen import fit
+    pairs = context_pairs(context)
+    app_file = root.resolve() / "app.py"
+    if not app_file.exists():
+        raise UserError(f"no {app_file}: run from the project root or pass --root", EXIT_INVALID_SPEC)
+    outdir = output if output.is_absolute() else root.resolve() / output
+    code = synthesize(root.resolve(), outdir, pairs)
+    if code == 0:
+        synthesized(outdir)
+    raise typer.Exit(code)
 
+
+def context_pairs(context: list[str] | None) -> dict[str, str]:
+    """`-c KEY=VALUE` options as the context mapping (a malformed one: exit 2)."""
     pairs: dict[str, str] = {}
     for item in context or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--context {item!r}: use KEY=VALUE", EXIT_INVALID_SPEC)
         pairs[key] = value
-    app_file = root.resolve() / "app.py"
-    if not app_file.exists():
-        raise UserError(f"no {app_file}: run from the project root or pass --root", EXIT_INVALID_SPEC)
-    outdir = output if output.is_absolute() else root.resolve() / output
-    # How the CDK CLI runs an app: the output folder and the -c context in the environment.
-    env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(pairs)}
-    code = subprocess.call([sys.executable, str(app_file)], cwd=root.resolve(), env=env)
-    if code == 0:
-        stages = _stacks(outdir)
-        count = sum(len(names) for names in stages.values())
-        shown = outdir.relative_to(Path.cwd()) if outdir.is_relative_to(Path.cwd()) else outdir
-        out = console()
-        out.print(f"[green]✓[/] synthesized {count} stack(s) into {shown}/")
-        for stage, names in stages.items():  # wrapped between names, never inside one
-            lines = fit(f"{stage}: {', '.join(names)}", max(out.width, 40), "  ", "    ")
-            out.print("\n".join(lines), markup=False)
-        missing = len(json.loads((outdir / "manifest.json").read_text()).get("missing", []))
-        if missing:  # the app's warning above says what and how to resolve it
-            out.print(f"[yellow]![/] {missing} context lookup(s) unresolved (above): not deployable yet")
-    raise typer.Exit(code)
+    return pairs
 
 
-def _stacks(outdir: Path) -> dict[str, list[str]]:
-    """Each environment's stacks (their CloudFormation names), from the cloud assembly's manifests."""
+def synthesized(outdir: Path) -> None:
+    """The stacks a synth wrote, per environment (wrapped between names, never inside one), and
+    the context lookups it left unresolved."""
     import json
 
-    stages: dict[str, list[str]] = {}
-    for manifest in sorted(outdir.glob("assembly-*/manifest.json")):
-        artifacts = json.loads(manifest.read_text()).get("artifacts", {})
-        stages[manifest.parent.name.removeprefix("assembly-")] = sorted(
-            a.get("properties", {}).get("stackName", key)
-            for key, a in artifacts.items()
-            if a.get("type") == "aws:cloudformation:stack"
-        )
-    return stages
+    from sagestack.ops.cdk_cli import assembly_stacks
+    from sagestack.ops.screen import fit
+
+    stages = {env: [s.name for s in stacks] for env, stacks in assembly_stacks(outdir).items()}
+    count = sum(len(names) for names in stages.values())
+    shown = outdir.relative_to(Path.cwd()) if outdir.is_relative_to(Path.cwd()) else outdir
+    out = console()
+    out.print(f"[green]✓[/] synthesized {count} stack(s) into {shown}/")
+    for stage, names in stages.items():
+        lines = fit(f"{stage}: {', '.join(names)}", max(out.width, 40), "  ", "    ")
+        out.print("\n".join(lines), markup=False)
+    missing = len(json.loads((outdir / "manifest.json").read_text()).get("missing", []))
+    if missing:  # the app's warning above says what and how to resolve it
+        out.print(f"[yellow]![/] {missing} context lookup(s) unresolved (above): not deployable yet")
 
 
 @app.command()

@@ -131,7 +131,7 @@ def local_serve(
     if is_llm(loaded.spec, endpoint):
         serve_llm(loaded, endpoint, host=host, port=port, prompt=prompt, max_tokens=max_tokens)
         return
-    model_dir = _served_model(err if as_json else out, err, loaded, endpoint, model)  # stdout: JSON alone
+    model_dir = served_model(err if as_json else out, err, loaded, endpoint, model)  # stdout: JSON alone
     batching = batching_options(loaded.spec.endpoints[endpoint].batching, len(os.sched_getaffinity(0)))
     for key, given in (("max_batch", max_batch), ("max_delay_ms", max_delay_ms), ("workers", workers)):
         if given is not None:
@@ -158,7 +158,7 @@ def local_serve(
     server.run()
 
 
-def _served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str, model: Path | None) -> Path:
+def served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str, model: Path | None) -> Path:
     """The model folder to serve: --model (a folder, or an archive unpacked), else the local compile
     result (compiled first when there is none yet)."""
     from sagestack.local.serving.compile import LocalCompileError, compile_locally, local_root

@@ -110,6 +110,11 @@ PASS_ROLE = ("iam:PassRole",)
 
 # Debugger rule actions, which run as the execution role.
 TRAINING_JOBS_STOP = ("sagemaker:StopTrainingJob",)
+# A queued job's pipeline: submit to its queue (SubmitServiceJob with tags also needs TagResource on
+# the service job it creates), and follow the service job (DescribeServiceJob has no resource type).
+QUEUE_SUBMIT = ("batch:SubmitServiceJob",)
+QUEUE_TAG = ("batch:TagResource",)
+QUEUE_READ = ("batch:DescribeServiceJob",)
 DEBUGGER_NOTIFY = ("sns:CreateTopic", "sns:Subscribe", "sns:Publish")
 
 # A HyperPod node's SSM sessions (how people log in to the login and controller nodes).
@@ -145,6 +150,8 @@ MLFLOW_LOG = (
     "sagemaker-mlflow:GetMetricHistory",
     "sagemaker-mlflow:ListArtifacts",
 )
+# An MLflow App's calls, all of them one action in IAM's data (its resource: mlflow-app/<id>).
+MLFLOW_APP_LOG = ("sagemaker:CallMlflowAppApi",)
 # What the tracking server's own role needs to register models automatically.
 MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:AddTags",

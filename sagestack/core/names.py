@@ -97,6 +97,11 @@ class Names:
         """The environment's SageMaker managed MLflow tracking server."""
         return f"{self.prefix}-mlflow"
 
+    @property
+    def mlflow_app(self) -> str:
+        """The environment's serverless MLflow App (`tracking.mlflow.app`)."""
+        return f"{self.prefix}-mlflow"
+
     def mlflow_experiment(self, job: str) -> str:
         """A job's MLflow experiment (every run of the job, cloud and local, is a run in it)."""
         return f"{self.prefix}-{job}"
@@ -194,6 +199,10 @@ class Names:
     @property
     def processing_job_pattern(self) -> str:
         return self._cut_name_pattern
+
+    def queue(self, key: str) -> str:
+        """A training queue's Batch service environment, scheduling policy and job queue: '<prefix>-<queue>'."""
+        return f"{self.prefix}-{key}"
 
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""

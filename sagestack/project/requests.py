@@ -84,14 +84,14 @@ def job_images(plan: ResolvedEnvironment, root: Path, key: str) -> JobImages:
 
 
 def mlflow_target(plan: ResolvedEnvironment) -> MlflowTarget | None:
-    """The tracking server the environment's jobs log to: the one `tracking.mlflow.server` names,
-    else the one the foundation creates (its ARN with the account, or the stand-in account)."""
+    """The MLflow the environment's jobs log to: the one `tracking.mlflow.server` names, else the
+    tracking server or App the foundation creates (its ARN with the account, or the stand-in account)."""
     m = plan.spec.tracking.mlflow
     if m is None:
         return None
     if m.server is not None:
         return MlflowTarget(m.server, plan.names.prefix)
-    return MlflowTarget.stand_in(stand_in_deployment(plan), plan.names)
+    return MlflowTarget.stand_in(stand_in_deployment(plan), plan.names, app=m.app)
 
 
 def job_rules_image(plan: ResolvedEnvironment, key: str) -> str | None:

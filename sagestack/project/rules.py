@@ -26,6 +26,9 @@ from sagestack.training import rules_tensorflow as training_tensorflow
 from sagestack.training import rules_launcher as training_launcher
 from sagestack.training import rules_spot as training_spot
 from sagestack.foundation import rules_promotion as promotion
+from sagestack.endpoints import rules_slo as endpoint_slo
+from sagestack.llm import rules_slo as llm_slo
+from sagestack.queues import rules as queues
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -51,6 +54,9 @@ FEATURE_RULES = (
     training_launcher,
     training_spot,
     promotion,
+    endpoint_slo,
+    llm_slo,
+    queues,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

