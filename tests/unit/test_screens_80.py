@@ -85,6 +85,22 @@ SCREENS: dict[str, Row] = {
         Screen("synth", exit=2, project="broken"),
         success_elsewhere="jsii and a full synth take a minute of CPU (tests/synth)",
     ),
+    "deploy": row(
+        Screen("deploy --env dev", exit=2),  # the example copy has no app.py
+        success_elsewhere="a deploy synthesizes with jsii and needs an account (tests/unit/test_deploy_commands.py)",
+    ),
+    "diff": row(
+        Screen("diff --env dev", exit=2),
+        success_elsewhere="a diff synthesizes with jsii (tests/unit/test_deploy_commands.py)",
+    ),
+    "destroy": row(
+        Screen("destroy --env dev", exit=2),
+        success_elsewhere=NEEDS_A_DEPLOY + " (tests/unit/test_deploy_commands.py)",
+    ),
+    "cost": row(
+        Screen("cost --env dev", exit=1),
+        success_elsewhere="moto's Cost Explorer answers in this process only (tests/unit/test_cost.py)",
+    ),
     "run": row(Screen("run classifier --env dev --no-wait", exit=1), success_elsewhere=NEEDS_A_DEPLOY),
     "promote": row(
         Screen("promote digits --from dev --to staging", exit=1), success_elsewhere=NEEDS_A_DEPLOY
@@ -130,6 +146,10 @@ SCREENS: dict[str, Row] = {
     "local tune": row(
         Screen("local tune no-such", exit=2),
         success_elsewhere="a trial trains the example's classifier: 20 s of CPU (tests/training_src/test_local_tune.py)",
+    ),
+    "local bench": row(
+        Screen("local bench no-such", exit=2),
+        success_elsewhere="a sweep serves the model many times (tests/training_src/test_local_bench.py)",
     ),
     "local transform": row(
         Screen("local transform score --sample 3", exit=1),
