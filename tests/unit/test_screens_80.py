@@ -97,6 +97,12 @@ SCREENS: dict[str, Row] = {
         Screen("destroy --env dev", exit=2),
         success_elsewhere=NEEDS_A_DEPLOY + " (tests/unit/test_deploy_commands.py)",
     ),
+    "recommend": row(
+        Screen("recommend digits --env dev", exit=1),
+        Screen("recommend nope --env dev", exit=2),
+        success_elsewhere="moto lacks Inference Recommender: answered in the test's process "
+        "(tests/pipeline/test_recommendation_moto.py)",
+    ),
     "cost": row(
         Screen("cost --env dev", exit=1),
         success_elsewhere="moto's Cost Explorer answers in this process only (tests/unit/test_cost.py)",
