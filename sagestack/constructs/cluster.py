@@ -126,7 +126,7 @@ class HyperPodCluster(Construct):
             EksControlPlane(
                 self,
                 "Eks",
-                name=f"{names.cluster(key)}-eks",
+                name=names.eks_cluster(key),
                 spec=cluster.eks,
                 subnets=private.subnets,
                 security_group=self.security_group,

@@ -216,6 +216,10 @@ class Names:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"
 
+    def eks_cluster(self, key: str) -> str:
+        """The EKS cluster an `orchestrator: eks` HyperPod cluster runs on: '<prefix>-<cluster>-eks'."""
+        return f"{self.cluster(key)}-eks"
+
     def cluster_flow_log_group(self, key: str) -> str:
         """Where a cluster's VPC flow logs go (named, so the project key's policy can name it)."""
         return f"/sagestack/{self.prefix}/clusters/{key}/flow-logs"
