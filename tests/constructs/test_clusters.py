@@ -357,7 +357,9 @@ def test_the_typed_props_build_the_spec_s_own_cluster(tmp_path):
     # the library door tags the cluster with its key too (and the caller's tags beside it)
     assert typed.request["Tags"] == [{"Key": "sagestack:cluster", "Value": "research"}]
     tagged = _library_cluster(
-        tmp_path / "t", instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")}, tags={"team": "ml"}
+        tmp_path / "t",
+        instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")},
+        tags={"team": "ml"},
     )
     assert tagged.request["Tags"] == [
         {"Key": "sagestack:cluster", "Value": "research"},
