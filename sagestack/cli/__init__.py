@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from sagestack.cli import account, cost, day2, deploy, lifecycle, local, spec, status
+from sagestack.cli import account, cost, day2, deploy, lifecycle, local, recommend, spec, status
 from sagestack.cli.common import EXIT_INVALID_SPEC, UserError, report_issues, terminal_lines
 from sagestack.cli.conventions import apply_conventions, print_version
 
@@ -39,7 +39,7 @@ def sagestack(
     """Declarative deep-learning infrastructure on Amazon SageMaker, runnable locally."""
 
 
-for module in (spec, deploy, lifecycle, account, status, day2, cost):
+for module in (spec, deploy, lifecycle, recommend, account, status, day2, cost):
     for command in module.app.registered_commands:
         app.registered_commands.append(command)
     for group in module.app.registered_groups:

@@ -94,6 +94,12 @@ def run(
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
     logs: LogsOption = True,
+    recommend: Annotated[
+        bool,
+        typer.Option(
+            "--recommend", help="measure an endpoint's slo: candidates (`sagestack recommend` reads it)"
+        ),
+    ] = False,
     retrain: Annotated[
         bool,
         typer.Option(
@@ -106,13 +112,7 @@ def run(
     """Start a job's, tuning entry's, pinned transform's or LLM optimization's deployed pipeline and
     follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
     err = console(stderr=True)
-    loaded = load_entry(
-        root,
-        env,
-        job,
-        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
-        "job, tuning entry, transform or optimized LLM",
-    )
+    loaded = _entry_to_run(root, env, job, recommend=recommend)
     spec = loaded.spec
     if job in spec.transforms and spec.transforms[job].model_package is None:
         source = spec.transforms[job].model
@@ -137,7 +137,7 @@ def run(
     from sagestack.ops.account import aws_client
 
     names = Names(spec.project, env)
-    name, stack = pipeline_of(spec, env, job)
+    name, stack = pipeline_of(spec, env, job, recommend=recommend)
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -194,11 +194,31 @@ def optimized_pipelines(spec: Any, env: str) -> dict[str, str]:
     return out
 
 
-def pipeline_of(spec: Any, env: str, entry: str) -> tuple[str, str]:
-    """The state machine `sagestack run ENTRY` starts, and the stack that deploys it."""
+def _entry_to_run(root: Path, env: str, job: str, *, recommend: bool) -> Any:
+    """The spec with `job` among what `run` (or `run --recommend`) starts."""
+    if recommend:
+        return load_entry(root, env, job, recommended_endpoints, "deployed endpoint with slo: candidates")
+    return load_entry(
+        root,
+        env,
+        job,
+        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
+        "job, tuning entry, transform or optimized LLM",
+    )
+
+
+def recommended_endpoints(spec: Any) -> list[str]:
+    """The endpoints `run --recommend` measures: deployed here, with slo: and candidates."""
+    return [k for k, ep in spec.endpoints.items() if ep.deploy and ep.slo is not None and ep.slo_candidates]
+
+
+def pipeline_of(spec: Any, env: str, entry: str, *, recommend: bool = False) -> tuple[str, str]:
+    """The state machine `sagestack run ENTRY [--recommend]` starts, and the stack that deploys it."""
     from sagestack.core.names import Names
 
     names = Names(spec.project, env)
+    if recommend:
+        return names.recommendation_state_machine(entry), "recommendation"
     if entry in spec.jobs or entry in spec.tuning:
         return names.state_machine(entry, tuning=entry not in spec.jobs), "training"
     if entry in spec.transforms:
@@ -316,10 +336,18 @@ def cluster_submit(
     cluster: Annotated[str, typer.Option("--cluster", "-c", help="a key of clusters:")],
     env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the script here")] = None,
+    team: Annotated[
+        str | None, typer.Option("--team", "-t", help="EKS clusters: a key of the cluster's teams:")
+    ] = None,
+    priority: Annotated[
+        str | None, typer.Option("--priority", help="EKS clusters: a key of the cluster's priority_classes:")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="EKS clusters: print the object only")] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Render the sbatch script that runs a job's training_src on a cluster (torchrun on every node,
-    the job's hyperparameters as the container's arguments) and say how to submit it."""
+    """Render the sbatch script that runs a job's training_src on a Slurm cluster (torchrun on every
+    node, the job's hyperparameters as the container's arguments) and say how to submit it; on an
+    EKS cluster, the job as a HyperPodPyTorchJob in a team's queue."""
     from sagestack.cli.common import resolve_for
     from sagestack.clusters.request import sbatch_script
 
@@ -335,6 +363,11 @@ def cluster_submit(
             )
     names = resolved.names
     c = spec.clusters[cluster]
+    if c.orchestrator == "eks":
+        from sagestack.cli.cluster_jobs import submit_to_eks
+
+        submit_to_eks(resolved, root, job, cluster, team, priority, output, dry_run)
+        return
     shared = c.fsx.mount_path if c.fsx is not None else "$HOME"
     code_dir = f"{shared}/sagestack/code/{job}"
     try:

@@ -111,6 +111,14 @@ EXAMPLES: dict[str, Help] = {
         (
             ("sagestack run classifier --env dev", "train, evaluate and register"),
             ("sagestack run lr-search --env dev --no-wait", "start a search, do not follow it"),
+            ("sagestack run digits --env dev --recommend", "measure digits' slo: candidates"),
+        ),
+    ),
+    "recommend": Help(
+        "What the recommendation pipeline measured against an endpoint's slo:.",
+        (
+            ("sagestack recommend digits --env dev", "the table and the verdict"),
+            ("sagestack recommend digits --env dev --pin", "pin the winner in dev's overlay"),
         ),
     ),
     "promote": Help(

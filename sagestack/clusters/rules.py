@@ -25,6 +25,8 @@ from sagestack.core.rules import Finding, RuleContext, rule
 )
 def cluster_controller(ctx: RuleContext) -> Iterator[Finding]:
     for name, cluster in ctx.spec.clusters.items():
+        if cluster.orchestrator != "slurm":
+            continue  # EKS runs its control plane itself
         groups = cluster.instance_groups
         controllers = [g for g, spec in groups.items() if spec.node_type == "Controller"]
         if len(controllers) != 1:

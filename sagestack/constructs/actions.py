@@ -46,6 +46,14 @@ VPC_NETWORK_INTERFACES = (
 )
 
 # ECR: pulling an image (the token call has no resource-level permission).
+# The VPC CNI on an EKS node: secondary addresses and interfaces for pods (AWS's AmazonEKS_CNI_Policy)
+EKS_NODE_INTERFACES = (
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+    "ec2:AttachNetworkInterface",
+    "ec2:CreateTags",
+)
+EKS_NODE_DESCRIBE = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags")
 ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 ECR_AUTH = ("ecr:GetAuthorizationToken",)
 
@@ -159,6 +167,20 @@ MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:CreateModelPackage",
     "sagemaker:UpdateModelPackage",
     "sagemaker:DescribeModelPackageGroup",
+)
+# An endpoint's recommendation pipeline (`slo:`): an AI recommendation job (an LLM's) or an Inference
+# Recommender job (a classic model's); creating either with Tags needs AddTags.
+AI_RECOMMENDATION_JOBS_RUN = (
+    "sagemaker:CreateAIRecommendationJob",
+    "sagemaker:DescribeAIRecommendationJob",
+    "sagemaker:StopAIRecommendationJob",
+    "sagemaker:AddTags",
+)
+INFERENCE_RECOMMENDATIONS_JOBS_RUN = (
+    "sagemaker:CreateInferenceRecommendationsJob",
+    "sagemaker:DescribeInferenceRecommendationsJob",
+    "sagemaker:StopInferenceRecommendationsJob",
+    "sagemaker:AddTags",
 )
 # An LLM's optimization pipeline: its job (CreateOptimizationJob with Tags needs AddTags).
 OPTIMIZATION_JOBS_RUN = (

@@ -194,6 +194,14 @@ class Names:
         """Optimization jobs of this environment (their names start with its prefix)."""
         return f"{self.prefix}-*"
 
+    def recommendation_job(self, key: str, digest: str) -> str:
+        """An endpoint's recommendation job (AI recommendation or Inference Recommender):
+        '<prefix>-<endpoint>-<hash12>', content-addressed by its target, candidates and model."""
+        return self.optimization_job(key, digest)
+
+    def recommendation_state_machine(self, key: str) -> str:
+        return f"{self.prefix}-recommend-{key}"
+
     def baseline_state_machine(self, endpoint_key: str) -> str:
         return f"{self.prefix}-baseline-{endpoint_key}"
 

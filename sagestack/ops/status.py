@@ -1,6 +1,6 @@
 """What an environment runs now, read from AWS (`sagestack status`): its stacks, its pipelines'
 latest executions, its training and tuning jobs, endpoints (with the last hour's CloudWatch
-metrics), clusters and retraining schedules.
+metrics), clusters, training queues and retraining schedules.
 
 Everything is found by sagestack's own names (core/names.py) and, where a name cannot tell
 environments apart (tuning jobs), by the environment's tags; nothing in the account is listed
@@ -16,6 +16,7 @@ from typing import Any
 
 from sagestack.core.names import Names
 from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.ops.status_queues import read_queues
 from sagestack.ops.status_schedules import error_code, iso, read_schedules
 
 STACK_KINDS = ("foundation", "training", "serving", "optimization", "clusters")
@@ -43,6 +44,7 @@ class Scope:
     tuning: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()
     clusters: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()  # training queues (queues:)
     # endpoints that host inference components (ListInferenceComponents is asked for these only)
     component_hosts: tuple[str, ...] = ()
     # entry label -> state machine name, in the spec's order
@@ -74,6 +76,7 @@ def scope_of(resolved: Any) -> Scope:
         tuning=tuple(spec.tuning),
         endpoints=tuple(spec.endpoints),
         clusters=tuple(spec.clusters),
+        queues=tuple(spec.queues),
         component_hosts=tuple(key for key, ep in spec.endpoints.items() if ep.components),
         pipelines=pipelines,
         schedules=schedules,
@@ -99,6 +102,10 @@ def read_status(scope: Scope, client: Client, now: datetime | None = None) -> di
         ("tuning_jobs", lambda: read_tuning_jobs(scope, client("sagemaker"), now)),
         ("endpoints", lambda: read_endpoints(scope, client("sagemaker"), client("cloudwatch"), now, errors)),
         ("clusters", lambda: read_clusters(scope, client("sagemaker"))),
+        (
+            "queues",
+            lambda: read_queues(scope.names, scope.queues, client("batch"), now) if scope.queues else [],
+        ),
         (
             "schedules",
             lambda: read_schedules(

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import MINIMAL, REPO, Project
 from tests.constructs.test_clusters import SPEC as CLUSTER_SPEC
+from tests.constructs.test_clusters_eks import EKS_SPEC
 from tests.constructs.test_delivery import DELIVERY
 
 BROAD = REPO / "tests" / "constructs" / "baseline" / "broad"
@@ -86,6 +87,12 @@ def _projects(base: Path) -> dict[str, Path]:
     script.parent.mkdir(parents=True)
     script.write_text(resources.files("sagestack.templates").joinpath("on_create.sh").read_text())
     script.chmod(0o755)
+    eks = Project(base / "eks")
+    eks.spec(EKS_SPEC).env("dev", "retain_data: false\n").env("prod", 'account: "555555555555"\n')
+    script = eks.root / "cluster_src" / "on_create.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(resources.files("sagestack.templates").joinpath("on_create.sh").read_text())
+    script.chmod(0o755)
     serving = Project(base / "serving")
     serving.spec(SERVING).env("dev", "retain_data: false\n").env("prod", 'account: "111111111111"\n')
     promotion = Project(base / "promotion")
@@ -95,6 +102,7 @@ def _projects(base: Path) -> dict[str, Path]:
         "example": REPO,
         "broad": BROAD,
         "cluster": cluster.root,
+        "eks": eks.root,
         "delivery": _copy_example(base / "delivery", DELIVERY),
         "serving": serving.root,
         "promotion": promotion.root,

@@ -40,6 +40,7 @@ ARN_OF_TYPE = {
     "AWS::CodePipeline::Pipeline": "arn:{p}:codepipeline:{r}:{a}:{name}",
     "AWS::Scheduler::Schedule": "arn:{p}:scheduler:{r}:{a}:schedule/default/{name}",
     "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{name}",
+    "AWS::EKS::Cluster": "arn:{p}:eks:{r}:{a}:cluster/{name}",
 }
 # What Ref returns where it is the ARN (else the name).
 REF_IS_ARN = {"AWS::SNS::Topic", "AWS::StepFunctions::StateMachine", "AWS::IAM::ManagedPolicy"}
@@ -56,6 +57,7 @@ NAME_PROPERTY = {
     "AWS::SageMaker::ModelPackageGroup": "ModelPackageGroupName",
     "AWS::SageMaker::Endpoint": "EndpointName",
     "AWS::SageMaker::Cluster": "ClusterName",
+    "AWS::EKS::Cluster": "Name",
 }
 # The resource policy types (their statements name their resources; a key's and a repository's
 # policies, whose "*" means the resource itself, are read from the key and the repository).

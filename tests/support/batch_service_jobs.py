@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
 
 from sagestack.core.catalog import validate_request
 
@@ -34,6 +35,8 @@ class ServiceJobs:
     region: str
     account: str
     waits: int = 1  # polls a job stays RUNNABLE before Batch starts it
+    queues: set[str] | None = None  # the job queues that exist (None: any)
+    created_at: int = 0  # epoch milliseconds each job was submitted at
     submitted: list[dict[str, Any]] = field(default_factory=list)  # the SubmitServiceJob requests
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     _params: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -56,7 +59,7 @@ class ServiceJobs:
         """Answer the service-job calls of a Batch client (`pascal`: the names as Step Functions'
         aws-sdk integration writes them; else boto3's own)."""
         events = client.meta.events
-        for op in ("SubmitServiceJob", "DescribeServiceJob", "TerminateServiceJob"):
+        for op in ("SubmitServiceJob", "DescribeServiceJob", "TerminateServiceJob", "ListServiceJobs"):
             events.register(f"provide-client-params.batch.{op}", self._keep(op, pascal))
             events.register(f"before-call.batch.{op}", self._answer_in(pascal))
         return client
@@ -75,6 +78,8 @@ class ServiceJobs:
             params = self._params.pop(model.name)
             if model.name == "SubmitServiceJob":
                 out = self._submit(params)
+            elif model.name == "ListServiceJobs":
+                out = self._list(params)
             elif model.name == "TerminateServiceJob":
                 self.jobs[params["jobId"]]["terminated"] = params["reason"]
                 out = {}
@@ -93,6 +98,27 @@ class ServiceJobs:
         self.jobs[job_id] = {"params": params, "polls": 0, "arn": arn, "training_job": None}
         return {"jobArn": arn, "jobName": params["jobName"], "jobId": job_id}
 
+    def _list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """ListServiceJobs of one queue and status (as Batch, RUNNING when no status is given)."""
+        if self.queues is not None and params["jobQueue"] not in self.queues:
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": f"{params['jobQueue']} does not exist"}},
+                "ListServiceJobs",
+            )
+        want = params.get("jobStatus", "RUNNING")
+        summaries = []
+        for job_id, job in self.jobs.items():
+            if job["params"]["jobQueue"] != params["jobQueue"]:
+                continue
+            described = self._describe(job_id)
+            job["polls"] -= 1  # a listing is no poll of the job's own
+            if described["status"] == want:
+                keys = ("jobArn", "jobId", "jobName", "serviceJobType", "status", "statusReason", "createdAt")
+                summaries.append({k: described[k] for k in keys if k in described})
+                if "shareIdentifier" in job["params"]:
+                    summaries[-1]["shareIdentifier"] = job["params"]["shareIdentifier"]
+        return {"jobSummaryList": summaries}
+
     def _head(self, job_id: str) -> dict[str, Any]:
         job = self.jobs[job_id]
         params = job["params"]
@@ -103,7 +129,7 @@ class ServiceJobs:
             "jobQueue": params["jobQueue"],
             "serviceJobType": params["serviceJobType"],
             "serviceRequestPayload": params["serviceRequestPayload"],
-            "createdAt": 0,
+            "createdAt": self.created_at,
         }
 
     def _describe(self, job_id: str) -> dict[str, Any]:
