@@ -18,6 +18,11 @@ TRAINING_JOB_NAME_MAX = 63
 TUNING_JOB_NAME_MAX = 32  # CreateHyperParameterTuningJob's limit
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of an MD5 = 63, SageMaker's limit
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# The tags that name what a resource belongs to, beside the environment's own (`Names.tags`), so
+# Cost Explorer can attribute its spend (`sagestack cost`) once they are cost allocation tags:
+# an endpoint's SageMaker resources carry its key, a HyperPod cluster its key.
+ENDPOINT_TAG = "sagestack:endpoint"
+CLUSTER_TAG = "sagestack:cluster"
 
 
 @dataclass(frozen=True)
