@@ -34,7 +34,7 @@ from typer.testing import CliRunner
 from sagestack.cli import app, main
 from sagestack.cli.conventions import walk
 from tests.conftest import REPO
-from tests.support.moto_server import running_moto
+from tests.support.moto_server import free_port, running_moto
 
 WIDTH = 80
 
@@ -144,7 +144,7 @@ SCREENS: dict[str, Row] = {
         Screen("local compile digits", project="demo", heavy=True),
     ),
     "local serve": row(
-        Screen("local serve digits --predict 3 --capture", project="demo", heavy=True),
+        Screen("local serve digits --predict 3 --capture --port {port}", project="demo", heavy=True),
         # the server's own screen, up to the Ctrl-C that ends it
         Screen("local serve digits --port {port}", exit=124, project="demo", heavy=True),
         Screen("local serve no-such", exit=2, project="demo"),
@@ -296,10 +296,10 @@ def _cases() -> list[tuple[str, Screen]]:
 
 
 def _line(screen: Screen, tmp: Path) -> str:
-    port = str(18_000 + uuid.uuid4().int % 2000)
+    port = str(free_port())  # never a fixed one: another test or run may hold 8080
     args = screen.args.format(tmp=tmp, port=port)
     command = f"sagestack {args}"  # the venv's entry point, first on the PATH
-    if "--port" in args:  # a server: its screen, then a Ctrl-C as a user would end it
+    if "--port" in args and "--predict" not in args:  # a server: its screen, then a Ctrl-C
         command = f"timeout -s INT 15 {command}"
     return command
 
