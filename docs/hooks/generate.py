@@ -1,6 +1,7 @@
 """mkdocs hook (mkdocs.yml `hooks:`): the reference pages, generated from the code on every build
-and handed to mkdocs as files in memory, so a build never writes into the repository; and the script
-that draws the pages' diagrams (diagrams.py)."""
+and handed to mkdocs as files in memory, so a build never writes into the repository; the script
+that draws the pages' diagrams (diagrams.py); and the charts of recorded `local bench` runs, drawn by
+the command's own code (bench_charts.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mkdocs.structure.files import File, Files
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from bench_charts import chart_files, with_bench_screens
 from code_reference import cli_reference, constructs_reference, rules_reference
 from diagrams import mermaid_script
 from props_tables import with_props_tables
@@ -37,6 +39,8 @@ def on_files(files: Files, config: Any) -> Files:
     for path, content in pages().items():
         files.append(File.generated(config, path, content=content))
     files.append(mermaid_script(config))
+    for chart in chart_files(config):
+        files.append(chart)
     return files
 
 
@@ -52,5 +56,6 @@ def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     """Screens captured now (Getting started): the output of each `<!-- screen: … -->` command; and
-    the constructs guide's props tables written from the code (`<!-- props: … -->`)."""
-    return with_props_tables(with_screens(markdown))
+    the constructs guide's props tables written from the code (`<!-- props: … -->`); a recorded
+    `local bench` run as the command prints it (`<!-- bench: … -->`)."""
+    return with_bench_screens(with_props_tables(with_screens(markdown)))

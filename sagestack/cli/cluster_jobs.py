@@ -1,5 +1,6 @@
 """`sagestack cluster submit` on an EKS-orchestrated cluster: the job as a HyperPodPyTorchJob for a
-team (clusters.pytorch_job), printed as YAML, with the kubectl step that applies it."""
+team (clusters.pytorch_job), printed as YAML, and applied to the cluster with kubectl (ops/kube.py:
+a kubeconfig of the run's own from EKS and STS); `--dry-run` prints it only."""
 
 from __future__ import annotations
 
@@ -51,10 +52,33 @@ def submit_to_eks(
         typer.echo(text, nl=False)
     if dry_run:
         return
-    target = output.name if output else "job.yaml"
-    console(stderr=True).print(
-        "# submit, as one of the cluster's admin roles:\n"
-        f"#   aws eks update-kubeconfig --name {resolved.names.cluster(cluster)}-eks --region {resolved.region}\n"
-        f"#   kubectl apply -f {target}",
-        markup=False,
+    _apply(resolved, cluster, text)
+
+
+def _apply(resolved: Any, cluster: str, manifest: str) -> None:
+    """Apply the object to the cluster's EKS control plane with this run's credentials (a
+    kubeconfig of its own); without kubectl or credentials, say exactly how to do it by hand."""
+    import boto3
+
+    from sagestack.cli.aws import aws_errors
+    from sagestack.ops.kube import NoKubectl, apply, kubeconfig, token
+
+    eks_cluster = resolved.names.eks_cluster(cluster)
+    by_hand = (
+        f"aws eks update-kubeconfig --name {eks_cluster} --region {resolved.region} && kubectl apply -f job.yaml"
+        " (the object above, saved as job.yaml: --output job.yaml --dry-run)"
     )
+    session = boto3.Session(region_name=resolved.region)
+    if session.get_credentials() is None:
+        raise UserError(f"no AWS credentials to reach {eks_cluster}: {by_hand}")
+    with aws_errors(resolved.region):
+        config = kubeconfig(session.client("eks"), eks_cluster, token(session, eks_cluster, resolved.region))
+    try:
+        done = apply(manifest, config)
+    except NoKubectl:
+        raise UserError(f"kubectl is not on the PATH (install it to submit): {by_hand}") from None
+    if done.returncode != 0:
+        raise UserError(
+            f"kubectl apply on {eks_cluster} failed: {done.stderr.strip() or done.stdout.strip()}"
+        )
+    console(stderr=True).print(f"{done.stdout.strip()} (on {eks_cluster})", markup=False)

@@ -17,6 +17,14 @@ from sagestack.cli.common import EnvOption, JsonOption, RootOption, UserError, r
 
 app = typer.Typer()
 
+# what the spend is told apart by (ops/cost.py's tags), as the screen names them
+GROUPS = (
+    ("job", "sagestack:job"),
+    ("search", "sagestack:tuning"),
+    ("endpoint", "sagestack:endpoint"),
+    ("cluster", "sagestack:cluster"),
+)
+
 DaysOption = Annotated[
     int,
     typer.Option(
@@ -165,23 +173,43 @@ def _spend(doc: dict[str, Any]) -> list[tuple[str, str]]:
             actual = "?" if e["actual"] is None else money(e["actual"])
             plan = "" if e["plan"] is None else f"{money(e['plan'])} {_basis(e)}"
             out.append(("", f"  {e['kind'] + ' ' + e['key']:<{pad}} {actual:>10}  \t{plan}".rstrip()))
-        if any(e["by_instance_type"] for e in entries):
-            out.append(
-                (
-                    "  ",
-                    "an endpoint's or cluster's spend is its instance type's usage: no tag of "
-                    "its own (sagestack:endpoint, sagestack:cluster) names it",
-                )
-            )
+        out += _by_instance_type(doc)
     if spend is not None and spend["other"]:
         money = _money(spend["currency"])
         rest = [o for o in spend["other"] if o["kind"] == "service"]
         if rest:
             out.append(("  ", "other: " + ", ".join(f"{o['what']} {money(o['amount'])}" for o in rest)))
-    if spend is not None and len(spend["grouped_by"]) < 2:
-        missing = [k for k in ("sagestack:job", "sagestack:tuning") if k not in spend["grouped_by"]]
-        out.append(("  ", f"per job and search needs {' and '.join(missing)} active too"))
+    if spend is not None:
+        missing = [(w, k) for w, k in GROUPS if k in spend["groupable"] and k not in spend["grouped_by"]]
+        if missing:
+            what, keys = (_and(list(part)) for part in zip(*missing, strict=True))
+            out.append(("  ", f"per {what} needs {keys} active too"))
     return out
+
+
+def _by_instance_type(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """Whose spend is told by instance type, and why: spend without their own tag (an endpoint or
+    cluster deployed before sagestack tagged them), or the tag not active."""
+    grouped = (doc["spend"] or {}).get("grouped_by", [])
+    out = []
+    for e in doc["entries"]:
+        if not e["by_instance_type"]:
+            continue
+        tag = dict(GROUPS)["job" if e["kind"] == "training" else e["kind"]]
+        why = (
+            f" ({tag} not active)"
+            if tag not in grouped
+            else f" (deployed before sagestack tagged {e['kind']}s)"
+            if e["kind"] != "training"
+            else ""
+        )
+        text = f"{e['kind']} {e['key']}: spend without {tag}{why} is its instance type's usage"
+        out.append(("  ", f"{text}, {e['instance_type']}" if e["instance_type"] != e["key"] else text))
+    return out
+
+
+def _and(words: list[str]) -> str:
+    return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _days(daily: list[dict[str, Any]], money: Any) -> list[tuple[str, str]]:

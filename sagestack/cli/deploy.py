@@ -14,6 +14,7 @@ from sagestack.cli.common import (
     checked_env,
     console,
     load_entry,
+    print_lines,
     spec_errors,
 )
 from sagestack.cli.day2 import LogsOption
@@ -174,9 +175,9 @@ def run(
     if result.status == "RUNNING":
         out.print(f"still running after {timeout} s: {execution}", markup=False)
         return
-    err.print(f"[red]✗ {result.status.lower()}[/]: {result.error or ''}", highlight=False)
+    print_lines(err, f"{result.status.lower()}: {result.error or ''}", "[red]✗[/]")
     if result.cause:
-        err.print(f"  {result.cause}", markup=False)
+        print_lines(err, f"  {result.cause}")
     raise typer.Exit(1)
 
 
@@ -278,9 +279,7 @@ def promote(
     except SpecError as e:
         raise spec_errors(e, root) from None
     except PromotionError as e:
-        from rich.markup import escape
-
-        err.print(f"[red]✗ not promoted[/]: {escape(str(e))}", highlight=False)
+        print_lines(err, f"not promoted: {e}", "[red]✗[/]")
         raise typer.Exit(e.exit_code) from None
     status = f" ({result.status})" if result.status else " (status not checked: --offline)"
     copied = result.copied

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sagestack.cli.common import EnvOption, JsonOption, RootOption, console, default_env, load_entry
+
+if TYPE_CHECKING:
+    from sagestack.local.bench.report import Sweep
 
 app = typer.Typer()
 
@@ -76,22 +79,15 @@ def local_bench(
         points, note = _llm(err, loaded, endpoint, ep, targets, loads, requests, quick)
     else:
         points, note = _classic(err, loaded, endpoint, ep, targets, loads, requests, quick, payload, model)
-    from sagestack.local.bench.chart import write_png
+    from sagestack.local.bench.chart import draw
+    from sagestack.local.bench.report import Sweep
 
-    title = f"{endpoint} ({env or 'project'}): latency against throughput on this machine"
-    write_png(png, points, targets, title, llm=llm)
+    sweep = Sweep(endpoint, env, llm, targets, note, str(png), tuple(points))
+    draw(sweep, png)
     if as_json:
-        doc = {
-            "endpoint": endpoint,
-            "environment": env,
-            "targets": targets,
-            "workload": note,
-            "chart": str(png),
-            "points": [p.to_json() for p in points],
-        }
-        typer.echo(json.dumps(doc, indent=1))
+        typer.echo(json.dumps(sweep.to_json(), indent=1))
         return
-    _report(console(), endpoint, points, targets, note, png, llm)
+    show(console(), sweep)
 
 
 def _progress(err: Any, what: str) -> Any:
@@ -212,9 +208,9 @@ def _llm(
     return points, note
 
 
-def _report(
-    out: Any, endpoint: str, points: list[Any], targets: dict[str, float], note: str, png: Path, llm: bool
-) -> None:
+def show(out: Any, sweep: Sweep) -> None:
+    """The run as the command prints it: the workload and target, the table, the best point that
+    meets the target, the text chart and where the PNG is (the docs print recorded runs so)."""
     import textwrap
 
     from rich.table import Table
@@ -222,8 +218,9 @@ def _report(
     from sagestack.local.bench.chart import panels, text_chart
     from sagestack.local.bench.report import best
 
+    points, targets, llm = list(sweep.points), sweep.targets, sweep.llm
     wanted = ", ".join(f"{k} {v:g}" for k, v in targets.items()) or "none (no slo:)"
-    for line in textwrap.wrap(f"{endpoint}: {note}; target: {wanted}", min(80, out.width)):
+    for line in textwrap.wrap(f"{sweep.endpoint}: {sweep.workload}; target: {wanted}", min(80, out.width)):
         out.print(line, markup=False, highlight=False)
     short = {"p95_ms": "p95", "p99_ms": "p99", "requests_per_second": "req/s", "ttft_ms": "ttft"}
     short["tokens_per_second"] = "tok/s"
@@ -258,4 +255,4 @@ def _report(
         out.print()
         for line in text_chart(points, panel, width=min(80, out.width)):
             out.print(line, markup=False, highlight=False)
-    out.print(f"chart: {png}", markup=False)
+    out.print(f"chart: {sweep.chart}", markup=False)

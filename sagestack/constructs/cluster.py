@@ -38,7 +38,7 @@ from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
-from sagestack.core.names import Names
+from sagestack.core.names import CLUSTER_TAG, Names
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
@@ -63,7 +63,7 @@ class HyperPodCluster(Construct):
     vpc: default: a new VPC (public + private subnets in one Availability Zone, one NAT gateway,
       flow logs); pass one to use its private subnets.
     removal_policy: of the file system (default RETAIN).
-    tags: cluster tags.
+    tags: cluster tags; sagestack:cluster=<key> is always added (`sagestack cost` groups by it).
     """
 
     @typed_props
@@ -126,7 +126,7 @@ class HyperPodCluster(Construct):
             EksControlPlane(
                 self,
                 "Eks",
-                name=f"{names.cluster(key)}-eks",
+                name=names.eks_cluster(key),
                 spec=cluster.eks,
                 subnets=private.subnets,
                 security_group=self.security_group,
@@ -227,6 +227,7 @@ class HyperPodCluster(Construct):
         """The CreateCluster request, validated with stand-ins, rendered with the stack's tokens."""
 
         cluster, names, key = self.spec, self.names, self.key
+        tags = tuple(sorted({**dict(tags), CLUSTER_TAG: key}.items()))  # cost groups by it
         stand_ins = stand_in_cluster_context(
             stand_in_deployment(self, tags=tags), fsx=cluster.fsx is not None, eks=self.eks is not None
         )

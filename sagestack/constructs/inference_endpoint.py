@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Tags
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -47,8 +47,18 @@ from sagestack.constructs.endpoint_spec import spec_door_props
 from sagestack.constructs.endpoint_typed import typed_source
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import validate_as_request
+from sagestack.core.names import ENDPOINT_TAG
 from sagestack.endpoints.config_request import VARIANT
 from sagestack.endpoints.resolved import ResolvedEndpoint
+
+# What bills per endpoint, tagged with it (ENDPOINT_TAG) so its spend is told apart by tag
+# (`sagestack cost`), not only by instance type; the rest (alarms, topics, roles) keeps the stack's.
+TAGGED_TYPES = (
+    "AWS::SageMaker::Endpoint",
+    "AWS::SageMaker::EndpointConfig",
+    "AWS::SageMaker::Model",
+    "AWS::SageMaker::InferenceComponent",
+)
 
 
 class InferenceEndpointBase(Construct):
@@ -153,6 +163,8 @@ class InferenceEndpoint(InferenceEndpointBase):
       weights, captured data, async results).
     Either door renders the config as the CreateEndpointConfig request `sagestack render` shows
     (endpoints/config_request.py): the typed props as the spec they mean (constructs/endpoint_typed.py).
+    The endpoint, its config, models and components are tagged sagestack:endpoint with the entry's
+    key (the typed door: endpoint_name), which `sagestack cost` groups the spend by.
     """
 
     @typed_props
@@ -215,6 +227,7 @@ class InferenceEndpoint(InferenceEndpointBase):
         ):
             del shape[config_only]
         self._build(endpoint_name, execution_role, encryption_key, alarm_topic, source, **shape)
+        Tags.of(self).add(ENDPOINT_TAG, source.key, include_resource_types=list(TAGGED_TYPES))
 
     def _build(
         self,

@@ -18,6 +18,11 @@ TRAINING_JOB_NAME_MAX = 63
 TUNING_JOB_NAME_MAX = 32  # CreateHyperParameterTuningJob's limit
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of an MD5 = 63, SageMaker's limit
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# The tags that name what a resource belongs to, beside the environment's own (`Names.tags`), so
+# Cost Explorer can attribute its spend (`sagestack cost`) once they are cost allocation tags:
+# an endpoint's SageMaker resources carry its key, a HyperPod cluster its key.
+ENDPOINT_TAG = "sagestack:endpoint"
+CLUSTER_TAG = "sagestack:cluster"
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,10 @@ class Names:
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"
+
+    def eks_cluster(self, key: str) -> str:
+        """The EKS cluster an `orchestrator: eks` HyperPod cluster runs on: '<prefix>-<cluster>-eks'."""
+        return f"{self.cluster(key)}-eks"
 
     def cluster_flow_log_group(self, key: str) -> str:
         """Where a cluster's VPC flow logs go (named, so the project key's policy can name it)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sagestack.core.deployment import Deployment
+from sagestack.core.names import ENDPOINT_TAG
 from sagestack.endpoints.batching import spec_batching_environment
 from sagestack.endpoints.config_request import VARIANT, endpoint_config_request
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
@@ -169,7 +170,9 @@ def llm_endpoint_requests(
     key: str, ep: EndpointSpec, *, endpoint_name: str, deployment: Deployment
 ) -> dict[str, dict[str, Any]]:
     """'CreateModel' (the endpoint's LLM), 'CreateModel <component>' and 'CreateInferenceComponent
-    <component>' for each component, 'CreateEndpointConfig': what the template creates for `ep`."""
+    <component>' for each component, 'CreateEndpointConfig': what the template creates for `ep`,
+    each tagged with the endpoint's key as InferenceEndpoint tags its resources."""
+    deployment = deployment.tagged(ENDPOINT_TAG, key)
     out: dict[str, dict[str, Any]] = {}
     if ep.llm is not None:
         out["CreateModel"] = _model_request(

@@ -7,40 +7,36 @@ account, taking effect for usage from then on), so the tags' state is read first
 the command that activates them. The spend is one GetCostAndUsage filtered by the environment's
 tags (`Names.tags`, on every resource of its stacks and every request) grouped by the job and
 search tags (training requests carry `sagestack:job`, tuning requests `sagestack:tuning`, which
-SageMaker adds to a search's trials); what carries neither (endpoints, clusters, storage, keys,
-logs) is read again by service and usage type: an endpoint's hosting (`Host:ml.…`) and a
-cluster's nodes (`Cluster:ml.…`) are told apart by the usage type, as no tag of their own names
-them. What runs now is `status`'s listing (ops/status.py); prices are the catalog's
-(capacity/ledger.py's `price_of`), as `plan` prices. boto3 is not imported here: the caller passes
+SageMaker adds to a search's trials); what carries neither is read again grouped by the endpoint
+and cluster tags (an endpoint's SageMaker resources carry `sagestack:endpoint`, a HyperPod cluster
+`sagestack:cluster`; a GetCostAndUsage groups by two keys at most). What carries none of the four
+(storage, keys, logs — and endpoints and clusters deployed before sagestack tagged them) is read
+by service and usage type: an older endpoint's hosting (`Host:ml.…`) and cluster's nodes
+(`Cluster:ml.…`) fall back to their instance type, given to the one planned entry of that type.
+What runs now is ops/cost_running.py's. boto3 is not imported here: the caller passes
 `client(service)`."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sagestack.capacity.ledger import HOURS_PER_MONTH, SPOT_SAVINGS, Row, price_of
-from sagestack.ops.status import (
-    Client,
-    Scope,
-    endpoint_rows,
-    no_credentials,
-    read_clusters,
-    read_training_jobs,
-    read_tuning_jobs,
-    reason,
-)
+from sagestack.capacity.ledger import HOURS_PER_MONTH, Row
+from sagestack.core.names import CLUSTER_TAG, ENDPOINT_TAG
+from sagestack.ops.cost_running import running_now
+from sagestack.ops.status import Client, Scope, no_credentials, reason
 from sagestack.ops.status_schedules import error_code, iso
 
 JOB_TAG = "sagestack:job"  # training/request.py: every CreateTrainingJob of a job
 SEARCH_TAG = "sagestack:tuning"  # tuning/request.py: a search's tuning job, and so its trials
+# (kind, tag) in the order spend is attributed: a search's trials carry their job's tag too, and a
+# monitoring job its endpoint's; two GetCostAndUsage queries of two groups each
+BY_TAG = (("search", SEARCH_TAG), ("job", JOB_TAG), ("endpoint", ENDPOINT_TAG), ("cluster", CLUSTER_TAG))
 METRIC = "UnblendedCost"  # what the bill says, before credits and discounts are spread
 MAX_DAYS = 365  # Cost Explorer keeps 13 months of daily data (14 months' start, at most)
-RUNNING = ("InProgress", "Stopping")
-SERVING = ("InService", "Updating", "SystemUpdating", "RollingBack")
 _REGION = re.compile(r"^[A-Z]{2,4}\d?$")  # the usage type's region code: USE1, EUW1, APN1, EU
 KINDS = {"Host": "endpoint", "Cluster": "cluster", "Train": "training", "ServerlessInf": "endpoint"}
 
@@ -65,9 +61,13 @@ class Period:
         return {"Start": self.start.isoformat(), "End": self.end.isoformat()}
 
 
-def tag_keys(scope: Scope) -> tuple[str, ...]:
-    """The environment's tags (the spend's filter), then the job and search tags (its groups)."""
-    return (*scope.names.tags, JOB_TAG, SEARCH_TAG)
+def tag_keys(scope: Scope, kinds: Iterable[str] = ("endpoint", "cluster")) -> tuple[str, ...]:
+    """The environment's tags (the spend's filter), then the job and search tags and, where the
+    spec deploys any (`kinds`: plan's rows'), the endpoint and cluster tags (its groups): a tag
+    Billing never sees would be asked for forever."""
+    kinds = set(kinds)
+    own = [tag for kind, tag in (("endpoint", ENDPOINT_TAG), ("cluster", CLUSTER_TAG)) if kind in kinds]
+    return (*scope.names.tags, JOB_TAG, SEARCH_TAG, *own)
 
 
 def read_cost(
@@ -86,19 +86,20 @@ def read_cost(
     plan = list(plan)
     errors: list[str] = []
     ce = client("ce")
-    tags = _tag_states(ce, tag_keys(scope), errors)
+    keys = tag_keys(scope, {r.kind for r in plan})
+    tags = _tag_states(ce, keys, errors)
     env_tags = tuple(scope.names.tags)
     # tags not listable (a member account may be refused them): their spend is asked all the same
     ready = not tags or all(tags[k] == "Active" for k in env_tags)
     spend = None
     if ready:
         try:
-            spend = read_spend(ce, scope, period, tags or dict.fromkeys(tag_keys(scope), "Active"))
+            spend = read_spend(ce, scope, period, tags or dict.fromkeys(keys, "Active"))
         except Exception as e:
             if no_credentials(e):
                 raise
             errors.append(f"spend: {cost_explorer_refusal(e, period)}")
-    running = _running(scope, client("sagemaker"), plan, now, errors)
+    running = running_now(scope, client("sagemaker"), plan, now, errors)
     planned = plan_rows(plan, period.days)
     return {
         "project": scope.names.project,
@@ -171,49 +172,39 @@ def activation(tags: dict[str, str | None], period: Period) -> dict[str, Any] | 
 
 def read_spend(ce: Any, scope: Scope, period: Period, tags: dict[str, str | None]) -> dict[str, Any]:
     """The environment's spend over `period`: the total and each day's (today's so far, estimated),
-    per job and per search where their tags are active, and the rest by kind (endpoints and
-    clusters by instance type, then each other service)."""
+    per job, search, endpoint and cluster where their tags are active, and what none names by
+    service and usage type (an untagged endpoint's or cluster's by its instance type)."""
     env_filter = [
         {"Tags": {"Key": k, "Values": [v], "MatchOptions": ["EQUALS"]}} for k, v in scope.names.tags.items()
     ]
-    by_tag = [k for k in (JOB_TAG, SEARCH_TAG) if tags.get(k) == "Active"]
-    groups = [{"Type": "TAG", "Key": k} for k in by_tag]
+    active = [k for _, k in BY_TAG if tags.get(k) == "Active"]
+    first = [k for k in (JOB_TAG, SEARCH_TAG) if k in active]  # the order Cost Explorer's keys come in
+    then = [k for k in (ENDPOINT_TAG, CLUSTER_TAG) if k in active]
     daily: dict[str, float] = {}
     estimated: set[str] = set()
     entries: dict[tuple[str, str], float] = {}
     rest = 0.0
     currency = "USD"
-    for result in _pages(ce, period, "DAILY", {"And": env_filter}, groups):
+    for result in _pages(ce, period, "DAILY", {"And": env_filter}, first):  # every day, by job and search
         day = result["TimePeriod"]["Start"]
         if result.get("Estimated"):
             estimated.add(day)
-        amounts = (
-            [(g["Keys"], g["Metrics"][METRIC]) for g in result.get("Groups", [])]
-            if groups
-            else [([], result["Total"][METRIC])]
-            if METRIC in result.get("Total", {})
-            else []
-        )
-        for keys, metric in amounts:
-            amount = float(metric["Amount"])
-            currency = metric.get("Unit") or currency
+        for values, amount, unit in _amounts(result, first):
+            currency = unit or currency
             daily[day] = daily.get(day, 0.0) + amount
-            values = dict(zip(by_tag, (k.partition("$")[2] for k in keys), strict=True))
-            if values.get(SEARCH_TAG):  # a search's trials also carry their job's tag
-                entries[("search", values[SEARCH_TAG])] = (
-                    entries.get(("search", values[SEARCH_TAG]), 0.0) + amount
-                )
-            elif values.get(JOB_TAG):
-                entries[("job", values[JOB_TAG])] = entries.get(("job", values[JOB_TAG]), 0.0) + amount
-            else:
-                rest += amount
+            rest += _attribute(entries, values, amount)
+    if then and rest > 0.005:  # what no job or search tag names, by endpoint and cluster tag
+        rest = 0.0
+        for result in _pages(ce, period, "MONTHLY", {"And": [*env_filter, *_absent(first)]}, then):
+            for values, amount, _ in _amounts(result, then):
+                rest += _attribute(entries, values, amount)
     others: list[dict[str, Any]] = []
-    if rest > 0.005 or not by_tag:  # what no job or search tag names, by service and usage
-        absent = [{"Tags": {"Key": k, "MatchOptions": ["ABSENT"]}} for k in by_tag]
-        others = _the_rest(ce, period, {"And": [*env_filter, *absent]})
+    if rest > 0.005 or not active:  # what none of the tags names, by service and usage
+        others = _the_rest(ce, period, {"And": [*env_filter, *_absent(first + then)]})
+    order = {"job": 0, "search": 1, "endpoint": 2, "cluster": 3}
     rows = [
         {"kind": kind, "key": key, "amount": round(amount, 2)}
-        for (kind, key), amount in sorted(entries.items(), key=lambda item: (item[0][0] != "job", -item[1]))
+        for (kind, key), amount in sorted(entries.items(), key=lambda item: (order[item[0][0]], -item[1]))
     ]
     return {
         "currency": currency,
@@ -222,14 +213,48 @@ def read_spend(ce: Any, scope: Scope, period: Period, tags: dict[str, str | None
             {"date": d, "amount": round(daily[d], 2), "estimated": d in estimated} for d in sorted(daily)
         ],
         "entries": rows,
-        "grouped_by": by_tag,
+        "grouped_by": first + then,
+        "groupable": [k for k in (JOB_TAG, SEARCH_TAG, ENDPOINT_TAG, CLUSTER_TAG) if k in tags],  # asked
         "other": others,
     }
 
 
+def _absent(keys: list[str]) -> list[dict[str, Any]]:
+    return [{"Tags": {"Key": k, "MatchOptions": ["ABSENT"]}} for k in keys]
+
+
+def _amounts(result: dict[str, Any], keys: list[str]) -> list[tuple[dict[str, str], float, str | None]]:
+    """A result's amounts, each with its tags' values ('' where absent) and its currency."""
+    groups = (
+        [(g["Keys"], g["Metrics"][METRIC]) for g in result.get("Groups", [])]
+        if keys
+        else [([], result["Total"][METRIC])]
+        if METRIC in result.get("Total", {})
+        else []
+    )
+    return [
+        (
+            dict(zip(keys, (k.partition("$")[2] for k in tagged), strict=True)),
+            float(m["Amount"]),
+            m.get("Unit"),
+        )
+        for tagged, m in groups
+    ]
+
+
+def _attribute(entries: dict[tuple[str, str], float], values: dict[str, str], amount: float) -> float:
+    """Add `amount` to the entry its first tag names (BY_TAG's order); what none names is returned."""
+    for kind, tag in BY_TAG:
+        if values.get(tag):
+            entries[(kind, values[tag])] = entries.get((kind, values[tag]), 0.0) + amount
+            return 0.0
+    return amount
+
+
 def _the_rest(ce: Any, period: Period, where: dict[str, Any]) -> list[dict[str, Any]]:
-    """What no job or search tag names, by service and usage type: SageMaker's hosting and
-    cluster usage by instance type (kind endpoint / cluster), every other service as one row."""
+    """What no tag of sagestack's names, by service and usage type: SageMaker's hosting and
+    cluster usage by instance type (kind endpoint / cluster: deployed before sagestack tagged them,
+    or their tag not active), every other service as one row."""
     sums: dict[tuple[str, str], float] = {}
     groups = [{"Type": "DIMENSION", "Key": "SERVICE"}, {"Type": "DIMENSION", "Key": "USAGE_TYPE"}]
     for result in _pages(ce, period, "MONTHLY", where, groups):
@@ -261,9 +286,10 @@ def usage_kind(usage_type: str) -> tuple[str | None, str]:
 
 
 def _pages(
-    ce: Any, period: Period, granularity: str, where: dict[str, Any], groups: list[dict[str, str]]
+    ce: Any, period: Period, granularity: str, where: dict[str, Any], groups: list[str] | list[dict[str, str]]
 ) -> list[Any]:
-    """Every ResultsByTime of a GetCostAndUsage, page by page (NextPageToken)."""
+    """Every ResultsByTime of a GetCostAndUsage grouped by `groups` (tag keys, or GroupBy's own
+    entries), page by page (NextPageToken)."""
     ask: dict[str, Any] = {
         "TimePeriod": period.request(),
         "Granularity": granularity,
@@ -271,7 +297,7 @@ def _pages(
         "Metrics": [METRIC],
     }
     if groups:
-        ask["GroupBy"] = groups
+        ask["GroupBy"] = [{"Type": "TAG", "Key": g} if isinstance(g, str) else g for g in groups]
     results: list[Any] = []
     while True:
         page = ce.get_cost_and_usage(**ask)
@@ -306,102 +332,6 @@ def cost_explorer_refusal(e: Exception, period: Period | None) -> str:
     return text
 
 
-# ---------------------------------------------------------------- what runs now
-
-
-def _running(
-    scope: Scope, sm: Any, plan: list[Row], now: datetime, errors: list[str]
-) -> list[dict[str, Any]]:
-    """What of the environment is billed by the hour now (status's listing), each at the
-    catalog's on-demand price (a spot job at the plan's spot estimate)."""
-    rows: list[dict[str, Any]] = []
-    parts: tuple[tuple[str, Callable[[], list[dict[str, Any]]]], ...] = (
-        ("training jobs", lambda: _training(read_training_jobs(scope, sm, now))),
-        ("tuning jobs", lambda: _tuning(read_tuning_jobs(scope, sm, now), plan)),
-        ("endpoints", lambda: _endpoints(sm, endpoint_rows(scope, sm, errors))),
-        ("clusters", lambda: _clusters(read_clusters(scope, sm))),
-    )
-    for what, read in parts:
-        try:
-            rows += read()
-        except Exception as e:
-            if no_credentials(e):
-                raise
-            errors.append(f"running {what}: {reason(e)}")
-    return rows
-
-
-def _row(
-    kind: str, key: str | None, name: str, itype: str | None, count: int, spot: bool = False
-) -> dict[str, Any]:
-    price = price_of(itype) if itype else None
-    per_hour = None if price is None else price * count * ((1 - SPOT_SAVINGS) if spot else 1)
-    return {
-        "kind": kind,
-        "key": key,
-        "name": name,
-        "instance_type": itype,
-        "count": count,
-        "spot": spot,
-        "price_per_hour": price,
-        "per_hour": None if per_hour is None else round(per_hour, 4),
-    }
-
-
-def _training(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        _row("training", j["job"], j["name"], j["instance_type"], j["instance_count"] or 1, j["spot"])
-        for j in jobs
-        if j["status"] in RUNNING
-    ]
-
-
-def _tuning(searches: list[dict[str, Any]], plan: list[Row]) -> list[dict[str, Any]]:
-    """A search's running trials, at the instance type its plan row chose (a tuning job's
-    description does not say which of its candidates each trial got)."""
-    rows = []
-    for s in searches:
-        if s["status"] not in RUNNING or not s["in_progress"]:
-            continue
-        chosen = next((r for r in plan if r.kind == "tuning" and r.key == s["search"] and r.chosen), None)
-        itype, per_trial = (chosen.instance_type, chosen.count) if chosen else (None, 1)
-        rows.append(_row("search", s["search"], s["name"], itype, s["in_progress"] * per_trial))
-    return rows
-
-
-def _endpoints(sm: Any, endpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each serving endpoint's instances: its variants' counts, their types from its endpoint
-    config (DescribeEndpoint does not carry them). Serverless variants bill per request: none."""
-    rows = []
-    for e in endpoints:
-        if e["status"] not in SERVING or not e.get("config"):
-            continue
-        config = sm.describe_endpoint_config(EndpointConfigName=e["config"])
-        types = {v["VariantName"]: v.get("InstanceType") for v in config.get("ProductionVariants", [])}
-        for v in e["variants"]:
-            if v["serverless"]:
-                continue
-            pools = v["pools"] or [{"instance_type": types.get(v["name"]), "current": v["current"]}]
-            for p in pools:
-                if p["current"]:
-                    rows.append(
-                        _row(
-                            "endpoint", e["key"], f"{e['name']}/{v['name']}", p["instance_type"], p["current"]
-                        )
-                    )
-    return rows
-
-
-def _clusters(clusters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        _row("cluster", c["key"], f"{c['name']}/{g['name']}", g["instance_type"], g["current"])
-        for c in clusters
-        if c["status"] and c["status"] not in ("Deleting", "Failed")
-        for g in c["groups"]
-        if g["current"]
-    ]
-
-
 # ---------------------------------------------------------------- plan's estimate
 
 
@@ -434,9 +364,10 @@ def plan_rows(plan: list[Row], days: int) -> list[dict[str, Any]]:
 
 def beside(spend: dict[str, Any] | None, plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each job, search, endpoint and cluster with its actual spend (None: not known) and `plan`'s
-    estimate. An endpoint's or a cluster's spend is its instance type's hosting or cluster usage
-    (no tag of its own names it): given to the one planned endpoint or cluster of that type, or
-    shown under the type with every entry that plans it."""
+    estimate. An endpoint's or a cluster's spend is what its own tag names; what carries no such
+    tag (deployed before sagestack tagged them, or the tag not active) is its instance type's
+    hosting or cluster usage, given to the one planned endpoint or cluster of that type, or shown
+    under the type with every entry that plans it (`by_instance_type`)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
 
     def row(kind: str, key: str, itype: str | None = None) -> dict[str, Any]:

@@ -170,6 +170,45 @@ def test_typed_props_and_the_spec_build_the_same_endpoint_config(case, tmp_path)
     assert typed_config == spec
 
 
+def test_both_doors_tag_what_bills_for_the_endpoint_with_it(tmp_path):
+    """sagestack:endpoint on the endpoint, its config, models and components (what `sagestack cost`
+    groups by): the spec's key on the spec door, the endpoint's name on the typed door; the alarms
+    and topics keep only the stack's tags."""
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "S")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    artifacts = ArtifactBucket(stack, "Artifacts", encryption_key=kms.Key(stack, "Key"))
+    InferenceEndpoint(
+        stack,
+        "Spec",
+        endpoint_name="digits-prod-digits",
+        execution_role=role,
+        resolved=_resolved({"model_package": PIN, "instance_type": "ml.m5.large"}),
+        region="us-east-1",
+        artifacts=artifacts,
+    )
+    InferenceEndpoint(
+        stack,
+        "Typed",
+        endpoint_name="digits-prod-other",
+        execution_role=role,
+        model_package=PIN,
+        instance_type="ml.m5.large",
+    )
+    template = app.synth().get_stack_by_name("S").template
+    tagged: dict[str, list[str]] = {}
+    for lid, resource in template["Resources"].items():
+        tags = {t["Key"]: t["Value"] for t in resource.get("Properties", {}).get("Tags", [])}
+        if "sagestack:endpoint" in tags:
+            tagged.setdefault(tags["sagestack:endpoint"], []).append(resource["Type"].split("::")[-1])
+        else:
+            assert not resource["Type"].startswith("AWS::SageMaker::"), (lid, resource["Type"])
+    assert {k: sorted(v) for k, v in tagged.items()} == {
+        KEY: ["Endpoint", "EndpointConfig", "Model"],
+        "digits-prod-other": ["Endpoint", "EndpointConfig", "Model"],
+    }
+
+
 def test_the_typed_door_takes_tokens_where_the_deployment_gives_the_value(tmp_path):
     """A model package and a training plan from parameters: the config holds the references, and
     synth validates the request with stand-ins for them (as it does the role's and the key's)."""

@@ -63,6 +63,22 @@ def test_getting_started_shows_the_screens_of_a_fresh_project(built_site: Path) 
     assert "model: .sagestack/local/dev/train/model" in page
 
 
+def test_the_guides_show_the_recorded_bench_runs(built_site: Path) -> None:
+    """Each recorded `local bench` run (docs/data/) is printed as the command prints it and drawn as a
+    PNG beside its guide, both at build time from the record: no PNG is kept in the repository."""
+    from tests.support.charts import assert_a_chart
+
+    assert not list((REPO / "docs").rglob("*.png"))
+    for source, name, size in (("endpoints", "digits", (640, 480)), ("llm", "chat", (1280, 480))):
+        page = (built_site / "guide" / f"{source}.html").read_text()
+        assert "<!-- bench:" not in page
+        assert f'src="bench-{name}.png"' in page and f"bench-{name}.json" in page
+        assert "best:" in page or "no configuration meets the target" in page
+        assert "chart: .sagestack/local/" in page  # the record's own path
+        assert_a_chart(built_site / "guide" / f"bench-{name}.png", size)
+        assert (built_site / "data" / f"bench-{name}.json").is_file()  # the figures, linked from the page
+
+
 @pytest.fixture(scope="module")
 def served(built_site: Path) -> Iterator[str]:
     handler = functools.partial(QuietHandler, directory=str(built_site))
@@ -138,6 +154,17 @@ def test_every_picture_of_the_guides_loads(served: str, browser: object) -> None
         assert not broken, (source, broken)
         pictures[source] = [urlsplit(i.get_attribute("src") or "").path for i in images]
     assert pictures["guide/multi-account.md"] == ["/guide/multi-account.svg"]
+    # the charts of the recorded `local bench` runs, drawn at build by the command's own code
+    assert pictures["guide/endpoints.md"] == ["/guide/bench-digits.png"]
+    assert pictures["guide/llm.md"] == ["/guide/bench-chat.png"]
+    for source in ("guide/endpoints.md", "guide/llm.md"):
+        browser.get(served + url_of(source))
+        WebDriverWait(browser, 20).until(
+            lambda d: d.execute_script("return document.querySelector('article img').complete")
+        )
+        (image,) = browser.find_elements(By.CSS_SELECTOR, "article img")
+        assert image.get_property("naturalWidth") >= 640 and image.get_property("naturalHeight") == 480
+        assert (image.get_attribute("alt") or "").startswith("The chart sagestack local bench drew for")
 
 
 def test_the_search_box_finds_a_rule_by_its_id(served: str, browser: object) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.charts import assert_a_chart
 
 pytestmark = pytest.mark.train
 
@@ -43,20 +44,6 @@ def bench(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         env=env,
     )
-
-
-def assert_a_chart(path: Path, size: tuple[int, int]) -> None:
-    from PIL import Image
-
-    with Image.open(path) as image:
-        assert image.format == "PNG" and image.size == size
-        gray = image.convert("L")
-        low, high = gray.getextrema()
-        assert high - low > 100  # lines on the page, not one colour
-        histogram = gray.histogram()
-        assert sum(histogram[:200]) > 0.01 * image.size[0] * image.size[1]  # and enough of them
-        colours = image.convert("RGB").getcolors(maxcolors=1 << 16) or []
-        assert any(r > 200 and g < 80 and b < 80 for _, (r, g, b) in colours)  # the target, in red
 
 
 def test_local_bench_digits_prints_the_table_and_writes_the_chart(example):
@@ -96,6 +83,10 @@ def test_local_bench_json_is_the_table(example):
         assert p["meets"] == (not p["misses"])
         assert ("p95_ms" in p["misses"]) == (p["p95_ms"] > 20)
     assert Path(doc["chart"]).is_file()
+    assert doc["llm"] is False
+    from sagestack.local.bench.report import Sweep
+
+    assert Sweep.from_json(doc).to_json() == doc  # what the docs' recorded runs are read back by
 
 
 def test_local_bench_without_an_input_shape_asks_for_payloads(example, tmp_path):

@@ -30,7 +30,18 @@ from tests.support.moto_server import ACCOUNT, REGION, running_moto
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/r"
 RUNNING = "digits-dev-classifier-spot-5e6f7a8b-0"
 DONE = "digits-dev-classifier-1a2b3c4d-0"
-TAGS = ("sagestack:project", "sagestack:environment", "sagestack:job", "sagestack:tuning")
+TAGS = (
+    "sagestack:project",
+    "sagestack:environment",
+    "sagestack:job",
+    "sagestack:tuning",
+    "sagestack:endpoint",  # the example deploys endpoints, no clusters: no sagestack:cluster
+)
+ENV = [
+    {"Tags": {"Key": "sagestack:project", "Values": ["digits"], "MatchOptions": ["EQUALS"]}},
+    {"Tags": {"Key": "sagestack:environment", "Values": ["dev"], "MatchOptions": ["EQUALS"]}},
+]
+SECOND = "digits-b"  # a second endpoint on digits' instance type (ml.c5.xlarge)
 
 
 @pytest.fixture(scope="module")
@@ -141,9 +152,33 @@ def _day(start: date, groups: list[tuple[list[str], str]], estimated: bool = Fal
     }
 
 
-def _spend(moto) -> None:  # type: ignore[no-untyped-def]
-    """Two days of dev's spend: by job and search tag (the first page, then the second), then
-    what neither names by service and usage type."""
+def _month(groups: list[tuple[list[str], str]]) -> dict[str, Any]:
+    """One MONTHLY result over the two days (the queries after the daily one)."""
+    today = datetime.now(UTC).date()
+    return {
+        "TimePeriod": {
+            "Start": (today - timedelta(days=1)).isoformat(),
+            "End": (today + timedelta(days=1)).isoformat(),
+        },
+        "Total": {},
+        "Groups": [{"Keys": keys, "Metrics": _money(amount)} for keys, amount in groups],
+        "Estimated": True,
+    }
+
+
+REST = [  # what no tag of sagestack's names: storage and keys
+    (["Amazon Simple Storage Service", "USE1-TimedStorage-ByteHrs"], "1.50"),
+    (["AWS Key Management Service", "USE1-KMS-Requests"], "0.50"),
+]
+
+
+def _spend(
+    moto,  # type: ignore[no-untyped-def]
+    endpoints: list[tuple[list[str], str]] | None = None,
+    rest: list[tuple[list[str], str]] = REST,
+) -> None:
+    """Two days of dev's spend: by job and search tag (the first page, then the second), what
+    neither names by endpoint tag, then what no tag names by service and usage type."""
     today = datetime.now(UTC).date()
     yesterday = today - timedelta(days=1)
     untagged = ["sagestack:job$", "sagestack:tuning$"]
@@ -173,28 +208,24 @@ def _spend(moto) -> None:  # type: ignore[no-untyped-def]
         },
         {
             "ResultsByTime": [
-                {
-                    "TimePeriod": {
-                        "Start": yesterday.isoformat(),
-                        "End": (today + timedelta(days=1)).isoformat(),
-                    },
-                    "Total": {},
-                    "Groups": [
-                        {"Keys": ["Amazon SageMaker", "USE1-Host:ml.c5.xlarge"], "Metrics": _money("38.00")},
-                        {
-                            "Keys": ["Amazon Simple Storage Service", "USE1-TimedStorage-ByteHrs"],
-                            "Metrics": _money("1.50"),
-                        },
-                        {
-                            "Keys": ["AWS Key Management Service", "USE1-KMS-Requests"],
-                            "Metrics": _money("0.50"),
-                        },
-                    ],
-                    "Estimated": True,
-                }
+                _month(
+                    endpoints or [(["sagestack:endpoint$digits"], "38.00"), (["sagestack:endpoint$"], "2.00")]
+                )
             ]
         },
+        {"ResultsByTime": [_month(rest)]},
     )
+
+
+def _two_endpoints(project) -> None:  # type: ignore[no-untyped-def]
+    """dev serves a second endpoint on digits' instance type."""
+    spec = project.root / "config" / "sagestack.yaml"
+    second = (
+        f"  {SECOND}:\n"
+        '    model_package: "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"\n'
+        "    instance_type: ml.c5.xlarge\n"
+    )
+    spec.write_text(spec.read_text().replace("endpoints:\n", "endpoints:\n" + second, 1))
 
 
 def _fits_with_words_whole(lines: list[str], doc: dict[str, Any], width: int = 80) -> None:
@@ -217,7 +248,7 @@ def test_spend_per_job_search_and_endpoint_beside_the_plan_and_what_runs_now(aws
     text = "\n".join(lines)
     flat = " ".join(text.split())
     assert seen["ListCostAllocationTags"] == [{"TagKeys": list(TAGS), "Type": "UserDefined"}]
-    assert "cost allocation tags active: sagestack:{project,environment,job,tuning}" in text
+    assert "cost allocation tags active: sagestack:{project,environment,job,tuning,endpoint}" in flat
     today = datetime.now(UTC).date()
     yesterday = today - timedelta(days=1)
     assert f"spend {today - timedelta(days=1):%m-%d}..{today:%m-%d} (2 days): $60.85" in text
@@ -228,7 +259,7 @@ def test_spend_per_job_search_and_endpoint_beside_the_plan_and_what_runs_now(aws
     assert re.search(rf"^  endpoint digits +\$38\.00  \${plan:,.2f} over 2 days at 1 instance", text, re.M), (
         text
     )
-    assert "no tag of its own (sagestack:endpoint, sagestack:cluster) names it" in flat
+    assert "spend without" not in flat  # every endpoint's spend is told by its own tag
     assert "other: Amazon Simple Storage Service $1.50, AWS Key Management Service $0.50" in flat
     today_so_far = f"{today:%m-%d} $11.10 so far"  # estimated: not in the average
     assert f"per day: $49.75 average, $49.75 at most ({yesterday:%m-%d}), {today_so_far}" in flat
@@ -237,17 +268,15 @@ def test_spend_per_job_search_and_endpoint_beside_the_plan_and_what_runs_now(aws
     assert f"running now: ${spot + serving:,.2f} an hour at the catalog's prices" in text
     assert f"training classifier-spot 1 x ml.m5.xlarge spot (est.) ${spot:,.2f}/h" in text
     assert f"endpoint digits 2 x ml.c5.xlarge ${serving:,.2f}/h" in text
-    # what Cost Explorer was asked: dev's tags, by job and search, End exclusive; then the rest
-    first, second, rest = _asked()
+    # what Cost Explorer was asked: dev's tags, by job and search, End exclusive; then what neither
+    # names by endpoint tag; then what no tag names
+    first, second, by_endpoint, rest = _asked()
     assert first["TimePeriod"] == {
         "Start": f"{today - timedelta(days=1)}",
         "End": f"{today + timedelta(days=1)}",
     }
     assert first["Granularity"] == "DAILY" and first["Metrics"] == ["UnblendedCost"]
-    env = [
-        {"Tags": {"Key": "sagestack:project", "Values": ["digits"], "MatchOptions": ["EQUALS"]}},
-        {"Tags": {"Key": "sagestack:environment", "Values": ["dev"], "MatchOptions": ["EQUALS"]}},
-    ]
+    env = ENV
     assert first["Filter"] == {"And": env}
     assert first["GroupBy"] == [
         {"Type": "TAG", "Key": "sagestack:job"},
@@ -255,7 +284,14 @@ def test_spend_per_job_search_and_endpoint_beside_the_plan_and_what_runs_now(aws
     ]
     assert second == {**first, "NextPageToken": "page-2"}
     absent = [{"Tags": {"Key": k, "MatchOptions": ["ABSENT"]}} for k in ("sagestack:job", "sagestack:tuning")]
-    assert rest["Filter"] == {"And": [*env, *absent]} and rest["Granularity"] == "MONTHLY"
+    assert by_endpoint["Filter"] == {"And": [*env, *absent]} and by_endpoint["Granularity"] == "MONTHLY"
+    assert by_endpoint["GroupBy"] == [{"Type": "TAG", "Key": "sagestack:endpoint"}]
+    no_endpoint = {"Tags": {"Key": "sagestack:endpoint", "MatchOptions": ["ABSENT"]}}
+    assert rest["Filter"] == {"And": [*env, *absent, no_endpoint]} and rest["Granularity"] == "MONTHLY"
+    assert rest["GroupBy"] == [
+        {"Type": "DIMENSION", "Key": "SERVICE"},
+        {"Type": "DIMENSION", "Key": "USAGE_TYPE"},
+    ]
     _fits_with_words_whole(lines, json.loads(_cost(aws, "--days", "2", "--json").output))
 
 
@@ -271,8 +307,9 @@ def test_json_has_the_screen_content(aws, moto, monkeypatch):
     assert entries[("search", "lr-search")]["actual"] == 7.25
     assert (
         entries[("endpoint", "digits")]["actual"] == 38.0
-        and entries[("endpoint", "digits")]["by_instance_type"]
+        and not entries[("endpoint", "digits")]["by_instance_type"]  # by its own tag
     )
+    assert doc["spend"]["grouped_by"] == list(TAGS[2:])
     assert entries[("job", "classifier-ngc")]["actual"] == 0.0  # planned, never billed
     running = {r["key"]: r for r in doc["running"]}
     assert running["digits"]["count"] == 2 and running["digits"]["instance_type"] == "ml.c5.xlarge"
@@ -302,7 +339,7 @@ def test_tags_not_active_say_so_with_the_command_that_activates_them(aws, moto, 
     flat = " ".join(text.split())
     assert (
         "cost allocation tags: sagestack:project inactive, sagestack:environment inactive, "
-        "sagestack:job not seen yet, sagestack:tuning not seen yet" in flat
+        "sagestack:job not seen yet, sagestack:tuning not seen yet, sagestack:endpoint not seen yet" in flat
     )
     assert "Billing and Cost Management → Cost allocation tags" in flat
     assert (
@@ -420,8 +457,16 @@ def test_the_tags_cost_groups_by_are_the_ones_the_requests_carry(example_project
     search = next(iter(rendered.tuning.values()))
     keys = {t["Key"]: t["Value"] for t in search["Tags"]}
     assert keys[SEARCH_TAG] == "lr-search" and keys[JOB_TAG]  # its trials carry both
+    # an endpoint's requests carry its key (the template's resources too: test_endpoint_doors.py)
+    from sagestack.core.names import CLUSTER_TAG, ENDPOINT_TAG
+    from sagestack.project.requests import render_environment
+
+    staging = resolve_environment(load_project(example_project.root, "staging"))
+    chat = render_environment(staging, example_project.root).llm_endpoints["chat"]
+    assert chat and all({"Key": ENDPOINT_TAG, "Value": "chat"} in r["Tags"] for r in chat.values())
     scope = scope_of(resolved)
-    assert tag_keys(scope) == TAGS and {k: keys[k] for k in TAGS[:2]} == {
+    assert tag_keys(scope)[-2:] == (ENDPOINT_TAG, CLUSTER_TAG)  # a spec with clusters asks for theirs
+    assert tag_keys(scope, {"job", "endpoint"}) == TAGS and {k: keys[k] for k in TAGS[:2]} == {
         "sagestack:project": "digits",
         "sagestack:environment": "dev",
     }
@@ -441,3 +486,86 @@ def test_tags_that_cannot_be_listed_are_said_and_the_spend_is_read_all_the_same(
     assert "could not read cost allocation tags: AccessDeniedException: denied" in flat
     assert re.search(r"^  job classifier +\$12\.50 ", result.output, re.M), result.output
     assert "spend" in flat and "(2 days): $60.85" in flat
+
+
+def test_two_endpoints_on_one_instance_type_are_told_apart_by_their_tag(aws, moto, monkeypatch):
+    """digits and digits-b both serve on ml.c5.xlarge: their usage types are the same, their
+    sagestack:endpoint tags are not."""
+    with_answers(monkeypatch, {"ce": {"ListCostAllocationTags": _tags(dict.fromkeys(TAGS, "Active"))}})
+    _two_endpoints(aws)
+    endpoints = [
+        (["sagestack:endpoint$digits"], "30.00"),
+        ([f"sagestack:endpoint${SECOND}"], "8.00"),
+        (["sagestack:endpoint$"], "2.00"),  # storage and keys: read by service next
+    ]
+    _spend(moto, endpoints)
+    result = _cost(aws, "--days", "2")
+    assert result.exit_code == 0, result.output
+    text = result.output
+    plan = price_of("ml.c5.xlarge") * 24 * 2  # type: ignore[operator]
+    assert re.search(rf"^  endpoint digits +\$30\.00  \${plan:,.2f} over 2 days", text, re.M), text
+    assert re.search(rf"^  endpoint {SECOND} +\$8\.00  \${plan:,.2f} over 2 days", text, re.M), text
+    assert "spend without" not in " ".join(text.split()) and "digits, digits-b" not in text
+    assert "other: Amazon Simple Storage Service $1.50, AWS Key Management Service $0.50" in " ".join(
+        text.split()
+    )
+    doc = json.loads(_cost(aws, "--days", "2", "--json").output)
+    assert {(e["kind"], e["key"]): e["actual"] for e in doc["entries"] if e["kind"] == "endpoint"} == {
+        ("endpoint", "digits"): 30.0,
+        ("endpoint", SECOND): 8.0,
+    }
+    assert doc["spend"]["total"] == 60.85  # the days' total: the same spend, told apart
+    _fits_with_words_whole(text.splitlines(), doc)
+
+
+def test_an_older_untagged_deployment_falls_back_to_its_instance_type_and_says_so(aws, moto, monkeypatch):
+    """Spend of endpoints deployed before sagestack tagged them carries no sagestack:endpoint: it is
+    told by its usage type, given to the planned endpoints of that type (both, when two share it),
+    and the screen says why."""
+    with_answers(monkeypatch, {"ce": {"ListCostAllocationTags": _tags(dict.fromkeys(TAGS, "Active"))}})
+    _two_endpoints(aws)
+    host = (["Amazon SageMaker", "USE1-Host:ml.c5.xlarge"], "18.00")
+    _spend(
+        moto, [(["sagestack:endpoint$digits"], "20.00"), (["sagestack:endpoint$"], "20.00")], [host, *REST]
+    )
+    result = _cost(aws, "--days", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    text = "\n".join(lines)
+    flat = " ".join(text.split())
+    assert re.search(r"^  endpoint digits +\$20\.00 ", text, re.M), text  # by its tag
+    assert re.search(rf"^  endpoint {SECOND} +\$0\.00 ", text, re.M), text  # no tagged spend yet
+    assert re.search(rf"^  endpoint digits, {SECOND} +\$18\.00$", text, re.M), text  # by type
+    assert (
+        f"endpoint digits, {SECOND}: spend without sagestack:endpoint (deployed before sagestack "
+        "tagged endpoints) is its instance type's usage, ml.c5.xlarge" in flat
+    )
+    *_, rest = _asked()
+    assert {"Tags": {"Key": "sagestack:endpoint", "MatchOptions": ["ABSENT"]}} in rest["Filter"]["And"]
+    doc = json.loads(_cost(aws, "--days", "2", "--json").output)
+    fallback = [e for e in doc["entries"] if e["by_instance_type"]]
+    assert [(e["key"], e["actual"]) for e in fallback] == [(f"digits, {SECOND}", 18.0)]
+    _fits_with_words_whole(lines, doc)
+
+
+def test_an_endpoint_tag_not_active_yet_falls_back_and_says_to_activate_it(aws, moto, monkeypatch):
+    """sagestack:endpoint not yet active: no query groups by it, the endpoints' spend is told by
+    usage type, and the screen says which tag would tell them apart."""
+    states = {**dict.fromkeys(TAGS, "Active"), "sagestack:endpoint": "Inactive"}
+    with_answers(monkeypatch, {"ce": {"ListCostAllocationTags": _tags(states)}})
+    host = (["Amazon SageMaker", "USE1-Host:ml.c5.xlarge"], "38.00")
+    _spend(moto, [host, *REST])  # the third answer is the rest's: no endpoint query
+    result = _cost(aws, "--days", "2")
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "--cost-allocation-tags-status TagKey=sagestack:endpoint,Status=Active" in flat
+    assert re.search(r"^  endpoint digits +\$38\.00 ", result.output, re.M), result.output
+    assert (
+        "endpoint digits: spend without sagestack:endpoint (sagestack:endpoint not active) is its "
+        "instance type's usage, ml.c5.xlarge" in flat
+    )
+    assert "per endpoint needs sagestack:endpoint active too" in flat
+    asked = _asked()
+    assert len(asked) == 3 and all(
+        a.get("GroupBy") != [{"Type": "TAG", "Key": "sagestack:endpoint"}] for a in asked
+    )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagestack.local.bench.report import Point
+from sagestack.local.bench.report import Point, Sweep
 
 MARKS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
 
@@ -82,6 +82,11 @@ def write_png(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def draw(sweep: Sweep, path: Path) -> None:
+    """A run's chart as `local bench` writes it (the docs' pictures are drawn from recorded runs here)."""
+    write_png(path, sweep.points, sweep.targets, sweep.title, llm=sweep.llm)
 
 
 def text_chart(points: Sequence[Point], panel: Panel, width: int = 80, height: int = 12) -> list[str]:
