@@ -356,7 +356,7 @@ def render_requests(
         )
         print_lines(
             console(stderr=True),
-            f"no job, search, endpoint or transform '{name}' in {resolved.env}{why}"
+            f"no job, search, endpoint, transform or cluster '{name}' in {resolved.env}{why}"
             f"{did_you_mean(name, known) if not why else ''} (defined: {', '.join(known) or 'none'})",
         )
         raise typer.Exit(EXIT_INVALID_SPEC) from None
