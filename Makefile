@@ -10,9 +10,17 @@ export NO_MKDOCS_2_WARNING := 1
 # Synthesis needs no AWS account; make sure nothing on this machine is picked up by accident.
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: setup scanners tf-toolkit java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
+.PHONY: setup scanners tf-toolkit hyperpod-template java chromium docs demo test unit e2e lint synth bench bench-smoke schema mutate mutate-smoke clean
 
-setup: $(VENV)/.installed node_modules/.installed java chromium scanners tf-toolkit
+setup: $(VENV)/.installed node_modules/.installed java chromium scanners tf-toolkit hyperpod-template
+
+# AWS's HyperPodPyTorchJob template and schema (tests/constructs/test_cluster_pytorch_job.py): the files
+# only, with no dependencies, as its pydantic models import the HyperPod CLI, whose pins would move ours.
+hyperpod-template: .venv-hyperpod/.installed
+
+.venv-hyperpod/.installed: tests/constructs/requirements-hyperpod.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --target .venv-hyperpod -r $<
+	touch $@
 
 # The IAM tier's scanners (tests/iam), each in a virtualenv of its own: their pins would move the
 # project's (checkov downgrades boto3/botocore). The tests call them through a subprocess.
@@ -49,7 +57,7 @@ chromium:
 
 # The documentation site into site/ (gitignored): the guides in docs/, and the reference pages
 # (spec, rules, CLI, construct API) generated from the code by docs/hooks/ on every build.
-docs: $(VENV)/.installed
+docs: $(VENV)/.installed node_modules/.installed
 	$(BIN)/mkdocs build --strict --site-dir site
 
 $(VENV)/.installed: pyproject.toml
@@ -114,6 +122,7 @@ bench: setup
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/gpu.py
+	$(BIN)/python bench/llm_serve.py
 
 # Every benchmark once on small inputs (seconds to a minute each): that they still run, not what they measure
 # (tests/synth/test_bench_smoke.py runs the same).
@@ -125,6 +134,7 @@ bench-smoke: setup
 	$(BIN)/python bench/cli.py --smoke
 	$(BIN)/python bench/load.py --smoke
 	$(BIN)/python bench/gpu.py --smoke
+	$(BIN)/python bench/llm_serve.py --smoke
 
 # Mutation testing (mutmut) of request rendering, capacity, the lock, the container contract, the launcher,
 # the catalog and the rules against their fast unit tests ([tool.mutmut] in pyproject.toml): the kill rate

@@ -125,8 +125,8 @@ def container_stack(
     if reason:
         print(f"container stack: skipped ({reason})")
         return
-    from bench.loadgen import load
     from sagestack.constructs.endpoint_spec import batching_of
+    from sagestack.local.serving.loadgen import load
     from sagestack.project import load_project
 
     spec = load_project(ROOT, "dev").spec.endpoints["digits"].batching
@@ -229,7 +229,7 @@ def main() -> None:
 
     import numpy as np
 
-    from bench.loadgen import load
+    from sagestack.local.serving.loadgen import load
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_model_dir(Path(tmp) / "model")

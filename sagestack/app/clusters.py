@@ -26,7 +26,8 @@ class ClusterStack(Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         zones = [c.availability_zone for c in plan.spec.clusters.values()]
-        self._named_zones = sorted({z for z in zones if z}) if all(zones) else []
+        seconds = [c.eks.second_zone for c in plan.spec.clusters.values() if c.eks and c.eks.second_zone]
+        self._named_zones = sorted({z for z in [*zones, *seconds] if z}) if all(zones) else []
         self.clusters: dict[str, HyperPodCluster] = {}
         for key, spec in plan.spec.clusters.items():
             cluster = HyperPodCluster(
@@ -43,6 +44,14 @@ class ClusterStack(Stack):
             )
             self.clusters[key] = cluster
             CfnOutput(self, f"ClusterName{key.replace('-', '')}", value=cluster.cluster_name)
+            if cluster.eks is not None:
+                CfnOutput(
+                    self,
+                    f"HelmStep{key.replace('-', '')}",
+                    value=cluster.eks.helm_step(self.region),
+                    description="Run before the HyperPod cluster is created (then set "
+                    f"clusters.{key}.eks.helm_dependencies: installed)",
+                )
 
     @property
     def availability_zones(self) -> list[str]:

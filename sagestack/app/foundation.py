@@ -19,7 +19,7 @@ from sagestack.constructs import (
     project_repository,
 )
 from sagestack.constructs.log_encryption import allow_log_group_encryption
-from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
+from sagestack.constructs.mlflow_server import MlflowApp, MlflowTrackingServer, grant_mlflow_logging
 from sagestack.constructs.promotion import PromoterPolicy, PromotionReaderRole, reader_role_arn
 from sagestack.core.names import Names
 from sagestack.project import ResolvedEnvironment
@@ -114,6 +114,7 @@ class FoundationStack(Stack):
         self._add_promotion(plan, promotion or PromotionPeers())
         self.mlflow_server_arn: str | None = None
         self.mlflow_server: MlflowTrackingServer | None = None
+        self.mlflow_app: MlflowApp | None = None
         self._add_tracking(plan)
         self._add_outputs()
 
@@ -168,10 +169,22 @@ class FoundationStack(Stack):
             CfnOutput(self, "PromoterPolicyArn", value=self.promoter.policy_arn)
 
     def _add_tracking(self, plan: ResolvedEnvironment) -> None:
-        """tracking.mlflow: the environment's MLflow tracking server (or the one it names), which
-        the execution role may log to."""
+        """tracking.mlflow: the environment's MLflow tracking server or serverless MLflow App (or
+        the one it names), which the execution role may log to."""
         mlflow = plan.spec.tracking.mlflow
-        if mlflow is not None and mlflow.server is None:
+        if mlflow is not None and mlflow.app:
+            self.mlflow_app = MlflowApp(
+                self,
+                "MlflowApp",
+                name=plan.names.mlflow_app,
+                artifacts=self.artifacts,
+                encryption_key=self.key,
+                automatic_model_registration=mlflow.automatic_model_registration,
+                maintenance_window=mlflow.maintenance_window,
+            )
+            self.mlflow_server_arn = self.mlflow_app.app_arn
+            CfnOutput(self, "MlflowAppArn", value=self.mlflow_server_arn)
+        elif mlflow is not None and mlflow.server is None:
             self.mlflow_server = MlflowTrackingServer(
                 self,
                 "Mlflow",

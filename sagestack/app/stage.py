@@ -15,6 +15,7 @@ from sagestack.project import ResolvedEnvironment
 if TYPE_CHECKING:
     from sagestack.app.clusters import ClusterStack
     from sagestack.app.llm_optimization import OptimizationStack
+    from sagestack.app.recommendation import RecommendationStack
     from sagestack.app.serving import ServingStack
     from sagestack.app.training import TrainingStack
 
@@ -31,6 +32,12 @@ def optimization_needed(plan: ResolvedEnvironment) -> bool:
         )
         for ep in plan.spec.endpoints.values()
     )
+
+
+def recommendation_needed(plan: ResolvedEnvironment) -> bool:
+    """Whether a deployed endpoint has an slo: with candidates (recommendation's test, without
+    importing its modules at start-up)."""
+    return any(ep.deploy and ep.slo is not None and ep.slo_candidates for ep in plan.spec.endpoints.values())
 
 
 def serving_needed(plan: ResolvedEnvironment) -> bool:
@@ -111,6 +118,19 @@ class EnvironmentStage(Stage):
                 foundation=self.foundation,
                 stack_name=plan.names.stack("optimization"),
                 description=f"sagestack {plan.names.prefix}: LLM optimization pipelines (Step Functions)",
+            )
+        # Performance targets measured in the cloud: a pipeline each, `sagestack run <endpoint> --recommend`.
+        self.recommendation: RecommendationStack | None = None
+        if recommendation_needed(plan):
+            from sagestack.app.recommendation import RecommendationStack  # start-up: Step Functions, ~0.3 s
+
+            self.recommendation = RecommendationStack(
+                self,
+                "Recommendation",
+                plan=plan,
+                foundation=self.foundation,
+                stack_name=plan.names.stack("recommendation"),
+                description=f"sagestack {plan.names.prefix}: endpoint recommendation pipelines (Step Functions)",
             )
         # HyperPod clusters, each in its own VPC with its file system.
         self.clusters: ClusterStack | None = None

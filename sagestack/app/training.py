@@ -1,5 +1,5 @@
 """TrainingStack: one Step Functions pipeline per training job of an environment, with the shared
-role, log group and notification topic they use."""
+role, log group and notification topic they use, and the training queues (queues:) queued jobs wait in."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from constructs import Construct
 
 from sagestack.app.foundation import FoundationStack
 from sagestack.constructs import ModelRegistration, TrainingPipeline, TuningPipeline
+from sagestack.constructs.training_queue import TrainingQueue
 from sagestack.constructs.trust import states_principal
 from sagestack.core.errors import SpecError, SpecIssue
 from sagestack.endpoints.resolved import ResolvedEndpoint, endpoints_fed_by
@@ -118,6 +119,10 @@ class TrainingStack(Stack):
         self.pipelines: dict[str, TrainingPipeline] = {}
         self.shards: dict[int, Stack] = {}
         check_shards(plan)
+        self.queues = {
+            key: TrainingQueue(self, f"Queue-{key}", names=names, key=key, queue=queue)
+            for key, queue in spec.queues.items()
+        }
         # Each request rendered with stand-ins and validated once, as `plan`, `render` and `lock` see
         # it; the pipelines render the same jobs and searches with the deployment's tokens.
         requests = render_training(plan, project_root)
@@ -142,6 +147,8 @@ class TrainingStack(Stack):
                 mlflow_server_arn=foundation.mlflow_server_arn,
                 **shared,
             )
+            if job.queue is not None and job.queue.name in self.queues:
+                self.pipelines[key].node.add_dependency(self.queues[job.queue.name])
         self.tuning_pipelines: dict[str, TuningPipeline] = {}
         for key, tuning in spec.tuning.items():
             self.tuning_pipelines[key] = TuningPipeline(

@@ -6,18 +6,22 @@ Needs are summed over what runs at once: every job started on deploy (run_on_dep
 account with the others started then and with the endpoints, which always run; a search needs
 max_parallel_jobs x instance_count; an endpoint its autoscaling maximum. On-demand and spot
 quotas are separate names; the aggregate "Number of instances across all training jobs" is
-checked too. Jobs and searches are read from their rendered requests (the quota each candidate's
-request draws on is the one its pipeline checks at run time); what no request carries (an
-endpoint's autoscaling maximum, a cluster's groups, a transform's candidates) from the spec.
+checked too. Every count is read from the environment's one rendering (project/requests.py): a
+job's candidates from their CreateTrainingJob requests (the quota each draws on is the one its
+pipeline checks at run time), an endpoint's pools, shadow and maximum from its CreateEndpointConfig
+and RegisterScalableTarget, a cluster's groups from its CreateCluster, a transform's candidates
+from its CreateTransformJob requests. The spec says only what no request carries: a search's
+parallelism and trials, which endpoints and transforms wait for a model to register (the rows'
+notes), how an endpoint's components pack, a queued job's queue, an LLM's optimization jobs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from sagestack.capacity.endpoints import add_endpoint, add_optimization, deployed
+from sagestack.capacity.endpoints import add_endpoint, add_optimization
 from sagestack.capacity.ledger import (
     QuotaBook,
     Row,
@@ -29,11 +33,11 @@ from sagestack.capacity.ledger import (
     training_cost,
     types_with_quota,
 )
-from sagestack.clusters.models import ClusterSpec
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
 from sagestack.core.names import Names
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.queues.models import JobQueueRef, QueueSpec
 from sagestack.training.candidates import RenderedCandidate
 from sagestack.training.rendered import RenderedJob
 from sagestack.transforms.models import TransformSpec
@@ -50,7 +54,7 @@ class Workload(Protocol):
     @property
     def transforms(self) -> Mapping[str, TransformSpec]: ...
     @property
-    def clusters(self) -> Mapping[str, ClusterSpec]: ...
+    def queues(self) -> Mapping[str, QueueSpec]: ...
 
 
 class Environment(Protocol):
@@ -64,11 +68,21 @@ class Environment(Protocol):
     def spec(self) -> Workload: ...
 
 
-class RenderedJobs(Protocol):
-    """An environment's rendered training (project.requests.EnvironmentRequests is one)."""
+Requests = Mapping[str, Mapping[str, Any]]  # operation[ <part>] -> request
+
+
+class Rendered(Protocol):
+    """An environment's rendering as capacity reads it (project.requests.EnvironmentRequests is
+    one): the jobs, each endpoint's fleet, each cluster's CreateCluster, each transform's jobs."""
 
     @property
     def jobs(self) -> Mapping[str, RenderedJob]: ...
+    @property
+    def fleets(self) -> Mapping[str, Requests]: ...
+    @property
+    def clusters(self) -> Requests: ...
+    @property
+    def transforms(self) -> Mapping[str, Requests]: ...
 
 
 @dataclass
@@ -97,25 +111,23 @@ class CapacityReport:
         return next((r for r in self.rows if r.kind == kind and r.key == key and r.chosen), None)
 
 
-def assess(plan: Environment, requests: RenderedJobs, book: QuotaBook) -> CapacityReport:
+def assess(plan: Environment, requests: Rendered, book: QuotaBook) -> CapacityReport:
     """Every job's, search's, endpoint's, optimization's, transform's and cluster group's quota
     against `book`, with what runs at once after a deploy summed, and the environment's training
     total. `requests` is the environment's rendering (project.requests.render_training)."""
     spec = plan.spec
     tally = Tally(book)
     for key, rendered in requests.jobs.items():
-        _add_job(tally, key, rendered)
+        _add_job(tally, key, rendered, _queue_note(spec.queues, rendered.job.queue))
     for key, tuning in spec.tuning.items():
         _add_tuning(tally, key, tuning, requests.jobs[tuning.job])
-    for key, ep in spec.endpoints.items():
-        if ep.model is not None or deployed(ep):
-            add_endpoint(tally, key, ep)
+    for key, fleet in requests.fleets.items():
+        add_endpoint(tally, key, spec.endpoints[key], fleet)
     for o in resolve_optimizations(plan.names, spec.endpoints):
         add_optimization(tally, o)
-    for key, transform in spec.transforms.items():
-        _add_transform(tally, key, transform)
-    for key, cluster in spec.clusters.items():
-        _add_cluster(tally, key, cluster)
+    for key, transform in requests.transforms.items():
+        _add_transform(tally, key, transform, _registers(spec.transforms[key]))
+    _add_cluster(tally, requests.clusters)
     _add_training_total(tally)
     return CapacityReport(plan.env, book, tally.rows, tally.shortfalls, tally.warnings)
 
@@ -128,9 +140,18 @@ def _max_run(c: RenderedCandidate) -> int:
     return int(c.request["StoppingCondition"]["MaxRuntimeInSeconds"])
 
 
-def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
+def _queue_note(queues: Mapping[str, QueueSpec], ref: JobQueueRef | None) -> str:
+    """Where a queued job waits: its queue, share and the queue's capacity limit (plan shows it
+    beside the quota: Batch starts the job when both allow)."""
+    if ref is None or ref.name not in queues:
+        return ""
+    share = f", share {ref.share}" if ref.share else ""
+    return f"queue {ref.name}{share} (≤ {queues[ref.name].max_instances} instances at once)"
+
+
+def _add_job(tally: Tally, key: str, rendered: RenderedJob, queued: str = "") -> None:
     """One row per candidate; the first with room is chosen. A job run on deploy shares its quota
-    with the others run then."""
+    with the others run then. `queued`: where a queued job waits, said on its rows."""
     book = tally.book
     run_on_deploy = rendered.job.run_on_deploy
     first = rendered.candidates[0]
@@ -156,7 +177,7 @@ def _add_job(tally: Tally, key: str, rendered: RenderedJob) -> None:
                 cost_on_demand=on_demand,
                 cost_spot=spot,
                 cost_basis=f"≤ {hours:g} h (max_run)",
-                note="run on deploy" if run_on_deploy else "",
+                note=", ".join(n for n in ("run on deploy" if run_on_deploy else "", queued) if n),
             )
         )
     chosen_index = choose_first_with_room(job_rows)
@@ -239,11 +260,21 @@ def _add_training_total(tally: Tally) -> None:
         tally.short("aggregate", "training", TRAINING_INSTANCES_TOTAL, total_need)
 
 
-def _add_transform(tally: Tally, key: str, t: TransformSpec) -> None:
-    """One row per candidate; the first with room is chosen."""
-    need = float(t.instance_count)
+def _registers(t: TransformSpec) -> str:
+    """Whose model a transform runs: a pinned package, or what a job registers."""
+    return "pinned package" if t.model_package else f"after {t.model.from_ if t.model else '?'} registers"
+
+
+def _add_transform(tally: Tally, key: str, requests: Requests, note: str) -> None:
+    """One row per candidate (each CreateTransformJob, in the order they are tried); the first
+    with room is chosen."""
     transform_rows = []
-    for itype in t.instance_type:
+    for op, request in requests.items():
+        if not op.startswith("CreateTransformJob"):
+            continue
+        resources = request["TransformResources"]
+        itype, count = resources["InstanceType"], int(resources["InstanceCount"])
+        need = float(count)
         qn = quota_name(itype, "transform")
         avail = tally.book.available(qn)
         price = price_of(itype)
@@ -252,7 +283,7 @@ def _add_transform(tally: Tally, key: str, t: TransformSpec) -> None:
                 kind="transform",
                 key=key,
                 instance_type=itype,
-                count=t.instance_count,
+                count=count,
                 quota=qn,
                 needed=need,
                 available=avail,
@@ -261,43 +292,76 @@ def _add_transform(tally: Tally, key: str, t: TransformSpec) -> None:
                 price_per_hour=price,
                 cost_on_demand=price * need if price is not None else None,
                 cost_basis="per hour of a run",
-                note="pinned package"
-                if t.model_package
-                else f"after {t.model.from_ if t.model else '?'} registers",
+                note=note,
             )
         )
     tally.rows += transform_rows
     if choose_first_with_room(transform_rows) is None:
-        tally.short("transform", key, transform_rows[0].quota, need)
+        tally.short("transform", key, transform_rows[0].quota, transform_rows[0].needed)
 
 
-def _add_cluster(tally: Tally, key: str, cluster: ClusterSpec) -> None:
-    """Each instance group of a cluster needs its count for as long as the cluster exists."""
-    for group_name, group in cluster.instance_groups.items():
-        qn = quota_name(group.instance_type, "cluster")
-        avail = tally.book.available(qn)
-        status = status_of(avail, float(group.count))
-        price = price_of(group.instance_type)
-        tally.rows.append(
-            Row(
-                kind="cluster",
-                key=f"{key}/{group_name}",
-                instance_type=group.instance_type,
-                count=group.count,
-                quota=qn,
-                needed=float(group.count),
-                available=avail,
-                status=status,
-                chosen=True,
-                price_per_hour=price,
-                cost_on_demand=price * group.count if price is not None else None,
-                cost_basis="per hour while the cluster exists"
-                + (" (training plan)" if group.training_plan else ""),
-                note=f"{group.node_type.lower()} nodes",
+@dataclass(frozen=True)
+class _Group:
+    name: str  # cluster/group
+    instance_type: str
+    count: int
+    node_type: str
+    training_plan: bool
+
+
+def _groups(clusters: Requests) -> dict[str, list[_Group]]:
+    """Every instance group of every CreateCluster, by the cluster-usage quota it draws on."""
+    by_quota: dict[str, list[_Group]] = {}
+    for key, request in clusters.items():
+        for g in request["InstanceGroups"]:
+            group = _Group(
+                name=f"{key}/{g['InstanceGroupName']}",
+                instance_type=g["InstanceType"],
+                count=int(g["InstanceCount"]),
+                # an EKS-orchestrated group has no Slurm role: its nodes are all compute (workers)
+                node_type=g.get("SlurmConfig", {}).get("NodeType", "Compute"),
+                training_plan="TrainingPlanArn" in g,
             )
-        )
+            by_quota.setdefault(quota_name(group.instance_type, "cluster"), []).append(group)
+    return by_quota
+
+
+def _add_cluster(tally: Tally, clusters: Requests) -> None:
+    """Each instance group of a cluster needs its count for as long as the cluster exists. A
+    cluster-usage quota is the account's, per instance type: every group of every cluster on one
+    type draws on it together, so they are checked as one sum (two groups of 1 against a quota of
+    1 are short), and each group's row shows that sum."""
+    for qn, groups in _groups(clusters).items():
+        need = float(sum(group.count for group in groups))
+        avail = tally.book.available(qn)
+        status = status_of(avail, need)
+        for group in groups:
+            price = price_of(group.instance_type)
+            shared = [other.name for other in groups if other.name != group.name]
+            tally.rows.append(
+                Row(
+                    kind="cluster",
+                    key=group.name,
+                    instance_type=group.instance_type,
+                    count=group.count,
+                    quota=qn,
+                    needed=need,
+                    available=avail,
+                    status=status,
+                    chosen=True,
+                    price_per_hour=price,
+                    cost_on_demand=price * group.count if price is not None else None,
+                    cost_basis="per hour while the cluster exists"
+                    + (" (training plan)" if group.training_plan else ""),
+                    note=f"{group.node_type.lower()} nodes"
+                    + (f", quota shared with {', '.join(shared)}" if shared else ""),
+                )
+            )
         if status == "short":
-            tally.short("cluster", f"{key}/{group_name}", qn, float(group.count))
+            if len(groups) == 1:
+                tally.short("cluster", groups[0].name, qn, need)
+            else:
+                tally.short("cluster groups", " + ".join(group.name for group in groups), qn, need)
 
 
 class QuotaShortfallError(Exception):

@@ -17,8 +17,10 @@ beside the rows by `plan` (llm_fits).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sagestack.capacity.ledger import (
     HOURS_PER_MONTH,
@@ -36,6 +38,7 @@ from sagestack.core.catalog.instances import instance_type
 from sagestack.core.catalog.quotas import OPTIMIZATION_USAGE, quota_name
 from sagestack.endpoints.components import Packing, pack
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
+from sagestack.endpoints.scaling_request import scaling_bounds
 from sagestack.llm.models import LlmSpec
 from sagestack.llm.optimization_job import ResolvedOptimization
 from sagestack.llm.shape import local_weights_dir, shape_of
@@ -80,23 +83,69 @@ def packing_on(ep: EndpointSpec, itype: str) -> Packing:
     return pack(ep.model_copy(update={"instance_type": [itype], "components": components}))
 
 
-def endpoint_capacity(book: QuotaBook, key: str, ep: EndpointSpec) -> EndpointCapacity:
+@dataclass(frozen=True)
+class Fleet:
+    """What an endpoint's rendered requests hold of the account (fleet_of): its pools in priority
+    order, the instances its variant runs at most and at least, its shadow variant's."""
+
+    pools: list[str]
+    high: int  # the autoscaling target's MaxCapacity, the managed scaling's maximum, or the count
+    low: int
+    shadow_type: str | None
+    shadow_count: int
+    shadow_percent: int
+    asynchronous: bool
+    reservation: str | None  # the training plan's ARN the variant is reserved on
+    serverless: dict[str, int] | None  # ServerlessConfig
+
+
+def fleet_of(requests: Mapping[str, Mapping[str, Any]]) -> Fleet:
+    """An endpoint's fleet read from its CreateEndpointConfig and, when it autoscales, its
+    RegisterScalableTarget (endpoints/hosting_requests.fleet_requests)."""
+    config = requests["CreateEndpointConfig"]
+    variant = config["ProductionVariants"][0]
+    pools = [p["InstanceType"] for p in sorted(variant.get("InstancePools", ()), key=lambda p: p["Priority"])]
+    if not pools and "InstanceType" in variant:
+        pools = [variant["InstanceType"]]
+    low = high = int(variant.get("InitialInstanceCount", 0))
+    managed = variant.get("ManagedInstanceScaling")
+    if managed is not None:  # the fleet inference components share
+        low, high = int(managed["MinInstanceCount"]), int(managed["MaxInstanceCount"])
+    bounds = scaling_bounds(requests)
+    if bounds is not None:
+        low, high = bounds
+    shadows = config.get("ShadowProductionVariants") or [None]
+    shadow = shadows[0]
+    reserved = variant.get("CapacityReservationConfig") or {}
+    return Fleet(
+        pools=pools,
+        high=high,
+        low=low,
+        shadow_type=shadow["InstanceType"] if shadow else None,
+        shadow_count=int(shadow["InitialInstanceCount"]) if shadow else 0,
+        shadow_percent=round(shadow["InitialVariantWeight"] * 100) if shadow else 0,
+        asynchronous="AsyncInferenceConfig" in config,
+        reservation=reserved.get("MlReservationArn"),
+        serverless=variant.get("ServerlessConfig"),
+    )
+
+
+def endpoint_capacity(book: QuotaBook, key: str, ep: EndpointSpec, fleet: Fleet) -> EndpointCapacity:
     """The pools' rows, the shadow's row, shortfalls and warnings. The first pool that holds every
     instance is chosen; else the pools that hold them together, in priority order (SageMaker
     provisions each instance from the first pool with capacity, so a variant can run on mixed
-    types); else the first pool, with a shortfall."""
+    types); else the first pool, with a shortfall. The counts are the rendered fleet's; `ep` says
+    only what the notes and the components' packing need."""
     out = EndpointCapacity()
-    pools = list(ep.instance_type or ())
-    high = ep.autoscaling.max if ep.autoscaling else ep.initial_instance_count
-    low = ep.autoscaling.min if ep.autoscaling else ep.initial_instance_count
-    shadow_type, shadow_n = _shadow(ep)
+    pools, high = fleet.pools, fleet.high
+    shadow_type, shadow_n = fleet.shadow_type, fleet.shadow_count
     for itype in pools:
         together = shadow_n if itype == shadow_type else 0
-        out.rows.append(_pool_row(book, key, ep, itype, high, low, together))
+        out.rows.append(_pool_row(book, key, ep, fleet, itype, together))
     pool_rows = list(out.rows)
     chosen = choose_first_with_room(pool_rows)
     if shadow_type is not None:
-        shadow = _shadow_row(book, key, ep, shadow_type, shadow_n)
+        shadow = _shadow_row(book, key, fleet)
         out.rows.append(shadow)
         if shadow.status == "short":
             out.shortfalls.append(shortfall_of(book, "shadow", key, shadow.quota, shadow.needed))
@@ -141,22 +190,21 @@ def _shadow(ep: EndpointSpec) -> tuple[str | None, int]:
     return ep.shadow.instance_type or ep.primary_instance_type, ep.shadow.initial_instance_count
 
 
-def _pool_row(
-    book: QuotaBook, key: str, ep: EndpointSpec, itype: str, high: int, low: int, together: int
-) -> Row:
+def _pool_row(book: QuotaBook, key: str, ep: EndpointSpec, fleet: Fleet, itype: str, together: int) -> Row:
     """One pool type: the variant's instances (+ a shadow's of the same type) against its quota;
     it costs its minimum (or what the initial copies take) per month."""
+    high, low = fleet.high, fleet.low
     note = "deployed" if deployed(ep) else "no package pinned yet"
     if ep.components:
         taken = packing_on(ep, itype).instances_needed
         low = max(low, taken)
         note = f"{len(ep.components)} components: initial copies on {taken} instance(s)"
-    elif ep.async_ is not None:
+    elif fleet.asynchronous:
         note += ", async" + (" (scales to zero)" if low == 0 else "")
     if together:
         note += f", + the shadow's {together}"
-    if ep.capacity_reservation:
-        note += f", reserved on training plan {ep.capacity_reservation.rsplit('/', 1)[-1]} (paid up front)"
+    if fleet.reservation:
+        note += f", reserved on training plan {fleet.reservation.rsplit('/', 1)[-1]} (paid up front)"
     qn = quota_name(itype, "endpoint")
     avail = book.available(qn)
     price = price_of(itype)
@@ -177,8 +225,9 @@ def _pool_row(
     )
 
 
-def _shadow_row(book: QuotaBook, key: str, ep: EndpointSpec, itype: str, count: int) -> Row:
-    assert ep.shadow is not None
+def _shadow_row(book: QuotaBook, key: str, fleet: Fleet) -> Row:
+    assert fleet.shadow_type is not None
+    itype, count = fleet.shadow_type, fleet.shadow_count
     qn = quota_name(itype, "endpoint")
     avail = book.available(qn)
     price = price_of(itype)
@@ -195,7 +244,7 @@ def _shadow_row(book: QuotaBook, key: str, ep: EndpointSpec, itype: str, count: 
         price_per_hour=price,
         cost_on_demand=price * count * HOURS_PER_MONTH if price is not None else None,
         cost_basis=f"per month at {count} instance(s)",
-        note=f"shadow: {ep.shadow.sampling_percent}% of requests copied",
+        note=f"shadow: {fleet.shadow_percent}% of requests copied",
     )
 
 
@@ -212,10 +261,12 @@ def _first_pool_warning(book: QuotaBook, key: str, first: Row, placed: str) -> s
     )
 
 
-def add_endpoint(tally: Tally, key: str, ep: EndpointSpec) -> None:
+def add_endpoint(tally: Tally, key: str, ep: EndpointSpec, requests: Mapping[str, Mapping[str, Any]]) -> None:
     """Serverless concurrency has no instance quota to check; an instance endpoint is placeable
-    when one of its pools has room (endpoint_capacity)."""
-    if ep.serverless is not None:
+    when one of its pools has room (endpoint_capacity). `requests`: the endpoint's rendered fleet."""
+    fleet = fleet_of(requests)
+    if fleet.serverless is not None:
+        concurrency, memory = fleet.serverless["MaxConcurrency"], fleet.serverless["MemorySizeInMB"]
         tally.rows.append(
             Row(
                 kind="endpoint",
@@ -223,16 +274,16 @@ def add_endpoint(tally: Tally, key: str, ep: EndpointSpec) -> None:
                 instance_type="serverless",
                 count=0,
                 quota="(serverless concurrency)",
-                needed=float(ep.serverless.max_concurrency),
+                needed=float(concurrency),
                 available=None,
                 status="unchecked",
                 chosen=True,
                 cost_basis="per request",
-                note=f"{ep.serverless.memory_mb} MB, {ep.serverless.max_concurrency} concurrent",
+                note=f"{memory} MB, {concurrency} concurrent",
             )
         )
         return
-    found = endpoint_capacity(tally.book, key, ep)
+    found = endpoint_capacity(tally.book, key, ep, fleet)
     tally.rows += found.rows
     tally.shortfalls += found.shortfalls
     tally.warnings += found.warnings

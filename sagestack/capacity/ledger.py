@@ -108,12 +108,18 @@ class Shortfall:
             "optimization": "optimization job of",
             "transform": "batch transform",
             "cluster": "cluster group",
+            "cluster groups": "cluster groups",
             "aggregate": "the environment",
         }[self.kind]
         subject = f"{what} '{self.key}'" if self.kind != "aggregate" else what
+        if self.kind == "cluster groups":  # groups on one type share its quota: key "a/x + b/y"
+            subject = f"cluster groups {' and '.join(repr(k) for k in self.key.split(' + '))} together"
+        needs = "need" if self.kind == "cluster groups" else "needs"
         fixes = []
         if free >= 1 and self.kind in ("job", "endpoint", "shadow", "transform", "cluster"):
             fixes.append(f"lower the count to {int(free)}")
+        if free >= 1 and self.kind == "cluster groups":
+            fixes.append(f"lower their counts to {int(free)} in all")
         if self.kind == "tuning" and free >= 1:
             fixes.append(f"lower max_parallel_jobs so that at most {int(free)} instances run at once")
         if self.alternatives:
@@ -130,7 +136,7 @@ class Shortfall:
         )
         others = ", ".join(f"{t}: {max(0.0, f):g} free" for t, f in self.others)
         return (
-            f"{subject} needs {self.needed:g} of '{self.quota}' ({self.code}); the account allows "
+            f"{subject} {needs} {self.needed:g} of '{self.quota}' ({self.code}); the account allows "
             f"{self.value:g} with {self.value - self.available:g} in use, so {free:g} are free"
             + (f"; its other pools are short too ({others})" if others else "")
             + ". To fix: "

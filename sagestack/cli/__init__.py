@@ -1,5 +1,5 @@
 """The `sagestack` command: a thin layer over the library, one module per kind of command (spec,
-local, account, deploy, status) sharing options and loaders (common). Heavy modules (aws_cdk, torch, boto3,
+local, account, deploy, lifecycle, status, cost) sharing options and loaders (common). Heavy modules (aws_cdk, torch, boto3,
 sagemaker.core) are imported inside the commands that need them, so `sagestack --help` is fast."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from sagestack.cli import account, day2, deploy, local, spec, status
+from sagestack.cli import account, cost, day2, deploy, lifecycle, local, recommend, spec, status
 from sagestack.cli.common import EXIT_INVALID_SPEC, UserError, report_issues, terminal_lines
 from sagestack.cli.conventions import apply_conventions, print_version
 
@@ -39,7 +39,7 @@ def sagestack(
     """Declarative deep-learning infrastructure on Amazon SageMaker, runnable locally."""
 
 
-for module in (spec, deploy, account, status, day2):
+for module in (spec, deploy, lifecycle, recommend, account, status, day2, cost):
     for command in module.app.registered_commands:
         app.registered_commands.append(command)
     for group in module.app.registered_groups:

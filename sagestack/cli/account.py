@@ -15,6 +15,7 @@ from sagestack.cli.common import (
     UserError,
     console,
     load_entry,
+    print_lines,
     resolve_for,
 )
 
@@ -43,10 +44,11 @@ def quota_snapshot(
     try:
         path, document = take_snapshot(root, resolved.env, resolved.region)
     except Exception as e:
-        err.print(
-            f"cannot read the account's quotas in {resolved.region}: {type(e).__name__}: {e}", markup=False
+        print_lines(err, f"cannot read the account's quotas in {resolved.region}: {type(e).__name__}: {e}")
+        print_lines(
+            err,
+            "check the credentials (`sagestack check`) and the permission servicequotas:ListServiceQuotas",
         )
-        err.print("check the credentials (`sagestack check`) and servicequotas:ListServiceQuotas permission")
         raise typer.Exit(1) from None
     if resolved.account and document.get("account") and document["account"] != resolved.account:
         err.print(
@@ -101,7 +103,7 @@ def check(
         raise typer.Exit(1 if failed else 0)
     for c in checks:
         mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]-[/]"}[c.ok]
-        out.print(f"{mark} {c.name}: {c.detail}", highlight=False)
+        print_lines(out, f"{c.name}: {c.detail}", mark)
     raise typer.Exit(1 if failed else 0)
 
 

@@ -37,6 +37,7 @@ def clients(region: str) -> Any:
 def aws_errors(region: str) -> Iterator[None]:
     """AWS's refusals as one line and exit 1 (missing credentials, an unreachable region, an error)."""
     from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    from botocore.parsers import ResponseParserError
 
     try:
         yield
@@ -46,3 +47,5 @@ def aws_errors(region: str) -> Iterator[None]:
         raise UserError(f"cannot reach AWS in {region}: {e}") from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(str(e)) from None
+    except ResponseParserError as e:  # not a BotoCoreError: an answer botocore could not read (a 5xx page)
+        raise UserError(f"AWS answered with something botocore could not read; try again: {e}") from None

@@ -90,16 +90,39 @@ def report_issues(found: Iterable[tuple[str | None, Sequence[Any]]], root: Path 
             print(line, file=sys.stderr)
 
 
-def terminal_lines(line: str) -> list[str]:
+def terminal_lines(line: str, stream: Any = None, hang: str = "    ") -> list[str]:
     """A long line as a terminal shows it: wrapped at spaces to its width (the terminal would cut
-    words), continuation lines indented; in a pipe, the one line editors and CI logs parse."""
-    import shutil
-
+    words), continuation lines indented by `hang`; in a pipe, the one line editors and CI logs
+    parse. `stream`: where it goes (default: stderr), the terminal whose width counts."""
     from sagestack.ops.screen import fit
 
-    if not sys.stderr.isatty():
-        return [line]
-    return fit(line, max(shutil.get_terminal_size().columns, 40), "", "    ")
+    width = terminal_width(stream)
+    return [line] if width is None else fit(line, width, "", hang)
+
+
+def terminal_width(stream: Any = None) -> int | None:
+    """The width of the terminal `stream` (default: stderr) shows, or None in a pipe."""
+    import shutil
+
+    if not (stream or sys.stderr).isatty():
+        return None
+    return max(shutil.get_terminal_size().columns, 40)
+
+
+def print_lines(out: Any, text: str, mark: str = "", hang: str = "    ") -> None:
+    """`text` on the rich console `out`, wrapped at spaces as terminal_lines does for its stream;
+    `mark`: rich markup printed before it (a coloured ✓), counted as two columns."""
+    from sagestack.ops.screen import broken
+
+    width = terminal_width(out.file)
+    lines = terminal_lines(("  " if mark else "") + text, out.file, hang)
+    if width is not None:  # a path or ARN longer than a line: broken after a separator, marked
+        lines = [part for line in lines for part in broken(line, width, hang)]
+    for i, line in enumerate(lines):
+        if i == 0 and mark:
+            out.print(mark + " ", end="", highlight=False)
+            line = line[2:]
+        out.print(line, markup=False, highlight=False)
 
 
 MAX_EXCERPT_BYTES = 2 * 1024 * 1024  # a spec is at most 1 MiB (core/yamldoc)
@@ -131,7 +154,24 @@ def excerpt(issue: Any, root: Path) -> list[str]:
     lines = source_excerpt(issue, text)
     if any(not (c.isprintable() or c in " \t") for line in lines for c in line):
         return []
-    return lines
+    width = terminal_width()
+    return lines if width is None or not lines else _within(lines, width)
+
+
+def _within(lines: list[str], width: int) -> list[str]:
+    """The excerpt's source line no wider than the terminal (it would fold the line and leave the
+    caret under nothing): what does not fit is elided with `…`, on the left when the caret would
+    be past the edge."""
+    gutter, source, caret = lines
+    if len(source) <= width:
+        return lines
+    bar = source.index("| ") + 2
+    end = len(caret.rstrip())
+    if end > width - 1:  # the caret past the edge: elide the start of the line instead
+        drop = end - (width - 1) + 1
+        source = source[:bar] + "…" + source[bar + drop :]
+        caret = caret[:bar] + " " + caret[bar + drop :]
+    return [gutter, source[: width - 1] + "…" if len(source) > width else source, caret[:width]]
 
 
 def checked_env(root: Path, env: str | None, flag: str = "--env") -> str | None:

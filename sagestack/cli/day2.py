@@ -166,10 +166,10 @@ def stop(
     client = clients(scope.region)
     with aws_errors(scope.region):
         try:
-            planned = plan(scope, client("stepfunctions"), client("sagemaker"), target)
+            planned = plan(scope, client("stepfunctions"), client("sagemaker"), target, client("batch"))
         except NotOurs as e:
             raise UserError(str(e)) from None
-        done = stop(planned, client("stepfunctions"), client("sagemaker"), scope)
+        done = stop(planned, client("stepfunctions"), client("sagemaker"), scope, client("batch"))
     if as_json:
         typer.echo(json.dumps({"stopped": [s.as_json() for s in done]}, indent=1))
         return
@@ -300,9 +300,9 @@ def interrupted_run(execution: str, entry: str, env: str, root: Path, spec: Any,
             answer = False
     if answer:
         scope = scope_of(SimpleNamespace(spec=spec, env=env))
-        sm = clients(scope.region)("sagemaker")
+        sm, batch = clients(scope.region)("sagemaker"), clients(scope.region)("batch")
         with aws_errors(scope.region):
-            done = stop(plan(scope, sfn, sm, run), sfn, sm, scope)
+            done = stop(plan(scope, sfn, sm, run, batch), sfn, sm, scope, batch)
         for line in stopped_lines(done, run, env, width):
             typer.echo(line)
         raise typer.Exit(130)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +14,7 @@ from sagestack.cli.common import (
     checked_env,
     console,
     load_entry,
+    print_lines,
     spec_errors,
 )
 from sagestack.cli.day2 import LogsOption
@@ -36,52 +35,49 @@ def synth(
 ) -> None:
     """Synthesize every environment as `cdk synth` does, keeping the app's exit code: 2 invalid spec,
     3 quota short, 4 lock mismatch, 1 unacknowledged cdk-nag finding (`cdk synth` exits 1 for all)."""
-    import json
-    import subprocess
+    from sagestack.ops.cdk_cli import synthesize
 
-    from sagestack.ops.screen import fit
+    pairs = context_pairs(context)
+    app_file = root.resolve() / "app.py"
+    if not app_file.exists():
+        raise UserError(f"no {app_file}: run from the project root or pass --root", EXIT_INVALID_SPEC)
+    outdir = output if output.is_absolute() else root.resolve() / output
+    code = synthesize(root.resolve(), outdir, pairs)
+    if code == 0:
+        synthesized(outdir)
+    raise typer.Exit(code)
 
+
+def context_pairs(context: list[str] | None) -> dict[str, str]:
+    """`-c KEY=VALUE` options as the context mapping (a malformed one: exit 2)."""
     pairs: dict[str, str] = {}
     for item in context or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--context {item!r}: use KEY=VALUE", EXIT_INVALID_SPEC)
         pairs[key] = value
-    app_file = root.resolve() / "app.py"
-    if not app_file.exists():
-        raise UserError(f"no {app_file}: run from the project root or pass --root", EXIT_INVALID_SPEC)
-    outdir = output if output.is_absolute() else root.resolve() / output
-    # How the CDK CLI runs an app: the output folder and the -c context in the environment.
-    env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(pairs)}
-    code = subprocess.call([sys.executable, str(app_file)], cwd=root.resolve(), env=env)
-    if code == 0:
-        stages = _stacks(outdir)
-        count = sum(len(names) for names in stages.values())
-        shown = outdir.relative_to(Path.cwd()) if outdir.is_relative_to(Path.cwd()) else outdir
-        out = console()
-        out.print(f"[green]✓[/] synthesized {count} stack(s) into {shown}/")
-        for stage, names in stages.items():  # wrapped between names, never inside one
-            lines = fit(f"{stage}: {', '.join(names)}", max(out.width, 40), "  ", "    ")
-            out.print("\n".join(lines), markup=False)
-        missing = len(json.loads((outdir / "manifest.json").read_text()).get("missing", []))
-        if missing:  # the app's warning above says what and how to resolve it
-            out.print(f"[yellow]![/] {missing} context lookup(s) unresolved (above): not deployable yet")
-    raise typer.Exit(code)
+    return pairs
 
 
-def _stacks(outdir: Path) -> dict[str, list[str]]:
-    """Each environment's stacks (their CloudFormation names), from the cloud assembly's manifests."""
+def synthesized(outdir: Path) -> None:
+    """The stacks a synth wrote, per environment (wrapped between names, never inside one), and
+    the context lookups it left unresolved."""
     import json
 
-    stages: dict[str, list[str]] = {}
-    for manifest in sorted(outdir.glob("assembly-*/manifest.json")):
-        artifacts = json.loads(manifest.read_text()).get("artifacts", {})
-        stages[manifest.parent.name.removeprefix("assembly-")] = sorted(
-            a.get("properties", {}).get("stackName", key)
-            for key, a in artifacts.items()
-            if a.get("type") == "aws:cloudformation:stack"
-        )
-    return stages
+    from sagestack.ops.cdk_cli import assembly_stacks
+    from sagestack.ops.screen import fit
+
+    stages = {env: [s.name for s in stacks] for env, stacks in assembly_stacks(outdir).items()}
+    count = sum(len(names) for names in stages.values())
+    shown = outdir.relative_to(Path.cwd()) if outdir.is_relative_to(Path.cwd()) else outdir
+    out = console()
+    out.print(f"[green]✓[/] synthesized {count} stack(s) into {shown}/")
+    for stage, names in stages.items():
+        lines = fit(f"{stage}: {', '.join(names)}", max(out.width, 40), "  ", "    ")
+        out.print("\n".join(lines), markup=False)
+    missing = len(json.loads((outdir / "manifest.json").read_text()).get("missing", []))
+    if missing:  # the app's warning above says what and how to resolve it
+        out.print(f"[yellow]![/] {missing} context lookup(s) unresolved (above): not deployable yet")
 
 
 @app.command()
@@ -99,6 +95,12 @@ def run(
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", help="stop following after N seconds")] = None,
     logs: LogsOption = True,
+    recommend: Annotated[
+        bool,
+        typer.Option(
+            "--recommend", help="measure an endpoint's slo: candidates (`sagestack recommend` reads it)"
+        ),
+    ] = False,
     retrain: Annotated[
         bool,
         typer.Option(
@@ -111,13 +113,7 @@ def run(
     """Start a job's, tuning entry's, pinned transform's or LLM optimization's deployed pipeline and
     follow it (boto3; AWS_ENDPOINT_URL is honoured)."""
     err = console(stderr=True)
-    loaded = load_entry(
-        root,
-        env,
-        job,
-        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
-        "job, tuning entry, transform or optimized LLM",
-    )
+    loaded = _entry_to_run(root, env, job, recommend=recommend)
     spec = loaded.spec
     if job in spec.transforms and spec.transforms[job].model_package is None:
         source = spec.transforms[job].model
@@ -142,7 +138,7 @@ def run(
     from sagestack.ops.account import aws_client
 
     names = Names(spec.project, env)
-    name, stack = pipeline_of(spec, env, job)
+    name, stack = pipeline_of(spec, env, job, recommend=recommend)
     sfn = aws_client("stepfunctions", spec.region)
     try:
         arn = remote.state_machine_arn(sfn, name)
@@ -179,9 +175,9 @@ def run(
     if result.status == "RUNNING":
         out.print(f"still running after {timeout} s: {execution}", markup=False)
         return
-    err.print(f"[red]✗ {result.status.lower()}[/]: {result.error or ''}", highlight=False)
+    print_lines(err, f"{result.status.lower()}: {result.error or ''}", "[red]✗[/]")
     if result.cause:
-        err.print(f"  {result.cause}", markup=False)
+        print_lines(err, f"  {result.cause}")
     raise typer.Exit(1)
 
 
@@ -199,11 +195,31 @@ def optimized_pipelines(spec: Any, env: str) -> dict[str, str]:
     return out
 
 
-def pipeline_of(spec: Any, env: str, entry: str) -> tuple[str, str]:
-    """The state machine `sagestack run ENTRY` starts, and the stack that deploys it."""
+def _entry_to_run(root: Path, env: str, job: str, *, recommend: bool) -> Any:
+    """The spec with `job` among what `run` (or `run --recommend`) starts."""
+    if recommend:
+        return load_entry(root, env, job, recommended_endpoints, "deployed endpoint with slo: candidates")
+    return load_entry(
+        root,
+        env,
+        job,
+        lambda spec: [*spec.jobs, *spec.tuning, *spec.transforms, *optimized_pipelines(spec, env)],
+        "job, tuning entry, transform or optimized LLM",
+    )
+
+
+def recommended_endpoints(spec: Any) -> list[str]:
+    """The endpoints `run --recommend` measures: deployed here, with slo: and candidates."""
+    return [k for k, ep in spec.endpoints.items() if ep.deploy and ep.slo is not None and ep.slo_candidates]
+
+
+def pipeline_of(spec: Any, env: str, entry: str, *, recommend: bool = False) -> tuple[str, str]:
+    """The state machine `sagestack run ENTRY [--recommend]` starts, and the stack that deploys it."""
     from sagestack.core.names import Names
 
     names = Names(spec.project, env)
+    if recommend:
+        return names.recommendation_state_machine(entry), "recommendation"
     if entry in spec.jobs or entry in spec.tuning:
         return names.state_machine(entry, tuning=entry not in spec.jobs), "training"
     if entry in spec.transforms:
@@ -263,9 +279,7 @@ def promote(
     except SpecError as e:
         raise spec_errors(e, root) from None
     except PromotionError as e:
-        from rich.markup import escape
-
-        err.print(f"[red]✗ not promoted[/]: {escape(str(e))}", highlight=False)
+        print_lines(err, f"not promoted: {e}", "[red]✗[/]")
         raise typer.Exit(e.exit_code) from None
     status = f" ({result.status})" if result.status else " (status not checked: --offline)"
     copied = result.copied
@@ -321,10 +335,18 @@ def cluster_submit(
     cluster: Annotated[str, typer.Option("--cluster", "-c", help="a key of clusters:")],
     env: Annotated[str | None, typer.Option("--env", "-e", help="environment (default: dev)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the script here")] = None,
+    team: Annotated[
+        str | None, typer.Option("--team", "-t", help="EKS clusters: a key of the cluster's teams:")
+    ] = None,
+    priority: Annotated[
+        str | None, typer.Option("--priority", help="EKS clusters: a key of the cluster's priority_classes:")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="EKS clusters: print the object only")] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Render the sbatch script that runs a job's training_src on a cluster (torchrun on every node,
-    the job's hyperparameters as the container's arguments) and say how to submit it."""
+    """Render the sbatch script that runs a job's training_src on a Slurm cluster (torchrun on every
+    node, the job's hyperparameters as the container's arguments) and say how to submit it; on an
+    EKS cluster, the job as a HyperPodPyTorchJob in a team's queue."""
     from sagestack.cli.common import resolve_for
     from sagestack.clusters.request import sbatch_script
 
@@ -340,6 +362,11 @@ def cluster_submit(
             )
     names = resolved.names
     c = spec.clusters[cluster]
+    if c.orchestrator == "eks":
+        from sagestack.cli.cluster_jobs import submit_to_eks
+
+        submit_to_eks(resolved, root, job, cluster, team, priority, output, dry_run)
+        return
     shared = c.fsx.mount_path if c.fsx is not None else "$HOME"
     code_dir = f"{shared}/sagestack/code/{job}"
     try:

@@ -83,11 +83,42 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack synth -c sagestack:environments=dev", "dev only (CDK context, as cdk -c)"),
         ),
     ),
+    "deploy": Help(
+        "Deploy one environment: checks, synth, then cdk deploy.",
+        (
+            ("sagestack deploy --env dev", "check the account, synth dev, deploy 'dev/*'"),
+            ("sagestack deploy --env prod --locked", "refuse what the lock did not record"),
+            ("sagestack deploy --env dev -- --method direct", "options after -- go to cdk"),
+        ),
+    ),
+    "diff": Help(
+        "What a deploy would change: retraining, new instances, data.",
+        (
+            ("sagestack diff --env dev", "jobs that retrain, endpoints that restart, data lost"),
+            ("sagestack diff --env prod --raw", "and cdk diff's property-level view"),
+            ("sagestack diff --env prod --fail --json", "exit 1 on any change (CI), as JSON"),
+        ),
+    ),
+    "destroy": Help(
+        "Delete the stacks sagestack created for an environment.",
+        (
+            ("sagestack destroy --env dev", "asks for the name, then deletes dev's stacks"),
+            ("sagestack destroy --env prod --confirm prod", "prod: its name typed, no prompt"),
+        ),
+    ),
     "run": Help(
         "Start a deployed pipeline (job, tuning, transform) and follow it.",
         (
             ("sagestack run classifier --env dev", "train, evaluate and register"),
             ("sagestack run lr-search --env dev --no-wait", "start a search, do not follow it"),
+            ("sagestack run digits --env dev --recommend", "measure digits' slo: candidates"),
+        ),
+    ),
+    "recommend": Help(
+        "What the recommendation pipeline measured against an endpoint's slo:.",
+        (
+            ("sagestack recommend digits --env dev", "the table and the verdict"),
+            ("sagestack recommend digits --env dev --pin", "pin the winner in dev's overlay"),
         ),
     ),
     "promote": Help(
@@ -133,6 +164,13 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack stop classifier --env dev", "every run of the job and its training job"),
             ("sagestack stop lr-search --env dev", "a search's runs and its tuning job"),
             ("sagestack stop run-20261206T031500000000Z --env dev", "one run (as Ctrl-C in run prints)"),
+        ),
+    ),
+    "cost": Help(
+        "An environment's spend by its tags, burn rate now, plan beside.",
+        (
+            ("sagestack cost --env dev", "the last 30 days per job and endpoint, what runs now"),
+            ("sagestack cost --env prod --days 7 --json", "the last 7 days, as one JSON document"),
         ),
     ),
     "cluster": Help(
@@ -205,6 +243,14 @@ EXAMPLES: dict[str, Help] = {
             ("sagestack local serve digits", "on http://127.0.0.1:8080"),
             ("sagestack local serve digits --predict 5", "send five samples, print, stop"),
             ("sagestack local serve chat --prompt 'Hello'", "an LLM: stream one answer"),
+        ),
+    ),
+    "local bench": Help(
+        "Sweep an endpoint's local configurations against its slo: target.",
+        (
+            ("sagestack local bench digits --env dev", "the table, the chart"),
+            ("sagestack local bench digits --quick --json", "seconds; as JSON"),
+            ("sagestack local bench chat --env staging", "an LLM: TTFT, tokens/s"),
         ),
     ),
     "local transform": Help(

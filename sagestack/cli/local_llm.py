@@ -8,7 +8,11 @@ from typing import Any
 
 import typer
 
-from sagestack.cli.common import console
+from sagestack.cli.common import console, print_lines
+
+# How long the first `local serve` of an LLM trains its weights (106 s of CPU measured on a 2-core
+# machine: docs/guide/llm.md).
+FIRST_BUILD = "~2 min"
 
 
 def llm_keys(spec: Any) -> list[str]:
@@ -36,39 +40,44 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
         model_server,
         uvicorn_server,
     )
+    from sagestack.local.llm.weights import has_weights
     from sagestack.local.serving.handlers import ServeError
+    from sagestack.local.training.pasteable import shown_path
 
     out, err = console(), console(stderr=True)
     try:
         llm = local_llm(loaded, key)
     except LlmServeError as e:
-        err.print(str(e), markup=False)
+        print_lines(err, str(e))
         raise typer.Exit(2) from None
+    if not has_weights(llm.weights):
+        # said before the bar, whole: the bar's label is short (a path cut to fit read like an error)
+        print_lines(
+            err,
+            f"{key} has no weights here yet: training a small model on text bundled with sagestack, "
+            f"once (about two minutes on a laptop's CPU), into {shown_path(llm.weights)}",
+        )
     with Progress(
         TextColumn("{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=16),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         console=err,
         transient=True,
     ) as progress:
-        task = progress.add_task(
-            f"no weights in {llm.weights}: training a small model on bundled text", total=None
-        )
+        task = progress.add_task(f"building weights for {key} (first run, {FIRST_BUILD})", total=None)
 
         def step(done: int, total: int, loss: float) -> None:
             progress.update(task, completed=done, total=total)
 
         if ensure_weights(llm, step):
-            err.print(
-                f"made local weights for {key} in {llm.weights} (the cloud reads s3 {llm.spec.weights.s3})",
-                markup=False,
-            )
+            print_lines(err, f"made local weights for {key} (the cloud reads {llm.spec.weights.s3})")
     app = model_server(llm)
-    out.print(
-        f"serving [bold]{key}[/] ({llm.spec.container}: the {llm.schema.upper()} schema) on http://{host}:{port} — "
+    print_lines(
+        out,
+        f"serving {key} ({llm.spec.container}: the {llm.schema.upper()} schema) on http://{host}:{port} — "
         f"GET /ping, POST /invocations, POST /endpoints/{llm.name}/invocations[-response-stream]; "
-        f"at most {app.limits.max_total_tokens} tokens a sequence"
+        f"at most {app.limits.max_total_tokens} tokens a sequence",
     )
     if prompt is None:
         uvicorn_server(app, host, port).run()

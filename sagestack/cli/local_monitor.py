@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sagestack.cli.common import EnvOption, JsonOption, RootOption, console, default_env, load_entry
+from sagestack.cli.common import (
+    EnvOption,
+    JsonOption,
+    RootOption,
+    console,
+    default_env,
+    load_entry,
+    print_lines,
+)
 
 if TYPE_CHECKING:
     from sagestack.local.serving.monitor import Dataset
@@ -53,6 +61,7 @@ def local_monitor(
         write_json,
     )
     from sagestack.local.serving.s3_paths import capture_dir
+    from sagestack.local.training.pasteable import shown_path
 
     out = console()
     loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
@@ -64,14 +73,14 @@ def local_monitor(
     write_json(base / "baseline" / "statistics.json", stats)
     write_json(base / "baseline" / "constraints.json", limits)
     if not as_json:
-        out.print(
-            f"baseline: {len(data.rows)} records, {len(data.names)} features → {base / 'baseline'}",
-            markup=False,
+        print_lines(
+            out,
+            f"baseline: {len(data.rows)} records, {len(data.names)} features → {shown_path(base / 'baseline')}",
         )
     current = captured_dataset(capture_root)
     if not current.rows:
         raise UserError(
-            f"nothing captured under {capture_root}; serve with capture on "
+            f"nothing captured under {shown_path(capture_root)}; serve with capture on "
             f"(`sagestack local serve {endpoint} --capture`) and send requests first"
         )
     found = violations(stats, limits, current)
@@ -93,7 +102,7 @@ def local_monitor(
         }
         typer.echo(json.dumps(document, indent=1))
         return
-    out.print(f"captured: {len(current.rows)} records → {report}", markup=False)
+    print_lines(out, f"captured: {len(current.rows)} records → {shown_path(report)}")
     if not found:
         out.print("[green]✓[/] no violations (Completed)")
         return
@@ -104,7 +113,7 @@ def local_monitor(
         table.add_row(v["feature_name"], v["constraint_check_type"], v["description"])
     out.print(table)
     if len(found) > 20:
-        out.print(f"… and {len(found) - 20} more in {report / 'constraint_violations.json'}", markup=False)
+        print_lines(out, f"… and {len(found) - 20} more in constraint_violations.json of the report above")
 
 
 def _baseline_dataset(loaded: LoadedSpec, endpoint: str, baseline: Path | None, sample: int) -> Dataset:
@@ -114,6 +123,7 @@ def _baseline_dataset(loaded: LoadedSpec, endpoint: str, baseline: Path | None, 
     from sagestack.cli.common import UserError
     from sagestack.local.serving.compile import local_root
     from sagestack.local.serving.monitor import read_dataset
+    from sagestack.local.training.pasteable import shown_path
 
     monitor = loaded.spec.endpoints[endpoint].monitor
     dataset_format = monitor.dataset_format if monitor else "csv"
@@ -134,7 +144,8 @@ def _baseline_dataset(loaded: LoadedSpec, endpoint: str, baseline: Path | None, 
         )
     if not baseline.exists():
         raise UserError(
-            f"no baseline dataset at {baseline}; give --baseline (the training data as CSV or JSON Lines) "
+            f"no baseline dataset at {shown_path(baseline)}; give --baseline (the training data as CSV or JSON "
+            "Lines) "
             "or --sample-baseline N"
         )
     data = read_dataset(baseline, dataset_format, header)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sagestack.cli.common import EnvOption, RootOption, console, default_env, load_entry
+from sagestack.cli.common import EnvOption, RootOption, console, default_env, load_entry, print_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,15 +43,16 @@ def local_compile(
         with out.status(f"[bold]{endpoint}[/]: tracing and checking"):
             result = compile_locally(loaded, endpoint, model_dir=model_dir, output=output)
     except LocalCompileError as e:
-        err.print(str(e), markup=False)
+        print_lines(err, str(e))
         raise typer.Exit(1) from None
+    from sagestack.local.training.pasteable import shown_path
+
     c = loaded.spec.endpoints[endpoint].compile
     target = (c.target_device or "a target platform") if c else "no compile target (served as trained)"
-    out.print(f"[green]✓ compiled[/] {endpoint} for {target}: {result.input_shapes}")
-    out.print(
-        f"  traced == eager on {result.checks} inputs (max |diff| {result.max_abs_diff:.2g})", markup=False
-    )
-    out.print(f"  {result.archive} ({result.size / 1024:.0f} KiB, sha256 {result.sha256[:12]})", markup=False)
+    print_lines(out, f"compiled {endpoint} for {target}: {result.input_shapes}", "[green]✓[/]")
+    print_lines(out, f"  traced == eager on {result.checks} inputs (max |diff| {result.max_abs_diff:.2g})")
+    size = f"{result.size / 1024:.0f} KiB, sha256 {result.sha256[:12]}"
+    print_lines(out, f"  {shown_path(result.archive)} ({size})", hang="      ")
 
 
 @app.command("serve")
@@ -130,7 +131,7 @@ def local_serve(
     if is_llm(loaded.spec, endpoint):
         serve_llm(loaded, endpoint, host=host, port=port, prompt=prompt, max_tokens=max_tokens)
         return
-    model_dir = _served_model(err if as_json else out, err, loaded, endpoint, model)  # stdout: JSON alone
+    model_dir = served_model(err if as_json else out, err, loaded, endpoint, model)  # stdout: JSON alone
     batching = batching_options(loaded.spec.endpoints[endpoint].batching, len(os.sched_getaffinity(0)))
     for key, given in (("max_batch", max_batch), ("max_delay_ms", max_delay_ms), ("workers", workers)):
         if given is not None:
@@ -157,7 +158,7 @@ def local_serve(
     server.run()
 
 
-def _served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str, model: Path | None) -> Path:
+def served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str, model: Path | None) -> Path:
     """The model folder to serve: --model (a folder, or an archive unpacked), else the local compile
     result (compiled first when there is none yet)."""
     from sagestack.local.serving.compile import LocalCompileError, compile_locally, local_root
@@ -193,20 +194,21 @@ def _served_model(out: Console, err: Console, loaded: LoadedSpec, endpoint: str,
 def _announce(out: Console, endpoint: str, options: ServeOptions) -> None:
     from sagestack.core.deployment import LOCAL_BUCKET
 
-    out.print(
-        f"serving [bold]{endpoint}[/] on http://{options.host}:{options.port} (GET /ping, POST /invocations; "
+    print_lines(
+        out,
+        f"serving {endpoint} on http://{options.host}:{options.port} (GET /ping, POST /invocations; "
         f"{options.workers} worker(s), batches of up to {options.max_batch} request(s) waiting at most "
-        f"{options.max_delay_ms:g} ms); Ctrl-C stops"
+        f"{options.max_delay_ms:g} ms); Ctrl-C stops",
     )
     if options.asynchronous is not None:
         a = options.asynchronous
-        out.print(
+        print_lines(
+            out,
             f"  async: POST /endpoints/{a.endpoint}/async-invocations; results in {a.local(a.output_uri)}, "
             f"failures in {a.local(a.failure_uri)} (s3://{LOCAL_BUCKET}/… is {a.s3_root / LOCAL_BUCKET})",
-            markup=False,
         )
     if options.capture_dir is not None:
-        out.print(f"  capturing {options.capture_percent} % to {options.capture_dir}", markup=False)
+        print_lines(out, f"  capturing {options.capture_percent} % to {options.capture_dir}")
 
 
 def _tf_sample_shape(model: Any) -> tuple[int, ...] | None:

@@ -17,6 +17,7 @@ from sagestack.cli.common import (
     default_env,
     load_entry,
     parse_overrides,
+    print_lines,
 )
 from sagestack.cli.training_progress import training_progress
 from sagestack.core.catalog.suggest import did_you_mean
@@ -236,7 +237,7 @@ def local_tune(
         )
         raise typer.Exit(1)
     if png:
-        out.print(f"  plot: {png}", markup=False, soft_wrap=not out.is_terminal)
+        print_lines(out, f"  plot: {shown(png)}")
 
 
 def tuning_document(key: str, spec: TuningSpec, trials: list[Trial], plot: Path | None) -> dict[str, Any]:

@@ -47,6 +47,7 @@ def local_transform(
     from sagestack.local.serving.handlers import ServeError, unpack_model
     from sagestack.local.serving.serve import load_model_handlers
     from sagestack.local.serving.transform import TransformError, run_transform
+    from sagestack.local.training.pasteable import shown_path
 
     out = console()
     loaded = load_entry(root, default_env(root, env), transform, lambda spec: spec.transforms, "transform")
@@ -68,7 +69,8 @@ def local_transform(
             raise UserError(str(e)) from None
         if not (model / "model_info.json").exists():
             raise UserError(
-                f"no trained model in {model}; run `sagestack local train {spec.model.from_} --env {loaded.env}` first"
+                f"no trained model in {shown_path(model)}; run "
+                f"`sagestack local train {spec.model.from_} --env {loaded.env}` first"
             )
     if model.is_file():
         model = unpack_model(model, base / "model")

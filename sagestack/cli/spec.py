@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,8 +18,11 @@ from sagestack.cli.common import (
     UserError,
     checked_env,
     console,
+    print_lines,
     report_issues,
     resolve_for,
+    terminal_lines,
+    terminal_width,
 )
 
 app = typer.Typer()
@@ -168,6 +172,7 @@ def schema(
     check: Annotated[bool, typer.Option("--check", help="exit 1 if the files are out of date")] = False,
 ) -> None:
     """Write the spec's JSON Schemas (project file and environment overlays) for editors."""
+    from sagestack.local.training.pasteable import shown_path
     from sagestack.project.schema import schema_texts
 
     stale = []
@@ -179,7 +184,7 @@ def schema(
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        typer.echo(f"wrote {path}")
+        typer.echo(f"wrote {shown_path(path)}")
     if stale:
         typer.echo(f"out of date: {', '.join(stale)}; run `sagestack schema`", err=True)
         raise typer.Exit(1)
@@ -212,9 +217,11 @@ def rules(
     out = console()
     if explain is not None:
         r = chosen[0]
-        out.print(f"{r.id} ({r.severity}): {r.summary}", markup=False)
-        out.print(f"\nWhy: {r.why}", markup=False)
-        out.print(f"\nWhat to do: {r.fix}", markup=False)
+        for i, paragraph in enumerate(
+            (f"{r.id} ({r.severity}): {r.summary}", f"Why: {r.why}", f"What to do: {r.fix}")
+        ):
+            for line in ([""] if i else []) + terminal_lines(paragraph, sys.stdout, hang="  "):
+                typer.echo(line)
         return
     _print_rules(out, chosen)
 
@@ -326,11 +333,13 @@ def render_requests(
     ] = False,
     root: RootOption = Path("."),
 ) -> None:
-    """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model;
-    values only a deployment knows are stand-ins, named as such."""
+    """Print the exact request(s) the pipeline sends, validated against botocore's SageMaker model
+    (an endpoint's autoscaling against Application Auto Scaling's); values only a deployment knows
+    are stand-ins, named as such."""
     import json
 
     from sagestack.core.catalog.suggest import did_you_mean
+    from sagestack.ops.screen import broken, fit, fit_json
     from sagestack.project.requests import render_environment, renderable_names, requests_named
 
     resolved = resolve_for(root, env)
@@ -345,10 +354,10 @@ def render_requests(
             if endpoint is not None and not endpoint.deploy
             else ""
         )
-        console(stderr=True).print(
-            f"no job, search, endpoint or transform '{name}' in {resolved.env}{why}"
+        print_lines(
+            console(stderr=True),
+            f"no job, search, endpoint, transform or cluster '{name}' in {resolved.env}{why}"
             f"{did_you_mean(name, known) if not why else ''} (defined: {', '.join(known) or 'none'})",
-            markup=False,
         )
         raise typer.Exit(EXIT_INVALID_SPEC) from None
     except IndexError as e:
@@ -359,6 +368,7 @@ def render_requests(
 
         from sagestack.core.catalog.service_model import validate_request
         from sagestack.core.digests import pin_images
+        from sagestack.endpoints.scaling_request import OPERATIONS, validate_scaling
         from sagestack.ops.lock import locked_digests, read_lock
 
         pins = locked_digests(read_lock(root, resolved.env))
@@ -370,7 +380,10 @@ def render_requests(
             )
         shown = [dataclasses.replace(s, request=pin_images(s.request, pins)) for s in shown]
         for s in shown:
-            validate_request(s.operation, s.request)
+            if s.operation in OPERATIONS:  # an endpoint's autoscaling: Application Auto Scaling's model
+                validate_scaling({s.operation: s.request})
+            else:
+                validate_request(s.operation, s.request)
     if as_json:
         document = {
             "environment": resolved.env,
@@ -381,11 +394,18 @@ def render_requests(
         }
         typer.echo(json.dumps(document, indent=1, sort_keys=True))
         return
+    width = terminal_width(sys.stdout)
     for s in shown:
         typer.echo(f"# {s.operation} ({s.label}), environment {resolved.env}")
         for marker, what in s.stand_ins.items():
-            typer.echo(f"#   stand-in {marker!r}: {what}")
-        typer.echo(json.dumps(s.request, indent=1, sort_keys=True))
+            text = f"stand-in {marker!r}: {what}"
+            fitted = [f"#   {text}"] if width is None else fit(text, width, "#   ", "#       ")
+            for line in fitted:
+                for part in [line] if width is None else broken(line, width, "#         "):
+                    typer.echo(part)
+        for line in json.dumps(s.request, indent=1, sort_keys=True).splitlines():
+            for shown_line in [line] if width is None else fit_json(line, width):
+                typer.echo(shown_line)
 
 
 @app.command()

@@ -97,6 +97,7 @@ def render(doc: dict[str, Any], width: int) -> list[str]:
         ("tuning jobs", _tuning(doc["tuning_jobs"])),
         ("endpoints (last hour)", _endpoints(doc["endpoints"])),
         ("clusters", _clusters(doc["clusters"])),
+        ("training queues", _queues(doc.get("queues", []))),
         ("schedules", _schedules(doc["schedules"], read_at)),
     ):
         if rows:
@@ -232,6 +233,25 @@ def _clusters(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
         out.append(("  ", f"{r['key']} {r['status']}" + (f": {groups}" if groups else "")))
         if r.get("failure_reason"):
             out.append(("    ", f"failed: {r['failure_reason']}"))
+    return out
+
+
+def _queues(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    out = []
+    for r in rows:
+        if not r["deployed"]:
+            out.append(("  ", f"{r['key']} not deployed"))
+            continue
+        running = sum(j["status"] == "RUNNING" for j in r["jobs"])
+        held = len(r["jobs"]) - running
+        out.append(
+            ("  ", f"{r['key']}: {held} waiting, {running} running" if r["jobs"] else f"{r['key']}: empty")
+        )
+        for j in r["jobs"]:
+            share = f" {j['share']}" if j["share"] else ""
+            since = f" {_duration(j['waiting_seconds'])}" if j["waiting_seconds"] is not None else ""
+            why = f": {j['reason']}" if j["reason"] and j["status"] != "RUNNING" else ""
+            out.append(("    ", f"{j['name']} {j['status']}{share}{since}{why}"))
     return out
 
 

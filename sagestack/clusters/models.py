@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sagestack.core.model import StrictModel
 from sagestack.core.types import (
@@ -12,6 +12,14 @@ from sagestack.core.types import (
     EntryName,
     ProjectPath,
 )
+
+
+class KubernetesTaint(StrictModel):
+    """A Kubernetes taint on an EKS-orchestrated group's nodes (KubernetesConfig.Taints)."""
+
+    key: str = Field(min_length=1, max_length=317)
+    value: str | None = Field(default=None, min_length=1, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
 class ClusterGroupSpec(StrictModel):
@@ -32,6 +40,18 @@ class ClusterGroupSpec(StrictModel):
         default=True,
         description="InstanceStress and InstanceConnectivity checks on accelerated nodes at start",
     )
+    capacity: Literal["on-demand", "spot"] | None = Field(
+        default=None,
+        description="orchestrator eks: the group's capacity, CapacityRequirements (default: HyperPod's, on-demand)",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="orchestrator eks: Kubernetes labels on the group's nodes"
+    )
+    taints: list[KubernetesTaint] = Field(
+        default_factory=list,
+        max_length=50,
+        description="orchestrator eks: Kubernetes taints on the group's nodes",
+    )
 
 
 class ClusterFsxSpec(StrictModel):
@@ -51,9 +71,8 @@ class LifecycleSpec(StrictModel):
     )
 
 
-class ClusterSpec(StrictModel):
-    """A SageMaker HyperPod cluster with the Slurm orchestrator, in its own VPC (one Availability
-    Zone, as EFA needs), its nodes in a security group open to itself, FSx for Lustre at /fsx."""
+class _ClusterBase(StrictModel):
+    """What every HyperPod cluster has, whichever orchestrator."""
 
     instance_groups: dict[EntryName, ClusterGroupSpec] = Field(min_length=1)
     lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec)
@@ -67,3 +86,91 @@ class ClusterSpec(StrictModel):
         "of the region's zones, which a synth for an account looks up with its credentials; an "
         "environment without an account gets Fn::GetAZs at deploy)",
     )
+
+
+# Kubernetes versions HyperPod supports for its EKS orchestrator: AWS's "Getting started with Amazon
+# EKS support in SageMaker HyperPod" (docs.amazonaws.cn, sagemaker-hyperpod-eks-prerequisites, read
+# 2026-12) lists 1.28 to 1.34; the default is the newest.
+KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+
+
+class EksSpec(StrictModel):
+    """The EKS cluster that orchestrates a HyperPod cluster (`orchestrator: eks`)."""
+
+    admin_roles: list[str] = Field(
+        min_length=1,
+        description="IAM role ARNs given cluster-admin access entries (the people who run kubectl and "
+        "install HyperPod's Helm chart)",
+    )
+    kubernetes_version: Literal["1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.34"
+    vpc_cni_version: str | None = Field(
+        default=None,
+        pattern=r"^v1\.(18\.([3-9]|\d\d+)|(19|[2-9]\d)\.\d+)-eksbuild\.\d+$",
+        description="the VPC CNI add-on's version, 1.18.3 or later as HyperPod requires, e.g. "
+        "v1.20.4-eksbuild.1 (default: EKS's default for the Kubernetes version)",
+    )
+    public_endpoint_cidrs: list[str] = Field(
+        default_factory=list,
+        description="CIDRs that may reach the Kubernetes API from the internet (default: none; the "
+        "endpoint is private to the VPC)",
+    )
+    second_zone: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{2}(-[a-z]+)+-\d+[a-z]$",
+        description="EKS needs subnets in two zones: the second, when availability_zone is named",
+    )
+    helm_dependencies: Literal["pending", "installed"] = Field(
+        default="pending",
+        description="HyperPod's Helm chart must be installed on the EKS cluster before the HyperPod "
+        "cluster is created: 'pending' deploys the EKS cluster only and prints the helm step; "
+        "'installed' adds the HyperPod cluster",
+    )
+    training_operator: bool = Field(default=True, description="the HyperPod training operator add-on")
+    task_governance: bool = Field(default=True, description="the HyperPod task governance add-on (Kueue)")
+
+
+class TeamSpec(StrictModel):
+    """A team's share of an EKS-orchestrated cluster (task governance: a ComputeQuota)."""
+
+    quota: dict[str, int] = Field(
+        default_factory=dict,
+        description="instances per type guaranteed to the team, e.g. {ml.p5.48xlarge: 2}",
+    )
+    fair_share_weight: int = Field(default=0, ge=0, le=100)
+    sharing: Literal["Lend", "DontLend", "LendAndBorrow"] = Field(
+        default="LendAndBorrow", description="whether the team lends its idle quota and borrows others'"
+    )
+    borrow: dict[str, int] = Field(
+        default_factory=dict, description="at most this many instances per type borrowed from others"
+    )
+    preempt: Literal["Never", "LowerPriority"] = Field(
+        default="LowerPriority", description="whether the team's tasks preempt its own lower-priority tasks"
+    )
+    jobs: list[str] = Field(
+        default_factory=list, description="the spec's jobs this team runs on the cluster (checked to fit)"
+    )
+
+
+class ClusterSpec(_ClusterBase):
+    """A SageMaker HyperPod cluster in its own VPC, orchestrated by Slurm (the default: nodes in one
+    Availability Zone as EFA needs, a security group open to itself, FSx for Lustre at /fsx) or by
+    EKS (`orchestrator: eks`, an EKS control plane in the same VPC, with `teams:` sharing it)."""
+
+    orchestrator: Literal["slurm", "eks"] = "slurm"
+    eks: EksSpec | None = None
+    teams: dict[EntryName, TeamSpec] = Field(default_factory=dict)
+    priority_classes: dict[str, int] = Field(
+        default_factory=dict,
+        description="orchestrator eks: task priority classes and their weights (0-100), highest first",
+    )
+    fair_share: bool = Field(default=True, description="teams borrow idle compute by fair-share weight")
+
+    @model_validator(mode="after")
+    def _eks_needs_its_settings(self) -> ClusterSpec:
+        if self.orchestrator == "eks" and self.eks is None:
+            raise ValueError("orchestrator: eks needs eks: {admin_roles: [<role ARN>]}")
+        if self.orchestrator == "slurm" and self.eks is not None:
+            raise ValueError("eks: is for orchestrator: eks")
+        if self.eks and self.availability_zone and not self.eks.second_zone:
+            raise ValueError("orchestrator: eks with a named availability_zone needs eks.second_zone")
+        return self

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from sagestack.clusters.models import ClusterSpec
+from sagestack.clusters.models import ClusterGroupSpec, ClusterSpec
 from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import to_cmd_args
 from sagestack.core.deployment import Deployment
@@ -32,6 +32,7 @@ class ClusterContext:
     security_groups: tuple[str, ...]
     fsx_dns_name: str | None = None
     fsx_mount_name: str | None = None
+    eks_cluster_arn: str | None = None  # orchestrator eks: the EKS cluster the nodes join
 
 
 def _accelerated(instance_type: str) -> bool:
@@ -53,10 +54,13 @@ def create_cluster_request(names: Names, key: str, spec: ClusterSpec, ctx: Clust
             "InstanceCount": g.count,
             "ExecutionRole": ctx.deployment.role_arn,
             "LifeCycleConfig": {"SourceS3Uri": lifecycle_uri, "OnCreate": spec.lifecycle.on_create},
-            "SlurmConfig": {"NodeType": g.node_type},
         }
-        if g.partitions:
-            group["SlurmConfig"]["PartitionNames"] = list(g.partitions)
+        if spec.orchestrator == "eks":
+            group.update(_kubernetes_group(g))
+        else:
+            group["SlurmConfig"] = {"NodeType": g.node_type}
+            if g.partitions:
+                group["SlurmConfig"]["PartitionNames"] = list(g.partitions)
         if g.threads_per_core is not None:
             group["ThreadsPerCore"] = g.threads_per_core
         storage: list[dict[str, Any]] = []
@@ -86,12 +90,36 @@ def create_cluster_request(names: Names, key: str, spec: ClusterSpec, ctx: Clust
         "Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}},
         "NodeRecovery": spec.node_recovery,
     }
+    if spec.orchestrator == "eks":
+        if not ctx.eks_cluster_arn:
+            raise ValueError(f"cluster {key}: orchestrator eks needs the EKS cluster's ARN")
+        request["Orchestrator"] = {"Eks": {"ClusterArn": ctx.eks_cluster_arn}}
+        # Continuous provisioning: HyperPod brings up the nodes it can and keeps trying for the rest,
+        # rather than failing the whole cluster when one group's capacity is short.
+        request["NodeProvisioningMode"] = "Continuous"
     if ctx.deployment.tags:
         request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.deployment.tags]
     return request
 
 
-def stand_in_cluster_context(deployment: Deployment, *, fsx: bool) -> ClusterContext:
+def _kubernetes_group(g: ClusterGroupSpec) -> dict[str, Any]:
+    """An EKS-orchestrated group's own keys: its capacity type, Kubernetes labels and taints."""
+    out: dict[str, Any] = {}
+    if g.capacity is not None:
+        out["CapacityRequirements"] = {"Spot": {}} if g.capacity == "spot" else {"OnDemand": {}}
+    config: dict[str, Any] = {}
+    if g.labels:
+        config["Labels"] = dict(g.labels)
+    if g.taints:
+        config["Taints"] = [
+            {"Key": t.key, **({"Value": t.value} if t.value else {}), "Effect": t.effect} for t in g.taints
+        ]
+    if config:
+        out["KubernetesConfig"] = config
+    return out
+
+
+def stand_in_cluster_context(deployment: Deployment, *, fsx: bool, eks: bool = False) -> ClusterContext:
     """`deployment`'s stand-ins (Deployment.stand_ins), with a stand-in network and file system."""
     return ClusterContext(
         deployment=deployment,
@@ -99,6 +127,9 @@ def stand_in_cluster_context(deployment: Deployment, *, fsx: bool) -> ClusterCon
         security_groups=("sg-0123456789abcdef0",),
         fsx_dns_name=f"fs-0123456789abcdef0.fsx.{deployment.region}.amazonaws.com" if fsx else None,
         fsx_mount_name="abcdefgh" if fsx else None,
+        eks_cluster_arn=(
+            f"arn:aws:eks:{deployment.region}:{deployment.account}:cluster/stand-in" if eks else None
+        ),
     )
 
 
@@ -107,6 +138,8 @@ def stand_in_cluster_context(deployment: Deployment, *, fsx: bool) -> ClusterCon
 
 def compute_group(spec: ClusterSpec) -> tuple[str, Any]:
     """The compute group a job runs on: the largest."""
+    if spec.orchestrator != "slurm":
+        raise ValueError("an sbatch script needs a Slurm cluster (this one is orchestrated by EKS)")
     compute = [(n, g) for n, g in spec.instance_groups.items() if g.node_type == "Compute"]
     if not compute:
         raise ValueError("the cluster has no Compute instance group")

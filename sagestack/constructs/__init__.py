@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sagestack.constructs.inference_endpoint import InferenceEndpoint, InferenceEndpointBase
     from sagestack.constructs.job_pipeline import JobPipeline, JobPipelineBase
     from sagestack.constructs.llm_optimization import OptimizationPipeline
-    from sagestack.constructs.mlflow_server import MlflowTrackingServer, grant_mlflow_logging
+    from sagestack.constructs.mlflow_server import MlflowApp, MlflowTrackingServer, grant_mlflow_logging
     from sagestack.constructs.model_monitor import ModelMonitor
     from sagestack.constructs.model_registration import ModelRegistration
     from sagestack.constructs.model_registry import ModelPackageGroup, ModelPackageGroupBase
@@ -70,6 +70,7 @@ _WHERE = {
     "JobPipeline": "sagestack.constructs.job_pipeline",
     "JobPipelineBase": "sagestack.constructs.job_pipeline",
     "LlmModel": "sagestack.constructs.endpoint_llm",
+    "MlflowApp": "sagestack.constructs.mlflow_server",
     "MlflowTrackingServer": "sagestack.constructs.mlflow_server",
     "ModelMonitor": "sagestack.constructs.model_monitor",
     "ModelPackageGroup": "sagestack.constructs.model_registry",
@@ -126,6 +127,7 @@ __all__ = [
     "JobPipeline",
     "JobPipelineBase",
     "LlmModel",
+    "MlflowApp",
     "MlflowTrackingServer",
     "ModelMonitor",
     "ModelPackageGroup",

@@ -46,6 +46,14 @@ VPC_NETWORK_INTERFACES = (
 )
 
 # ECR: pulling an image (the token call has no resource-level permission).
+# The VPC CNI on an EKS node: secondary addresses and interfaces for pods (AWS's AmazonEKS_CNI_Policy)
+EKS_NODE_INTERFACES = (
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+    "ec2:AttachNetworkInterface",
+    "ec2:CreateTags",
+)
+EKS_NODE_DESCRIBE = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags")
 ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 ECR_AUTH = ("ecr:GetAuthorizationToken",)
 
@@ -110,6 +118,11 @@ PASS_ROLE = ("iam:PassRole",)
 
 # Debugger rule actions, which run as the execution role.
 TRAINING_JOBS_STOP = ("sagemaker:StopTrainingJob",)
+# A queued job's pipeline: submit to its queue (SubmitServiceJob with tags also needs TagResource on
+# the service job it creates), and follow the service job (DescribeServiceJob has no resource type).
+QUEUE_SUBMIT = ("batch:SubmitServiceJob",)
+QUEUE_TAG = ("batch:TagResource",)
+QUEUE_READ = ("batch:DescribeServiceJob",)
 DEBUGGER_NOTIFY = ("sns:CreateTopic", "sns:Subscribe", "sns:Publish")
 
 # A HyperPod node's SSM sessions (how people log in to the login and controller nodes).
@@ -145,6 +158,8 @@ MLFLOW_LOG = (
     "sagemaker-mlflow:GetMetricHistory",
     "sagemaker-mlflow:ListArtifacts",
 )
+# An MLflow App's calls, all of them one action in IAM's data (its resource: mlflow-app/<id>).
+MLFLOW_APP_LOG = ("sagemaker:CallMlflowAppApi",)
 # What the tracking server's own role needs to register models automatically.
 MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:AddTags",
@@ -152,6 +167,20 @@ MLFLOW_MODEL_REGISTRATION = (
     "sagemaker:CreateModelPackage",
     "sagemaker:UpdateModelPackage",
     "sagemaker:DescribeModelPackageGroup",
+)
+# An endpoint's recommendation pipeline (`slo:`): an AI recommendation job (an LLM's) or an Inference
+# Recommender job (a classic model's); creating either with Tags needs AddTags.
+AI_RECOMMENDATION_JOBS_RUN = (
+    "sagemaker:CreateAIRecommendationJob",
+    "sagemaker:DescribeAIRecommendationJob",
+    "sagemaker:StopAIRecommendationJob",
+    "sagemaker:AddTags",
+)
+INFERENCE_RECOMMENDATIONS_JOBS_RUN = (
+    "sagemaker:CreateInferenceRecommendationsJob",
+    "sagemaker:DescribeInferenceRecommendationsJob",
+    "sagemaker:StopInferenceRecommendationsJob",
+    "sagemaker:AddTags",
 )
 # An LLM's optimization pipeline: its job (CreateOptimizationJob with Tags needs AddTags).
 OPTIMIZATION_JOBS_RUN = (

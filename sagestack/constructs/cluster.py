@@ -28,7 +28,9 @@ from sagestack.constructs.cluster_props import (
     ClusterInstanceGroup,
     resolve_cluster_spec,
 )
+from sagestack.constructs.cluster_teams import ClusterTeams
 from sagestack.constructs.compliance import acknowledge_compliance
+from sagestack.constructs.eks_control_plane import EksControlPlane
 from sagestack.constructs.log_encryption import allow_log_group_encryption
 from sagestack.constructs.nag import acknowledge, acknowledge_at_synth, nag_text
 from sagestack.constructs.prefix_deployment import deploy_to_prefix, grant_prefix
@@ -36,7 +38,7 @@ from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.validation import stand_in_deployment
 from sagestack.core.catalog.service_model import validate_request
 from sagestack.core.deployment import Deployment
-from sagestack.core.names import Names
+from sagestack.core.names import CLUSTER_TAG, Names
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
@@ -61,7 +63,7 @@ class HyperPodCluster(Construct):
     vpc: default: a new VPC (public + private subnets in one Availability Zone, one NAT gateway,
       flow logs); pass one to use its private subnets.
     removal_policy: of the file system (default RETAIN).
-    tags: cluster tags.
+    tags: cluster tags; sagestack:cluster=<key> is always added (`sagestack cost` groups by it).
     """
 
     @typed_props
@@ -100,10 +102,9 @@ class HyperPodCluster(Construct):
         self.names = names
         self.key = key
 
-        self.vpc = vpc or self._vpc(cluster.vpc_cidr, cluster.availability_zone, encryption_key)
-        subnet = self.vpc.select_subnets(
-            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, one_per_az=True
-        ).subnets[0]
+        self.vpc = vpc or self._vpc(cluster.vpc_cidr, self._zones(cluster), encryption_key)
+        private = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, one_per_az=True)
+        subnet = private.subnets[0]  # the nodes' (one zone: EFA and Lustre)
         self.security_group = ec2.SecurityGroup(
             self,
             "Nodes",
@@ -121,17 +122,61 @@ class HyperPodCluster(Construct):
             if cluster.fsx is not None
             else None
         )
+        self.eks = (
+            EksControlPlane(
+                self,
+                "Eks",
+                name=names.eks_cluster(key),
+                spec=cluster.eks,
+                subnets=private.subnets,
+                security_group=self.security_group,
+                encryption_key=encryption_key,
+            )
+            if cluster.eks is not None
+            else None
+        )
         prefix = names.cluster_lifecycle_prefix(key)
         self.scripts = self._lifecycle_scripts(lifecycle_dir, artifacts, prefix)
         self.role = self._node_role(artifacts, prefix)
-        self.request = self._request(subnet, artifacts, encryption_key, tuple(sorted((tags or {}).items())))
-        self.resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.request["ClusterName"])
-        for prop in ("InstanceGroups", "VpcConfig", "Orchestrator", "NodeRecovery", "Tags"):
-            if prop in self.request:
-                self.resource.add_property_override(prop, self.request[prop])
-        self.resource.node.add_dependency(self.scripts)
+        tag_items = tuple(sorted((tags or {}).items()))
+        self.request = self._request(subnet, artifacts, encryption_key, tag_items)
         self.cluster_name = self.request["ClusterName"]
+        self.resource: sagemaker.CfnCluster | None = None
+        self.teams: ClusterTeams | None = None
+        self.cluster_arn: str | None = None
+        if cluster.eks is not None and cluster.eks.helm_dependencies == "pending":
+            return  # HyperPod's Helm chart goes on the EKS cluster first (EksControlPlane.helm_step)
+        self.resource = self._cluster()
         self.cluster_arn = self.resource.attr_cluster_arn
+        if self.eks is not None and (cluster.teams or cluster.priority_classes):
+            self.teams = ClusterTeams(
+                self,
+                "Teams",
+                names=names,
+                key=key,
+                spec=cluster,
+                cluster_arn=self.cluster_arn,
+                tags=tag_items,
+            )
+
+    def _cluster(self) -> sagemaker.CfnCluster:
+        """The AWS::SageMaker::Cluster carrying the request; on EKS, created after the add-ons."""
+        resource = sagemaker.CfnCluster(self, "Resource", cluster_name=self.cluster_name)
+        props = (
+            "InstanceGroups",
+            "VpcConfig",
+            "Orchestrator",
+            "NodeRecovery",
+            "NodeProvisioningMode",
+            "Tags",
+        )
+        for prop in props:
+            if prop in self.request:
+                resource.add_property_override(prop, self.request[prop])
+        resource.node.add_dependency(self.scripts)
+        if self.eks is not None:
+            resource.node.add_dependency(*self.eks.addons)
+        return resource
 
     def _file_system(
         self,
@@ -182,8 +227,9 @@ class HyperPodCluster(Construct):
         """The CreateCluster request, validated with stand-ins, rendered with the stack's tokens."""
 
         cluster, names, key = self.spec, self.names, self.key
+        tags = tuple(sorted({**dict(tags), CLUSTER_TAG: key}.items()))  # cost groups by it
         stand_ins = stand_in_cluster_context(
-            stand_in_deployment(self, tags=tags), fsx=cluster.fsx is not None
+            stand_in_deployment(self, tags=tags), fsx=cluster.fsx is not None, eks=self.eks is not None
         )
         validate_request("CreateCluster", create_cluster_request(names, key, cluster, stand_ins))
         stack = Stack.of(self)
@@ -201,8 +247,17 @@ class HyperPodCluster(Construct):
             security_groups=(self.security_group.security_group_id,),
             fsx_dns_name=self.file_system.dns_name if self.file_system else None,
             fsx_mount_name=self.file_system.mount_name if self.file_system else None,
+            eks_cluster_arn=self.eks.cluster_arn if self.eks else None,
         )
         return create_cluster_request(names, key, cluster, context)
+
+    @staticmethod
+    def _zones(cluster: ClusterSpec) -> list[str] | int:
+        """The VPC's zones: the named one (and EKS's second), or how many the region's first give."""
+        if cluster.availability_zone is None:
+            return 2 if cluster.eks is not None else 1
+        second = [cluster.eks.second_zone] if cluster.eks is not None and cluster.eks.second_zone else []
+        return [cluster.availability_zone, *second]
 
     def _lifecycle_scripts(
         self, lifecycle_dir: str, artifacts: ArtifactBucketBase, prefix: str
@@ -219,10 +274,14 @@ class HyperPodCluster(Construct):
             role_description=f"Copies the lifecycle scripts of HyperPod cluster {self.names.cluster(self.key)}",
         )
 
-    def _vpc(self, cidr: str, zone: str | None, key: kms.IKey) -> ec2.Vpc:
-        # EFA and Lustre: every node in one Availability Zone. A named zone needs no lookup; without
-        # one, a stack with an account asks CDK for the region's zones (a context lookup).
-        where: dict[str, Any] = {"availability_zones": [zone]} if zone else {"max_azs": 1}
+    def _vpc(self, cidr: str, zones: list[str] | int, key: kms.IKey) -> ec2.Vpc:
+        # EFA and Lustre: every node in one Availability Zone (an EKS control plane needs subnets in
+        # a second). A named zone needs no lookup; without one, a stack with an account asks CDK for
+        # the region's zones (a context lookup).
+        zone = zones[0] if isinstance(zones, list) else None
+        where: dict[str, Any] = (
+            {"availability_zones": zones} if isinstance(zones, list) else {"max_azs": zones}
+        )
         vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -302,12 +361,20 @@ class HyperPodCluster(Construct):
             )
         )
         role.add_to_policy(iam.PolicyStatement(actions=list(actions.SSM_SESSIONS), resources=["*"]))
+        if self.eks is not None:
+            self._kubernetes_node_grants(role)
         acknowledge(
             role,
             {
                 "AwsSolutions-IAM5[Resource::*]": "EC2 network-interface calls, cloudwatch:PutMetricData and the "
                 "ssmmessages channel calls have no resource-level permissions; EC2 is limited to the stack's "
-                "region and metrics to HyperPod's namespace by condition.",
+                "region and metrics to HyperPod's namespace by condition."
+                + (
+                    " On an EKS node also the VPC CNI's Describe calls and ecr:GetAuthorizationToken, "
+                    "which have none either."
+                    if self.eks is not None
+                    else ""
+                ),
                 f"AwsSolutions-IAM5[Resource::{nag_text(self, logs_arn)}]": "Log streams in HyperPod's own "
                 "/aws/sagemaker/Clusters log groups, which SageMaker names per cluster.",
             },
@@ -320,3 +387,43 @@ class HyperPodCluster(Construct):
             },
         )
         return role
+
+    def _kubernetes_node_grants(self, role: iam.Role) -> None:
+        """What an EKS-orchestrated node does besides: the VPC CNI (which runs as the node) gives pods
+        addresses on the node's interfaces, the kubelet pulls images and joins its cluster, and pods
+        take Pod Identity roles."""
+        assert self.eks is not None
+        stack = Stack.of(self)
+
+        def ec2_arn(resource: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource, resource_name="*")
+
+        interfaces, instances = ec2_arn("network-interface"), ec2_arn("instance")
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(actions.EKS_NODE_INTERFACES),
+                resources=[interfaces, instances],
+            )
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.EKS_NODE_DESCRIBE), resources=["*"]))
+        # Images of AWS's add-on registries (their accounts differ per region) and the project's own.
+        repositories = stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.ECR_PULL), resources=[repositories]))
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions.ECR_AUTH), resources=["*"]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"],
+                resources=[self.eks.cluster_arn],
+            )
+        )
+        acknowledge(
+            role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(role, interfaces)}]": "The VPC CNI assigns pod "
+                "addresses on the node's interfaces, which exist only at run time; this account and region.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(role, instances)}]": "The VPC CNI attaches interfaces "
+                "to its own node, an instance HyperPod launches at run time; this account and region.",
+                f"AwsSolutions-IAM5[Resource::{nag_text(role, repositories)}]": "Images of the EKS add-ons "
+                "live in AWS's registries, whose accounts differ per region; pulls only, this region.",
+            },
+        )

@@ -7,15 +7,12 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.nag import acknowledge
 from sagestack.constructs.prop_types import typed_fields
-
-Config = sagemaker.CfnEndpointConfig
 
 
 @typed_fields
@@ -38,42 +35,17 @@ class AsyncTopics:
     error: sns.Topic
 
 
-def async_inference_config(
+def async_topics(
     scope: Construct,
     a: AsyncInference,
     *,
     endpoint_name: str,
     key: kms.IKey | None,
     role: iam.IRole | iam.IGrantable,
-) -> tuple[Config.AsyncInferenceConfigProperty, AsyncTopics | None]:
-    """The config's AsyncInferenceConfig, and the topics it notifies (made in `scope`) when asked."""
-    folder = a.folder or endpoint_name
-    topics = _topics(scope, endpoint_name, key, role) if a.notify else None
-    notification = (
-        Config.AsyncInferenceNotificationConfigProperty(
-            success_topic=topics.success.topic_arn,
-            error_topic=topics.error.topic_arn,
-            include_inference_response_in=["SUCCESS_NOTIFICATION_TOPIC"]
-            if a.include_response_in_notification
-            else None,
-        )
-        if topics
-        else None
-    )
-    config = Config.AsyncInferenceConfigProperty(
-        output_config=Config.AsyncInferenceOutputConfigProperty(
-            s3_output_path=a.artifacts.s3_uri("async", folder, "output") + "/",
-            s3_failure_path=a.artifacts.s3_uri("async", folder, "failures") + "/",
-            kms_key_id=a.artifacts.encryption_key.key_arn if a.artifacts.encryption_key else None,
-            notification_config=notification,
-        ),
-        client_config=Config.AsyncInferenceClientConfigProperty(
-            max_concurrent_invocations_per_instance=a.max_concurrent_invocations_per_instance
-        )
-        if a.max_concurrent_invocations_per_instance
-        else None,
-    )
-    return config, topics
+) -> AsyncTopics | None:
+    """The topics the config's AsyncInferenceConfig notifies (made in `scope`) when asked; the
+    config itself is rendered with the endpoint's (endpoints/config_request.py)."""
+    return _topics(scope, endpoint_name, key, role) if a.notify else None
 
 
 def _topics(

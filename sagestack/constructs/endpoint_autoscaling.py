@@ -1,11 +1,14 @@
 """Autoscaling (aws-sagemaker-alpha's scalable-instance-count.ts): of an endpoint's instance fleet —
 target tracking on invocations per instance for a real-time endpoint, on the queue per instance for
-an asynchronous one, which a step policy wakes from zero instances — and of an inference
-component's copies, on invocations per copy."""
+an asynchronous one, which a step policy wakes from zero instances — built from the fleet's
+rendered RegisterScalableTarget and PutScalingPolicy requests (endpoints/scaling_request.py: the
+requests `sagestack plan` counts the fleet's maximum from); and of an inference component's
+copies, on invocations per copy."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -15,7 +18,14 @@ from constructs import Construct, IConstruct
 
 from sagestack.constructs.alarm_actions import allow_alarms
 from sagestack.constructs.prop_types import typed_fields
-from sagestack.endpoints.config_request import VARIANT
+from sagestack.endpoints.scaling_request import (
+    POLICY,
+    REGISTER,
+    FleetScaling,
+    step_up_by_one,
+    validate_scaling,
+    variant_scaling_requests,
+)
 
 Policy = appscaling.CfnScalingPolicy
 
@@ -44,37 +54,106 @@ def scale_variant(
     asynchronous: bool,
     alarm_topic: sns.ITopic | None = None,
 ) -> appscaling.CfnScalableTarget:
-    """The variant's instance count between min and max, after `endpoint` exists; the alarm that
-    wakes an async fleet from zero also notifies `alarm_topic`."""
+    """The variant's instance count between min and max, after `endpoint` exists: the target and
+    policies built from their rendered requests (endpoints/scaling_request.py, validated against
+    botocore's application-autoscaling model); the alarm that wakes an async fleet from zero also
+    notifies `alarm_topic`."""
+    scaling = FleetScaling(
+        min_capacity=a.min_capacity,
+        max_capacity=a.max_capacity,
+        invocations_per_instance=a.invocations_per_instance,
+        backlog_per_instance=a.backlog_per_instance,
+        scale_in_cooldown=int(a.scale_in_cooldown.to_seconds()),
+        scale_out_cooldown=int(a.scale_out_cooldown.to_seconds()),
+    )
+    requests = variant_scaling_requests(endpoint_name, scaling, asynchronous=asynchronous)
+    validate_scaling(requests)
+    registered = requests[REGISTER]
     target = appscaling.CfnScalableTarget(
         scope,
         "ScalableTarget",
-        service_namespace="sagemaker",
-        resource_id=f"endpoint/{endpoint_name}/variant/{VARIANT}",
-        scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-        min_capacity=a.min_capacity,
-        max_capacity=a.max_capacity,
+        service_namespace=registered["ServiceNamespace"],
+        resource_id=registered["ResourceId"],
+        scalable_dimension=registered["ScalableDimension"],
+        min_capacity=registered["MinCapacity"],
+        max_capacity=registered["MaxCapacity"],
     )
     target.node.add_dependency(endpoint)
-    if asynchronous:
-        _backlog_scaling(scope, a, endpoint_name, target, alarm_topic)
-        return target
-    Policy(
-        scope,
-        "InvocationsPerInstance",
-        policy_name=f"{endpoint_name}-invocations",
-        policy_type="TargetTrackingScaling",
-        scaling_target_id=target.ref,
-        target_tracking_scaling_policy_configuration=Policy.TargetTrackingScalingPolicyConfigurationProperty(
-            target_value=float(a.invocations_per_instance),
-            predefined_metric_specification=Policy.PredefinedMetricSpecificationProperty(
-                predefined_metric_type="SageMakerVariantInvocationsPerInstance"
-            ),
-            scale_in_cooldown=int(a.scale_in_cooldown.to_seconds()),
-            scale_out_cooldown=int(a.scale_out_cooldown.to_seconds()),
-        ),
-    )
+    policies = [r for op, r in requests.items() if op.startswith(POLICY)]
+    tracking_id = "BacklogPerInstance" if asynchronous else "InvocationsPerInstance"
+    _policy(scope, tracking_id, policies[0], target)
+    if len(policies) > 1:  # the step policy that wakes an async fleet from zero
+        wake = _policy(scope, "WakeOnBacklog", policies[1], target)
+        _wake_alarm(
+            scope,
+            "BacklogWithoutCapacity",
+            wake,
+            name=policies[1]["PolicyName"],
+            description=f"{endpoint_name}: requests wait and no instance runs; start one",
+            metric=("HasBacklogWithoutCapacity", "EndpointName", endpoint_name),
+            statistic="Average",
+            periods=2,
+            topic=alarm_topic,
+        )
     return target
+
+
+def _policy(
+    scope: Construct, id: str, request: dict[str, Any], target: appscaling.CfnScalableTarget
+) -> Policy:
+    """An AWS::ApplicationAutoScaling::ScalingPolicy from its PutScalingPolicy request (the target
+    referenced, not named again)."""
+    tracking = request.get("TargetTrackingScalingPolicyConfiguration")
+    step = request.get("StepScalingPolicyConfiguration")
+    return Policy(
+        scope,
+        id,
+        policy_name=request["PolicyName"],
+        policy_type=request["PolicyType"],
+        scaling_target_id=target.ref,
+        target_tracking_scaling_policy_configuration=_tracking(tracking) if tracking else None,
+        step_scaling_policy_configuration=_step(step) if step else None,
+    )
+
+
+def _tracking(c: dict[str, Any]) -> Policy.TargetTrackingScalingPolicyConfigurationProperty:
+    predefined = c.get("PredefinedMetricSpecification")
+    custom = c.get("CustomizedMetricSpecification")
+    return Policy.TargetTrackingScalingPolicyConfigurationProperty(
+        target_value=c["TargetValue"],
+        predefined_metric_specification=Policy.PredefinedMetricSpecificationProperty(
+            predefined_metric_type=predefined["PredefinedMetricType"]
+        )
+        if predefined
+        else None,
+        customized_metric_specification=Policy.CustomizedMetricSpecificationProperty(
+            namespace=custom["Namespace"],
+            metric_name=custom["MetricName"],
+            dimensions=[
+                Policy.MetricDimensionProperty(name=d["Name"], value=d["Value"]) for d in custom["Dimensions"]
+            ],
+            statistic=custom["Statistic"],
+        )
+        if custom
+        else None,
+        scale_in_cooldown=c.get("ScaleInCooldown"),
+        scale_out_cooldown=c.get("ScaleOutCooldown"),
+    )
+
+
+def _step(c: dict[str, Any]) -> Policy.StepScalingPolicyConfigurationProperty:
+    return Policy.StepScalingPolicyConfigurationProperty(
+        adjustment_type=c["AdjustmentType"],
+        metric_aggregation_type=c["MetricAggregationType"],
+        cooldown=c["Cooldown"],
+        step_adjustments=[
+            Policy.StepAdjustmentProperty(
+                metric_interval_lower_bound=s["MetricIntervalLowerBound"],
+                scaling_adjustment=s["ScalingAdjustment"],
+            )
+            for s in c["StepAdjustments"]
+        ],
+    )
 
 
 def scale_copies(
@@ -143,58 +222,6 @@ def _wake_component(
     )
 
 
-def _backlog_scaling(
-    scope: Construct,
-    a: AutoScaling,
-    endpoint_name: str,
-    target: appscaling.CfnScalableTarget,
-    topic: sns.ITopic | None,
-) -> None:
-    """Async: track the queue per instance; from zero instances, a step policy on
-    HasBacklogWithoutCapacity adds the first one (target tracking cannot scale out from zero)."""
-    Policy(
-        scope,
-        "BacklogPerInstance",
-        policy_name=f"{endpoint_name}-backlog",
-        policy_type="TargetTrackingScaling",
-        scaling_target_id=target.ref,
-        target_tracking_scaling_policy_configuration=Policy.TargetTrackingScalingPolicyConfigurationProperty(
-            target_value=float(a.backlog_per_instance),
-            customized_metric_specification=Policy.CustomizedMetricSpecificationProperty(
-                namespace="AWS/SageMaker",
-                metric_name="ApproximateBacklogSizePerInstance",
-                dimensions=[Policy.MetricDimensionProperty(name="EndpointName", value=endpoint_name)],
-                statistic="Average",
-            ),
-            scale_in_cooldown=int(a.scale_in_cooldown.to_seconds()),
-            scale_out_cooldown=int(a.scale_out_cooldown.to_seconds()),
-        ),
-    )
-    if a.min_capacity <= 0:
-        _wake_on_backlog(scope, a, endpoint_name, target, topic)
-
-
-def _wake_on_backlog(
-    scope: Construct,
-    a: AutoScaling,
-    endpoint_name: str,
-    target: appscaling.CfnScalableTarget,
-    topic: sns.ITopic | None,
-) -> None:
-    _wake_from_zero(
-        scope,
-        ("WakeOnBacklog", "BacklogWithoutCapacity"),
-        target,
-        name=f"{endpoint_name}-wake",
-        description=f"{endpoint_name}: requests wait and no instance runs; start one",
-        metric=("HasBacklogWithoutCapacity", "EndpointName", endpoint_name),
-        statistic="Average",
-        cooldown=int(a.scale_out_cooldown.to_seconds()),
-        periods=2,
-        topic=topic,
-    )
-
-
 def _wake_from_zero(
     scope: Construct,
     ids: tuple[str, str],
@@ -209,29 +236,47 @@ def _wake_from_zero(
     topic: sns.ITopic | None,
 ) -> None:
     """From zero, target tracking cannot scale out: a step policy adds one (instance or copy) when
-    an alarm on `metric` (name, dimension, value) reaches 1 over `periods` minutes; the alarm also
-    notifies `topic`. ids: the policy's and the alarm's construct IDs."""
-    wake = Policy(
+    an alarm on `metric` reaches 1 over `periods` minutes. ids: the policy's and the alarm's
+    construct IDs."""
+    request = {
+        "PolicyName": name,
+        "PolicyType": "StepScaling",
+        "StepScalingPolicyConfiguration": step_up_by_one(statistic, cooldown),
+    }
+    wake = _policy(scope, ids[0], request, target)
+    _wake_alarm(
         scope,
-        ids[0],
-        policy_name=name,
-        policy_type="StepScaling",
-        scaling_target_id=target.ref,
-        step_scaling_policy_configuration=Policy.StepScalingPolicyConfigurationProperty(
-            adjustment_type="ChangeInCapacity",
-            metric_aggregation_type=statistic,
-            cooldown=cooldown,
-            step_adjustments=[
-                Policy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
-            ],
-        ),
+        ids[1],
+        wake,
+        name=name,
+        description=description,
+        metric=metric,
+        statistic=statistic,
+        periods=periods,
+        topic=topic,
     )
+
+
+def _wake_alarm(
+    scope: Construct,
+    id: str,
+    wake: Policy,
+    *,
+    name: str,
+    description: str,
+    metric: tuple[str, str, str],
+    statistic: str,
+    periods: int,
+    topic: sns.ITopic | None,
+) -> None:
+    """The alarm on `metric` (name, dimension, value) that starts the `wake` step policy when it
+    reaches 1 over `periods` minutes; it also notifies `topic`."""
     if topic is not None:
         allow_alarms(topic)
     metric_name, dimension, value = metric
     cloudwatch.CfnAlarm(
         scope,
-        ids[1],
+        id,
         alarm_name=name,
         alarm_description=description,
         namespace="AWS/SageMaker",

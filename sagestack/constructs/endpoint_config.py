@@ -1,26 +1,25 @@
 """An endpoint's configuration (AWS::SageMaker::EndpointConfig; aws-sagemaker-alpha's
 endpoint-config.ts): its one production variant — an instance fleet (of one type, or several
 instance pools in priority order), serverless, or the shared fleet of inference components — a
-shadow variant that receives a copy of the traffic, and what it captures."""
+shadow variant that receives a copy of the traffic, and what it captures: the props' types, and the
+L1 built from the CreateEndpointConfig request rendered once (endpoints/config_request.py) for
+both of InferenceEndpoint's doors."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_cdk import Duration, Size
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
-from sagestack.constructs.endpoint_llm import LlmModel
 from sagestack.constructs.prop_types import typed_fields
-from sagestack.constructs.validation import validate_as_request
-from sagestack.endpoints.config_request import SHADOW, VARIANT
-
-if TYPE_CHECKING:
-    from sagestack.constructs.endpoint_autoscaling import AutoScaling
+from sagestack.constructs.validation import token_deployment, validate_as_request
+from sagestack.endpoints.config_request import SHADOW, Placement, endpoint_config_request
+from sagestack.endpoints.models import EndpointSpec
 
 Config = sagemaker.CfnEndpointConfig
 
@@ -70,132 +69,46 @@ class ShadowVariant:
     variant_name: str = SHADOW
 
 
-def production_variant(
-    *,
-    model_name: str | None,
-    instance_type: str | None,
-    initial_instance_count: int,
-    serverless: ServerlessConfig | None,
-    autoscaling: AutoScaling | None,
-    shared: bool,
-    pools: InstancePools | None = None,
-    llm: LlmModel | None = None,
-) -> Config.ProductionVariantProperty:
-    """The variant: `model_name` on an instance fleet or serverless; or (shared) a fleet the
-    inference components share, which managed instance scaling sizes between autoscaling's min and
-    max. pools: two or more types replace InstanceType with InstancePools ("replace the
-    InstanceType parameter in your production variant with an InstancePools list": SageMaker's
-    realtime-endpoints-heterogeneous). llm: the model's download and start-up timeouts and volume."""
-    types = pools.instance_types if pools else ((instance_type,) if instance_type else ())
-    pooled = len(types) >= 2
-    reservation = pools.capacity_reservation if pools else None
-    timeouts = llm if llm is not None and not shared else None  # components start their own
-    return Config.ProductionVariantProperty(
-        variant_name=VARIANT,
-        model_name=model_name,
-        initial_variant_weight=None if shared else 1.0,
-        initial_instance_count=initial_instance_count if types else None,
-        instance_type=None if pooled else (types[0] if types else None),
-        instance_pools=[
-            Config.InstancePoolProperty(instance_type=t, priority=i) for i, t in enumerate(types, 1)
-        ]
-        if pooled
-        else None,
-        variant_instance_provision_timeout_in_seconds=int(pools.provision_timeout.to_seconds())
-        if pools and pools.provision_timeout
-        else None,
-        capacity_reservation_config=Config.CapacityReservationConfigProperty(
-            capacity_reservation_preference="capacity-reservations-only", ml_reservation_arn=reservation
-        )
-        if reservation
-        else None,
-        model_data_download_timeout_in_seconds=_seconds(timeouts.download_timeout) if timeouts else None,
-        container_startup_health_check_timeout_in_seconds=_seconds(timeouts.startup_timeout)
-        if timeouts
-        else None,
-        volume_size_in_gb=llm.volume_size_gb if llm is not None else None,
-        serverless_config=Config.ServerlessConfigProperty(
-            memory_size_in_mb=int(serverless.memory_size.to_mebibytes()),
-            max_concurrency=serverless.max_concurrency,
-        )
-        if serverless
-        else None,
-        managed_instance_scaling=Config.ManagedInstanceScalingProperty(
-            status="ENABLED",
-            min_instance_count=autoscaling.min_capacity if autoscaling else initial_instance_count,
-            max_instance_count=autoscaling.max_capacity if autoscaling else initial_instance_count,
-        )
-        if shared
-        else None,
-        routing_config=Config.RoutingConfigProperty(routing_strategy="LEAST_OUTSTANDING_REQUESTS")
-        if shared
-        else None,
-    )
+@dataclass(frozen=True)
+class ConfigSource:
+    """What an endpoint's config is rendered from (endpoints/config_request.py), on either door:
+    the spec under `key` — an `endpoints:` entry, or the typed props as one
+    (constructs/endpoint_typed.py) — with the placement of the props' own values (None: the spec's)
+    and the deployment's artifact bucket and region (None: the stack's)."""
+
+    key: str
+    spec: EndpointSpec
+    placement: Placement | None = None
+    bucket: str = ""
+    region: str | None = None
 
 
-def _seconds(d: Duration | None) -> int | None:
-    return int(d.to_seconds()) if d is not None else None
-
-
-def shadow_variant(
-    shadow: ShadowVariant, model_name: str, llm: LlmModel | None = None
-) -> Config.ProductionVariantProperty:
-    """The shadow: its weight against production's 1.0 is the share of requests copied to it; a
-    shadow of an LLM downloads and starts within the production LLM's timeouts."""
-    return Config.ProductionVariantProperty(
-        variant_name=shadow.variant_name,
-        model_name=model_name,
-        initial_instance_count=shadow.initial_instance_count,
-        instance_type=shadow.instance_type,
-        initial_variant_weight=shadow.sampling_percent / 100,
-        model_data_download_timeout_in_seconds=_seconds(llm.download_timeout) if llm else None,
-        container_startup_health_check_timeout_in_seconds=_seconds(llm.startup_timeout) if llm else None,
-    )
-
-
-def data_capture_config(capture: DataCapture, endpoint_name: str) -> Config.DataCaptureConfigProperty:
-    """Requests and responses (JSON as text), encrypted with the bucket's key."""
-    artifacts = capture.artifacts
-    return Config.DataCaptureConfigProperty(
-        enable_capture=True,
-        initial_sampling_percentage=capture.sampling_percentage,
-        destination_s3_uri=artifacts.s3_uri("capture", capture.folder or endpoint_name),
-        kms_key_id=artifacts.encryption_key.key_arn if artifacts.encryption_key else None,
-        capture_options=[
-            Config.CaptureOptionProperty(capture_mode="Input"),
-            Config.CaptureOptionProperty(capture_mode="Output"),
-        ],
-        capture_content_type_header=Config.CaptureContentTypeHeaderProperty(
-            json_content_types=["application/json"]
-        ),
-    )
-
-
-def endpoint_config(
+def rendered_config(
     scope: Construct,
+    source: ConfigSource,
     *,
-    variant: Config.ProductionVariantProperty,
-    shadow: Config.ProductionVariantProperty | None = None,
-    kms_key_id: str | None,
-    data_capture: Config.DataCaptureConfigProperty | None,
-    async_inference: Config.AsyncInferenceConfigProperty | None,
-    execution_role_arn: str | None,
+    role_arn: str,
+    kms_key_id: str,
+    model_name: str | None,
+    shadow_model_name: str | None,
+    topics: tuple[str, str] | None,
 ) -> Config:
-    """The config (no explicit name: a new pin replaces it), validated as CreateEndpointConfig."""
-    config = Config(
-        scope,
-        "Config",
-        production_variants=[variant],
-        shadow_production_variants=[shadow] if shadow is not None else None,
-        kms_key_id=kms_key_id,
-        data_capture_config=data_capture,
-        async_inference_config=async_inference,
-        execution_role_arn=execution_role_arn,
+    """The config: the CreateEndpointConfig request `render` shows, rendered with the deployment's
+    tokens (the role, the bucket, the key) and the names CloudFormation gives the models and
+    topics."""
+    deployment = token_deployment(
+        scope, role_arn=role_arn, bucket=source.bucket, kms_key_id=kms_key_id, region=source.region
     )
-    validate_as_request(
-        config, "CreateEndpointConfig", add={"EndpointConfigName": "generated-by-cloudformation"}
+    request = endpoint_config_request(
+        source.key,
+        source.spec,
+        deployment,
+        model_name=model_name,
+        shadow_model_name=shadow_model_name,
+        topics=topics,
+        placement=source.placement,
     )
-    return config
+    return config_from_request(scope, request)
 
 
 def _words(name: str) -> list[str]:

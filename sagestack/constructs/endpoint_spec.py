@@ -2,7 +2,7 @@
 the parts the construct builds besides its config — the model (a pinned package, or an LLM hosted
 as llm/hosting.py says), the shadow, components, autoscaling, batching, VPC, data capture, async
 inference and the rollout. The endpoint config itself is not translated: the construct renders it
-from the spec (endpoints/config_request.py), as `sagestack render` does.
+from the spec (endpoints/config_request.py, `ConfigSource`), as `sagestack render` does.
 
 `batching_of` is the one spelling of `batching:` as the Batching prop (bench/serve.py uses it)."""
 
@@ -17,7 +17,7 @@ from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.endpoint_async import AsyncInference
 from sagestack.constructs.endpoint_autoscaling import AutoScaling
 from sagestack.constructs.endpoint_components import InferenceComponent
-from sagestack.constructs.endpoint_config import DataCapture, ServerlessConfig, ShadowVariant
+from sagestack.constructs.endpoint_config import ConfigSource, DataCapture, ServerlessConfig, ShadowVariant
 from sagestack.constructs.endpoint_llm import LlmModel
 from sagestack.constructs.endpoint_model import Batching, VpcPlacement
 from sagestack.constructs.endpoint_rollout import Rollout
@@ -202,8 +202,9 @@ def spec_door_props(
     shape: dict[str, Any],
     region: str | None,
     artifacts: ArtifactBucketBase | None,
-) -> dict[str, Any]:
-    """The props `resolved`'s spec means (constructs/endpoint_spec.py); refused beside any of them."""
+) -> tuple[dict[str, Any], ConfigSource]:
+    """The props `resolved`'s spec means (constructs/endpoint_spec.py), refused beside any of them,
+    and the source its config is rendered from: the spec itself, in `artifacts`' bucket."""
     defaults: dict[str, Any] = {"initial_instance_count": 1, "components": ()}
     given = [k for k, v in shape.items() if v is not None and v != defaults.get(k)]
     if given:
@@ -212,4 +213,5 @@ def spec_door_props(
         )
     if region is None or artifacts is None:
         raise ValueError(f"endpoint '{endpoint_name}': resolved needs region and artifacts")
-    return endpoint_props_of(resolved, region=region, artifacts=artifacts)
+    source = ConfigSource(resolved.key, resolved.spec, bucket=artifacts.bucket_name, region=region)
+    return endpoint_props_of(resolved, region=region, artifacts=artifacts), source

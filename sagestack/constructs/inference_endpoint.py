@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Tags
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -29,29 +29,36 @@ from sagestack.constructs import actions
 from sagestack.constructs.alarm_actions import notify
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.compliance import acknowledge_compliance
-from sagestack.constructs.endpoint_async import AsyncInference, async_inference_config
+from sagestack.constructs.endpoint_async import AsyncInference, async_topics
 from sagestack.constructs.endpoint_autoscaling import AutoScaling, scale_variant
 from sagestack.constructs.endpoint_checks import check_props, check_shadow
 from sagestack.constructs.endpoint_components import InferenceComponent, inference_component
 from sagestack.constructs.endpoint_config import (
+    ConfigSource,
     DataCapture,
-    InstancePools,
     ServerlessConfig,
     ShadowVariant,
-    config_from_request,
-    data_capture_config,
-    endpoint_config,
-    production_variant,
-    shadow_variant,
+    rendered_config,
 )
 from sagestack.constructs.endpoint_llm import LlmModel, grant_llm, llm_model
 from sagestack.constructs.endpoint_model import Batching, VpcPlacement, default_workers, serving_model
 from sagestack.constructs.endpoint_rollout import Rollout, deployment_config, rollback_alarms
 from sagestack.constructs.endpoint_spec import spec_door_props
+from sagestack.constructs.endpoint_typed import typed_source
 from sagestack.constructs.prop_types import typed_props
-from sagestack.constructs.validation import token_deployment, validate_as_request
-from sagestack.endpoints.config_request import VARIANT, endpoint_config_request
+from sagestack.constructs.validation import validate_as_request
+from sagestack.core.names import ENDPOINT_TAG
+from sagestack.endpoints.config_request import VARIANT
 from sagestack.endpoints.resolved import ResolvedEndpoint
+
+# What bills per endpoint, tagged with it (ENDPOINT_TAG) so its spend is told apart by tag
+# (`sagestack cost`), not only by instance type; the rest (alarms, topics, roles) keeps the stack's.
+TAGGED_TYPES = (
+    "AWS::SageMaker::Endpoint",
+    "AWS::SageMaker::EndpointConfig",
+    "AWS::SageMaker::Model",
+    "AWS::SageMaker::InferenceComponent",
+)
 
 
 class InferenceEndpointBase(Construct):
@@ -152,9 +159,12 @@ class InferenceEndpoint(InferenceEndpointBase):
     alarm_topic: the topic the endpoint's alarms notify (rollback, waking from zero); default none.
     resolved: the spec path's door — a resolved `endpoints:` entry (ResolvedEndpoint) instead of the
       props from model_package to batching above: the construct builds its parts from the spec
-      (constructs/endpoint_spec.py) and its config from the CreateEndpointConfig request that
-      `sagestack render` shows (endpoints/config_request.py); with `region` (an LLM's image) and
-      `artifacts` (an LLM's weights, captured data, async results).
+      (constructs/endpoint_spec.py); with `region` (an LLM's image) and `artifacts` (an LLM's
+      weights, captured data, async results).
+    Either door renders the config as the CreateEndpointConfig request `sagestack render` shows
+    (endpoints/config_request.py): the typed props as the spec they mean (constructs/endpoint_typed.py).
+    The endpoint, its config, models and components are tagged sagestack:endpoint with the entry's
+    key (the typed door: endpoint_name), which `sagestack cost` groups the spend by.
     """
 
     @typed_props
@@ -205,10 +215,19 @@ class InferenceEndpoint(InferenceEndpointBase):
             "batching": batching,
         }
         self.resolved = resolved
-        self._region, self._artifacts = region, artifacts
         if resolved is not None:
-            shape = spec_door_props(endpoint_name, resolved, shape, region, artifacts)
-        self._build(endpoint_name, execution_role, encryption_key, alarm_topic, **shape)
+            shape, source = spec_door_props(endpoint_name, resolved, shape, region, artifacts)
+        else:
+            source = typed_source(endpoint_name, **shape)
+        for config_only in (
+            "initial_instance_count",
+            "provision_timeout",
+            "capacity_reservation",
+            "data_capture",
+        ):
+            del shape[config_only]
+        self._build(endpoint_name, execution_role, encryption_key, alarm_topic, source, **shape)
+        Tags.of(self).add(ENDPOINT_TAG, source.key, include_resource_types=list(TAGGED_TYPES))
 
     def _build(
         self,
@@ -216,17 +235,14 @@ class InferenceEndpoint(InferenceEndpointBase):
         execution_role: iam.IRole | iam.IGrantable,
         encryption_key: kms.IKey | None,
         alarm_topic: sns.ITopic | None,
+        source: ConfigSource,
         *,
         model_package: str | None,
         llm: LlmModel | None,
         instance_type: str | Sequence[str] | None,
-        initial_instance_count: int,
-        provision_timeout: Duration | None,
-        capacity_reservation: str | None,
         shadow: ShadowVariant | None,
         serverless: ServerlessConfig | None,
         autoscaling: AutoScaling | None,
-        data_capture: DataCapture | None,
         rollout: Rollout | None,
         async_inference: AsyncInference | None,
         vpc: VpcPlacement | None,
@@ -256,19 +272,9 @@ class InferenceEndpoint(InferenceEndpointBase):
         self.shadow_model = self._shadow_model(shadow, llm) if shadow else None
         self.success_topic: sns.Topic | None = None
         self.error_topic: sns.Topic | None = None
-        asynchronous = (
-            self._async(async_inference, encryption_key, execution_role) if async_inference else None
-        )
-        self.config = self._config(
-            initial_instance_count,
-            InstancePools(types, provision_timeout, capacity_reservation),
-            autoscaling,
-            llm,
-            encryption_key=encryption_key,
-            data_capture=data_capture,
-            asynchronous=asynchronous,
-            shared=bool(components),
-        )
+        if async_inference is not None:
+            self._async(async_inference, encryption_key, execution_role)
+        self.config = self._config(source, encryption_key)
         self._guard(rollout, alarm_topic)
         fleet = bool(types) and not components  # an instance fleet of one model
         self.endpoint = self._endpoint(
@@ -306,96 +312,22 @@ class InferenceEndpoint(InferenceEndpointBase):
         )
         return self._llm_model("ShadowModel", candidate)
 
-    def _config(
-        self,
-        initial_instance_count: int,
-        pools: InstancePools,
-        autoscaling: AutoScaling | None,
-        llm: LlmModel | None,
-        *,
-        encryption_key: kms.IKey | None,
-        data_capture: DataCapture | None,
-        asynchronous: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None,
-        shared: bool,
-    ) -> sagemaker.CfnEndpointConfig:
-        if self.resolved is not None:
-            config = self._rendered_config(self.resolved, encryption_key)
-        else:
-            config = self._typed_config(
-                initial_instance_count,
-                pools,
-                autoscaling,
-                llm,
-                encryption_key=encryption_key,
-                data_capture=data_capture,
-                asynchronous=asynchronous,
-                shared=shared,
-            )
-        if self.serverless is not None:
-            acknowledge_compliance(config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
-        return config
-
-    def _rendered_config(
-        self, resolved: ResolvedEndpoint, encryption_key: kms.IKey | None
-    ) -> sagemaker.CfnEndpointConfig:
-        """The spec path: the CreateEndpointConfig request `render` shows, with the deployment's
-        tokens (the bucket, the key, the role) and the names CloudFormation gives the models and
-        topics."""
-        assert self._artifacts is not None
-        deployment = token_deployment(
+    def _config(self, source: ConfigSource, encryption_key: kms.IKey | None) -> sagemaker.CfnEndpointConfig:
+        """The config rendered from `source` (either door's) as `render` shows it."""
+        config = rendered_config(
             self,
+            source,
             role_arn=self._role_arn,
-            bucket=self._artifacts.bucket_name,
             kms_key_id=encryption_key.key_arn if encryption_key is not None else "",
-            region=self._region,
-        )
-        request = endpoint_config_request(
-            resolved.key,
-            resolved.spec,
-            deployment,
             model_name=self.model.attr_model_name if self.model else None,
             shadow_model_name=self.shadow_model.attr_model_name if self.shadow_model else None,
             topics=(self.success_topic.topic_arn, self.error_topic.topic_arn)
             if self.success_topic is not None and self.error_topic is not None
             else None,
         )
-        return config_from_request(self, request)
-
-    def _typed_config(
-        self,
-        initial_instance_count: int,
-        pools: InstancePools,
-        autoscaling: AutoScaling | None,
-        llm: LlmModel | None,
-        *,
-        encryption_key: kms.IKey | None,
-        data_capture: DataCapture | None,
-        asynchronous: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None,
-        shared: bool,
-    ) -> sagemaker.CfnEndpointConfig:
-        return endpoint_config(
-            self,
-            variant=production_variant(
-                model_name=self.model.attr_model_name if self.model else None,
-                instance_type=self.instance_type,
-                initial_instance_count=initial_instance_count,
-                serverless=self.serverless,
-                autoscaling=autoscaling,
-                shared=shared,
-                pools=pools,
-                llm=llm,
-            ),
-            shadow=shadow_variant(self.shadow, self.shadow_model.attr_model_name, llm)
-            if self.shadow and self.shadow_model
-            else None,
-            kms_key_id=encryption_key.key_arn
-            if (encryption_key is not None and self.instance_types)
-            else None,
-            data_capture=data_capture_config(data_capture, self.endpoint_name) if data_capture else None,
-            async_inference=asynchronous,
-            # Inference components name their models; the endpoint config names the role instead.
-            execution_role_arn=self._role_arn if shared else None,
-        )
+        if self.serverless is not None:
+            acknowledge_compliance(config, ["SageMakerEndpointConfigurationKMSKeyConfigured"])
+        return config
 
     def _guard(self, rollout: Rollout, alarm_topic: sns.ITopic | None) -> None:
         """The alarms that roll an update back — on the production variant's metrics only, so a
@@ -445,14 +377,11 @@ class InferenceEndpoint(InferenceEndpointBase):
             vpc=self._vpc,
         )
 
-    def _async(
-        self, a: AsyncInference, key: kms.IKey | None, role: iam.IRole | iam.IGrantable
-    ) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
-        """The config's async settings; the topics it notifies become success_topic / error_topic."""
-        config, topics = async_inference_config(self, a, endpoint_name=self.endpoint_name, key=key, role=role)
+    def _async(self, a: AsyncInference, key: kms.IKey | None, role: iam.IRole | iam.IGrantable) -> None:
+        """The topics the config's async settings notify: success_topic / error_topic."""
+        topics = async_topics(self, a, endpoint_name=self.endpoint_name, key=key, role=role)
         if topics is not None:
             self.success_topic, self.error_topic = topics.success, topics.error
-        return config
 
     def _endpoint(self, rollout: Rollout, *, retain: bool, shared: bool) -> sagemaker.CfnEndpoint:
         """The endpoint on the config. retain: a model change keeps the variant's current instance

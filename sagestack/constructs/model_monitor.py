@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, Stack, Token
+from aws_cdk import Duration, Stack, Tags, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -26,7 +26,7 @@ from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.regional_images import image_in_deploy_region
 from sagestack.constructs.validation import stand_in_deployment, token_deployment, validate_as_request
 from sagestack.core.deployment import Deployment
-from sagestack.core.names import Names
+from sagestack.core.names import ENDPOINT_TAG, Names
 from sagestack.monitoring.models import MonitorSpec
 from sagestack.monitoring.states import (
     ENDPOINT_INPUT,
@@ -44,7 +44,8 @@ Definition = sagemaker.CfnDataQualityJobDefinition
 
 class ModelMonitor(Construct):
     """Props:
-    endpoint: the InferenceEndpoint (with data capture) to watch; endpoint_key: its key (names).
+    endpoint: the InferenceEndpoint (with data capture) to watch; endpoint_key: its key (names; the
+      sagestack:endpoint tag of the baseline job, the job definition and the schedule).
     names: project and environment (Names).
     execution_role, artifacts, encryption_key: what the analyzer runs as, reads and writes with.
     baseline_data: an S3 prefix of training data (default: s3://<bucket>/monitoring/<key>/baseline-data/).
@@ -100,7 +101,7 @@ class ModelMonitor(Construct):
             }
         )
         self.plan = ResolvedMonitor.of(names, endpoint_key, spec)
-        tags = names.request_tags()
+        tags = names.request_tags({ENDPOINT_TAG: endpoint_key})  # its jobs bill for the endpoint
         stand_ins = stand_in_deployment(self, region=region, tags=tags)
         # In an environment-agnostic stack the image is the deploy region's, read from a mapping.
         image = (
@@ -129,6 +130,15 @@ class ModelMonitor(Construct):
         # 3. Drift of the watched features: one alarm over their metrics.
         self.alarm = self._drift_alarm(endpoint.endpoint_name, topic) if spec.alarm_features else None
         self._endpoint_name = endpoint.endpoint_name
+        # what runs the analysis for this endpoint, tagged with it as its baseline job is (cost)
+        Tags.of(self).add(
+            ENDPOINT_TAG,
+            endpoint_key,
+            include_resource_types=[
+                "AWS::SageMaker::MonitoringSchedule",
+                "AWS::SageMaker::DataQualityJobDefinition",
+            ],
+        )
 
     def _baseline(
         self,

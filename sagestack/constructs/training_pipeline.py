@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import Unpack
+from typing import Any, Unpack
 
-from aws_cdk import Annotations, Duration, Stack, Token
+from aws_cdk import Annotations, ArnFormat, Duration, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -34,7 +34,7 @@ from sagestack.constructs.model_registration import (
     grant_registration_steps,
 )
 from sagestack.constructs.model_registry import ModelPackageGroupBase
-from sagestack.constructs.nag import acknowledge
+from sagestack.constructs.nag import acknowledge, nag_text
 from sagestack.constructs.prop_types import typed_props
 from sagestack.constructs.read_once import attribute, path_of
 from sagestack.constructs.regional_images import image_in_deploy_region
@@ -45,14 +45,25 @@ from sagestack.constructs.validation import stand_in_deployment, token_deploymen
 from sagestack.core.catalog.images import debugger_rules_image_uri
 from sagestack.core.deployment import Deployment
 from sagestack.core.names import Names
+from sagestack.core.states import PipelineSettings
 from sagestack.endpoints.request import lineage_of
 from sagestack.endpoints.resolved import ResolvedEndpoint
-from sagestack.training.context import MlflowTarget, RequestContext, stand_in_contexts
+from sagestack.training.context import MlflowTarget, RequestContext, is_mlflow_app, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.retrain import retrainable
 from sagestack.training.states import training_pipeline
+from sagestack.training.states_queue import queued_pipeline
+
+
+def _pipeline_definition(
+    plan: RenderedJob, settings: PipelineSettings, names: Names, job: JobSpec
+) -> dict[str, Any]:
+    """The candidate loop (or InstancePreferences), or for a queued job its submission to the queue."""
+    if job.queue is not None:
+        return queued_pipeline(plan, settings, ref=job.queue, queue=names.queue(job.queue.name))
+    return training_pipeline(plan, settings)
 
 
 def _warn_default_max_wait(scope: Construct, job: JobSpec, *, typed: bool) -> None:
@@ -181,7 +192,7 @@ class TrainingPipeline(JobPipeline):
         )
         settings = pipeline.settings()
         definition, endpoint_plans = append_registrations(
-            training_pipeline(job_plan, settings),
+            _pipeline_definition(job_plan, settings, names, job_spec),
             settings,
             registrations,
             source=key,
@@ -243,8 +254,38 @@ class TrainingPipeline(JobPipeline):
         if first_time(self.role, "pass", path_of(self.execution_role)):
             self.execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(self.region)
+        if self.job_spec.queue is not None:
+            self._grant_queue(self.names.queue(self.job_spec.queue.name))
         if endpoint_plans:
             grant_registration_steps(self, registry, endpoint_plans)
+
+    def _grant_queue(self, queue: str) -> None:
+        """A queued job: submit to its job queue and tag the service job it creates, both only with
+        this environment's tags in the request (every payload carries them), and read service jobs'
+        states (DescribeServiceJob takes no resource in IAM's data)."""
+        arn = partial(Stack.of(self).format_arn, service="batch", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        requested = {f"aws:RequestTag/{k}": v for k, v in sorted(self.names.tags.items())}
+        service_jobs = arn(resource="service-job", resource_name="*")
+        for what, resource in (
+            (actions.QUEUE_SUBMIT, arn(resource="job-queue", resource_name=queue)),
+            (actions.QUEUE_TAG, service_jobs),
+        ):
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=list(what), resources=[resource], conditions={"StringEquals": requested}
+                )
+            )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(actions.QUEUE_READ), resources=["*"])
+        )
+        acknowledge(
+            self.role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, service_jobs)}]": "A service job's ID is "
+                "Batch's, known only once SubmitServiceJob creates it: tagging is held to the jobs "
+                "created with this environment's tags.",
+            },
+        )
 
     def _retraining(self, names: Names) -> RetrainingSchedule | None:
         """The schedule that starts the pipeline when the job has one."""
@@ -380,7 +421,7 @@ def _job_plans(
     job_plan = resolve(context=token_context, validate=False)
     if validated is None:
         if mlflow is not None and Token.is_unresolved(mlflow.arn):
-            mlflow = MlflowTarget.stand_in(stand_ins, names)
+            mlflow = MlflowTarget.stand_in(stand_ins, names, app=is_mlflow_app(mlflow.arn))
         images = {
             t: image.validation_uri_for(t, account=stand_ins.account, region=stand_ins.region)
             for t in job.instance_type

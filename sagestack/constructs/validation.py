@@ -34,6 +34,7 @@ STAND_INS: dict[str, str] = {
     "VolumeKmsKeyId": stand_in_key_arn(ACCOUNT, REGION),
     "ModelName": "sagestack-validation-model",
     "ModelPackageName": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/sagestack-validation/1",
+    "MlReservationArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/sagestack-validation",
     "EndpointConfigName": "sagestack-validation-config",
     "EndpointName": "sagestack-validation-endpoint",
     "InferenceComponentName": "sagestack-validation-component",

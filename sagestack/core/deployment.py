@@ -11,7 +11,7 @@ A request is rendered once, by its feature's renderer, from the spec and a `Depl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sagestack.core.layout import S3Layout
 from sagestack.core.standins import SAMPLE_ACCOUNT, STAND_IN_BUCKET, stand_in_key_arn, stand_in_role_arn
@@ -32,6 +32,11 @@ class Deployment:
     @property
     def s3(self) -> S3Layout:
         return S3Layout(self.bucket)
+
+    def tagged(self, key: str, value: str) -> Deployment:
+        """This deployment with one more request tag (e.g. the endpoint a request belongs to),
+        the tags kept in key order as the stack's tags render."""
+        return replace(self, tags=tuple(sorted({**dict(self.tags), key: value}.items())))
 
     @classmethod
     def stand_ins(

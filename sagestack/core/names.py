@@ -18,6 +18,11 @@ TRAINING_JOB_NAME_MAX = 63
 TUNING_JOB_NAME_MAX = 32  # CreateHyperParameterTuningJob's limit
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of an MD5 = 63, SageMaker's limit
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# The tags that name what a resource belongs to, beside the environment's own (`Names.tags`), so
+# Cost Explorer can attribute its spend (`sagestack cost`) once they are cost allocation tags:
+# an endpoint's SageMaker resources carry its key, a HyperPod cluster its key.
+ENDPOINT_TAG = "sagestack:endpoint"
+CLUSTER_TAG = "sagestack:cluster"
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,11 @@ class Names:
     @property
     def tracking_server(self) -> str:
         """The environment's SageMaker managed MLflow tracking server."""
+        return f"{self.prefix}-mlflow"
+
+    @property
+    def mlflow_app(self) -> str:
+        """The environment's serverless MLflow App (`tracking.mlflow.app`)."""
         return f"{self.prefix}-mlflow"
 
     def mlflow_experiment(self, job: str) -> str:
@@ -184,6 +194,14 @@ class Names:
         """Optimization jobs of this environment (their names start with its prefix)."""
         return f"{self.prefix}-*"
 
+    def recommendation_job(self, key: str, digest: str) -> str:
+        """An endpoint's recommendation job (AI recommendation or Inference Recommender):
+        '<prefix>-<endpoint>-<hash12>', content-addressed by its target, candidates and model."""
+        return self.optimization_job(key, digest)
+
+    def recommendation_state_machine(self, key: str) -> str:
+        return f"{self.prefix}-recommend-{key}"
+
     def baseline_state_machine(self, endpoint_key: str) -> str:
         return f"{self.prefix}-baseline-{endpoint_key}"
 
@@ -195,9 +213,17 @@ class Names:
     def processing_job_pattern(self) -> str:
         return self._cut_name_pattern
 
+    def queue(self, key: str) -> str:
+        """A training queue's Batch service environment, scheduling policy and job queue: '<prefix>-<queue>'."""
+        return f"{self.prefix}-{key}"
+
     def cluster(self, key: str) -> str:
         """A HyperPod cluster: '<prefix>-<cluster>'."""
         return f"{self.prefix}-{key}"
+
+    def eks_cluster(self, key: str) -> str:
+        """The EKS cluster an `orchestrator: eks` HyperPod cluster runs on: '<prefix>-<cluster>-eks'."""
+        return f"{self.cluster(key)}-eks"
 
     def cluster_flow_log_group(self, key: str) -> str:
         """Where a cluster's VPC flow logs go (named, so the project key's policy can name it)."""

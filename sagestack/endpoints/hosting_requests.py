@@ -16,9 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from sagestack.core.deployment import Deployment
+from sagestack.core.names import ENDPOINT_TAG
 from sagestack.endpoints.batching import spec_batching_environment
 from sagestack.endpoints.config_request import VARIANT, endpoint_config_request
 from sagestack.endpoints.models import ComponentSpec, EndpointSpec
+from sagestack.endpoints.scaling_request import FleetScaling, variant_scaling_requests
 from sagestack.llm.hosting import llm_hosting
 from sagestack.llm.models import LlmSpec
 from sagestack.llm.sizing import accelerator_devices, timeouts
@@ -31,6 +33,13 @@ STAND_IN_GENERATED = "named-by-cloudformation"
 def serves_llm(ep: EndpointSpec) -> bool:
     """An endpoint this environment deploys whose model is an LLM, or that has components."""
     return ep.deploy and bool(ep.instance_type) and (ep.llm is not None or bool(ep.components))
+
+
+def runs(ep: EndpointSpec) -> bool:
+    """Whether the environment runs the endpoint's instances: deployed with its stack (a pinned
+    package, components or an LLM, unless `deploy: false`), or by its pipeline once its model
+    registers (`model: from`)."""
+    return ep.model is not None or (ep.deploy and bool(ep.model_package or ep.components or ep.llm))
 
 
 def model_name(component: str | None = None) -> str:
@@ -161,7 +170,9 @@ def llm_endpoint_requests(
     key: str, ep: EndpointSpec, *, endpoint_name: str, deployment: Deployment
 ) -> dict[str, dict[str, Any]]:
     """'CreateModel' (the endpoint's LLM), 'CreateModel <component>' and 'CreateInferenceComponent
-    <component>' for each component, 'CreateEndpointConfig': what the template creates for `ep`."""
+    <component>' for each component, 'CreateEndpointConfig': what the template creates for `ep`,
+    each tagged with the endpoint's key as InferenceEndpoint tags its resources."""
+    deployment = deployment.tagged(ENDPOINT_TAG, key)
     out: dict[str, dict[str, Any]] = {}
     if ep.llm is not None:
         out["CreateModel"] = _model_request(
@@ -185,5 +196,22 @@ def llm_endpoint_requests(
     for name, c in ep.components.items():
         out[f"CreateInferenceComponent {name}"] = _component_request(
             name, c, ep, endpoint_name=endpoint_name, deployment=deployment
+        )
+    return out
+
+
+def fleet_requests(
+    key: str, ep: EndpointSpec, *, endpoint_name: str, deployment: Deployment
+) -> dict[str, dict[str, Any]]:
+    """What an endpoint holds of the account: 'CreateEndpointConfig' (its variant's instances, pools
+    and shadow, or serverless concurrency) and, for an instance fleet of one model that autoscales,
+    'RegisterScalableTarget' and 'PutScalingPolicy <name>' (endpoints/scaling_request.py) — the
+    requests capacity counts (capacity/assess.py) and InferenceEndpoint builds from."""
+    out = {"CreateEndpointConfig": _config_request(key, ep, deployment)}
+    if ep.autoscaling is not None and ep.instance_type and not ep.components:
+        scaling = FleetScaling.of(ep.autoscaling)
+        asynchronous = ep.async_ is not None
+        out.update(
+            variant_scaling_requests(endpoint_name, scaling, asynchronous=asynchronous, tags=deployment.tags)
         )
     return out

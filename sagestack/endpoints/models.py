@@ -10,6 +10,7 @@ from sagestack.core.model import ModelSource, StrictModel, VpcSpec
 from sagestack.core.types import (
     EntryName,
     HostingInstanceCandidates,
+    HostingInstanceType,
     ModelPackageArn,
     Seconds,
 )
@@ -138,6 +139,64 @@ class MetricsSpec(StrictModel):
     )
 
 
+class TokenProfile(StrictModel):
+    """An LLM workload's token lengths: what a request sends and gets back (the benchmark's
+    prompts and generations, and the shape every latency figure is measured at)."""
+
+    input: int = Field(ge=1, le=1_000_000, description="prompt tokens per request")
+    output: int = Field(ge=1, le=1_000_000, description="generated tokens per request")
+
+
+class SloSpec(StrictModel):
+    """A performance target: the latency and throughput one instance must reach, measured by
+    `sagestack local bench` here (and by SageMaker's benchmark jobs in the cloud) against a workload
+    of this shape. An LLM's target is time to first token and tokens per second per user at a
+    token length profile; a classic model's, latency percentiles at a request rate."""
+
+    p95_ms: float | None = Field(default=None, gt=0, description="95th-percentile latency, in ms")
+    p99_ms: float | None = Field(default=None, gt=0, description="99th-percentile latency, in ms")
+    requests_per_second: float | None = Field(
+        default=None, gt=0, description="requests per second one instance sustains within the latency"
+    )
+    ttft_ms: float | None = Field(
+        default=None, gt=0, description="LLM: time to first token at the 95th percentile, in ms"
+    )
+    tokens_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="LLM: generated tokens per second per user (one stream's decode rate, median)",
+    )
+    tokens: TokenProfile | None = Field(
+        default=None, description="LLM: the workload's token lengths (needed with an LLM target)"
+    )
+    candidates: list[HostingInstanceType] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10,
+        description="instance types measured against the target (default: the endpoint's instance_type); "
+        "measuring one never deploys it",
+    )
+
+    @model_validator(mode="after")
+    def _a_target(self) -> SloSpec:
+        targets = ("p95_ms", "p99_ms", "requests_per_second", "ttft_ms", "tokens_per_second")
+        if all(getattr(self, k) is None for k in targets):
+            raise ValueError(f"give at least one target ({', '.join(targets)})")
+        if self.p95_ms is not None and self.p99_ms is not None and self.p99_ms < self.p95_ms:
+            raise ValueError(
+                f"p99_ms ({self.p99_ms:g}) is below p95_ms ({self.p95_ms:g}); the 99th percentile "
+                "is never faster than the 95th"
+            )
+        if self.candidates is not None and len(set(self.candidates)) != len(self.candidates):
+            raise ValueError("candidates names an instance type twice")
+        return self
+
+    @property
+    def llm_targets(self) -> tuple[str, ...]:
+        """The LLM-only keys given."""
+        return tuple(k for k in ("ttft_ms", "tokens_per_second", "tokens") if getattr(self, k) is not None)
+
+
 class EndpointSpec(StrictModel):
     model: ModelSource | None = Field(
         default=None, description="which pipeline registers this endpoint's model"
@@ -198,6 +257,11 @@ class EndpointSpec(StrictModel):
     metrics: MetricsSpec | None = Field(
         default=None, description="the config's MetricsConfig: enhanced, per-GPU metrics (default: none)"
     )
+    slo: SloSpec | None = Field(
+        default=None,
+        description="a performance target (latency, throughput; an LLM's time to first token and tokens "
+        "per second per user) that `sagestack local bench` measures configurations against",
+    )
     deploy: bool = Field(
         default=True,
         description="false: this environment does not deploy the endpoint (an overlay sets true where it does)",
@@ -207,6 +271,13 @@ class EndpointSpec(StrictModel):
     def primary_instance_type(self) -> str | None:
         """The first (highest-priority) instance type; None when serverless."""
         return self.instance_type[0] if self.instance_type else None
+
+    @property
+    def slo_candidates(self) -> tuple[str, ...]:
+        """The instance types measured against the slo: its candidates, else the endpoint's own."""
+        if self.slo is not None and self.slo.candidates:
+            return tuple(self.slo.candidates)
+        return tuple(self.instance_type or ())
 
 
 class AsyncSpec(StrictModel):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from sagestack.core.catalog.images import ImageLookupError, dlc_image_uri, smp_image_uri
 from sagestack.core.catalog.instances import is_retired
 from sagestack.core.catalog.suggest import did_you_mean
 from sagestack.core.config import ENV_DIR, PROJECT_FILE, list_environments
 from sagestack.core.errors import SpecError
+from sagestack.core.names import CLUSTER_TAG, ENDPOINT_TAG
 from sagestack.core.rules import Finding, RuleContext, rule
 from sagestack.core.yamldoc import read_yaml
 
@@ -199,27 +201,43 @@ def dlc_in_region(ctx: RuleContext) -> Iterator[Finding]:
 @rule(
     "tag-limits",
     "error",
-    "tags fit AWS's limits (≤ 50, key ≤ 128, value ≤ 256, no aws: prefix)",
+    "tags fit AWS's limits with sagestack's own (≤ 50 a resource, key ≤ 128, value ≤ 256, no aws:)",
     why=(
         "AWS rejects a resource with more than 50 tags, keys over 128 or values over 256 "
-        "characters, or keys starting with aws: — and CloudFormation rolls the whole stack back."
+        "characters, or keys starting with aws: — and CloudFormation rolls the whole stack back. "
+        "sagestack adds its own tags beside yours: sagestack:project and sagestack:environment "
+        "everywhere, sagestack:endpoint on an endpoint's resources, sagestack:cluster on a cluster, "
+        "a job's own tags with sagestack:job and sagestack:spec-hash on its training jobs, and "
+        "sagestack:tuning on a search's."
     ),
-    fix=(
-        "Shorten or drop tags; sagestack adds sagestack:project, "
-        "sagestack:environment and, on jobs, two more."
-    ),
+    fix="Shorten or drop tags, so that yours and sagestack's on one resource are 50 at most.",
 )
 def tag_limits(ctx: RuleContext) -> Iterator[Finding]:
     tags = ctx.spec.tags
-    if len(tags) > 50:
+    added, where = max(sagestack_tags(ctx.spec), key=lambda a: len(a[0]))
+    limit = MAX_TAGS - len(added - set(tags))
+    if len(tags) > limit:
         # located at the first tag over the limit, where it is written: an overlay's tags come
         # after the project file's, so one that adds too many is pointed at, not the project file
-        over = len(tags) - 51
+        over = len(tags) - limit - 1
         yield Finding(
-            ("tags", list(tags)[50]),
-            f"{len(tags)} tags given; AWS allows at most 50 per resource; drop this one, the 51st"
+            ("tags", list(tags)[limit]),
+            f"{len(tags)} tags given; with the {len(added - set(tags))} sagestack adds to {where}, "
+            f"AWS's {MAX_TAGS} a resource leave room for {limit}: drop this one"
             + (f" and the {over} after it" if over else ""),
         )
+    else:
+        for key, job in ctx.spec.jobs.items():
+            own = [k for k in job.tags if k not in tags]
+            search = TUNING_TAG if _searched(ctx.spec, key) else ()
+            room = MAX_TAGS - len(set(tags) | _JOB_TAGS | set(search))
+            if len(own) > room:
+                yield Finding(
+                    ("jobs", key, "tags", own[room]),
+                    f"job {key}: {len(own)} tags of its own beside the project's {len(tags)} and "
+                    f"sagestack's; AWS's {MAX_TAGS} a resource leave room for {room}: drop this one"
+                    + (f" and the {len(own) - room - 1} after it" if len(own) - room > 1 else ""),
+                )
     for key, value in tags.items():
         if key.lower().startswith("aws:"):
             yield Finding(("tags", key), "tag keys starting with 'aws:' are reserved by AWS")
@@ -227,6 +245,31 @@ def tag_limits(ctx: RuleContext) -> Iterator[Finding]:
             yield Finding(("tags", key), f"tag key is {len(key)} characters; allowed 1-128")
         if len(value) > 256:
             yield Finding(("tags", key), f"tag value is {len(value)} characters; allowed at most 256")
+
+
+MAX_TAGS = 50  # CreateTrainingJob's Tags (botocore: max 50), CloudFormation's Tags on every resource
+_ENV_TAGS = frozenset(("sagestack:project", "sagestack:environment"))  # Names.tags
+_JOB_TAGS = _ENV_TAGS | {"sagestack:job", "sagestack:spec-hash"}  # training/request.py
+TUNING_TAG = ("sagestack:tuning",)  # tuning/request.py
+
+
+def _searched(spec: Any, job: str) -> bool:
+    return any(t.job == job for t in spec.tuning.values())
+
+
+def sagestack_tags(spec: Any) -> list[tuple[frozenset[str], str]]:
+    """The tag keys sagestack puts on each kind of resource this spec creates (beside the spec's
+    `tags:` and a job's own), and where: what the limit of 50 a resource is counted against."""
+    out = [(_ENV_TAGS, "every resource")]
+    if spec.endpoints:
+        out.append((_ENV_TAGS | {ENDPOINT_TAG}, "an endpoint's resources"))
+    if spec.clusters:
+        out.append((_ENV_TAGS | {CLUSTER_TAG}, "a cluster"))
+    for key in spec.jobs:
+        search = TUNING_TAG if _searched(spec, key) else ()
+        what = f"job {key}'s {'searches' if search else 'training jobs'}"
+        out.append((_JOB_TAGS | set(search), what))
+    return out
 
 
 @rule(

@@ -223,14 +223,21 @@ def kv_cache(spec: LlmSpec, shape: ModelShape | None = None) -> KvCache:
     if engine.kv_dtype and spec.environment.get(engine.kv_dtype, "").startswith("fp8"):
         dtype = "fp8"
     tokens, tokens_from = _tokens(spec, engine, shape)
-    batch, batch_from = (
-        spec.max_batch_size or 1,
-        "max_batch_size" if spec.max_batch_size else "max_batch_size unset",
-    )
-    if engine.batch and (env := _setting(spec, (engine.batch,))) is not None:
-        batch, batch_from = env, engine.batch
+    batch, batch_from = max_batch(spec)
     per = shape.bytes_per_token(KV_DTYPE_BYTES[dtype])
-    return KvCache(shape, dtype, per, tokens, batch, tokens_from, batch_from)
+    return KvCache(shape, dtype, per, tokens, batch or 1, tokens_from, batch_from)
+
+
+def max_batch(spec: LlmSpec) -> tuple[int | None, str]:
+    """The sequences the family's server runs at once, and where that comes from: its own variable
+    in llm.environment (OPTION_MAX_ROLLING_BATCH_SIZE, MAX_CONCURRENT_REQUESTS, SM_VLLM_MAX_NUM_SEQS, ...),
+    else max_batch_size; None when neither says."""
+    engine = ENGINES[spec.container]
+    if engine.batch and (env := _setting(spec, (engine.batch,))) is not None:
+        return env, engine.batch
+    if spec.max_batch_size:
+        return spec.max_batch_size, "max_batch_size"
+    return None, "max_batch_size unset"
 
 
 def memory_fraction(spec: LlmSpec) -> float:

@@ -152,7 +152,9 @@ def promote(
     path = overlay_path(root, target_env)
     changes = []
     if previous != arn:
-        _edit_overlay(root, path, target_env, target_pin.path, lambda node: _set(node, "model_package", arn))
+        edit_overlay(
+            root, path, target_env, target_pin.path, lambda node: set_scalar(node, "model_package", arn)
+        )
         changes.append(f"{target_pin.label}.model_package: {previous or '(none)'} → {arn}")
     return Promotion(endpoint, source_env, target_env, arn, status, previous, path, "pin", changes, copied)
 
@@ -326,7 +328,7 @@ def _to_shadow(
     path = overlay_path(root, target_env)
     changes = []
     if previous != arn:
-        _edit_overlay(root, path, target_env, pin.path, lambda node: _set(node, "model_package", arn))
+        edit_overlay(root, path, target_env, pin.path, lambda node: set_scalar(node, "model_package", arn))
         changes.append(f"{pin.label}.model_package: {previous or '(none)'} → {arn}")
     return Promotion(key, source_env, target_env, arn, status, previous, path, "shadow", changes, copied)
 
@@ -364,13 +366,13 @@ def _shadow_to_production(
     from_base = _base_has_shadow(root, key)
 
     def edit(node: Any) -> None:
-        _set(node, "model_package", arn)
+        set_scalar(node, "model_package", arn)
         if "shadow" in node:
             del node["shadow"]
         if from_base:
             node["shadow"] = None
 
-    _edit_overlay(root, path, target_env, ("endpoints", key), edit)
+    edit_overlay(root, path, target_env, ("endpoints", key), edit)
     changes = [
         f"endpoints.{key}.model_package: {ep.model_package or '(none)'} → {arn}",
         f"endpoints.{key}.shadow: removed (it tested {arn})",
@@ -388,7 +390,7 @@ def _copy_of(arn: str, source_arn: str, offline: bool) -> bool:
     return bool(meta.get(PROMOTED_FROM) == source_arn)
 
 
-def _set(node: Any, key: str, value: str) -> None:
+def set_scalar(node: Any, key: str, value: str) -> None:
     """node[key] = value, quoted as the value it replaces was (a reviewed diff shows one change);
     a new ARN double-quoted, as the example's pins are."""
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
@@ -420,7 +422,7 @@ def _base_has_shadow(root: Path, key: str) -> bool:
     return endpoint.get("shadow") is not None
 
 
-def _edit_overlay(
+def edit_overlay(
     root: Path, path: Path, env: str, where: tuple[str, ...], edit: Callable[[Any], None]
 ) -> None:
     """Apply `edit` to the mapping at `where` in the overlay (created as needed), keeping its

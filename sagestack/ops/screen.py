@@ -60,6 +60,42 @@ def _continued(words: list[str], width: int, indent: str) -> list[str]:
     return lines
 
 
+# Where a string too long for a line may go on on the next: after a separator of ARNs, URIs, paths.
+_BREAK_AFTER = re.compile(r"[/:.,_=-](?=.)")
+
+
+def fit_json(line: str, width: int) -> list[str]:
+    """One line of an indented JSON document, for reading on a screen `width` wide: a member too
+    long goes on with its value under its key (JSON still); a string too long even there is
+    broken after a separator with a trailing `\\` (as a YAML double-quoted string goes on), never
+    between two letters of a word."""
+    if len(line) <= width:
+        return [line]
+    indent = line[: len(line) - len(line.lstrip(" "))]
+    key, colon, value = line.lstrip(" ").partition('": ')
+    lines = []
+    if colon and key.startswith('"'):
+        lines.append(f'{indent}{key}":')
+        indent, line = indent + "  ", indent + "  " + value
+        if len(line) <= width:
+            return [*lines, line]
+    return [*lines, *broken(line, width, indent)]
+
+
+def broken(line: str, width: int, indent: str) -> list[str]:
+    """A line with a word too long for `width` (an ARN, a URI), broken after its separators, each
+    piece but the last ending in `\\`, the next under `indent`."""
+    lines = []
+    while len(line) > width:
+        cuts = list(_BREAK_AFTER.finditer(line, len(indent) + 1, width - 1))
+        # a path's or an ARN's own parts first ("…/pytorch-training:" / "2.5-gpu-py311")
+        parts = [m.end() for m in cuts if m.group() in "/:" and m.end() > (len(indent) + width) // 2]
+        at = (parts or [m.end() for m in cuts] or [width - 1])[-1]
+        lines.append(line[:at] + "\\")
+        line = indent + line[at:]
+    return [*lines, line]
+
+
 def quote_commands(text: str) -> str:
     """`aws service-quotas …` commands in a message quoted as commands, so `fit` keeps them whole."""
     return _AWS_COMMAND.sub(lambda m: f"`{m.group()}`", text)

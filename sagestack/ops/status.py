@@ -1,6 +1,6 @@
 """What an environment runs now, read from AWS (`sagestack status`): its stacks, its pipelines'
 latest executions, its training and tuning jobs, endpoints (with the last hour's CloudWatch
-metrics), clusters and retraining schedules.
+metrics), clusters, training queues and retraining schedules.
 
 Everything is found by sagestack's own names (core/names.py) and, where a name cannot tell
 environments apart (tuning jobs), by the environment's tags; nothing in the account is listed
@@ -16,6 +16,7 @@ from typing import Any
 
 from sagestack.core.names import Names
 from sagestack.llm.optimization_job import resolve_optimizations
+from sagestack.ops.status_queues import read_queues
 from sagestack.ops.status_schedules import error_code, iso, read_schedules
 
 STACK_KINDS = ("foundation", "training", "serving", "optimization", "clusters")
@@ -43,6 +44,7 @@ class Scope:
     tuning: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()
     clusters: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()  # training queues (queues:)
     # endpoints that host inference components (ListInferenceComponents is asked for these only)
     component_hosts: tuple[str, ...] = ()
     # entry label -> state machine name, in the spec's order
@@ -74,6 +76,7 @@ def scope_of(resolved: Any) -> Scope:
         tuning=tuple(spec.tuning),
         endpoints=tuple(spec.endpoints),
         clusters=tuple(spec.clusters),
+        queues=tuple(spec.queues),
         component_hosts=tuple(key for key, ep in spec.endpoints.items() if ep.components),
         pipelines=pipelines,
         schedules=schedules,
@@ -100,6 +103,10 @@ def read_status(scope: Scope, client: Client, now: datetime | None = None) -> di
         ("endpoints", lambda: read_endpoints(scope, client("sagemaker"), client("cloudwatch"), now, errors)),
         ("clusters", lambda: read_clusters(scope, client("sagemaker"))),
         (
+            "queues",
+            lambda: read_queues(scope.names, scope.queues, client("batch"), now) if scope.queues else [],
+        ),
+        (
             "schedules",
             lambda: read_schedules(
                 scope.schedules, scope.monitors, client("scheduler"), client("sagemaker"), now
@@ -110,10 +117,10 @@ def read_status(scope: Scope, client: Client, now: datetime | None = None) -> di
         try:
             document[key] = read()
         except Exception as e:
-            if _no_credentials(e):
+            if no_credentials(e):
                 raise
             document[key] = []
-            errors.append(f"{key}: {_reason(e)}")
+            errors.append(f"{key}: {reason(e)}")
     document["errors"] = errors
     return document
 
@@ -308,8 +315,23 @@ def tuning_row(job: dict[str, Any], key: str, now: datetime) -> dict[str, Any]:
 
 
 def read_endpoints(scope: Scope, sm: Any, cw: Any, now: datetime, errors: list[str]) -> list[dict[str, Any]]:
-    """Each endpoint of the spec: status, variants (their instance pools), inference components,
-    and each variant's last hour of invocations, 4XX/5XX errors and mean model latency."""
+    """Each endpoint of the spec (`endpoint_rows`) with each variant's last hour of invocations,
+    4XX/5XX errors and mean model latency."""
+    rows = endpoint_rows(scope, sm, errors)
+    deployed = [(r["name"], v) for r in rows for v in r["variants"]]
+    if deployed:
+        try:
+            _last_hour(cw, deployed, now)
+        except Exception as e:
+            if no_credentials(e):
+                raise
+            errors.append(f"endpoint metrics: {reason(e)}")
+    return rows
+
+
+def endpoint_rows(scope: Scope, sm: Any, errors: list[str]) -> list[dict[str, Any]]:
+    """Each endpoint of the spec: status, its endpoint config, variants (their instance pools) and
+    inference components; no metrics (`cost` reads these without CloudWatch)."""
     rows: list[dict[str, Any]] = []
     for key in scope.endpoints:
         name = scope.names.endpoint(key)
@@ -326,18 +348,11 @@ def read_endpoints(scope: Scope, sm: Any, cw: Any, now: datetime, errors: list[s
                 "name": name,
                 "status": described["EndpointStatus"],
                 "failure_reason": described.get("FailureReason"),
+                "config": described.get("EndpointConfigName"),
                 "variants": [_variant(v) for v in described.get("ProductionVariants") or []],
                 "components": _components(sm, name, errors) if key in scope.component_hosts else [],
             }
         )
-    deployed = [(r["name"], v) for r in rows for v in r["variants"]]
-    if deployed:
-        try:
-            _last_hour(cw, deployed, now)
-        except Exception as e:
-            if _no_credentials(e):
-                raise
-            errors.append(f"endpoint metrics: {_reason(e)}")
     return rows
 
 
@@ -361,9 +376,9 @@ def _components(sm: Any, endpoint: str, errors: list[str]) -> list[dict[str, Any
     try:
         listed = sm.list_inference_components(EndpointNameEquals=endpoint)["InferenceComponents"]
     except Exception as e:
-        if _no_credentials(e):
+        if no_credentials(e):
             raise
-        errors.append(f"inference components of {endpoint}: {_reason(e)}")
+        errors.append(f"inference components of {endpoint}: {reason(e)}")
         return []
     return [
         {
@@ -452,7 +467,7 @@ def read_clusters(scope: Scope, sm: Any) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- helpers
 
 
-def _reason(e: Exception) -> str:
+def reason(e: Exception) -> str:
     """An error in a line: its code and message (not an HTML page a proxy or stand-in sent)."""
     response = getattr(e, "response", None)
     if isinstance(response, dict) and "Error" in response:
@@ -464,5 +479,5 @@ def _reason(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _no_credentials(e: Exception) -> bool:
+def no_credentials(e: Exception) -> bool:
     return type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError")

@@ -8,6 +8,7 @@ environment's tags. boto3 is not imported here: the caller passes the clients.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ class NotOurs(LookupError):
 
 @dataclass(frozen=True)
 class Stopped:
-    kind: str  # "execution", "training job" or "tuning job"
+    kind: str  # "execution", "training job", "tuning job" or "queued job" (a Batch service job)
     name: str
     entry: str | None
     spot: bool = False  # a spot training job: its checkpoints stay in S3
@@ -39,19 +40,20 @@ class Plan:
     jobs: tuple[tuple[str, str, str | None], ...]
 
 
-def plan(scope: Scope, sfn: Any, sm: Any, target: str) -> Plan:
+def plan(scope: Scope, sfn: Any, sm: Any, target: str, batch: Any = None) -> Plan:
     """The running executions and jobs `target` names: a pipeline's entry (all it runs), a run's
-    name or ARN (that run and its job), or a training or tuning job's name; NotOurs otherwise."""
+    name or ARN (that run and its job), or a training or tuning job's name; NotOurs otherwise.
+    With a Batch client, a queued job's service job too (one still queued has no training job)."""
     machines = state_machines(scope, sfn)
     if target in scope.pipelines:
         executions = [(target, arn) for arn in _running(sfn, machines.get(target))]
-        jobs = {j for _, arn in executions for j in jobs_of_execution(scope, sm, sfn, arn, target)}
+        jobs = {j for _, arn in executions for j in jobs_of_execution(scope, sm, sfn, arn, target, batch)}
         jobs |= set(_running_jobs(scope, sm, target))
         return Plan(tuple(executions), tuple(sorted(jobs)))
     for entry, machine in machines.items():
         for arn in _running(sfn, machine):
             if target in (arn, arn.rsplit(":", 1)[-1]):
-                return Plan(((entry, arn),), tuple(jobs_of_execution(scope, sm, sfn, arn, entry)))
+                return Plan(((entry, arn),), tuple(jobs_of_execution(scope, sm, sfn, arn, entry, batch)))
     job_entry = job_of(scope, target)
     if job_entry is not None:
         status = _described(sm.describe_training_job, TrainingJobName=target)
@@ -70,10 +72,18 @@ def plan(scope: Scope, sfn: Any, sm: Any, target: str) -> Plan:
     )
 
 
-def stop(plan: Plan, sfn: Any, sm: Any, scope: Scope) -> list[Stopped]:
-    """Stop the plan's jobs, then its executions (so no state creates a job after): what was stopped."""
+def stop(plan: Plan, sfn: Any, sm: Any, scope: Scope, batch: Any = None) -> list[Stopped]:
+    """Stop the plan's jobs, then its executions (so no state creates a job after): what was stopped.
+    A queued job's service job is terminated first, so Batch starts no training job after."""
     done: list[Stopped] = []
-    for kind, name, entry in plan.jobs:
+    for kind, name, entry in sorted(plan.jobs, key=lambda j: j[0] != "service job"):
+        if kind == "service job":
+            described = batch.describe_service_job(jobId=name)
+            if described["status"] in ("SUCCEEDED", "FAILED"):
+                continue
+            batch.terminate_service_job(jobId=name, reason="stopped by `sagestack stop`")
+            done.append(Stopped("queued job", described["jobName"], entry))
+            continue
         if kind == "tuning job":
             sm.stop_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)
             done.append(Stopped(kind, name, entry))
@@ -90,12 +100,22 @@ def stop(plan: Plan, sfn: Any, sm: Any, scope: Scope) -> list[Stopped]:
 
 
 def jobs_of_execution(
-    scope: Scope, sm: Any, sfn: Any, arn: str, entry: str
+    scope: Scope, sm: Any, sfn: Any, arn: str, entry: str, batch: Any = None
 ) -> list[tuple[str, str, str | None]]:
-    """The SageMaker jobs an execution's states created, those still running."""
+    """The SageMaker jobs an execution's states created (and the Batch service jobs it submitted,
+    with the training jobs Batch started for them), those still running."""
     found: list[tuple[str, str, str | None]] = []
     for kind, name in scheduled_jobs(sfn, arn):
-        if kind == "training job":
+        if kind == "service job":
+            if batch is None:
+                continue
+            described = batch.describe_service_job(jobId=name)
+            if described["status"] not in ("SUCCEEDED", "FAILED"):
+                found.append((kind, name, entry))
+            status = _described(sm.describe_training_job, TrainingJobName=described["jobName"])
+            if status and status["TrainingJobStatus"] == "InProgress" and job_of(scope, described["jobName"]):
+                found.append(("training job", described["jobName"], entry))
+        elif kind == "training job":
             status = _described(sm.describe_training_job, TrainingJobName=name)
             if status and status["TrainingJobStatus"] == "InProgress" and job_of(scope, name):
                 found.append((kind, name, entry))
@@ -108,12 +128,22 @@ def jobs_of_execution(
 
 def scheduled_jobs(sfn: Any, arn: str) -> list[tuple[str, str]]:
     """(kind, name) of each job an execution's states asked SageMaker to create, in order (its
-    history's TaskScheduled events of sagemaker:createTrainingJob / createHyperParameterTuningJob)."""
+    history's TaskScheduled events of sagemaker:createTrainingJob / createHyperParameterTuningJob),
+    and ("service job", its ID) of each a queued job's state submitted to Batch (TaskSucceeded of
+    batch:submitServiceJob: the ID is Batch's answer)."""
     found: list[tuple[str, str]] = []
     for page in sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
         for event in page["events"]:
+            submitted = event.get("taskSucceededEventDetails") or {}
+            # an aws-sdk task's resource type: 'aws-sdk:batch' (as moto writes it) or 'batch'
+            if _service(submitted) == "batch" and submitted.get("resource", "").startswith(
+                "submitServiceJob"
+            ):
+                with contextlib.suppress(ValueError, KeyError):
+                    found.append(("service job", json.loads(submitted.get("output") or "{}")["JobId"]))
+                continue
             details = event.get("taskScheduledEventDetails") or {}
-            if details.get("resourceType") != "sagemaker":
+            if _service(details) != "sagemaker":
                 continue
             try:
                 params = json.loads(details.get("parameters") or "{}")
@@ -127,6 +157,10 @@ def scheduled_jobs(sfn: Any, arn: str) -> list[tuple[str, str]]:
             ):
                 found.append(("tuning job", params["HyperParameterTuningJobName"]))
     return found
+
+
+def _service(details: dict[str, Any]) -> str:
+    return str(details.get("resourceType", "")).removeprefix("aws-sdk:")
 
 
 def _running(sfn: Any, machine: str | None) -> list[str]:

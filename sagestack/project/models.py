@@ -17,6 +17,7 @@ from sagestack.core.types import (
 from sagestack.delivery.models import DeliverySpec
 from sagestack.endpoints.models import EndpointSpec
 from sagestack.foundation.models import BucketSpec, ImageSpec, PipelineSpec
+from sagestack.queues.models import QueueSpec
 from sagestack.tracking.models import TrackingSpec
 from sagestack.training.models import JobSpec
 from sagestack.transforms.models import TransformSpec
@@ -43,6 +44,11 @@ class ProjectSpec(StrictModel):
     endpoints: dict[EntryName, EndpointSpec] = Field(default_factory=dict)
     transforms: dict[EntryName, TransformSpec] = Field(default_factory=dict)
     clusters: dict[EntryName, ClusterSpec] = Field(default_factory=dict)
+    queues: dict[EntryName, QueueSpec] = Field(
+        default_factory=dict,
+        description="training queues shared by teams: AWS Batch job queues of SageMaker training jobs "
+        "(a job joins one with queue:)",
+    )
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     delivery: DeliverySpec | None = Field(
         default=None, description="a CDK Pipelines stack that deploys the environments from the repository"

@@ -31,13 +31,13 @@ from sagestack.endpoints.resolved import resolve_endpoint, resolve_transform_reg
 from sagestack.llm.optimization_job import resolve_optimizations
 from sagestack.llm.optimization_job import stand_in_requests as optimization_requests
 from sagestack.project.environment import ResolvedEnvironment
+from sagestack.project.work_requests import render_work
 from sagestack.training.context import MlflowTarget, stand_in_contexts
 from sagestack.training.debugger import rules_image_for
 from sagestack.training.launch_contract import launch_contract
 from sagestack.training.launch_files import LaunchFiles
 from sagestack.training.models import JobSpec
 from sagestack.training.rendered import RenderedJob, resolve_training_job
-from sagestack.transforms.request import ResolvedTransform, stand_in_requests
 from sagestack.tuning.request import render_tuning_request
 
 
@@ -83,14 +83,14 @@ def job_images(plan: ResolvedEnvironment, root: Path, key: str) -> JobImages:
 
 
 def mlflow_target(plan: ResolvedEnvironment) -> MlflowTarget | None:
-    """The tracking server the environment's jobs log to: the one `tracking.mlflow.server` names,
-    else the one the foundation creates (its ARN with the account, or the stand-in account)."""
+    """The MLflow the environment's jobs log to: the one `tracking.mlflow.server` names, else the
+    tracking server or App the foundation creates (its ARN with the account, or the stand-in account)."""
     m = plan.spec.tracking.mlflow
     if m is None:
         return None
     if m.server is not None:
         return MlflowTarget(m.server, plan.names.prefix)
-    return MlflowTarget.stand_in(stand_in_deployment(plan), plan.names)
+    return MlflowTarget.stand_in(stand_in_deployment(plan), plan.names, app=m.app)
 
 
 def job_rules_image(plan: ResolvedEnvironment, key: str) -> str | None:
@@ -125,11 +125,18 @@ class EnvironmentRequests:
     # launcher: drivers — job -> the digest of its launch files (code/jobs/<digest>/: the unpacked
     # code and the pinned sagemaker-train's drivers), which the rendered requests name by a stand-in
     launch_files: dict[str, str] = field(default_factory=dict)
+    # what the work beside training holds of the account (project/work_requests.py), which capacity
+    # counts: each endpoint the environment runs -> 'CreateEndpointConfig', 'RegisterScalableTarget',
+    # 'PutScalingPolicy <name>' -> request (not locked); each cluster -> its CreateCluster
+    fleets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool = True) -> EnvironmentRequests:
     """Every CreateTrainingJob and CreateHyperParameterTuningJob request of the environment (with
-    the images and source archives they name), with stand-ins; validated unless told not to. The
+    the images and source archives they name), and what its endpoints, clusters and transforms hold
+    of the account (project/work_requests.py: what capacity counts), with stand-ins; validated
+    unless told not to. The
     TrainingStack hands these very plans to its pipelines, which render them again only with tokens.
     Rendered once per resolved environment: a validated rendering also serves an unvalidated ask."""
     where = str(root.resolve())
@@ -168,6 +175,8 @@ def _render_training(plan: ResolvedEnvironment, root: Path, *, validate: bool) -
         if validate:
             validate_request("CreateHyperParameterTuningJob", request)
         out.tuning[key] = request
+    work = render_work(plan, deployment, validate=validate)
+    out.fleets, out.clusters, out.transforms = work.fleets, work.clusters, work.transforms
     return out
 
 
@@ -214,9 +223,11 @@ def render_environment(
     """Every CreateTrainingJob / CreateHyperParameterTuningJob / CreateCompilationJob /
     CreateModelPackage request of the environment, with stand-ins; validated unless told not to."""
 
-    # The training part is the environment's one rendering; endpoints and transforms join a copy.
+    # The training part is the environment's one rendering; endpoints and transforms join a copy
+    # (a transform's jobs rendered there, its model steps here).
+    rendered = render_training(plan, root, validate=validate)
     out = replace(
-        render_training(plan, root, validate=validate),
+        rendered,
         endpoints={},
         transforms={},
         optimizations={},
@@ -235,14 +246,15 @@ def render_environment(
         out.endpoints[key] = requests
 
     for key, transform in plan.spec.transforms.items():
-        requests = stand_in_requests(ResolvedTransform.of(plan.names, key, transform), ctx.deployment)
+        requests = rendered.transforms[key]
         if transform.model is not None:
             registration = resolve_transform_registration(plan, key)
             lineage = source_lineage(plan, out, transform.model.from_)
-            requests = {**stand_in_model_requests(registration, replace(ctx, lineage=lineage)), **requests}
-        if validate:
-            for operation, request in requests.items():
-                validate_request(operation.split(" ")[0], request)
+            steps = stand_in_model_requests(registration, replace(ctx, lineage=lineage))
+            if validate:
+                for operation, request in steps.items():
+                    validate_request(operation.split(" ")[0], request)
+            requests = {**steps, **requests}
         out.transforms[key] = requests
 
     for key, spec in plan.spec.endpoints.items():
@@ -333,10 +345,22 @@ def _llm_endpoint_requests(out: EnvironmentRequests, name: str) -> list[tuple[st
     return found
 
 
+def _fleet_requests(
+    out: EnvironmentRequests, name: str, shown: set[str]
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """An endpoint's fleet — its config (unless shown already, as an LLM endpoint's is) and its
+    autoscaling's requests — after its own."""
+    return [
+        (op.split(" ")[0], op.partition(" ")[2] or name, request)
+        for op, request in out.fleets.get(name, {}).items()
+        if op not in shown
+    ]
+
+
 def renderable_names(out: EnvironmentRequests) -> list[str]:
     """Every name `render` takes: jobs, searches, endpoints (an LLM endpoint's components as
-    '<endpoint>/<component>'), transforms, and each LLM optimized."""
-    names = [*out.jobs, *out.tuning, *out.endpoints, *out.transforms]
+    '<endpoint>/<component>'), transforms, clusters, and each LLM optimized."""
+    names = [*out.jobs, *out.tuning, *out.endpoints, *out.fleets, *out.transforms, *out.clusters]
     for key, ops in out.llm_endpoints.items():
         names.append(key)
         names += [f"{key}/{op.split(' ', 1)[1]}" for op in ops if op.startswith("CreateInferenceComponent ")]
@@ -369,6 +393,9 @@ def requests_named(
     elif name in out.transforms:
         shown += [(op.split(" ")[0], op, request) for op, request in out.transforms[name].items()]
     shown += _llm_endpoint_requests(out, name)
+    shown += _fleet_requests(out, name, {op for op, _, _ in shown})
+    if name in out.clusters:
+        shown.append(("CreateCluster", name, out.clusters[name]))
     optimized = [label for label in out.optimizations if name in (label, label.split("/")[0])]
     for label in optimized:  # an endpoint's optimization jobs, after its model steps
         shown += [(op, f"optimize {label}", request) for op, request in out.optimizations[label].items()]

@@ -26,6 +26,11 @@ from sagestack.training import rules_tensorflow as training_tensorflow
 from sagestack.training import rules_launcher as training_launcher
 from sagestack.training import rules_spot as training_spot
 from sagestack.foundation import rules_promotion as promotion
+from sagestack.endpoints import rules_slo as endpoint_slo
+from sagestack.llm import rules_slo as llm_slo
+from sagestack.endpoints import rules_recommend as endpoint_recommend
+from sagestack.queues import rules as queues
+from sagestack.clusters import rules_teams as cluster_teams
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -51,6 +56,11 @@ FEATURE_RULES = (
     training_launcher,
     training_spot,
     promotion,
+    endpoint_slo,
+    llm_slo,
+    endpoint_recommend,
+    queues,
+    cluster_teams,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

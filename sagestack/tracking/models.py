@@ -12,14 +12,26 @@ from sagestack.core.model import StrictModel
 
 
 class MlflowSpec(StrictModel):
-    """A SageMaker managed MLflow tracking server for the environment (or one that exists)."""
+    """SageMaker managed MLflow for the environment: a serverless MLflow App (`app: true`), a
+    tracking server (the default, kept for existing projects), or one that exists (`server:`)."""
 
     server: str | None = Field(
         default=None,
-        description="an existing tracking server's ARN to log to (default: one is created per environment)",
+        description="an existing tracking server's or MLflow App's ARN to log to "
+        "(default: one is created per environment)",
     )
-    size: Literal["Small", "Medium", "Large"] = "Small"
-    version: str | None = Field(default=None, description="MLflow version (default: SageMaker's newest)")
+    app: bool = Field(
+        default=False,
+        description="create a serverless MLflow App instead of a tracking server: no hourly charge "
+        "while unused, what SageMaker recommends for new set-ups",
+    )
+    size: Literal["Small", "Medium", "Large"] = Field(
+        default="Small", description="the tracking server's size (an MLflow App has none)"
+    )
+    version: str | None = Field(
+        default=None,
+        description="the tracking server's MLflow version (default: SageMaker's newest; an App runs SageMaker's)",
+    )
     automatic_model_registration: bool = False
     maintenance_window: str | None = Field(
         default=None, description="weekly start, e.g. Sun:02:00 (default: SageMaker's choice)"
@@ -33,8 +45,14 @@ class MlflowSpec(StrictModel):
             raise PydanticCustomError(
                 "server",
                 "'{given}' is not a SageMaker MLflow ARN (arn:aws:sagemaker:<region>:<account>:"
-                "mlflow-tracking-server/<name>)",
+                "mlflow-tracking-server/<name> or …:mlflow-app/<id>)",
                 {"given": self.server},
+            )
+        if self.app and self.server is not None:
+            raise PydanticCustomError(
+                "app",
+                "app: true creates an MLflow App, server: names one that exists; keep one of them",
+                {},
             )
         if self.maintenance_window is not None and not re.match(
             r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun):([01]\d|2[0-3]):[0-5]\d$", self.maintenance_window

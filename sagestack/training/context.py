@@ -27,13 +27,21 @@ class MlflowTarget:
         return f"{self.experiment_prefix}-{job_key}"
 
     @staticmethod
-    def stand_in(deployment: Deployment, names: Names) -> MlflowTarget:
-        """The tracking server the foundation creates, as its ARN reads in the deployment's account."""
-        arn = (
-            f"arn:aws:sagemaker:{deployment.region}:{deployment.account}:mlflow-tracking-server/"
-            f"{names.tracking_server}"
+    def stand_in(deployment: Deployment, names: Names, *, app: bool = False) -> MlflowTarget:
+        """The tracking server (or, with `app`, the MLflow App) the foundation creates, as its ARN
+        reads in the deployment's account. An App's ARN ends in an ID SageMaker assigns at creation:
+        its name stands in for it."""
+        kind, name = (
+            ("mlflow-app", names.mlflow_app) if app else ("mlflow-tracking-server", names.tracking_server)
         )
+        arn = f"arn:aws:sagemaker:{deployment.region}:{deployment.account}:{kind}/{name}"
         return MlflowTarget(arn, names.prefix)
+
+
+def is_mlflow_app(arn: str) -> bool:
+    """Whether an MLflow ARN names a serverless MLflow App (else a tracking server). It reads the
+    ARN's resource type, which a deploy-time ARN built from tokens keeps as text."""
+    return ":mlflow-app/" in arn
 
 
 @dataclass(frozen=True)

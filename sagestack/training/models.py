@@ -19,6 +19,7 @@ from sagestack.core.types import (
     Seconds,
     TrainingInstanceCandidates,
 )
+from sagestack.queues.models import JobQueueRef
 
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling (28 days)
 # max_wait's ceiling too: SageMaker states none for MaxWaitTimeInSeconds, but ends every training job
@@ -397,6 +398,11 @@ class JobSpec(StrictModel):
     )
     keep_alive: Seconds | None = Field(default=None, ge=0, le=3600, description="warm pool keep-alive")
     run_on_deploy: bool = False
+    queue: JobQueueRef | None = Field(
+        default=None,
+        description="submit the job to a training queue (queues:) instead of starting it at once: Batch "
+        "starts it when the queue's capacity and the share allow",
+    )
     schedule: ScheduleSpec | None = Field(
         default=None,
         description="retrain on a schedule: the pipeline starts with fresh job names (new data, new model)",

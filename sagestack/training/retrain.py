@@ -37,6 +37,11 @@ _DYNAMIC_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
+def _training_body(params: Any) -> bool:
+    """A CreateTrainingJob body held by a Pass state (the payload a queue submits)."""
+    return isinstance(params, dict) and "TrainingJobName" in params and "AlgorithmSpecification" in params
+
+
 def retrainable(definition: dict[str, Any]) -> dict[str, Any]:
     """The definition with the retrain path (a new dict; the input is not changed)."""
     out = copy.deepcopy(definition)
@@ -47,10 +52,13 @@ def retrainable(definition: dict[str, Any]) -> dict[str, Any]:
         return slots.setdefault((kind, value), f"{kind.replace('-', '_')}_{len(slots) + 1}")
 
     for state in states.values():
-        if state.get("Type") != "Task":
-            continue
-        resource = str(state.get("Resource", ""))
         params = state.get("Parameters")
+        if state.get("Type") == "Pass" and _training_body(params):
+            resource = "sagemaker:createTrainingJob"  # a queued job's payload (training/states_queue.py)
+        elif state.get("Type") != "Task":
+            continue
+        else:
+            resource = str(state.get("Resource", ""))
         if resource.endswith("sagemaker:createTrainingJob"):
             for path, kind in _DYNAMIC_FIELDS:
                 node = params

@@ -89,7 +89,7 @@ def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str
     for c in plan.candidates:
         s = CandidateStates(c.index, n)
         nxt = s.next().quota
-        _candidate_quota(states, c, s, settings, count, short=nxt, enough=s.create)
+        candidate_quota(states, c, s, settings, count, short=nxt, enough=s.create)
         states[s.create] = asl.task(
             "sagemaker:createTrainingJob",
             c.request,
@@ -110,7 +110,7 @@ def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str
             asl.is_present("$.job.Detail.FailureReason"),
             asl.matches_any("$.job.Detail.FailureReason", CAPACITY_PATTERNS),
         )
-        states.update(_poll(s, c.name, settings, before_failed=(asl.when(capacity_failure, s.backoff),)))
+        states.update(follow(s, c.name, settings, before_failed=(asl.when(capacity_failure, s.backoff),)))
 
     states[NO_CANDIDATE] = asl.fail(
         "NoCandidateAvailable",
@@ -120,7 +120,7 @@ def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str
             + ". Ask for a quota increase, add a candidate, or retry later."
         ),
     )
-    _outcomes(states, plan, settings, instance_type="$.job.Detail.ResourceConfig.InstanceType")
+    outcomes(states, plan, settings, instance_type="$.job.Detail.ResourceConfig.InstanceType")
     return {
         "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest})",
         "StartAt": CandidateStates(0, n).quota,
@@ -128,7 +128,7 @@ def training_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[str
     }
 
 
-def _candidate_quota(
+def candidate_quota(
     states: dict[str, Any],
     c: RenderedCandidate,
     s: CandidateStates,
@@ -158,7 +158,7 @@ def _candidate_quota(
 STATUS = "$.job.TrainingJobStatus"
 
 
-def _poll(
+def follow(
     names: asl.PollNames,
     name: str,
     settings: PipelineSettings,
@@ -189,7 +189,7 @@ def _poll(
     )
 
 
-def _outcomes(
+def outcomes(
     states: dict[str, Any], plan: RenderedJob, settings: PipelineSettings, *, instance_type: str
 ) -> None:
     """The states both paths end in: notifications, the result (with the instance the job ran on),
@@ -237,7 +237,7 @@ def _preference_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[
         s = CandidateStates(c.index, n)
         nxt = s.next().quota if c.index + 1 < n else "Preferences"
         prefer, skip = f"Prefer {s.tag}", f"Skip {s.tag}"
-        _candidate_quota(states, c, s, settings, count, short=skip, enough=prefer)
+        candidate_quota(states, c, s, settings, count, short=skip, enough=prefer)
         states[prefer] = {
             "Type": "Pass",
             "Result": preference(c, count),
@@ -287,7 +287,7 @@ def _preference_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[
         asl.when(asl.error_matches(IN_USE_PATTERNS), "Describe"),
         default="Notify create failed",
     )
-    states.update(_poll(asl.PollStates("Wait", "Describe", "Status?"), plan.preferred.name, settings))
+    states.update(follow(asl.PollStates("Wait", "Describe", "Status?"), plan.preferred.name, settings))
     states[NO_CANDIDATE] = asl.fail(
         "NoCandidateAvailable",
         cause=(
@@ -296,7 +296,7 @@ def _preference_pipeline(plan: RenderedJob, settings: PipelineSettings) -> dict[
             + ". Ask for a quota increase or add a candidate."
         ),
     )
-    _outcomes(states, plan, settings, instance_type="$.job.Detail.ResourceConfig.SelectedInstanceType")
+    outcomes(states, plan, settings, instance_type="$.job.Detail.ResourceConfig.SelectedInstanceType")
     return {
         "Comment": f"sagestack training pipeline for job '{plan.key}' ({plan.digest}), InstancePreferences",
         "StartAt": CandidateStates(0, n).quota,

@@ -87,6 +87,12 @@ def test_the_cluster_is_slurm_with_its_groups_storage_and_health_checks(cluster_
     assert storage[1]["FsxLustreConfig"]["MountPath"] == "/fsx"
     assert workers["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
     assert "/code/clusters/research/" in json.dumps(workers["LifeCycleConfig"]["SourceS3Uri"])
+    # the environment's tags and the cluster's own, which `sagestack cost` groups its spend by
+    assert props["Tags"] == [
+        {"Key": "sagestack:cluster", "Value": "research"},
+        {"Key": "sagestack:environment", "Value": "dev"},
+        {"Key": "sagestack:project", "Value": "digits"},
+    ]
 
 
 def test_nodes_are_in_one_zone_open_to_each_other_with_lustre_linked_to_the_bucket(cluster_app):
@@ -348,6 +354,17 @@ def test_the_typed_props_build_the_spec_s_own_cluster(tmp_path):
         tmp_path / "n", instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")}, file_system=None
     )
     assert none.file_system is None and none.spec.fsx is None
+    # the library door tags the cluster with its key too (and the caller's tags beside it)
+    assert typed.request["Tags"] == [{"Key": "sagestack:cluster", "Value": "research"}]
+    tagged = _library_cluster(
+        tmp_path / "t",
+        instance_groups={"workers": ClusterInstanceGroup("ml.p5.48xlarge")},
+        tags={"team": "ml"},
+    )
+    assert tagged.request["Tags"] == [
+        {"Key": "sagestack:cluster", "Value": "research"},
+        {"Key": "team", "Value": "ml"},
+    ]
 
 
 def test_a_cluster_takes_one_door_and_says_what_the_model_refuses(tmp_path):

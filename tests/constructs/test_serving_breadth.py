@@ -338,6 +338,11 @@ def test_model_monitor_baselines_schedules_and_alarms_on_drift(project, tmp_path
     # its role may create, follow and stop only jobs carrying the environment's tags
     assert {"Key": "sagestack:environment", "Value": "prod"} in job["Tags"]
     assert {"Key": "sagestack:project", "Value": "digits"} in job["Tags"]
+    # the baseline job, the job definition and the schedule bill for the endpoint: tagged with it
+    assert {"Key": "sagestack:endpoint", "Value": "digits"} in job["Tags"]
+    for kind in ("DataQualityJobDefinition", "MonitoringSchedule"):
+        (resource,) = t.find_resources(f"AWS::SageMaker::{kind}").values()
+        assert {"Key": "sagestack:endpoint", "Value": "digits"} in resource["Properties"]["Tags"], kind
     assert (
         job["AppSpecification"]["ImageUri"]
         == "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer"

@@ -39,7 +39,14 @@ def nav_pages() -> Iterator[tuple[str, str]]:
             else:
                 yield title, value
 
-    yield from walk(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
+    yield from walk(yaml.load((REPO / "mkdocs.yml").read_text(), _MkdocsYaml)["nav"])
+
+
+class _MkdocsYaml(yaml.SafeLoader):
+    """mkdocs.yml as data: a `!!python/name:` tag (the Mermaid fence's formatter) is read as its name."""
+
+
+_MkdocsYaml.add_multi_constructor("tag:yaml.org,2002:python/name:", lambda _loader, suffix, _node: suffix)
 
 
 def url_of(source: str) -> str:

@@ -135,6 +135,8 @@ def problem(line: str, *, mention: bool = False) -> str | None:
         o for p in command.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]
     }
     for word in rest:
+        if word == "--":  # what follows goes to another program (deploy's CDK CLI options)
+            break
         number = re.fullmatch(r"-?\d+(\.\d+)?", word)
         if word.startswith("-") and not number and word.split("=", 1)[0] not in spellings:
             return f"{path} has no option {word}"

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import MINIMAL, REPO, Project
 from tests.constructs.test_clusters import SPEC as CLUSTER_SPEC
+from tests.constructs.test_clusters_eks import EKS_SPEC
 from tests.constructs.test_delivery import DELIVERY
 
 BROAD = REPO / "tests" / "constructs" / "baseline" / "broad"
@@ -21,9 +22,13 @@ PIN = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"
 OTHER = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/4"
 # Every serving kind beside the example's real-time, compiled, autoscaled endpoint and the broad
 # project's serverless and Inferentia ones: async, inference components, VPC with Model Monitor, a
-# pinned batch transform.
+# pinned batch transform. Its job logs to a serverless MLflow App (the example's to a tracking server)
+# and waits in a training queue.
 SERVING = (
     MINIMAL
+    + "    queue: {name: shared, share: research, priority: 5}\n"
+    + "queues:\n  shared: {max_instances: 4, shares: {research: 1, production: 0.5}}\n"
+    + "tracking:\n  mlflow: {app: true, automatic_model_registration: true}\n"
     + "endpoints:\n"
     + f'  queued:\n    model_package: "{PIN}"\n    instance_type: ml.g5.xlarge\n'
     + "    async: {max_concurrent_invocations_per_instance: 4, include_response_in_notification: true}\n"
@@ -82,6 +87,12 @@ def _projects(base: Path) -> dict[str, Path]:
     script.parent.mkdir(parents=True)
     script.write_text(resources.files("sagestack.templates").joinpath("on_create.sh").read_text())
     script.chmod(0o755)
+    eks = Project(base / "eks")
+    eks.spec(EKS_SPEC).env("dev", "retain_data: false\n").env("prod", 'account: "555555555555"\n')
+    script = eks.root / "cluster_src" / "on_create.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(resources.files("sagestack.templates").joinpath("on_create.sh").read_text())
+    script.chmod(0o755)
     serving = Project(base / "serving")
     serving.spec(SERVING).env("dev", "retain_data: false\n").env("prod", 'account: "111111111111"\n')
     promotion = Project(base / "promotion")
@@ -91,6 +102,7 @@ def _projects(base: Path) -> dict[str, Path]:
         "example": REPO,
         "broad": BROAD,
         "cluster": cluster.root,
+        "eks": eks.root,
         "delivery": _copy_example(base / "delivery", DELIVERY),
         "serving": serving.root,
         "promotion": promotion.root,

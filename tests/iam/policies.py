@@ -31,6 +31,7 @@ ARN_OF_TYPE = {
     "AWS::Logs::LogGroup": "arn:{p}:logs:{r}:{a}:log-group:{name}:*",
     "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{name}",
     "AWS::SageMaker::MlflowTrackingServer": "arn:{p}:sagemaker:{r}:{a}:mlflow-tracking-server/{name}",
+    "AWS::SageMaker::MlflowApp": "arn:{p}:sagemaker:{r}:{a}:mlflow-app/{name}",
     "AWS::SageMaker::ModelPackageGroup": "arn:{p}:sagemaker:{r}:{a}:model-package-group/{name}",
     "AWS::SageMaker::Endpoint": "arn:{p}:sagemaker:{r}:{a}:endpoint/{name}",
     "AWS::SageMaker::Cluster": "arn:{p}:sagemaker:{r}:{a}:cluster/{name}",
@@ -39,6 +40,7 @@ ARN_OF_TYPE = {
     "AWS::CodePipeline::Pipeline": "arn:{p}:codepipeline:{r}:{a}:{name}",
     "AWS::Scheduler::Schedule": "arn:{p}:scheduler:{r}:{a}:schedule/default/{name}",
     "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{name}",
+    "AWS::EKS::Cluster": "arn:{p}:eks:{r}:{a}:cluster/{name}",
 }
 # What Ref returns where it is the ARN (else the name).
 REF_IS_ARN = {"AWS::SNS::Topic", "AWS::StepFunctions::StateMachine", "AWS::IAM::ManagedPolicy"}
@@ -51,9 +53,11 @@ NAME_PROPERTY = {
     "AWS::Logs::LogGroup": "LogGroupName",
     "AWS::StepFunctions::StateMachine": "StateMachineName",
     "AWS::SageMaker::MlflowTrackingServer": "TrackingServerName",
+    "AWS::SageMaker::MlflowApp": "Name",
     "AWS::SageMaker::ModelPackageGroup": "ModelPackageGroupName",
     "AWS::SageMaker::Endpoint": "EndpointName",
     "AWS::SageMaker::Cluster": "ClusterName",
+    "AWS::EKS::Cluster": "Name",
 }
 # The resource policy types (their statements name their resources; a key's and a repository's
 # policies, whose "*" means the resource itself, are read from the key and the repository).
@@ -142,7 +146,7 @@ class Template:
             return f"{lid.lower()}-id"
         if attribute == "QueueUrl":
             return f"https://sqs.{self.region}.amazonaws.com/{self.account}/{self.name_of(lid)}"
-        if attribute == "QueueName":
+        if attribute in ("QueueName", "MlflowAppId"):  # an App's ID: its name stands in for it
             return self.name_of(lid)
         raise KeyError(f"{self.path.name}: GetAtt {lid}.{attribute} has no resolution here")
 

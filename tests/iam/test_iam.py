@@ -35,6 +35,7 @@ PROJECT_OF = {
     "example": "digits",
     "broad": "broad",
     "cluster": "digits",
+    "eks": "digits",
     "delivery": "digits",
     "serving": "digits",
     "promotion": "digits",
@@ -200,7 +201,7 @@ def test_service_roles_trust_only_this_account_s_own_resources(synthesized):
 def test_checkov_finds_nothing_without_a_reason(synthesized):
     found: Counter[tuple[str, str]] = Counter()
     for app in synthesized:
-        if app.name in ("example", "broad"):
+        if app.name in ("example", "broad", "eks"):
             found.update((f["check_id"], f["resource"]) for f in checkov(app.outdir))
     print(f"checkov: {sum(found.values())} failed checks, {len(found)} distinct")
     _reasoned(found, reasons.CHECKOV, "checkov finding")

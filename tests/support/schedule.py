@@ -46,6 +46,7 @@ COST: dict[str, float] = {
     "tests/synth/test_first_ten_minutes.py::test_the_deploy_command_init_prints_works_as_printed_up_to_the_missing_account": 120,
     "tests/synth/test_cdk_cli.py": 50,
     "tests/training_src/test_local_llm_serve.py": 45,
+    "tests/training_src/test_llm_batching.py": 35,
     "tests/training_src/test_keras_local_resume.py": 40,
     "tests/training_src/test_keras_skeleton.py": 40,
     "tests/conformance/test_tf_toolkit_judge.py": 40,

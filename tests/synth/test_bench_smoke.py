@@ -27,9 +27,8 @@ BENCHES = [
 
 def test_every_bench_script_has_a_smoke_run():
     scripts = {p.name for p in (REPO / "bench").glob("*.py")}
-    # handwritten_app.py is synth.py's baseline and ddp_loop.py train.py's: they run inside those;
-    # loadgen.py is the load generator serve.py (and tests/training_src/test_local_serve.py) import.
-    assert scripts - {"handwritten_app.py", "ddp_loop.py", "loadgen.py"} == {p.values[0] for p in BENCHES}
+    # handwritten_app.py is synth.py's baseline and ddp_loop.py train.py's: they run inside those.
+    assert scripts - {"handwritten_app.py", "ddp_loop.py"} == {p.values[0] for p in BENCHES}
 
 
 @pytest.mark.parametrize("script", BENCHES)

@@ -12,9 +12,9 @@ import urllib.request
 import numpy as np
 import pytest
 
-from bench.loadgen import load
 from sagestack.local.serving.compile import LocalCompileError, compile_locally
 from sagestack.local.serving.handlers import unpack_model
+from sagestack.local.serving.loadgen import load
 from sagestack.local.serving.serve import BackgroundServer, ServeOptions
 from tests.support.moto_server import free_port
 

@@ -206,6 +206,33 @@ def test_a_short_cluster_group_says_what_to_do(project):
     assert "cluster group 'lab/gpu' needs 4" in short.message() and "lower the count to 2" in short.message()
 
 
+def test_cluster_groups_on_one_type_share_its_quota(project):
+    """A cluster-usage quota is per account and type: two groups of 1 on ml.m5.xlarge (in two
+    clusters here) need 2 of it together. Each checked alone, as before, both passed a quota of 1."""
+    project.spec(
+        "project: digits\nregion: us-east-1\nclusters:\n"
+        "  lab:\n    instance_groups:\n"
+        "      ctl: {instance_type: ml.m5.xlarge, node_type: Controller}\n"
+        "      gpu: {instance_type: ml.g5.8xlarge, count: 2}\n    lifecycle: {source_dir: training_src}\n"
+        "  lab2:\n    instance_groups:\n"
+        "      ctl: {instance_type: ml.m5.xlarge, node_type: Controller}\n"
+        "      gpu: {instance_type: ml.g5.8xlarge, count: 2}\n    lifecycle: {source_dir: training_src}\n"
+    ).env("dev")
+    plan = resolve_environment(project.load("dev", run_rules=False))
+    small, gpu = "ml.m5.xlarge for cluster usage", "ml.g5.8xlarge for cluster usage"
+    report = evaluate(project, plan, QuotaBook("snapshot", "t", {small: _q(small, 1), gpu: _q(gpu, 4)}))
+    (short,) = report.shortfalls
+    assert short.quota == small and short.needed == 2
+    assert short.message().startswith(
+        "cluster groups 'lab/ctl' and 'lab2/ctl' together need 2 of 'ml.m5.xlarge for cluster usage'"
+    )
+    assert "lower their counts to 1 in all" in short.message()
+    rows = {r.key: r for r in report.rows if r.kind == "cluster"}
+    assert rows["lab/gpu"].needed == 4 and rows["lab/gpu"].status == "ok"
+    assert rows["lab/ctl"].status == rows["lab2/ctl"].status == "short"
+    assert "quota shared with lab2/ctl" in rows["lab/ctl"].note
+
+
 def test_components_cost_the_instances_their_initial_copies_take(project):
     package = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-dev/1"
     project.spec(

@@ -37,6 +37,7 @@ FEATURES = (
     "delivery",
     "tracking",
     "capacity",
+    "queues",
 )
 LAYERS = {
     "core": 0,

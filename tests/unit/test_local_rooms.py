@@ -1,8 +1,9 @@
-"""local/ is four rooms: training, drivers, serving, llm. A room imports only itself, the few shared
-modules at local/'s top level, and the rooms it is built on: training starts its drivers-contract
-hosts in the drivers room's sandbox (and takes Open MPI's rank variables from its mpirun), llm serves
-through the serving room's ASGI server and local S3 paths. Nothing else crosses, so the rooms form
-no circle and each can be read, and judged, by itself."""
+"""local/ is five rooms: training, drivers, serving, llm, and bench. A room imports only itself, the
+few shared modules at local/'s top level, and the rooms it is built on: training starts its
+drivers-contract hosts in the drivers room's sandbox (and takes Open MPI's rank variables from its
+mpirun), llm serves through the serving room's ASGI server and local S3 paths, and bench measures
+the serving and llm rooms' servers (on a port training's launcher picks the same way). Nothing else
+crosses, so the rooms form no circle and each can be read, and judged, by itself."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ import sagestack
 
 LOCAL = Path(sagestack.__file__).parent / "local"
 
-ROOMS = ("training", "drivers", "serving", "llm")
+ROOMS = ("training", "drivers", "serving", "llm", "bench")
 # what local/ keeps at its top level: each shared by at least two rooms (sagestack/local/__init__.py)
 SHARED = {"guard", "private", "errors"}
 # the rooms a room is built on, besides itself and SHARED
-USES = {"training": {"drivers"}, "drivers": set(), "serving": set(), "llm": {"serving"}}
+USES = {
+    "training": {"drivers"},
+    "drivers": set(),
+    "serving": set(),
+    "llm": {"serving"},
+    "bench": {"serving", "llm", "training"},
+}
 
 
 def graph() -> dict[str, set[str]]:

@@ -37,7 +37,13 @@ def test_render_every_candidate_a_search_and_an_endpoint():
     search = json.loads(runner.invoke(app, ["render", "lr-search", "--json", "--root", str(REPO)]).output)
     assert [r["operation"] for r in search["requests"]] == ["CreateHyperParameterTuningJob"]
     endpoint = json.loads(runner.invoke(app, ["render", "digits", "--json", "--root", str(REPO)]).output)
-    assert [r["operation"] for r in endpoint["requests"]] == ["CreateCompilationJob", "CreateModelPackage"]
+    assert [r["operation"] for r in endpoint["requests"]] == [  # its model steps, then its fleet
+        "CreateCompilationJob",
+        "CreateModelPackage",
+        "CreateEndpointConfig",
+        "RegisterScalableTarget",
+        "PutScalingPolicy",
+    ]
 
 
 def test_render_errors_exit_2_with_a_suggestion():

@@ -157,6 +157,56 @@ def test_tag_limits(project):
     ]
 
 
+def test_tag_limits_count_the_tags_sagestack_adds(project):
+    """50 a resource with sagestack's own: a job's training jobs carry four more (the environment's
+    two, sagestack:job, sagestack:spec-hash), a search's five, an endpoint's resources three."""
+    import botocore.session
+    from botocore.validate import validate_parameters
+
+    from sagestack.project import load_project, resolve_environment
+    from sagestack.project.requests import render_training
+
+    def tags(n: int) -> str:
+        return "tags:\n" + "".join(f"  t{i}: x\n" for i in range(n))
+
+    assert findings(project, "tag-limits", MINIMAL + tags(46)) == []
+    assert findings(project, "tag-limits", MINIMAL + tags(47)) == [
+        "tags.t46: 47 tags given; with the 4 sagestack adds to job classifier's training jobs, "
+        "AWS's 50 a resource leave room for 46: drop this one"
+    ]
+    # what the rule lets through is a request botocore's model accepts, at its limit: 46 + 4 = 50
+    # (botocore checks a list's minimum only, so the maximum is read off the model)
+    project.spec(MINIMAL + tags(46)).env("dev")
+    rendered = render_training(resolve_environment(load_project(project.root, "dev")), project.root)
+    request = rendered.jobs["classifier"].candidates[0].request
+    shape = botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateTrainingJob")
+    validate_parameters(request, shape.input_shape)
+    assert len(request["Tags"]) == shape.input_shape.members["Tags"].metadata["max"] == 50
+    searched = MINIMAL + "tuning:\n  search:\n    job: classifier\n"
+    searched += (
+        "    objective: {metric: loss, type: Minimize}\n    ranges: {lr: {continuous: [0.001, 0.1]}}\n"
+    )
+    searched += "    max_jobs: 2\n"
+    assert [f.split(":")[0] for f in findings(project, "tag-limits", searched + tags(46))] == ["tags.t45"]
+    endpoint = MINIMAL.replace(
+        "jobs:\n  classifier:\n    image: train\n    instance_type: ml.m5.xlarge\n", ""
+    )
+    endpoint += (
+        "endpoints:\n  web:\n    model_package: arn:aws:sagemaker:us-east-1:111111111111:model-package/g/1\n"
+    )
+    endpoint += "    instance_type: ml.m5.large\n"
+    assert findings(project, "tag-limits", endpoint + tags(47)) == []
+    assert (
+        "sagestack adds to an endpoint's resources" in findings(project, "tag-limits", endpoint + tags(48))[0]
+    )
+    # a job's own tags count on its jobs beside the project's
+    own = "    tags: {" + ", ".join(f"j{i}: x" for i in range(7)) + "}\n"
+    assert findings(project, "tag-limits", MINIMAL + own + tags(40)) == [
+        "jobs.classifier.tags.j6: job classifier: 7 tags of its own beside the project's 40 and "
+        "sagestack's; AWS's 50 a resource leave room for 6: drop this one"
+    ]
+
+
 def test_environment_name_overlap(project):
     """'dev' and 'dev-eu' in one account: every name of dev-eu starts with 'digits-dev-' too."""
     project.spec(MINIMAL).env("dev", "{}\n").env("dev-eu", "{}\n").env("prod", "{}\n")

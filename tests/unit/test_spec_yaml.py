@@ -250,6 +250,7 @@ def test_tags_over_the_limit_from_an_overlay_are_located_in_the_overlay(project)
     project.spec(MINIMAL + "tags:\n" + own).env("dev", "tags:\n" + added)
     (error,) = [e for e in project.errors("dev") if "tags given" in e]
     assert error == (
-        "config/envs/dev.yaml:12:8: tags.e10: 52 tags given; AWS allows at most 50 per resource; "
-        "drop this one, the 51st and the 1 after it [tag-limits]"
+        "config/envs/dev.yaml:8:7: tags.e6: 52 tags given; with the 4 sagestack adds to job "
+        "classifier's training jobs, AWS's 50 a resource leave room for 46: drop this one and the 5 "
+        "after it [tag-limits]"
     )

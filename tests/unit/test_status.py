@@ -145,7 +145,13 @@ def _deploy(moto) -> None:  # type: ignore[no-untyped-def]
         ],
     )
     for name in ("digits-dev-digits", "digits-dev-chat"):
-        sm.create_endpoint(EndpointName=name, EndpointConfigName="cfg")
+        # as deployed: the environment's tags and the endpoint's own (what `cost` groups by)
+        env_tags = [
+            {"Key": "sagestack:project", "Value": "digits"},
+            {"Key": "sagestack:environment", "Value": "dev"},
+        ]
+        endpoint_tag = {"Key": "sagestack:endpoint", "Value": name.removeprefix("digits-dev-")}
+        sm.create_endpoint(EndpointName=name, EndpointConfigName="cfg", Tags=[*env_tags, endpoint_tag])
     chat = backend.endpoints["digits-dev-chat"]
     chat.endpoint_status, chat.failure_reason = (
         "Failed",

@@ -14,6 +14,7 @@ from sagestack.training.models import JobSpec
 from sagestack.training.preferences import PREFERENCES_MAX
 from sagestack.training.rendered import RenderedJob, resolve_training_job
 from sagestack.training.request import CHECKPOINT_DIR_VARIABLE
+from tests.conftest import MINIMAL
 from tests.unit.test_rules import findings
 from tests.unit.test_training_requests import GPU, context
 from tests.unit.test_training_rules import job as job_yaml
@@ -203,3 +204,43 @@ def test_the_stand_in_tracking_server_is_the_foundations_and_names_experiments_b
         == f"arn:aws:sagemaker:eu-west-1:111122223333:mlflow-tracking-server/{names.tracking_server}"
     )
     assert target.experiment("classifier") == f"{names.prefix}-classifier" == "digits-dev-classifier"
+
+
+def test_the_stand_in_mlflow_app_is_an_app_arn_that_jobs_log_to(project):
+    """tracking.mlflow.app: the jobs' MlflowConfig and tracking URI name an mlflow-app ARN (its
+    name standing in for the ID SageMaker assigns), never the tracking server."""
+    from sagestack.project.environment import resolve_environment
+    from sagestack.project.requests import mlflow_target
+    from sagestack.training.context import is_mlflow_app
+
+    project.spec(MINIMAL + "tracking:\n  mlflow: {app: true}\n").env("dev")
+    target = mlflow_target(resolve_environment(project.load("dev")))
+    assert target is not None and is_mlflow_app(target.arn)
+    assert target.arn.endswith(":mlflow-app/digits-dev-mlflow")
+
+
+def test_an_overlay_may_turn_a_sized_server_into_an_app(project):
+    """size and version are a tracking server's: beside app: true (an overlay's, over a project file
+    that sizes the others' servers) they are ignored, not refused."""
+    from sagestack.project.environment import resolve_environment
+
+    project.spec(MINIMAL + "tracking:\n  mlflow: {size: Medium, version: '2.16'}\n").env(
+        "dev", "tracking:\n  mlflow: {app: true}\n"
+    )
+    mlflow = resolve_environment(project.load("dev")).spec.tracking.mlflow
+    assert mlflow is not None and mlflow.app
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            "{app: true, server: 'arn:aws:sagemaker:us-east-1:111111111111:mlflow-app/app-1'}",
+            "app: true creates an MLflow App, server: names one that exists; keep one of them",
+        ),
+    ],
+)
+def test_an_app_refuses_a_servers_settings_with_a_located_error(project, given, said):
+    project.spec(MINIMAL + f"tracking:\n  mlflow: {given}\n").env("dev")
+    (error,) = project.errors()
+    assert error.startswith("config/sagestack.yaml:") and said in error, error

@@ -192,6 +192,18 @@ def check_instance_type(name: str, usage: Usage) -> str | None:
     return f"'{name}' is not a SageMaker {what} instance type{did_you_mean(name, allowed)}"
 
 
+def memory_bandwidth_gbps(t: InstanceType) -> float | None:
+    """Peak memory bandwidth of one of `t`'s accelerators (a GPU, or a Neuron chip), GB/s; None
+    without an accelerator or where the catalog has no figure (data/instances.json, with sources)."""
+    a = t.accelerator
+    if a is None:
+        return None
+    figure = catalog_data().get("memory_bandwidth_gbps", {}).get(a.model)
+    if isinstance(figure, dict):  # one model, several memory sizes (A100 40 / 80 GB)
+        figure = figure.get(f"{a.memory_gib:g}")
+    return float(figure) if isinstance(figure, int | float) else None
+
+
 def describe(t: InstanceType) -> str:
     """What a type has, in a few words: '8x A100 40 GiB', '2 vCPU, 8 GiB'."""
     a = t.accelerator

@@ -12,12 +12,17 @@ from typing import Any
 
 from sagestack.core.deployment import LOCAL_BUCKET
 from sagestack.llm.models import LlmSpec
+from sagestack.llm.sizing import max_batch
 from sagestack.local.llm.protocol import SCHEMA_OF, Limits, Schema
 from sagestack.local.llm.server import LlmModelServer
 from sagestack.local.llm.weights import build_weights, has_weights, load_weights
 from sagestack.local.serving.s3_paths import endpoint_name, s3_root
 from sagestack.local.serving.serve import BackgroundUvicorn
 from sagestack.project.loader import LoadedSpec
+
+# Sequences in one forward pass when neither the spec nor the container's variable says (the
+# containers' own defaults, 128 to 256, are sized for GPUs; the local model runs on CPU)
+DEFAULT_BATCH = 8
 
 
 class LlmServeError(ValueError):
@@ -76,20 +81,38 @@ def ensure_weights(llm: LocalLlm, on_progress: Callable[[int, int, float], None]
 
 
 def model_server(llm: LocalLlm) -> LlmModelServer:
-    model, tokenizer = load_weights(llm.weights)
+    return weights_server(
+        llm.weights,
+        llm.schema,
+        name=llm.name,
+        max_batch_size=max_batch(llm.spec)[0] or DEFAULT_BATCH,
+        max_input_tokens=llm.spec.max_input_tokens,
+        max_total_tokens=llm.spec.max_total_tokens,
+    )
+
+
+def weights_server(
+    folder: Path,
+    schema: Schema,
+    *,
+    name: str = "model",
+    max_batch_size: int = DEFAULT_BATCH,
+    max_input_tokens: int | None = None,
+    max_total_tokens: int | None = None,
+) -> LlmModelServer:
+    """The server of the weights in `folder`, its token limits at most the model's positions."""
+    model, tokenizer = load_weights(folder)
     positions = int(
         getattr(model.config, "n_positions", 0) or getattr(model.config, "max_position_embeddings", 0)
     )
-    total = min(llm.spec.max_total_tokens or positions, positions)
+    total = min(max_total_tokens or positions, positions)
     return LlmModelServer(
         model=model,
         tokenizer=tokenizer,
-        schema=llm.schema,
-        limits=Limits(
-            max_input_tokens=min(llm.spec.max_input_tokens or total - 1, total - 1), max_total_tokens=total
-        ),
-        name=llm.name,
-        max_batch_size=llm.spec.max_batch_size or 8,
+        schema=schema,
+        limits=Limits(max_input_tokens=min(max_input_tokens or total - 1, total - 1), max_total_tokens=total),
+        name=name,
+        max_batch_size=max_batch_size,
     )
 
 
@@ -102,9 +125,35 @@ def uvicorn_server(app: Any, host: str, port: int) -> Any:
     return uvicorn.Server(config)
 
 
+def main(argv: list[str] | None = None) -> None:
+    """`python -m sagestack.local.llm.endpoint WEIGHTS [--schema lmi] [--port P] [--max-batch N]
+    [--threads T]`: serve a weights folder in a process of its own (what bench/llm_serve.py starts)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m sagestack.local.llm.endpoint")
+    parser.add_argument("weights", type=Path)
+    parser.add_argument("--schema", choices=sorted(set(SCHEMA_OF.values())), default="lmi")
+    parser.add_argument("--name", default="model")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--max-batch", type=int, default=DEFAULT_BATCH, help="sequences in one forward pass")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    app = weights_server(args.weights, args.schema, name=args.name, max_batch_size=args.max_batch)
+    uvicorn_server(app, args.host, args.port).run()
+
+
 class BackgroundLlm(BackgroundUvicorn):
     """`with BackgroundLlm(app, port) as url:` — the LLM server on a thread."""
 
     def __init__(self, app: LlmModelServer, port: int, host: str = "127.0.0.1") -> None:
         self.app = app
         super().__init__(uvicorn_server(app, host, port), host, port)
+
+
+if __name__ == "__main__":
+    main()

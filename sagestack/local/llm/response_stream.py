@@ -21,23 +21,29 @@ def _header(name: str, value: str) -> bytes:
 
 def message(headers: dict[str, str], payload: bytes) -> bytes:
     """One event-stream message."""
-    encoded = b"".join(_header(k, v) for k, v in headers.items())
+    return _framed(b"".join(_header(k, v) for k, v in headers.items()), payload)
+
+
+def _framed(encoded: bytes, payload: bytes) -> bytes:
     total = 12 + len(encoded) + len(payload) + 4
     prelude = struct.pack("!II", total, len(encoded))
     head = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
     return head + struct.pack("!I", zlib.crc32(head))
 
 
+_PAYLOAD_PART = b"".join(
+    _header(k, v)
+    for k, v in {
+        ":event-type": "PayloadPart",
+        ":content-type": "application/octet-stream",
+        ":message-type": "event",
+    }.items()
+)
+
+
 def payload_part(data: bytes) -> bytes:
-    """A PayloadPart event carrying `data` (its Bytes member)."""
-    return message(
-        {
-            ":event-type": "PayloadPart",
-            ":content-type": "application/octet-stream",
-            ":message-type": "event",
-        },
-        data,
-    )
+    """A PayloadPart event carrying `data` (its Bytes member); its headers are encoded once."""
+    return _framed(_PAYLOAD_PART, data)
 
 
 def model_stream_error(text: str, code: str = "StreamBroken") -> bytes:

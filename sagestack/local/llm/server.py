@@ -6,10 +6,12 @@ boto3's own sagemaker-runtime client, pointed here, parses every answer. The con
 schemas are local/llm/protocol.py's; a client's mistake reaches the runtime routes as the
 service's ModelError (424, with the container's status and message), as it does in the cloud.
 
-Generation runs token by token with the model's key/value cache in worker threads; requests
-interleave a token at a time under one lock (a simple continuous batch: every client advances),
-at most `max_batch_size` at once (the others wait, as the containers queue them). A client that
-disconnects stops its generation at the next token."""
+Generation runs in local/llm/batcher.py's engine: requests that arrive together, or while others
+run, share one batched forward pass a step (continuous batching, at most `max_batch_size`
+sequences at once; the others wait, as the containers queue them). A streamed answer sends every
+token the engine made since its last write in one write (the same frames, fewer system calls); a
+buffered one hears from the engine only at its end. A client that disconnects stops its generation
+at the next step."""
 
 from __future__ import annotations
 
@@ -17,16 +19,15 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagestack.local.llm.batcher import Batcher, Outcome, Stats
 from sagestack.local.llm.protocol import (
     Generation,
     Limits,
     RequestError,
     Schema,
-    Token,
     chunk,
     content_type,
     error_chunk,
@@ -45,12 +46,6 @@ INVOKED_VARIANT = ((b"x-amzn-invoked-production-variant", b"AllTraffic"),)
 
 
 @dataclass
-class Stats:
-    generated: int = 0  # tokens, over every request
-    cancelled: int = 0  # generations stopped because their client left
-
-
-@dataclass
 class LlmModelServer:
     """The model, its tokenizer and how the endpoint's container would serve it."""
 
@@ -60,49 +55,16 @@ class LlmModelServer:
     limits: Limits
     name: str = "model"
     max_batch_size: int = 8
-    stats: Stats = field(default_factory=Stats)
+    engine: Batcher = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._step = threading.Lock()
-        self._slots = threading.Semaphore(self.max_batch_size)
+        self.engine = Batcher(self.model, self.tokenizer, self._deliver, max_batch_size=self.max_batch_size)
+        self._pending: dict[Any, list[tuple[Any, Any]]] = {}  # per event loop, items not yet handed over
+        self._lock = threading.Lock()
 
-    def tokens(self, g: Generation, cancelled: threading.Event) -> Iterator[tuple[Token, str]]:
-        """Each new token and the finish reason so far ('' until the last)."""
-        import torch
-
-        eos = self.tokenizer.eos_token_id
-        rng = torch.Generator().manual_seed(g.seed) if g.seed is not None else None
-        ids = torch.tensor([g.prompt_ids])
-        past, out_ids, text = None, [], ""
-        with self._slots:
-            for i in range(g.max_new_tokens):
-                if cancelled.is_set():
-                    self.stats.cancelled += 1
-                    return
-                with self._step, torch.no_grad():
-                    result = self.model(
-                        input_ids=ids if past is None else ids[:, -1:], past_key_values=past, use_cache=True
-                    )
-                past = result.past_key_values
-                logprobs = torch.log_softmax(result.logits[0, -1].float(), dim=-1)
-                nxt = _pick(logprobs, g, rng)
-                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-                out_ids.append(nxt)
-                full = self.tokenizer.decode(out_ids, skip_special_tokens=True)
-                piece, text = full[len(text) :], full
-                self.stats.generated += 1
-                finish = (
-                    "eos_token"
-                    if nxt == eos
-                    else "stop_sequence"
-                    if any(text.endswith(s) for s in g.stop)
-                    else "length"
-                    if i == g.max_new_tokens - 1
-                    else ""
-                )
-                yield Token(nxt, piece, float(logprobs[nxt])), finish
-                if finish:
-                    return
+    @property
+    def stats(self) -> Stats:
+        return self.engine.stats
 
     # ---- ASGI
 
@@ -111,6 +73,8 @@ class LlmModelServer:
             while True:
                 message = await receive()
                 kind = message["type"].rsplit(".", 1)[-1]
+                if kind == "shutdown":  # the engine's thread ends before the server says it has
+                    await asyncio.to_thread(self.engine.close)
                 await send({"type": f"lifespan.{kind}.complete"})
                 if kind == "shutdown":
                     return
@@ -142,14 +106,15 @@ class LlmModelServer:
 
     async def _whole(self, g: Generation, send: Send, *, runtime: bool) -> None:
         g.stream = False
-        text, count, finish = "", 0, "length"
+        sink = self._submit(g, threading.Event(), streamed=False)
         try:
-            async for token, end in self._run(g, threading.Event()):
-                text, count, finish = text + token.text, count + 1, end or finish
+            end = await sink.get()
+            if isinstance(end, Exception):
+                raise end
         except Exception as e:  # the model's fault, not the client's: the container's 500
             await self._fault(send, e, runtime=runtime)
             return
-        answer = whole(self.schema, g, text, count, finish, self.name)
+        answer = whole(self.schema, g, end.text, end.tokens, end.finish, self.name)
         await respond(send, 200, answer, headers=INVOKED_VARIANT if runtime else ())
 
     async def _fault(self, send: Send, e: Exception, *, runtime: bool) -> None:
@@ -164,85 +129,77 @@ class LlmModelServer:
         framed = runtime  # the runtime's route frames the stream as the AWS event stream
         cancelled = threading.Event()
         watcher = asyncio.ensure_future(_disconnected(receive, cancelled))
-        tokens = self._run(g, cancelled)
-        try:
-            first = await anext(tokens, None)
-        except Exception as e:
+        sink = self._submit(g, cancelled, streamed=True)
+        first = await sink.get()
+        if isinstance(first, Exception):
             watcher.cancel()
-            await self._fault(send, e, runtime=runtime)
+            await self._fault(send, first, runtime=runtime)
             return
         kind = content_type(self.schema, g, streamed=True)
         headers = [(b"content-type", (EVENT_STREAM if framed else kind).encode())]
         if framed:
             headers.append((b"x-amzn-sagemaker-content-type", kind.encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        text, count, finish = "", 0, "length"
+        count, item = 0, first
         try:
-            item = first
-            while item is not None:
-                token, end = item
-                data = chunk(self.schema, g, count, token, self.name)
-                text, count, finish = text + token.text, count + 1, end or finish
-                body = payload_part(data) if framed else data
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-                item = await anext(tokens, None)
-            if cancelled.is_set():
-                return
-            data = last(self.schema, g, text, count, finish, self.name)
-            await send({"type": "http.response.body", "body": payload_part(data) if framed else data})
+            while True:
+                out = []  # every token made since the last write: one write
+                while isinstance(item, tuple):
+                    data = chunk(self.schema, g, count, item[0], self.name)
+                    out.append(payload_part(data) if framed else data)
+                    count += 1
+                    item = sink.get_nowait() if not sink.empty() else None
+                if isinstance(item, Exception):
+                    raise item
+                if isinstance(item, Outcome):
+                    if item.finish == "cancelled":
+                        return
+                    data = last(self.schema, g, item.text, item.tokens, item.finish, self.name)
+                    out.append(payload_part(data) if framed else data)
+                    await send({"type": "http.response.body", "body": b"".join(out)})
+                    return
+                await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
+                item = await sink.get()
         except Exception as e:  # the model failed after streaming began
             _log.error("the model failed mid-stream: %s: %s", type(e).__name__, e)
             message = f"{type(e).__name__}: {e}"
             end_of_stream = (
                 model_stream_error(message) if framed else error_chunk(self.schema, g, 500, message)
             )
-            await send({"type": "http.response.body", "body": end_of_stream})
+            await send({"type": "http.response.body", "body": b"".join(out) + end_of_stream})
         finally:
             watcher.cancel()
 
-    async def _run(self, g: Generation, cancelled: threading.Event) -> Any:
-        """The tokens of `g`, from a worker thread, as they come."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+    def _deliver(self, items: list[tuple[Any, Any]]) -> None:
+        """From the engine's thread: each item to its request's queue. One wake-up of the event loop
+        a step however many sequences ran, and none while the last one is still pending (a loop
+        that fell behind takes several steps' items at once)."""
+        for (loop, queue), item in items:
+            with self._lock:
+                pending = self._pending.get(loop)
+                if pending is None:
+                    self._pending[loop] = pending = []
+                    wake = True
+                else:
+                    wake = False
+                pending.append((queue, item))
+            if wake and loop.is_closed():  # the server stopped: nobody waits for these
+                with self._lock:
+                    self._pending.pop(loop, None)
+            elif wake:
+                loop.call_soon_threadsafe(self._hand_over, loop)
 
-        def work() -> None:
-            try:
-                for item in self.tokens(g, cancelled):
-                    loop.call_soon_threadsafe(queue.put_nowait, item)
-            except BaseException as e:
-                loop.call_soon_threadsafe(queue.put_nowait, e)
-            loop.call_soon_threadsafe(queue.put_nowait, None)
+    def _hand_over(self, loop: Any) -> None:
+        with self._lock:
+            pending = self._pending.pop(loop, [])
+        for queue, item in pending:
+            queue.put_nowait(item)
 
-        threading.Thread(target=work, daemon=True).start()
-        while (item := await queue.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-
-def _pick(logprobs: Any, g: Generation, rng: Any) -> int:
-    import torch
-
-    greedy = int(torch.argmax(logprobs))
-    if not g.do_sample:
-        return greedy
-    # In float64, less the best score: the best token's score stays 0 at any temperature the
-    # request may give (1e-300 included), so softmax never sees inf - inf.
-    scores = logprobs.double()
-    scores = (scores - scores.max()) / g.temperature
-    if g.top_k:
-        kth = torch.topk(scores, min(g.top_k, scores.numel())).values[-1]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    if g.top_p < 1:
-        ordered, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(ordered, dim=-1) - ordered < g.top_p
-        keep[0] = True  # the most likely token, whatever the top_p (1e-300 keeps it alone)
-        probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
-    total = probs.sum()
-    if not bool(torch.isfinite(probs).all()) or not float(total) > 0:
-        return greedy  # the model's scores were not numbers: nothing to sample from
-    return int(torch.multinomial(probs / total, 1, generator=rng))
+    def _submit(self, g: Generation, cancelled: threading.Event, *, streamed: bool) -> asyncio.Queue[Any]:
+        """`g` handed to the engine; its items arrive on the queue returned."""
+        sink: asyncio.Queue[Any] = asyncio.Queue()
+        self.engine.submit(g, (asyncio.get_running_loop(), sink), cancelled, streamed=streamed)
+        return sink
 
 
 async def _disconnected(receive: Receive, cancelled: threading.Event) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.local.private import private_dir, write_private_bytes
+from sagestack.local.training.pasteable import shown_path
 from sagestack.project.loader import LoadedSpec
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -114,7 +115,7 @@ def compile_locally(
     info_path = model_dir / "model_info.json"
     if not info_path.exists():
         raise LocalCompileError(
-            f"no trained model in {model_dir} (model_info.json is missing); run "
+            f"no trained model in {shown_path(model_dir)} (model_info.json is missing); run "
             f"`sagestack local train {job_key} --env {loaded.env}` first"
         )
     info = json.loads(info_path.read_text())

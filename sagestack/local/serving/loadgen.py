@@ -1,5 +1,6 @@
 """A small load generator for the local endpoint: N concurrent keep-alive HTTP/1.1 clients on
-asyncio streams (no client library, so the client costs little next to the server it measures)."""
+asyncio streams (no client library, so the client costs little next to the server it measures).
+`sagestack local bench` sweeps with it; bench/serve.py and the serving tests import it from here."""
 
 from __future__ import annotations
 

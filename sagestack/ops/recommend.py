@@ -1,0 +1,71 @@
+"""An endpoint's recommendation, after its pipeline ran: the verdict read from the newest successful
+execution's output (the job's Describe answer, as the pipeline kept it), and the pin — the
+recommended instance type written into the environment's overlay as `promote` pins a package: a
+change to a reviewed file, never a deployment."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sagestack.core.names import Names
+from sagestack.endpoints.models import EndpointSpec
+from sagestack.endpoints.verdict import Verdict, verdict
+from sagestack.ops.promote import edit_overlay, overlay_path, set_scalar
+
+
+class NoRecommendation(Exception):
+    """No result to read (nothing deployed, never run, or no run succeeded); the message says which."""
+
+
+@dataclass(frozen=True)
+class Result:
+    execution: str
+    output: dict[str, Any]
+
+
+def newest_result(sfn: Any, project: str, env: str, endpoint: str) -> Result:
+    """The newest SUCCEEDED execution of the endpoint's recommendation pipeline, and its output."""
+    from sagestack.ops import remote  # start-up: boto3's exceptions
+
+    name = Names(project, env).recommendation_state_machine(endpoint)
+    try:
+        arn = remote.state_machine_arn(sfn, name)
+    except remote.PipelineNotFound:
+        raise NoRecommendation(
+            f"state machine '{name}' is not deployed: deploy the environment first"
+        ) from None
+    runs = sfn.list_executions(stateMachineArn=arn, statusFilter="SUCCEEDED", maxResults=1)["executions"]
+    if not runs:
+        raise NoRecommendation(
+            f"'{name}' has no successful run yet: `sagestack run {endpoint} --env {env} --recommend`"
+        )
+    described = sfn.describe_execution(executionArn=runs[0]["executionArn"])
+    return Result(runs[0]["executionArn"], json.loads(described.get("output") or "{}"))
+
+
+def verdict_of(endpoint: str, ep: EndpointSpec, output: dict[str, Any]) -> Verdict:
+    assert ep.slo is not None
+    kind = str(output.get("Kind") or ("llm" if "Recommendations" in output else "classic"))
+    candidates = tuple(output.get("Candidates") or ep.slo_candidates)
+    return verdict(endpoint, kind, ep.slo, candidates, output)
+
+
+def pin_recommended(root: Path, env: str, endpoint: str, ep: EndpointSpec, instance_type: str) -> str | None:
+    """Write endpoints.<endpoint>.instance_type: <instance_type> into env's overlay (the config loads
+    afterwards, or the file is restored). The change as 'key: old → new', or None when it holds already."""
+    previous = ep.instance_type
+    if list(previous or ()) == [instance_type]:
+        return None
+    path = overlay_path(root, env)
+    edit_overlay(
+        root,
+        path,
+        env,
+        ("endpoints", endpoint),
+        lambda node: set_scalar(node, "instance_type", instance_type),
+    )
+    was = ", ".join(previous) if previous else "(none)"
+    return f"endpoints.{endpoint}.instance_type: {was} → {instance_type}"

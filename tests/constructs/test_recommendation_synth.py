@@ -1,0 +1,127 @@
+"""The example's performance targets measured in the cloud, synthesized in an environment without an
+account (dev: digits) and one with (staging: digits and the chat LLM): one AIWorkloadConfig per
+endpoint with an slo, and a pipeline whose create call is the request botocore's model accepts —
+Inference Recommender for digits, an AI recommendation job for chat (logging to the environment's
+MLflow tracking server). cdk-nag clean (the build fails on any finding), cfn-lint clean."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sagestack.core.catalog.service_model import validate_request
+from tests.support.cfn import resolve
+
+pytestmark = pytest.mark.synth
+
+ACCOUNTS = {"dev": "123456789012", "staging": "222222222222"}
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    from tests.pipeline.conftest import example_copy
+    from tests.support.cdk_app import BuiltApp
+
+    project = example_copy(tmp_path_factory)
+    return BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["dev", "staging"])
+
+
+def _resources(example, env):  # type: ignore[no-untyped-def]
+    from aws_cdk.assertions import Template
+
+    return Template.from_stack(example.stages[env].recommendation).to_json()["Resources"]
+
+
+def _create_request(example, env: str, endpoint: str) -> tuple[str, dict]:  # type: ignore[no-untyped-def]
+    """The create task's action and parameters, the template's tokens given sample values."""
+    resources = _resources(example, env)
+    account = ACCOUNTS[env]
+    (machine,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == f"digits-{env}-recommend-{endpoint}"
+    ]
+
+    def ref(name: str) -> str:
+        return {"AWS::AccountId": account, "AWS::Region": "us-east-1", "AWS::Partition": "aws"}.get(
+            name, f"arn:aws:sns:us-east-1:{account}:topic"
+        )
+
+    def get_att(name: str, attribute: str) -> str:
+        workload = resources[name]["Properties"]["AIWorkloadConfigName"]
+        return f"arn:aws:sagemaker:us-east-1:{account}:ai-workload-config/{workload}"
+
+    def import_value(export: str) -> str:
+        for fragment, value in (
+            ("ExecutionRole", f"arn:aws:iam::{account}:role/execution"),
+            ("Artifacts", "bucket"),
+            ("Key", f"arn:aws:kms:us-east-1:{account}:key/k"),
+            (
+                "TrackingServer",
+                f"arn:aws:sagemaker:us-east-1:{account}:mlflow-tracking-server/digits-{env}-mlflow",
+            ),
+        ):
+            if fragment in export:
+                return value
+        raise KeyError(export)
+
+    definition = json.loads(resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value))
+    state = definition["States"][f"Recommend {endpoint}"]
+    return state["Resource"].rsplit(":", 1)[1], state["Parameters"]
+
+
+@pytest.mark.parametrize("env", ["dev", "staging"])
+def test_a_workload_config_per_target_and_a_valid_classic_request(example, env):
+    workloads = {
+        r["Properties"]["AIWorkloadConfigName"]: r["Properties"]
+        for r in _resources(example, env).values()
+        if r["Type"] == "AWS::SageMaker::AIWorkloadConfig"
+    }
+    expected = {"dev": ["digits"], "staging": ["chat", "digits"]}[env]  # chat deploys in staging only
+    assert sorted(n.removeprefix(f"digits{env}")[:-12] for n in workloads) == expected
+    for name, props in workloads.items():
+        assert name.isalnum() and name.islower() and len(name) <= 63  # DeleteAIWorkloadConfig lowercases
+        spec = json.loads(props["AIWorkloadConfigs"]["WorkloadSpec"]["Inline"])
+        assert spec["benchmark"]["type"] == "aiperf"
+        validate_request("CreateAIWorkloadConfig", props)
+    action, request = _create_request(example, env, "digits")
+    assert action == "createInferenceRecommendationsJob"
+    # unpinned: the package the environment serves is found at run time
+    assert request["InputConfig"].pop("ModelPackageVersionArn.$") == "$.package.Arn"
+    request["InputConfig"]["ModelPackageVersionArn"] = (
+        f"arn:aws:sagemaker:us-east-1:{ACCOUNTS[env]}:model-package/g/1"
+    )
+    validate_request("CreateInferenceRecommendationsJob", request)
+    assert request["StoppingConditions"]["ModelLatencyThresholds"] == [
+        {"Percentile": "P95", "ValueInMilliseconds": 20}
+    ]
+
+
+def test_the_llm_request_names_the_workload_the_target_and_the_mlflow_server(example):
+    action, request = _create_request(example, "staging", "chat")
+    assert action == "createAIRecommendationJob"
+    validate_request("CreateAIRecommendationJob", request)
+    assert request["ComputeSpec"] == {"InstanceTypes": ["ml.g5.2xlarge", "ml.g6.2xlarge"]}
+    assert request["PerformanceTarget"]["Constraints"] == [
+        {"Metric": "ttft-ms"},
+        {"Metric": "throughput"},
+        {"Metric": "cost"},
+    ]
+    assert request["AIWorkloadConfigIdentifier"].startswith(
+        "arn:aws:sagemaker:us-east-1:222222222222:ai-workload"
+    )
+    assert request["OutputConfig"]["MlflowConfig"]["MlflowResourceArn"].endswith("digits-staging-mlflow")
+    assert request["ModelSource"] == {"S3": {"S3Uri": "s3://bucket/models/chat/"}}
+
+
+def test_the_recommendation_stacks_lint_clean(example):
+    from tests.support.cfn import cfn_lint
+
+    paths = [
+        example.assembly.get_stack_artifact(example.stages[env].recommendation.artifact_id).template_full_path
+        for env in ("dev", "staging")
+    ]
+    code, output = cfn_lint(paths)
+    assert code == 0, output

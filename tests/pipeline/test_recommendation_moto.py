@@ -1,0 +1,438 @@
+"""The example's dev recommendation pipeline (digits: slo p95 20 ms at 100 requests/s, candidates
+ml.c5.large, ml.c5.xlarge, ml.c5.2xlarge) executed by moto's Step Functions interpreter against a moto
+server started here. moto has no Inference Recommender: the server's SageMaker handler is given
+CreateInferenceRecommendationsJob / DescribeInferenceRecommendationsJob here — each request judged by
+botocore's model, each answer built to the model's output shape and validated against it. The model
+package the job measures is moto's own (ListModelPackages: the group's newest approved)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from botocore.validate import ParamValidator
+
+from sagestack.core.catalog.service_model import service_model, validate_request
+from sagestack.endpoints.verdict import table_lines, verdict
+from tests.pipeline.conftest import BUCKET, KEY, MLFLOW, ROLE
+from tests.support.cfn import resolve
+from tests.support.moto_server import ACCOUNT, REGION
+
+pytestmark = pytest.mark.synth
+
+MACHINE = "digits-dev-recommend-digits"
+CANDIDATES = ("ml.c5.large", "ml.c5.xlarge", "ml.c5.2xlarge")
+
+
+def _answer_valid(operation: str, answer: dict) -> None:
+    shape = service_model().operation_model(operation).output_shape
+    report = ParamValidator().validate(answer, shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+class FakeRecommender:
+    """Inference Recommender as the test needs it: statuses in turn, then these measurements
+    (instance type -> (p95 latency ms, invocations per minute, cost per inference))."""
+
+    def __init__(self, statuses: list[str], measured: dict[str, tuple[int, int, float]], refusals: int = 0):
+        self.statuses, self.measured, self.refusals = statuses, measured, refusals
+        self.created: list[dict] = []
+        self.described = 0
+
+    def install(self, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        from moto.core.exceptions import JsonRESTError
+        from moto.sagemaker.responses import SageMakerResponse
+
+        fake = self
+
+        def create_inference_recommendations_job(self):  # type: ignore[no-untyped-def]
+            request = json.loads(self.body)
+            validate_request("CreateInferenceRecommendationsJob", request)
+            if fake.refusals:
+                fake.refusals -= 1
+                raise JsonRESTError(
+                    "ResourceLimitExceeded",
+                    "The account-level service limit 'ml.c5.large for endpoint usage' is 0 Instances, with "
+                    "current utilization of 0 Instances and a request delta of 1 Instances.",
+                )
+            if any(j["JobName"] == request["JobName"] for j in fake.created):
+                raise JsonRESTError("ResourceInUse", f"Job {request['JobName']} already exists")
+            fake.created.append(request)
+            answer = {"JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-recommendations-job/x"}
+            _answer_valid("CreateInferenceRecommendationsJob", answer)
+            return json.dumps(answer)
+
+        def describe_inference_recommendations_job(self):  # type: ignore[no-untyped-def]
+            (request,) = fake.created
+            status = fake.statuses[min(fake.described, len(fake.statuses) - 1)]
+            fake.described += 1
+            answer = {
+                "JobName": request["JobName"],
+                "JobType": request["JobType"],
+                "JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-recommendations-job/x",
+                "RoleArn": request["RoleArn"],
+                "Status": status,
+                "CreationTime": 0,
+                "LastModifiedTime": 0,
+                "InputConfig": request["InputConfig"],
+            }
+            if status == "COMPLETED":
+                answer["InferenceRecommendations"] = [
+                    {
+                        "RecommendationId": f"r{i}",
+                        "Metrics": {
+                            "CostPerHour": cost * per_minute * 60,
+                            "CostPerInference": cost,
+                            "MaxInvocations": per_minute,
+                            "ModelLatency": latency,
+                        },
+                        "EndpointConfiguration": {
+                            "EndpointName": f"sm-epc-{i}",
+                            "VariantName": "AllTraffic",
+                            "InstanceType": instance,
+                            "InitialInstanceCount": 1,
+                        },
+                        "ModelConfiguration": {},
+                    }
+                    for i, (instance, (latency, per_minute, cost)) in enumerate(fake.measured.items())
+                ]
+            _answer_valid("DescribeInferenceRecommendationsJob", {**answer, "CreationTime": time.time(),
+                                                                   "LastModifiedTime": time.time()})  # fmt: skip
+            return json.dumps(answer)
+
+        for f in (create_inference_recommendations_job, describe_inference_recommendations_job):
+            monkeypatch.setattr(SageMakerResponse, f.__name__, f, raising=False)
+
+
+def _definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
+    from aws_cdk.assertions import Template
+
+    resources = Template.from_stack(app.stages["dev"].recommendation).to_json()["Resources"]
+    (machine,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine" and r["Properties"]["StateMachineName"] == MACHINE
+    ]
+    pseudo = {"AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws"}
+
+    def ref(name: str) -> str:
+        if name in pseudo:
+            return pseudo[name]
+        if resources[name]["Type"] == "AWS::SNS::Topic":
+            return topic
+        raise KeyError(name)
+
+    def get_att(name: str, attribute: str) -> str:
+        if resources[name]["Type"] == "AWS::SageMaker::AIWorkloadConfig":
+            workload = resources[name]["Properties"]["AIWorkloadConfigName"]
+            return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:ai-workload-config/{workload}"
+        return ref(name)
+
+    def import_value(export: str) -> str:
+        for fragment, value in (
+            ("ExecutionRole", ROLE),
+            ("Artifacts", BUCKET),
+            ("Key", KEY),
+            ("Tracking", MLFLOW),
+        ):
+            if fragment in export:
+                return value
+        raise KeyError(export)
+
+    return resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value)
+
+
+def _deploy(moto, app, *, approved: bool = True) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
+    moto.reset()
+    sm = moto.client("sagemaker")
+    sm.create_model_package_group(ModelPackageGroupName="digits-dev")
+    package = None
+    if approved:
+        package = sm.create_model_package(
+            ModelPackageGroupName="digits-dev",
+            ModelApprovalStatus="Approved",
+            InferenceSpecification={
+                "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
+                "SupportedContentTypes": ["application/json"],
+                "SupportedResponseMIMETypes": ["application/json"],
+            },
+        )["ModelPackageArn"]
+    topic = moto.client("sns").create_topic(Name="digits-dev-recommendation")["TopicArn"]
+    machine = moto.client("stepfunctions").create_state_machine(
+        name=MACHINE, definition=_definition(app, topic), roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline"
+    )["stateMachineArn"]
+    return machine, package
+
+
+def _run(moto, app, **kw) -> dict:  # type: ignore[no-untyped-def]
+    machine, package = _deploy(moto, app, **kw)
+    sfn = moto.client("stepfunctions")
+    execution = sfn.start_execution(stateMachineArn=machine, name=f"run-{time.monotonic_ns()}")[
+        "executionArn"
+    ]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            break
+        time.sleep(0.2)
+    history = sfn.get_execution_history(executionArn=execution)["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+    return {**described, "entered": entered, "package": package}
+
+
+def _slo(app):  # type: ignore[no-untyped-def]
+    return app.stages["dev"].plan.spec.endpoints["digits"].slo
+
+
+def test_the_job_measures_the_served_package_and_the_cheapest_candidate_that_meets_wins(
+    moto, dev_app, monkeypatch
+):
+    fake = FakeRecommender(
+        ["IN_PROGRESS", "COMPLETED"],
+        {
+            "ml.c5.large": (31, 4200, 2.0e-6),
+            "ml.c5.xlarge": (14, 7800, 2.2e-6),
+            "ml.c5.2xlarge": (9, 15000, 2.3e-6),
+        },
+    )
+    fake.install(monkeypatch)
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    (request,) = fake.created
+    assert request["InputConfig"]["ModelPackageVersionArn"] == result["package"]  # the newest approved
+    assert [c["InstanceType"] for c in request["InputConfig"]["EndpointConfigurations"]] == list(CANDIDATES)
+    assert request["StoppingConditions"] == {
+        "MaxInvocations": 6000,
+        "ModelLatencyThresholds": [{"Percentile": "P95", "ValueInMilliseconds": 20}],
+    }
+    assert request["RoleArn"] == ROLE and request["InputConfig"]["VolumeKmsKeyId"] == KEY
+    v = verdict("digits", "classic", _slo(dev_app), CANDIDATES, json.loads(result["output"]))
+    assert v.best is not None and v.best.instance_type == "ml.c5.xlarge"
+    lines = table_lines(v)
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[-1] == "Verdict: ml.c5.xlarge meets the target at the lowest cost."
+    # wrapped at a space under the reason, no word cut
+    assert " ".join(lines[1:3]).split() == [
+        "ml.c5.large",
+        "31",
+        "70",
+        "0.0020",
+        "no:",
+        "latency",
+        "31",
+        "ms",
+        ">",
+        "20;",
+        "70",
+        "req/s",
+        "<",
+        "100",
+    ]
+    assert lines[2].startswith(" " * 50) and lines[3].startswith("ml.c5.xlarge")
+
+
+def test_a_target_no_candidate_meets_ends_with_a_verdict_not_a_crash(moto, dev_app, monkeypatch):
+    FakeRecommender(
+        ["COMPLETED"], {"ml.c5.large": (48, 2400, 2.0e-6), "ml.c5.xlarge": (35, 4100, 2.1e-6)}
+    ).install(monkeypatch)
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result  # the pipeline measured; the target is what failed
+    v = verdict("digits", "classic", _slo(dev_app), CANDIDATES, json.loads(result["output"]))
+    assert v.best is None
+    lines = table_lines(v)
+    assert lines[-1] == "Verdict: no candidate meets the target."
+    assert lines[-2].split() == ["ml.c5.2xlarge", "-", "-", "-", "not", "measured"]
+
+
+def test_no_approved_package_fails_saying_what_to_do(moto, dev_app, monkeypatch):
+    fake = FakeRecommender(["COMPLETED"], {})
+    fake.install(monkeypatch)
+    result = _run(moto, dev_app, approved=False)
+    assert result["status"] == "FAILED" and result.get("error") == "NoModelPackage"
+    assert "pin model_package" in result["cause"] and fake.created == []
+
+
+def test_no_room_backs_off_and_a_second_run_follows_the_same_job(moto, dev_app, monkeypatch):
+    fake = FakeRecommender(["COMPLETED"], {"ml.c5.xlarge": (14, 7800, 2.2e-6)}, refusals=1)
+    fake.install(monkeypatch)
+    result = _run(moto, dev_app)
+    assert result["status"] == "SUCCEEDED", result
+    assert result["entered"].count("Back off recommend digits") == 1
+    assert result["entered"].count("Recommend digits") == 2
+    fake.described = 0
+    result = _run(moto, dev_app)  # the job exists (fake.created keeps it): ResourceInUse, followed
+    assert result["status"] == "SUCCEEDED", result
+    assert "Recommend refused digits?" in result["entered"] and len(fake.created) == 1
+
+
+def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monkeypatch):
+    from tests.pipeline.test_training_pipeline_moto import _cli
+
+    FakeRecommender(
+        ["IN_PROGRESS", "COMPLETED"],
+        {
+            "ml.c5.large": (18, 6600, 2.0e-6),
+            "ml.c5.xlarge": (14, 7800, 2.2e-6),
+            "ml.c5.2xlarge": (9, 15000, 2.3e-6),
+        },
+    ).install(monkeypatch)
+    root = dev_app.root
+    moto.reset()
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 1 and "is not deployed" in result.stderr
+    _deploy(moto, dev_app)
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 1 and "--recommend" in result.stderr  # never run: how to run it
+    result = _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2")
+    assert result.returncode == 0, result.stderr
+    assert "→ Recommend digits" in result.stdout and "✓ succeeded" in result.stdout
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "Verdict: ml.c5.large meets the target at the lowest cost." in lines
+    print(result.stdout)
+    assert lines[-1] == "Pin it for review: sagestack recommend digits --env dev --pin"
+    overlay = root / "config/envs/dev.yaml"
+    before = overlay.read_text()
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")
+    assert result.returncode == 0, result.stderr
+    assert "✓ endpoints.digits.instance_type: ml.c5.xlarge → ml.c5.large" in result.stdout
+    print(result.stdout)
+    after = overlay.read_text()
+    assert after.startswith(before.rstrip("\n").split("\nendpoints:")[0])  # the rest of the file kept
+    from sagestack.project.loader import load_project
+
+    assert load_project(root, "dev").spec.endpoints["digits"].instance_type == ["ml.c5.large"]
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")  # once is enough
+    assert result.returncode == 0 and "has instance_type ml.c5.large already" in result.stdout
+    result = _cli(moto, root, "run", "digts", "--env", "dev", "--recommend")
+    assert result.returncode == 2 and "did you mean 'digits'" in result.stderr.replace("\n", " ")
+    overlay.write_text(before)
+
+
+@pytest.fixture(scope="module")
+def staging_app(tmp_path_factory):
+    from tests.pipeline.conftest import example_copy
+    from tests.support.cdk_app import BuiltApp
+
+    project = example_copy(tmp_path_factory)
+    staging = project.root / "config/envs/staging.yaml"
+    staging.write_text(staging.read_text() + "pipeline: {poll_interval: 1s, backoff: 1s}\n")
+    return BuiltApp(project.root, tmp_path_factory.mktemp("out"), ["staging"])
+
+
+def _install_ai_jobs(monkeypatch, performances: dict[str, dict[str, str]]) -> list[dict]:  # type: ignore[no-untyped-def]
+    """CreateAIRecommendationJob / DescribeAIRecommendationJob, which moto lacks: a job that completes
+    with one recommendation per candidate and these expected figures (metric -> value)."""
+    from moto.sagemaker.responses import SageMakerResponse
+
+    created: list[dict] = []
+    arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:ai-recommendation-job/x"
+
+    def create_ai_recommendation_job(self):  # type: ignore[no-untyped-def]
+        request = json.loads(self.body)
+        validate_request("CreateAIRecommendationJob", request)
+        created.append(request)
+        return json.dumps({"AIRecommendationJobArn": arn})
+
+    def describe_ai_recommendation_job(self):  # type: ignore[no-untyped-def]
+        (request,) = created
+        answer = {
+            "AIRecommendationJobName": request["AIRecommendationJobName"],
+            "AIRecommendationJobArn": arn,
+            "AIRecommendationJobStatus": "Completed",
+            "ModelSource": request["ModelSource"],
+            "OutputConfig": {"S3OutputLocation": request["OutputConfig"]["S3OutputLocation"]},
+            "AIWorkloadConfigIdentifier": request["AIWorkloadConfigIdentifier"],
+            "RoleArn": request["RoleArn"],
+            "CreationTime": 0,
+            "Recommendations": [
+                {
+                    "DeploymentConfiguration": {"InstanceType": instance, "InstanceCount": 1},
+                    "ExpectedPerformance": [
+                        {"Metric": m, "Stat": "p95" if m == "ttft-ms" else "avg", "Value": v}
+                        for m, v in perf.items()
+                    ],
+                }
+                for instance, perf in performances.items()
+            ],
+        }
+        _answer_valid("DescribeAIRecommendationJob", {**answer, "CreationTime": time.time()})
+        return json.dumps(answer)
+
+    for f in (create_ai_recommendation_job, describe_ai_recommendation_job):
+        monkeypatch.setattr(SageMakerResponse, f.__name__, f, raising=False)
+    return created
+
+
+def test_an_llm_target_no_candidate_meets_is_a_verdict_too(moto, staging_app, monkeypatch):
+    """chat in staging: ttft 500 ms and 30 tokens/s per user, on ml.g5.2xlarge and ml.g6.2xlarge."""
+    created = _install_ai_jobs(
+        monkeypatch,
+        {
+            "ml.g5.2xlarge": {"ttft-ms": "640", "throughput": "24.5", "cost": "3.10"},
+            "ml.g6.2xlarge": {"ttft-ms": "820", "throughput": "19", "cost": "2.40"},
+        },
+    )
+    moto.reset()
+    topic = moto.client("sns").create_topic(Name="digits-staging-recommendation")["TopicArn"]
+    machine = moto.client("stepfunctions").create_state_machine(
+        name="digits-staging-recommend-chat",
+        definition=_staging_definition(staging_app, topic),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+    )["stateMachineArn"]
+    sfn = moto.client("stepfunctions")
+    execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+    deadline = time.monotonic() + 90
+    while (
+        time.monotonic() < deadline and sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+    ):
+        time.sleep(0.2)
+    result = sfn.describe_execution(executionArn=execution)
+    assert result["status"] == "SUCCEEDED", result
+    (request,) = created
+    assert request["ComputeSpec"] == {"InstanceTypes": ["ml.g5.2xlarge", "ml.g6.2xlarge"]}
+    slo = staging_app.stages["staging"].plan.spec.endpoints["chat"].slo
+    v = verdict("chat", "llm", slo, ("ml.g5.2xlarge", "ml.g6.2xlarge"), json.loads(result["output"]))
+    assert v.best is None
+    lines = table_lines(v)
+    assert lines[0].split() == ["candidate", "TTFT", "ms", "tok/s", "$/1M", "tok", "meets"]
+    assert " ".join(lines[1:3]).split() == [
+        "ml.g5.2xlarge", "640", "24.5", "3.1000", "no:", "TTFT", "640", "ms", ">", "500;", "24.5", "tok/s", "<", "30"
+    ]  # fmt: skip
+    assert lines[-1] == "Verdict: no candidate meets the target."
+
+
+def _staging_definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
+    from aws_cdk.assertions import Template
+
+    resources = Template.from_stack(app.stages["staging"].recommendation).to_json()["Resources"]
+    (machine,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == "digits-staging-recommend-chat"
+    ]
+    pseudo = {"AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws"}
+
+    def ref(name: str) -> str:
+        return pseudo.get(name, topic)
+
+    def get_att(name: str, attribute: str) -> str:
+        return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:ai-workload-config/{resources[name]['Properties']['AIWorkloadConfigName']}"
+
+    def import_value(export: str) -> str:
+        for fragment, value in (
+            ("ExecutionRole", ROLE),
+            ("Artifacts", BUCKET),
+            ("Key", KEY),
+            ("Tracking", MLFLOW),
+        ):
+            if fragment in export:
+                return value
+        raise KeyError(export)
+
+    return resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value)

@@ -1,0 +1,75 @@
+"""Measuring a target in the cloud: the rule on an LLM's cloud candidates (passing and failing, the
+message asserted through the real loader), and the requests rendered for a target — valid against
+botocore's model, their refusals said in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagestack.core.deployment import Deployment
+from sagestack.core.names import Names
+from sagestack.endpoints.recommend import (
+    ai_recommendation_request,
+    inference_recommendations_request,
+    resolve_recommendations,
+    stand_in_workload_arn,
+    validate_recommendation,
+)
+from tests.unit.test_llm_rules import llm_endpoint
+from tests.unit.test_rules import findings
+from tests.unit.test_slo_rules import DIGITS, with_slo
+
+LLM_SLO = "    slo: {ttft_ms: 500, tokens: {input: 512, output: 128}, candidates: %s}\n"
+
+
+def test_endpoint_slo_cloud_candidates(project):
+    ok = llm_endpoint() + LLM_SLO % "[ml.g5.2xlarge, ml.g6e.xlarge]"
+    assert findings(project, "endpoint-slo-cloud-candidates", ok) == []
+    bad = (
+        llm_endpoint()
+        + LLM_SLO % "[ml.g5.2xlarge, ml.g6.2xlarge, ml.inf2.xlarge, ml.g6e.xlarge, ml.p5.48xlarge]"
+    )
+    assert findings(project, "endpoint-slo-cloud-candidates", bad) == [
+        "endpoints.chat.slo.candidates.2: ml.inf2.xlarge is not an instance type an AI recommendation job "
+        "measures (botocore's AIRecommendationInstanceType); `--recommend` leaves it out",
+        "endpoints.chat.slo.candidates.4: ml.p5.48xlarge: an AI recommendation job measures 3 candidates at "
+        "most; `--recommend` leaves it out",
+    ]
+    # a classic endpoint's candidates go to Inference Recommender, which takes CPU types too
+    assert findings(project, "endpoint-slo-cloud-candidates", with_slo(DIGITS, "{p95_ms: 20}")) == []
+
+
+def _resolved(project, text):  # type: ignore[no-untyped-def]
+    spec = project.spec(text).load().spec
+    (r,) = resolve_recommendations(Names(spec.project, "dev"), spec.endpoints)
+    return r
+
+
+def test_an_llm_target_with_no_measurable_candidate_is_refused_in_words(project):
+    r = _resolved(project, llm_endpoint("ml.g5.2xlarge") + LLM_SLO % "[ml.inf2.xlarge]")
+    with pytest.raises(ValueError, match="none is an instance type an AI recommendation job measures"):
+        validate_recommendation(r, Deployment.stand_ins(region="us-east-1"), mlflow_arn=None)
+
+
+def test_requests_follow_the_target(project):
+    d = Deployment.stand_ins(region="us-east-1")
+    r = _resolved(project, with_slo(DIGITS, "{p99_ms: 40.5, requests_per_second: 35}"))
+    request = inference_recommendations_request(r, d)
+    assert request["StoppingConditions"] == {
+        "MaxInvocations": 2100,  # per minute
+        "ModelLatencyThresholds": [{"Percentile": "P99", "ValueInMilliseconds": 41}],
+    }
+    assert [c["InstanceType"] for c in request["InputConfig"]["EndpointConfigurations"]] == ["ml.c5.xlarge"]
+    validate_recommendation(r, d, mlflow_arn=None)
+    llm = _resolved(
+        project, llm_endpoint() + "    slo: {tokens_per_second: 30, tokens: {input: 8, output: 8}}\n"
+    )
+    request = ai_recommendation_request(llm, d, workload_arn=stand_in_workload_arn(llm, d))
+    assert request["PerformanceTarget"] == {"Constraints": [{"Metric": "throughput"}, {"Metric": "cost"}]}
+    assert request["ComputeSpec"] == {"InstanceTypes": ["ml.g5.2xlarge"]}  # the endpoint's own
+    assert request["InferenceSpecification"] == {"Framework": "LMI"}
+    # the same target names the same job; another target, another job
+    again = _resolved(project, with_slo(DIGITS, "{p99_ms: 40.5, requests_per_second: 35}"))
+    other = _resolved(project, with_slo(DIGITS, "{p99_ms: 40.5, requests_per_second: 36}"))
+    assert again.job_name == r.job_name != other.job_name
+    assert len(r.job_name) <= 63 and r.job_name.startswith("digits-dev-digits-")
