@@ -96,7 +96,9 @@ class ArtifactBucketBase(Construct):
         )
         return listing.combine(
             iam.Grant.add_to_principal(
-                grantee=grantee, actions=list(actions.S3_LOCATE), resource_arns=[attribute(self.bucket, "bucket_arn")]
+                grantee=grantee,
+                actions=list(actions.S3_LOCATE),
+                resource_arns=[attribute(self.bucket, "bucket_arn")],
             )
         )
 
