@@ -42,7 +42,7 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
     )
     from sagestack.local.llm.weights import has_weights
     from sagestack.local.serving.handlers import ServeError
-    from sagestack.local.training.pasteable import shown_path
+    from sagestack.local.pasteable import shown_path
 
     out, err = console(), console(stderr=True)
     try:

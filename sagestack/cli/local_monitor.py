@@ -61,7 +61,7 @@ def local_monitor(
         write_json,
     )
     from sagestack.local.serving.s3_paths import capture_dir
-    from sagestack.local.training.pasteable import shown_path
+    from sagestack.local.pasteable import shown_path
 
     out = console()
     loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
@@ -123,7 +123,7 @@ def _baseline_dataset(loaded: LoadedSpec, endpoint: str, baseline: Path | None, 
     from sagestack.cli.common import UserError
     from sagestack.local.serving.compile import local_root
     from sagestack.local.serving.monitor import read_dataset
-    from sagestack.local.training.pasteable import shown_path
+    from sagestack.local.pasteable import shown_path
 
     monitor = loaded.spec.endpoints[endpoint].monitor
     dataset_format = monitor.dataset_format if monitor else "csv"

@@ -45,7 +45,7 @@ def local_compile(
     except LocalCompileError as e:
         print_lines(err, str(e))
         raise typer.Exit(1) from None
-    from sagestack.local.training.pasteable import shown_path
+    from sagestack.local.pasteable import shown_path
 
     c = loaded.spec.endpoints[endpoint].compile
     target = (c.target_device or "a target platform") if c else "no compile target (served as trained)"

@@ -47,7 +47,7 @@ def local_transform(
     from sagestack.local.serving.handlers import ServeError, unpack_model
     from sagestack.local.serving.serve import load_model_handlers
     from sagestack.local.serving.transform import TransformError, run_transform
-    from sagestack.local.training.pasteable import shown_path
+    from sagestack.local.pasteable import shown_path
 
     out = console()
     loaded = load_entry(root, default_env(root, env), transform, lambda spec: spec.transforms, "transform")

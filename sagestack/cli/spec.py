@@ -172,7 +172,7 @@ def schema(
     check: Annotated[bool, typer.Option("--check", help="exit 1 if the files are out of date")] = False,
 ) -> None:
     """Write the spec's JSON Schemas (project file and environment overlays) for editors."""
-    from sagestack.local.training.pasteable import shown_path
+    from sagestack.local.pasteable import shown_path
     from sagestack.project.schema import schema_texts
 
     stale = []

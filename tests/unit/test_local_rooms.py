@@ -16,7 +16,7 @@ LOCAL = Path(sagestack.__file__).parent / "local"
 
 ROOMS = ("training", "drivers", "serving", "llm", "bench")
 # what local/ keeps at its top level: each shared by at least two rooms (sagestack/local/__init__.py)
-SHARED = {"guard", "private", "errors"}
+SHARED = {"guard", "private", "errors", "pasteable"}
 # the rooms a room is built on, besides itself and SHARED
 USES = {
     "training": {"drivers"},

@@ -20,7 +20,7 @@ from typing import Any
 
 from sagestack.core.sourcedir import pack_source_dir
 from sagestack.local.private import private_dir, write_private_bytes
-from sagestack.local.training.pasteable import shown_path
+from sagestack.local.pasteable import shown_path
 from sagestack.project.loader import LoadedSpec
 
 ATOL, RTOL = 1e-5, 1e-4

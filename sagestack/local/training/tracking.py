@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sagestack.core.names import Names
 from sagestack.local.private import make_private, private_dir, write_private_bytes
-from sagestack.local.training.pasteable import program, shown_path
+from sagestack.local.pasteable import program, shown_path
 from sagestack.project.loader import LoadedSpec
 
 

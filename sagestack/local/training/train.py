@@ -35,7 +35,7 @@ from sagestack.local.training.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.training.job import LocalRequest, LocalTrainOptions, local_training_request
 from sagestack.local.training.launch import MPI_RUNNERS, Launch, LaunchError
 from sagestack.local.training.metric_series import MetricSeries
-from sagestack.local.training.pasteable import program, shown_path
+from sagestack.local.pasteable import program, shown_path
 from sagestack.local.training.processes import Command, Outcome, Processes, free_port
 from sagestack.local.training.requirements import RequirementsCheck, check_requirements, install_requirements
 from sagestack.local.training.rundir import claim
