@@ -41,8 +41,8 @@ def serve_llm(loaded: Any, key: str, *, host: str, port: int, prompt: str | None
         uvicorn_server,
     )
     from sagestack.local.llm.weights import has_weights
-    from sagestack.local.serving.handlers import ServeError
     from sagestack.local.pasteable import shown_path
+    from sagestack.local.serving.handlers import ServeError
 
     out, err = console(), console(stderr=True)
     try:

@@ -52,6 +52,7 @@ def local_monitor(
     from rich.table import Table
 
     from sagestack.cli.common import UserError
+    from sagestack.local.pasteable import shown_path
     from sagestack.local.serving.compile import local_root
     from sagestack.local.serving.monitor import (
         captured_dataset,
@@ -61,7 +62,6 @@ def local_monitor(
         write_json,
     )
     from sagestack.local.serving.s3_paths import capture_dir
-    from sagestack.local.pasteable import shown_path
 
     out = console()
     loaded = load_entry(root, default_env(root, env), endpoint, lambda spec: spec.endpoints, "endpoint")
@@ -121,9 +121,9 @@ def _baseline_dataset(loaded: LoadedSpec, endpoint: str, baseline: Path | None, 
     else --baseline, else the local copy of the monitor's baseline_data, else monitoring/<endpoint>/
     baseline-data here."""
     from sagestack.cli.common import UserError
+    from sagestack.local.pasteable import shown_path
     from sagestack.local.serving.compile import local_root
     from sagestack.local.serving.monitor import read_dataset
-    from sagestack.local.pasteable import shown_path
 
     monitor = loaded.spec.endpoints[endpoint].monitor
     dataset_format = monitor.dataset_format if monitor else "csv"

@@ -43,11 +43,11 @@ def local_transform(
     """Run a batch transform over a folder with the model's inference.py, as CreateTransformJob would:
     the same split, batching, filters, join and assembly, one .out file per input file."""
     from sagestack.cli.common import UserError
+    from sagestack.local.pasteable import shown_path
     from sagestack.local.serving.compile import LocalCompileError, local_root, trained_model_dir
     from sagestack.local.serving.handlers import ServeError, unpack_model
     from sagestack.local.serving.serve import load_model_handlers
     from sagestack.local.serving.transform import TransformError, run_transform
-    from sagestack.local.pasteable import shown_path
 
     out = console()
     loaded = load_entry(root, default_env(root, env), transform, lambda spec: spec.transforms, "transform")

@@ -19,8 +19,8 @@ from types import ModuleType
 from typing import Any
 
 from sagestack.core.sourcedir import pack_source_dir
-from sagestack.local.private import private_dir, write_private_bytes
 from sagestack.local.pasteable import shown_path
+from sagestack.local.private import private_dir, write_private_bytes
 from sagestack.project.loader import LoadedSpec
 
 ATOL, RTOL = 1e-5, 1e-4

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagestack.core.names import Names
-from sagestack.local.private import make_private, private_dir, write_private_bytes
 from sagestack.local.pasteable import program, shown_path
+from sagestack.local.private import make_private, private_dir, write_private_bytes
 from sagestack.project.loader import LoadedSpec
 
 

@@ -22,6 +22,7 @@ from sagestack.core.catalog.instances import instance_type as catalog_instance
 from sagestack.core.contract import HostLayout
 from sagestack.core.drivers import CODE_CHANNEL
 from sagestack.local.errors import LocalRunError
+from sagestack.local.pasteable import program, shown_path
 from sagestack.local.training.drivers_contract import (
     conclude_driver_hosts,
     container_command,
@@ -35,7 +36,6 @@ from sagestack.local.training.hosts import SimulatedHost, prepare_hosts
 from sagestack.local.training.job import LocalRequest, LocalTrainOptions, local_training_request
 from sagestack.local.training.launch import MPI_RUNNERS, Launch, LaunchError
 from sagestack.local.training.metric_series import MetricSeries
-from sagestack.local.pasteable import program, shown_path
 from sagestack.local.training.processes import Command, Outcome, Processes, free_port
 from sagestack.local.training.requirements import RequirementsCheck, check_requirements, install_requirements
 from sagestack.local.training.rundir import claim
