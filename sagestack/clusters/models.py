@@ -125,6 +125,12 @@ class EksSpec(StrictModel):
         "cluster is created: 'pending' deploys the EKS cluster only and prints the helm step; "
         "'installed' adds the HyperPod cluster",
     )
+    autoscaling: bool = Field(
+        default=False,
+        description="HyperPod's managed Karpenter autoscaling: nodes added for pending pods and removed "
+        "when idle (down to zero), through a cluster role HyperPod assumes to add and delete nodes; "
+        "the NodeClass and NodePool that say what to launch are Kubernetes objects you apply",
+    )
     training_operator: bool = Field(default=True, description="the HyperPod training operator add-on")
     task_governance: bool = Field(default=True, description="the HyperPod task governance add-on (Kueue)")
 

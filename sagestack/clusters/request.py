@@ -33,6 +33,7 @@ class ClusterContext:
     fsx_dns_name: str | None = None
     fsx_mount_name: str | None = None
     eks_cluster_arn: str | None = None  # orchestrator eks: the EKS cluster the nodes join
+    autoscaling_role_arn: str | None = None  # eks.autoscaling: the role HyperPod's Karpenter assumes
 
 
 def _accelerated(instance_type: str) -> bool:
@@ -97,6 +98,12 @@ def create_cluster_request(names: Names, key: str, spec: ClusterSpec, ctx: Clust
         # Continuous provisioning: HyperPod brings up the nodes it can and keeps trying for the rest,
         # rather than failing the whole cluster when one group's capacity is short.
         request["NodeProvisioningMode"] = "Continuous"
+        if spec.eks is not None and spec.eks.autoscaling:
+            if not ctx.autoscaling_role_arn:
+                raise ValueError(f"cluster {key}: eks.autoscaling needs the role HyperPod assumes to scale")
+            # HyperPod's managed Karpenter, built on continuous provisioning (above)
+            request["AutoScaling"] = {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+            request["ClusterRole"] = ctx.autoscaling_role_arn
     if ctx.deployment.tags:
         request["Tags"] = [{"Key": k, "Value": v} for k, v in ctx.deployment.tags]
     return request
@@ -130,6 +137,7 @@ def stand_in_cluster_context(deployment: Deployment, *, fsx: bool, eks: bool = F
         eks_cluster_arn=(
             f"arn:aws:eks:{deployment.region}:{deployment.account}:cluster/stand-in" if eks else None
         ),
+        autoscaling_role_arn=f"arn:aws:iam::{deployment.account}:role/stand-in-autoscaling" if eks else None,
     )
 
 

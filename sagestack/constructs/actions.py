@@ -189,3 +189,6 @@ OPTIMIZATION_JOBS_RUN = (
     "sagemaker:StopOptimizationJob",
     "sagemaker:AddTags",
 )
+
+# HyperPod's managed Karpenter (eks.autoscaling): what its cluster role does to the cluster's nodes.
+CLUSTER_AUTOSCALING = ("sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes")

@@ -139,6 +139,9 @@ class HyperPodCluster(Construct):
         self.scripts = self._lifecycle_scripts(lifecycle_dir, artifacts, prefix)
         self.role = self._node_role(artifacts, prefix)
         tag_items = tuple(sorted((tags or {}).items()))
+        self.autoscaling_role = self._autoscaling_role(
+            tuple(sorted({**dict(tag_items), CLUSTER_TAG: key}.items()))
+        )
         self.request = self._request(subnet, artifacts, encryption_key, tag_items)
         self.cluster_name = self.request["ClusterName"]
         self.resource: sagemaker.CfnCluster | None = None
@@ -168,6 +171,8 @@ class HyperPodCluster(Construct):
             "Orchestrator",
             "NodeRecovery",
             "NodeProvisioningMode",
+            "AutoScaling",
+            "ClusterRole",
             "Tags",
         )
         for prop in props:
@@ -248,8 +253,39 @@ class HyperPodCluster(Construct):
             fsx_dns_name=self.file_system.dns_name if self.file_system else None,
             fsx_mount_name=self.file_system.mount_name if self.file_system else None,
             eks_cluster_arn=self.eks.cluster_arn if self.eks else None,
+            autoscaling_role_arn=self.autoscaling_role.role_arn if self.autoscaling_role else None,
         )
         return create_cluster_request(names, key, cluster, context)
+
+    def _autoscaling_role(self, tags: tuple[tuple[str, str], ...]) -> iam.Role | None:
+        """eks.autoscaling: the role HyperPod's managed Karpenter assumes to add and delete this
+        cluster's nodes (AWS's documented trust and actions), held to the cluster by its tags: its ARN
+        ends in an ID HyperPod assigns, so no name pattern can name it."""
+        if self.spec.eks is None or not self.spec.eks.autoscaling:
+            return None
+        role = iam.Role(
+            self,
+            "AutoscalingRole",
+            assumed_by=iam.ServicePrincipal("hyperpod.sagemaker.amazonaws.com"),
+            description=f"HyperPod {self.names.cluster(self.key)}: Karpenter adds and removes nodes",
+        )
+        arn = Stack.of(self).format_arn(service="sagemaker", resource="cluster", resource_name="*")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions.CLUSTER_AUTOSCALING),
+                resources=[arn],
+                conditions={"StringEquals": {f"aws:ResourceTag/{k}": v for k, v in tags}},
+            )
+        )
+        acknowledge(
+            role,
+            {
+                f"AwsSolutions-IAM5[Resource::{nag_text(self, arn)}]": "A HyperPod cluster's ARN ends in an "
+                "ID assigned at creation: the statement is held to this cluster by its tags (environment "
+                "and sagestack:cluster), which CreateCluster sets.",
+            },
+        )
+        return role
 
     @staticmethod
     def _zones(cluster: ClusterSpec) -> list[str] | int:

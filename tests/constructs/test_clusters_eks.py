@@ -32,7 +32,7 @@ jobs:
 clusters:
   shared:
     orchestrator: eks
-    eks: {{admin_roles: ["{ADMIN}"], helm_dependencies: installed}}
+    eks: {{admin_roles: ["{ADMIN}"], helm_dependencies: installed, autoscaling: true}}
     instance_groups:
       system: {{instance_type: ml.m5.xlarge, count: 2, labels: {{role: system}}}}
       gpus:
@@ -91,6 +91,30 @@ def test_the_hyperpod_cluster_is_orchestrated_by_its_eks_cluster(eks_app):
     # created only once the add-ons are
     addons = set(t.find_resources("AWS::EKS::Addon"))
     assert addons <= set(cluster["DependsOn"])
+
+
+def test_karpenter_autoscaling_has_a_role_held_to_its_own_cluster(eks_app):
+    """eks.autoscaling: HyperPod's managed Karpenter on the cluster, through a role only HyperPod
+    assumes, which may add and delete nodes of clusters tagged as this one only."""
+    t = _template(eks_app)
+    (cluster,) = t.find_resources("AWS::SageMaker::Cluster").values()
+    props = cluster["Properties"]
+    assert props["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+    role_id = props["ClusterRole"]["Fn::GetAtt"][0]
+    role = t.find_resources("AWS::IAM::Role")[role_id]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"}
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in t.find_resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
+    (statement,) = policy
+    assert statement["Action"] == ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"]
+    tags = statement["Condition"]["StringEquals"]
+    assert tags["aws:ResourceTag/sagestack:cluster"] == "shared"
+    assert tags["aws:ResourceTag/sagestack:environment"] == "dev"
+    assert {"Key": "sagestack:cluster", "Value": "shared"} in props["Tags"]
 
 
 def test_the_eks_cluster_is_private_api_authenticated_encrypted_and_logged(eks_app):

