@@ -33,6 +33,7 @@ from sagestack.capacity.ledger import (
     training_cost,
     types_with_quota,
 )
+from sagestack.capacity.queues import add_queues
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL, quota_name, training_usage
 from sagestack.core.names import Names
 from sagestack.endpoints.models import EndpointSpec
@@ -128,6 +129,7 @@ def assess(plan: Environment, requests: Rendered, book: QuotaBook) -> CapacityRe
     for key, transform in requests.transforms.items():
         _add_transform(tally, key, transform, _registers(spec.transforms[key]))
     _add_cluster(tally, requests.clusters)
+    add_queues(tally, spec.queues, requests.jobs)
     _add_training_total(tally)
     return CapacityReport(plan.env, book, tally.rows, tally.shortfalls, tally.warnings)
 

@@ -447,3 +447,33 @@ def test_a_jobs_rows_follow_its_rendered_requests_not_a_second_reading_of_the_sp
     rows = [r for r in report.rows if r.kind == "job" and r.key == "big"]
     assert [r.quota for r in rows] == [f"{c.instance_type} (rendered)" for c in big.candidates]
     assert {(r.count, r.needed, r.cost_basis) for r in rows} == {(7, 7.0, "≤ 0.5 h (max_run)")}
+
+
+def test_a_queue_whose_limit_a_quota_can_never_reach_is_a_warning_not_a_failure(project):
+    """A queue's capacity limit counts instances of any type; the quotas are per type. Two queued
+    jobs of 2 x ml.m5.xlarge under a limit of 8 may run 4 at once: a quota of 3 holds the fourth
+    behind the quota rather than the queue's shares (said), and nothing fails (Batch waits)."""
+    project.spec(
+        MINIMAL
+        + "    instance_count: 2\n    queue: {name: shared}\n"
+        + "  second:\n    image: train\n    instance_type: ml.m5.xlarge\n    instance_count: 2\n"
+        + "    queue: {name: shared}\n"
+        + "queues:\n  shared: {max_instances: 8}\n"
+    ).env("dev")
+    plan = resolve_environment(project.load("dev"))
+    name = "ml.m5.xlarge for training job usage"
+    book = QuotaBook(
+        "snapshot", "t", {name: _q(name, 3), TRAINING_INSTANCES_TOTAL: _q(TRAINING_INSTANCES_TOTAL, 3)}
+    )
+    report = evaluate(project, plan, book)
+    assert not report.short
+    assert (
+        "queue 'shared' may run 4 x ml.m5.xlarge at once (its jobs' on that type, within max_instances 8), "
+        "but 'ml.m5.xlarge for training job usage' allows 3" in report.warnings[0]
+    )
+    assert report.warnings[1].startswith("the queues may run 4 training instances at once")
+    # with room for the queue's whole limit: no word
+    roomy = QuotaBook(
+        "snapshot", "t", {name: _q(name, 8), TRAINING_INSTANCES_TOTAL: _q(TRAINING_INSTANCES_TOTAL, 8)}
+    )
+    assert not [w for w in evaluate(project, plan, roomy).warnings if "queue" in w]
