@@ -134,3 +134,24 @@ def test_slo_rules_locate_their_findings(project):
         "length profile; add tokens: {input: N, output: M} (prompt and generated tokens per request) "
         "[llm-slo-token-profile]"
     ]
+
+
+def test_a_sweep_point_runs_the_batch_it_names_even_where_the_containers_variable_is_set():
+    """llm.environment's OPTION_MAX_ROLLING_BATCH_SIZE wins over max_batch_size (as in the cloud):
+    a sweep point drops it, so the row labelled batch 8 runs 8 sequences at once."""
+    from sagestack.llm.models import LlmSpec
+    from sagestack.llm.sizing import max_batch
+    from sagestack.local.bench.llm import swept
+
+    spec = LlmSpec.model_validate(
+        {
+            "container": "djl-lmi",
+            "parameters": 1.0e9,
+            "weights": {"s3": "s3://weights/llama/"},
+            "environment": {"OPTION_MAX_ROLLING_BATCH_SIZE": "32"},
+        }
+    )
+    assert max_batch(spec)[0] == 32
+    point = swept(spec, 8)
+    assert max_batch(point) == (8, "max_batch_size")
+    assert "OPTION_MAX_ROLLING_BATCH_SIZE" not in point.environment

@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sagestack.llm.models import LlmSpec
+from sagestack.llm.sizing import ENGINES
 from sagestack.local.bench.report import Point, judged, percentile
 from sagestack.local.llm.corpus import PARAGRAPHS
 from sagestack.local.llm.endpoint import BackgroundLlm, LocalLlm, model_server
@@ -106,6 +108,15 @@ def configurations(spec_batch: int | None, *, quick: bool) -> list[int]:
     return list(dict.fromkeys([1, own] if quick else [1, 4, own, own * 2]))
 
 
+def swept(spec: LlmSpec, batch: int) -> LlmSpec:
+    """The spec at one point of the sweep: `batch` sequences at once. The container's own variable
+    in llm.environment (OPTION_MAX_ROLLING_BATCH_SIZE, …) would win over max_batch_size, as it does
+    in the cloud (llm.sizing.max_batch), so the point drops it: each row runs the batch it names."""
+    variable = ENGINES[spec.container].batch
+    environment = {k: v for k, v in spec.environment.items() if k != variable}
+    return spec.model_copy(update={"max_batch_size": batch, "environment": environment})
+
+
 def sweep(
     llm: LocalLlm,
     batches: list[int],
@@ -122,7 +133,7 @@ def sweep(
     points: list[Point] = []
     shape: Profile | None = None
     for batch in batches:
-        app = model_server(replace(llm, spec=llm.spec.model_copy(update={"max_batch_size": batch})))
+        app = model_server(replace(llm, spec=swept(llm.spec, batch)))
         shape = profile(asked, app.limits.max_input_tokens, app.limits.max_total_tokens, quick=quick)
         body = _body(llm.schema, prompt_of(app.tokenizer, shape.input), shape.output)
         with BackgroundLlm(app, free_port()) as url:
