@@ -129,9 +129,12 @@ class EnvironmentStage(Stage):
                 "Recommendation",
                 plan=plan,
                 foundation=self.foundation,
+                shared_logs=self.training is not None,
                 stack_name=plan.names.stack("recommendation"),
                 description=f"sagestack {plan.names.prefix}: endpoint recommendation pipelines (Step Functions)",
             )
+            if self.training is not None:  # its pipelines log to the training stack's log group
+                self.recommendation.add_dependency(self.training)
         # HyperPod clusters, each in its own VPC with its file system.
         self.clusters: ClusterStack | None = None
         if plan.spec.clusters:

@@ -89,16 +89,7 @@ class TrainingStack(Stack):
         spec = plan.spec
         names = plan.names
         self.topic = foundation.notifications(self, f"sagestack {names.prefix} training")
-        self.log_group = logs.LogGroup(
-            self,
-            "PipelineLogs",
-            log_group_name=names.pipeline_log_group,
-            retention=_retention(spec.pipeline.log_retention_days),
-            # execution data at level ALL holds hyperparameters and artifacts: the project key, like
-            # everything else (its policy lets CloudWatch Logs use it for this group)
-            encryption_key=foundation.key,
-            removal_policy=RemovalPolicy.RETAIN if plan.retain_data else RemovalPolicy.DESTROY,
-        )
+        self.log_group = pipeline_log_group(self, plan, foundation)
         self.role = iam.Role(
             self,
             "PipelineRole",
@@ -211,5 +202,21 @@ _RETENTION_NAMES = {
 }
 
 
-def _retention(days: int) -> logs.RetentionDays:
+def pipeline_log_group(
+    scope: Construct, plan: ResolvedEnvironment, foundation: FoundationStack
+) -> logs.LogGroup:
+    """The environment's pipeline log group (Names.pipeline_log_group): execution data at level ALL
+    holds hyperparameters and artifacts, so the project key encrypts it like everything else (its
+    policy lets CloudWatch Logs use it for this group); kept or deleted with the data (retain_data)."""
+    return logs.LogGroup(
+        scope,
+        "PipelineLogs",
+        log_group_name=plan.names.pipeline_log_group,
+        retention=retention(plan.spec.pipeline.log_retention_days),
+        encryption_key=foundation.key,
+        removal_policy=RemovalPolicy.RETAIN if plan.retain_data else RemovalPolicy.DESTROY,
+    )
+
+
+def retention(days: int) -> logs.RetentionDays:
     return getattr(logs.RetentionDays, _RETENTION_NAMES[days])  # type: ignore[no-any-return]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -57,11 +58,13 @@ def init(
         files = init_project(target, name, region, framework.value)
     except InitError as e:
         raise UserError(str(e), EXIT_INVALID_SPEC) from None
+    from sagestack.local.pasteable import shown_path
     from sagestack.ops.init import next_steps
 
+    shown = shlex.quote(str(shown_path(target)))  # as the user here would type it (cd works as printed)
     out = console()
-    out.print(f"wrote {len(files)} files into {target}/; next:", markup=False)
-    out.print(f"  cd {target}", markup=False)
+    out.print(f"wrote {len(files)} files into {shown}/; next:", markup=False)
+    out.print(f"  cd {shown}", markup=False)
     steps = next_steps(framework.value)
     width = max(len(command) for command, _ in steps) + 2
     for command, what in steps:

@@ -45,8 +45,9 @@ PUBLISHED: Registry = {
         "sizing",
         # The key was first named `model`.
         hashed_as={"sizing": "model"},
-        # When a job retrains is not what it computes: a schedule renames nothing.
-        not_identity=("schedule",),
+        # When a job retrains is not what it computes: a schedule renames nothing; nor does where it
+        # waits (a queue: the CreateTrainingJob body it submits is the same).
+        not_identity=("schedule", "queue"),
     ),
     m.ChannelSpec: published(
         "file_system", "s3_uri", "key_prefix", "local_path", "input_mode", "content_type", "distribution"

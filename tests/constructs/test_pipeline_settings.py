@@ -125,6 +125,32 @@ def _optimization(stack, key, base, **settings):  # type: ignore[no-untyped-def]
     )
 
 
+def _recommendation(stack, key, base, **settings):  # type: ignore[no-untyped-def]
+    from sagestack.constructs import ModelPackageGroup
+    from sagestack.constructs.recommendation import RecommendationPipeline
+    from sagestack.endpoints.models import EndpointSpec
+    from sagestack.endpoints.recommend import resolve_recommendations
+
+    endpoint = EndpointSpec.model_validate(
+        {
+            "model_package": PACKAGE,
+            "instance_type": "ml.c5.xlarge",
+            "slo": {"p95_ms": 20, "candidates": ["ml.c5.large", "ml.c5.xlarge"]},
+        }
+    )
+    (recommendation,) = resolve_recommendations(base["names"], {"digits": endpoint})
+    registry = ModelPackageGroup(stack, "Registry", group_name=base["names"].model_package_group)
+    return RecommendationPipeline(
+        stack,
+        "Recommend",
+        recommendation=recommendation,
+        execution_role=base["execution_role"],
+        artifacts=base["artifacts"],
+        registry=registry,
+        **{"encryption_key": key, **settings},
+    )
+
+
 # How to build each pipeline construct with the given settings, `key` only for what else needs one
 # (a TuningPipeline's training). The walk finds the classes; a new
 # one fails test_every_pipeline_construct_has_a_builder until it is given one here).
@@ -133,6 +159,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "TuningPipeline": _tuning,
     "TransformPipeline": _transform,
     "OptimizationPipeline": _optimization,
+    "RecommendationPipeline": _recommendation,
 }
 
 

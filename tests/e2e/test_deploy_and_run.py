@@ -96,8 +96,9 @@ UNSUPPORTED_BY_MOTO = {
     "AWS::SageMaker::InferenceComponent",
     "AWS::SageMaker::DataQualityJobDefinition",
     "AWS::SageMaker::MonitoringSchedule",
+    "AWS::SageMaker::AIWorkloadConfig",
 }
-STACKS = ("digits-e2e-foundation", "digits-e2e-training", "digits-e2e-serving")
+STACKS = ("digits-e2e-foundation", "digits-e2e-training", "digits-e2e-serving", "digits-e2e-recommendation")
 
 
 def _bridge_emulator_defects() -> None:

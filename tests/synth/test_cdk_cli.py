@@ -53,12 +53,16 @@ def test_every_environment_is_synthesized(synthesized):
         for p in synthesized.glob("assembly-*/*.template.json")
     )
     assert stacks == [
-        f"sagestack digits-{env}"
-        for env in ("dev", "dev", "prod", "prod", "prod", "staging", "staging", "staging", "staging")
+        f"sagestack digits-{env}" for env in ("dev",) * 3 + ("prod",) * 4 + ("staging",) * 5
     ]  # foundation and training everywhere; serving where a model package is pinned (prod) or the
-    # LLM endpoint deploys (staging), with its LLM's optimization pipeline (staging)
+    # LLM endpoint deploys (staging), with its LLM's optimization pipeline (staging); recommendation
+    # everywhere an endpoint with an slo: deploys (digits everywhere, chat in staging)
     names = {
-        p.name.split("Foundation")[0].split("Training")[0].split("Serving")[0].split("Optimization")[0]
+        p.name.split("Foundation")[0]
+        .split("Training")[0]
+        .split("Serving")[0]
+        .split("Optimization")[0]
+        .split("Recommendation")[0]
         for p in synthesized.glob("assembly-*/*.template.json")
     }
     assert names == {"dev", "prod", "staging"}

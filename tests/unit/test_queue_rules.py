@@ -173,3 +173,12 @@ def test_a_bad_queue_is_a_located_error(project, queue, said):
     project.spec(MINIMAL + f"queues:\n  shared: {queue}\n").env("dev")
     (error,) = project.errors()
     assert error.startswith("config/sagestack.yaml:10:") and said in error, error
+
+
+def test_joining_a_queue_renames_no_job():
+    """The queue is where a job waits, not what it computes: its name (and so whether it retrains)
+    stays the same."""
+    alone = _plan({"instance_type": "ml.g5.xlarge"})
+    queued = _plan({"instance_type": "ml.g5.xlarge", "queue": {"name": "shared", "share": "research"}})
+    assert queued.candidates[0].name == alone.candidates[0].name
+    assert queued.candidates[0].request == alone.candidates[0].request
