@@ -123,7 +123,9 @@ def test_init_then_validate_and_synthesize_from_the_installed_package(installed,
     # (`npm install && npx cdk deploy 'dev/*'`)
     ours = json.loads((REPO / "package.json").read_text())
     theirs = json.loads((project / "package.json").read_text())
-    assert theirs["devDependencies"] == ours["devDependencies"]
+    # (the repository's own also pins what builds its docs, @mermaid-js/tiny: not a project's)
+    deploys = {k: v for k, v in ours["devDependencies"].items() if k in ("aws-cdk", "node")}
+    assert theirs["devDependencies"] == deploys and len(deploys) == 2
     assert theirs["allowScripts"] == ours["allowScripts"]
 
     validate = _run([str(installed / "bin" / "sagestack"), "validate"], cwd=project, env=env)
