@@ -120,21 +120,7 @@ class EnvironmentStage(Stage):
                 description=f"sagestack {plan.names.prefix}: LLM optimization pipelines (Step Functions)",
             )
         # Performance targets measured in the cloud: a pipeline each, `sagestack run <endpoint> --recommend`.
-        self.recommendation: RecommendationStack | None = None
-        if recommendation_needed(plan):
-            from sagestack.app.recommendation import RecommendationStack  # start-up: Step Functions, ~0.3 s
-
-            self.recommendation = RecommendationStack(
-                self,
-                "Recommendation",
-                plan=plan,
-                foundation=self.foundation,
-                shared_logs=self.training is not None,
-                stack_name=plan.names.stack("recommendation"),
-                description=f"sagestack {plan.names.prefix}: endpoint recommendation pipelines (Step Functions)",
-            )
-            if self.training is not None:  # its pipelines log to the training stack's log group
-                self.recommendation.add_dependency(self.training)
+        self.recommendation = self._recommendation(plan) if recommendation_needed(plan) else None
         # HyperPod clusters, each in its own VPC with its file system.
         self.clusters: ClusterStack | None = None
         if plan.spec.clusters:
@@ -152,3 +138,19 @@ class EnvironmentStage(Stage):
             )
         for key, value in plan.tags.items():
             Tags.of(self).add(key, value)
+
+    def _recommendation(self, plan: ResolvedEnvironment) -> RecommendationStack:
+        from sagestack.app.recommendation import RecommendationStack  # start-up: Step Functions, ~0.3 s
+
+        stack = RecommendationStack(
+            self,
+            "Recommendation",
+            plan=plan,
+            foundation=self.foundation,
+            shared_logs=self.training is not None,
+            stack_name=plan.names.stack("recommendation"),
+            description=f"sagestack {plan.names.prefix}: endpoint recommendation pipelines (Step Functions)",
+        )
+        if self.training is not None:  # its pipelines log to the training stack's log group
+            stack.add_dependency(self.training)
+        return stack

@@ -63,8 +63,14 @@ def init(
 
     shown = shlex.quote(str(shown_path(target)))  # as the user here would type it (cd works as printed)
     out = console()
-    out.print(f"wrote {len(files)} files into {shown}/; next:", markup=False)
-    out.print(f"  cd {shown}", markup=False)
+    print_lines(out, f"wrote {len(files)} files into {shown}/; next:")
+    # a path too long for the terminal: broken after a "/" with a \ and no indent, which a shell
+    # joins back into the one path (never at the space after cd)
+    from sagestack.ops.screen import broken
+
+    width = terminal_width(out.file)
+    for line in broken(f"  cd {shown}", width, "") if width else [f"  cd {shown}"]:
+        out.print(line, markup=False, highlight=False)
     steps = next_steps(framework.value)
     width = max(len(command) for command, _ in steps) + 2
     for command, what in steps:
