@@ -93,9 +93,14 @@ def submit_service_job_request(
 ) -> dict[str, Any]:
     """SubmitServiceJob for a queued training job: Batch creates the training job from the payload
     (its TrainingJobName is the job's, so the pipeline follows it by name)."""
+    return service_job(names.queue(ref.name), ref, create_training_job)
+
+
+def service_job(queue: str, ref: JobQueueRef, create_training_job: dict[str, Any]) -> dict[str, Any]:
+    """SubmitServiceJob to the job queue named `queue` (what the pipeline's Submit state sends)."""
     request: dict[str, Any] = {
         "jobName": create_training_job["TrainingJobName"],
-        "jobQueue": names.queue(ref.name),
+        "jobQueue": queue,
         "serviceJobType": SAGEMAKER_TRAINING,
         "serviceRequestPayload": json.dumps(service_job_payload(create_training_job)),
         "retryStrategy": RETRY_STRATEGY,

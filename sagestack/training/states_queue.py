@@ -10,7 +10,7 @@ from typing import Any
 from sagestack.core import states as asl
 from sagestack.core.states import PipelineSettings
 from sagestack.queues.models import JobQueueRef
-from sagestack.queues.request import RETRY_STRATEGY, SAGEMAKER_TRAINING, service_job_payload
+from sagestack.queues.request import service_job, service_job_payload
 from sagestack.training.rendered import RenderedJob
 from sagestack.training.states import NO_CANDIDATE, STATUS, CandidateStates, candidate_quota, follow, outcomes
 
@@ -111,23 +111,17 @@ def queued_pipeline(
 
 
 def _submit_parameters(request: dict[str, Any], ref: JobQueueRef, queue: str) -> dict[str, Any]:
-    """SubmitServiceJob as Step Functions' aws-sdk integration takes it (members in PascalCase);
-    queues/request.submit_service_job_request is the same call as the API's, validated at synth."""
-    stopping = request["StoppingCondition"]
-    longest = int(stopping.get("MaxWaitTimeInSeconds") or stopping["MaxRuntimeInSeconds"])
+    """SubmitServiceJob as Step Functions' aws-sdk integration takes it: queues/request.service_job's
+    call with its members in PascalCase (the tags' keys are data, kept), the job's name and payload
+    read from the Payload state (so a retrain's fresh names reach them)."""
+    api = service_job(queue, ref, request)
+    tags = api.pop("tags", None)
+    del api["jobName"], api["serviceRequestPayload"]
     parameters: dict[str, Any] = {
         "JobName.$": f"{PAYLOAD}.TrainingJobName",
-        "JobQueue": queue,
-        "ServiceJobType": SAGEMAKER_TRAINING,
         "ServiceRequestPayload.$": f"States.JsonToString({PAYLOAD})",
-        "RetryStrategy": _pascal(RETRY_STRATEGY),
-        "TimeoutConfig": {"AttemptDurationSeconds": longest + 3600},
+        **_pascal(api),
     }
-    if ref.share is not None:
-        parameters["ShareIdentifier"] = ref.share
-    if ref.priority is not None:
-        parameters["SchedulingPriority"] = ref.priority
-    tags = {t["Key"]: t["Value"] for t in request.get("Tags", [])}
     if tags:
         parameters["Tags"] = tags
     return parameters
