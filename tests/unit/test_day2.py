@@ -19,7 +19,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import requests
 from typer.testing import CliRunner
 
 from sagestack.cli import app
@@ -45,6 +44,8 @@ T0 = int(datetime(2026, 12, 6, 3, 0, tzinfo=UTC).timestamp() * 1000)
 def moto():
     from moto.core.responses import ActionResult
     from moto.sagemaker.responses import SageMakerResponse
+    from moto.stepfunctions import responses
+    from moto.stepfunctions.models import stepfunctions_backends
 
     def stop_training_job(self):  # type: ignore[no-untyped-def]
         job = self.sagemaker_backend.training_jobs[self._get_param("TrainingJobName")]
@@ -52,22 +53,22 @@ def moto():
         return ActionResult({})
 
     SageMakerResponse.stop_training_job = stop_training_job  # type: ignore[attr-defined]
-    with running_moto() as server:
-        # executions stay RUNNING until stopped (moto's interpreter would end a Pass at once)
-        config = f"{server.url}/moto-api/config"
-        requests.post(config, json={"stepfunctions": {"execute_state_machine": False}}, timeout=10)
-        _deploy(server)
+    with running_moto() as server, pytest.MonkeyPatch.context() as patch:
+        # Executions stay RUNNING until stopped: moto's static Step Functions backend, whatever the
+        # process's moto config says (it is the process's, not the server's, and picks the backend
+        # per request: the interpreter's would end a Pass at once, and its store has none of the
+        # state machines deployed into the static one — both seen in CI when it read True mid-module).
+        patch.setattr(responses, "get_backend", lambda account, region: stepfunctions_backends[account][region])
         yield server
-        requests.post(config, json={"stepfunctions": {"execute_state_machine": True}}, timeout=10)
     del SageMakerResponse.stop_training_job  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)
-def executions_stay_running(moto):  # type: ignore[no-untyped-def]
-    """moto's config is the process's, not the server's: a module run between this one's tests on the
-    same xdist worker may have switched the interpreter back on, and an execution would end at once."""
-    config = f"{moto.url}/moto-api/config"
-    requests.post(config, json={"stepfunctions": {"execute_state_machine": False}}, timeout=10)
+def world(moto):  # type: ignore[no-untyped-def]
+    """Every test starts in the same world: stopping a job or a run changes it, and moto's backends are
+    the process's (a reset by anything else in this worker empties them)."""
+    moto.reset()
+    _deploy(moto)
 
 
 @pytest.fixture
