@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training_src"))
 from data import load_training_data, split
 from metrics import format_metrics
 from model import build_model
+from process_group import end_process_group
 
 
 def main() -> None:
@@ -33,13 +34,10 @@ def main() -> None:
         dist.init_process_group("gloo", rank=rank, world_size=size)
     train(size, rank)
     if size > 1:
-        # Every rank reaches the end before the group goes: a rank tearing gloo down while its peer
-        # is still in its last all-reduce aborts. And the group goes only after train() returned:
-        # while the DDP model that holds it lived on in main(), the group was freed with it during
-        # interpreter shutdown, and 1 run in ~30 aborted there ("terminate called without an active
-        # exception", no Python frame; training_src/train.py ends the same way).
+        # Every rank reaches the end before the group goes, and the group ends as the trainer's
+        # does (training_src/process_group.py: gloo's workers settle before the interpreter exits).
         dist.barrier()
-        dist.destroy_process_group()
+        end_process_group(dist)
 
 
 def train(size: int, rank: int) -> None:

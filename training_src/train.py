@@ -33,6 +33,7 @@ from checkpointing import load_newest, save_atomic
 from data import DataError, load_training_data, split
 from metrics import format_metrics
 from model import build_model
+from process_group import end_process_group
 from tracking import Tracker, end_active
 
 
@@ -594,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         if world is not None and world.size > 1 and dist.is_initialized():
-            dist.destroy_process_group()
+            end_process_group(dist)  # gloo's workers settle first: a finished run exits 0
 
 
 if __name__ == "__main__":
