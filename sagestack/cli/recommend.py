@@ -86,7 +86,7 @@ def recommend(
         for line in table_lines(v):
             out.print(line, markup=False, highlight=False, soft_wrap=True)
         if stale is not None:
-            print_lines(out, f"Not the model served now: {stale}.")
+            print_lines(out, f"Stale: {stale}.")
             out.print(f"Measure it: {measure}", markup=False, highlight=False)
     best = v.best
     if not pin:

@@ -73,12 +73,12 @@ def stale_reason(output: dict[str, Any], served: str | None, group: str) -> str 
     when it is: the package the run measured against its pin or its group's newest approved."""
     measured = output.get("ModelPackage")
     if measured is None:
-        return "its run did not record the model package it measured (a run from before it did)"
+        return "its run did not record which model package it measured"  # a run from before it did
     if measured == served:
         return None
     was = f"it measured model package version {package_version(str(measured))}"
     if served is None:
-        return f"{was}; group {group} has no approved package now"
+        return f"{was}; {group} has no approved one now"
     return f"{was}; version {package_version(served)} is served now"
 
 

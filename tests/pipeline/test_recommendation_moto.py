@@ -375,9 +375,9 @@ def test_a_verdict_about_a_version_no_longer_served_is_shown_stale_and_never_pin
     lines = result.stdout.splitlines()
     print(result.stdout)
     assert lines[0].startswith("digits in dev: digits-dev-digits-") and lines[0].endswith("-v1")
-    assert lines[1] == "Measured model package version 1."
+    assert lines[1] == "Measured model package version 1." and all(len(line) <= 80 for line in lines)
     assert lines[-2:] == [
-        "Not the model served now: it measured model package version 1; version 2 is served now.",
+        "Stale: it measured model package version 1; version 2 is served now.",
         "Measure it: sagestack run digits --env dev --recommend",
     ]
     answer = json.loads(_cli(moto, root, "recommend", "digits", "--env", "dev", "--json").stdout)
@@ -388,7 +388,7 @@ def test_a_verdict_about_a_version_no_longer_served_is_shown_stale_and_never_pin
     # measured again: version 2's own job, and the verdict is current
     assert _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2").returncode == 0
     result = _cli(moto, root, "recommend", "digits", "--env", "dev")
-    assert result.stdout.splitlines()[0].endswith("-v2") and "Not the model" not in result.stdout
+    assert result.stdout.splitlines()[0].endswith("-v2") and "Stale" not in result.stdout
     assert result.stdout.splitlines()[-1] == "Pin it for review: sagestack recommend digits --env dev --pin"
     result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")
     assert result.returncode == 0 and "→ ml.c5.large" in result.stdout
