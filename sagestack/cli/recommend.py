@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from sagestack.cli.common import RootOption, UserError, console
+from sagestack.cli.common import RootOption, UserError, console, print_lines
 
 app = typer.Typer()
 
@@ -32,17 +32,32 @@ def recommend(
 
     from sagestack.cli.common import load_entry
     from sagestack.cli.deploy import recommended_endpoints
+    from sagestack.core.names import Names
     from sagestack.endpoints.verdict import table_lines
     from sagestack.ops.account import aws_client
     from sagestack.ops.promote_registry import PromotionError
-    from sagestack.ops.recommend import NoRecommendation, newest_result, pin_recommended, verdict_of
+    from sagestack.ops.recommend import (
+        NoRecommendation,
+        newest_result,
+        package_version,
+        pin_recommended,
+        served_package,
+        stale_reason,
+        verdict_of,
+    )
 
     spec = load_entry(
         root, env, endpoint, recommended_endpoints, "deployed endpoint with slo: candidates"
     ).spec
     ep = spec.endpoints[endpoint]
+    names = Names(spec.project, env)
+    stale = None
     try:
         result = newest_result(aws_client("stepfunctions", spec.region), spec.project, env, endpoint)
+        v = verdict_of(endpoint, ep, result.output)
+        if v.kind == "classic":  # a package measured: still the one served? (an LLM: the spec's weights)
+            served = served_package(aws_client("sagemaker", spec.region), names, ep)
+            stale = stale_reason(result.output, served, names.model_package_group)
     except NoRecommendation as e:
         raise UserError(str(e)) from None
     except NoCredentialsError:
@@ -51,8 +66,9 @@ def recommend(
         ) from None
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"could not read the recommendation of '{endpoint}': {e}") from None
-    v = verdict_of(endpoint, ep, result.output)
     out = console()
+    measure = f"sagestack run {endpoint} --env {env} --recommend"
+    measured = result.output.get("ModelPackage")
     if as_json:
         rows = [
             {"instance_type": r.instance_type, "latency_ms": r.latency_ms, "throughput": r.throughput,
@@ -60,22 +76,29 @@ def recommend(
             for r in v.rows
         ]  # fmt: skip
         chosen = v.best.instance_type if v.best else None
-        print(
-            json.dumps({"endpoint": endpoint, "kind": v.kind, "rows": rows, "recommended": chosen}, indent=2)
-        )
+        answer = {"endpoint": endpoint, "kind": v.kind, "job": result.output.get("JobName"),
+                  "model_package": measured, "stale": stale, "rows": rows, "recommended": chosen}  # fmt: skip
+        print(json.dumps(answer, indent=2))
     else:
         out.print(f"{endpoint} in {env}: {result.output.get('JobName', '?')}", markup=False, highlight=False)
+        if measured is not None:
+            out.print(f"Measured model package version {package_version(measured)}.", markup=False)
         for line in table_lines(v):
             out.print(line, markup=False, highlight=False, soft_wrap=True)
+        if stale is not None:
+            print_lines(out, f"Stale: {stale}.")
+            out.print(f"Measure it: {measure}", markup=False, highlight=False)
     best = v.best
     if not pin:
-        if best is not None and not as_json:
+        if best is not None and stale is None and not as_json:
             out.print(
                 f"Pin it for review: sagestack recommend {endpoint} --env {env} --pin",
                 markup=False,
                 highlight=False,
             )
         return
+    if stale is not None:  # a verdict about another model is no reason to buy hardware for this one
+        raise UserError(f"not pinned: the recommendation of '{endpoint}' is stale ({stale}); `{measure}`")
     if best is None:
         raise UserError(f"no candidate of '{endpoint}' meets its slo: nothing to pin")
     try:

@@ -16,6 +16,8 @@ from sagestack.core.layout import S3Layout
 
 TRAINING_JOB_NAME_MAX = 63
 TUNING_JOB_NAME_MAX = 32  # CreateHyperParameterTuningJob's limit
+# A model package's version (ModelPackageVersion, an Integer: at most 2147483647).
+PACKAGE_VERSION_DIGITS_MAX = 10
 COMPILE_NAME_PREFIX_MAX = 30  # + '-' + 32 hex digits of an MD5 = 63, SageMaker's limit
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # The tags that name what a resource belongs to, beside the environment's own (`Names.tags`), so
@@ -194,10 +196,18 @@ class Names:
         """Optimization jobs of this environment (their names start with its prefix)."""
         return f"{self.prefix}-*"
 
-    def recommendation_job(self, key: str, digest: str) -> str:
+    def recommendation_job(self, key: str, digest: str, version: str | None = None) -> str:
         """An endpoint's recommendation job (AI recommendation or Inference Recommender):
-        '<prefix>-<endpoint>-<hash12>', content-addressed by its target, candidates and model."""
-        return self.optimization_job(key, digest)
+        '<prefix>-<endpoint>-<hash12>', content-addressed by its target, candidates and model; with
+        the version of the model package measured when the pipeline finds it at run time,
+        '<prefix>-<endpoint>-<hash12>-v<version>' — room kept for the longest version (an Integer:
+        10 digits), so the name the run renders is within 63 characters whatever it finds."""
+        if version is None:
+            return self.optimization_job(key, digest)
+        room = len("-v") + PACKAGE_VERSION_DIGITS_MAX
+        suffix = f"-{digest[:12]}"
+        stem = f"{self.prefix}-{key}"[: TRAINING_JOB_NAME_MAX - len(suffix) - room].rstrip("-")
+        return f"{stem}{suffix}-v{version}"
 
     def recommendation_state_machine(self, key: str) -> str:
         return f"{self.prefix}-recommend-{key}"

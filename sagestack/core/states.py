@@ -9,6 +9,7 @@ Pure data (dicts); a construct serializes the definition with tokens for the rol
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -87,6 +88,13 @@ def dynamic(request: dict[str, Any], path: tuple[str, ...], json_path: str) -> N
         node = node[part]
     node.pop(path[-1], None)
     node[f"{path[-1]}.$"] = json_path
+
+
+def formatted(text: str, *paths: str) -> str:
+    """States.Format(text, *paths): `text` with '{}' where each value goes, its other characters
+    escaped as an intrinsic function's string literal needs them (a backslash before \\ ' { })."""
+    parts = [re.sub(r"([\\'{}])", r"\\\1", part) for part in text.split("{}")]
+    return f"States.Format('{'{}'.join(parts)}'{''.join(f', {p}' for p in paths)})"
 
 
 def choice(*choices: dict[str, Any], default: str) -> State:

@@ -12,7 +12,10 @@ and the job that measures the candidates against it —
 Every request is rendered from the spec and a Deployment (tokens in the template, stand-ins when
 validated against botocore's model). Job names are '<prefix>-<endpoint>-<hash12>', a hash of the
 target, the candidates and the model: an unchanged spec starts no second job, the pipeline follows
-the one that exists.
+the one that exists. A classic endpoint served unpinned measures the group's newest approved package,
+which only the run knows: its job is '<prefix>-<endpoint>-<hash12>-v<version>', rendered by the run
+(States.Format), so a newly approved version is measured by a job of its own and an unchanged model
+and target follow the job that measured them.
 """
 
 from __future__ import annotations
@@ -43,7 +46,10 @@ WORKLOAD_NAME_MAX = 63
 IR_JOB_SECONDS = 7200  # Inference Recommender's own default for an Advanced job
 IR_PHASE_SECONDS = 120
 MEASURE_SECONDS = 600  # how long the aiperf workload runs
-STAND_IN_PACKAGE = "arn:aws:sagemaker:us-east-1:123456789012:model-package/stand-in/1"
+# The package a run finds, for validation: the longest version there is, so the job's name as the
+# run renders it is judged at its longest (botocore's max length and pattern).
+STAND_IN_VERSION = str(2**31 - 1)
+STAND_IN_PACKAGE = f"arn:aws:sagemaker:us-east-1:123456789012:model-package/stand-in/{STAND_IN_VERSION}"
 
 
 @dataclass(frozen=True)
@@ -72,8 +78,24 @@ class ResolvedRecommendation:
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
     @property
-    def job_name(self) -> str:
-        return self.names.recommendation_job(self.endpoint, self.digest)
+    def finds_package(self) -> bool:
+        """A classic model served unpinned: what is measured (the group's newest approved package)
+        and so the job's name are known to the run only."""
+        return self.llm is None and self.model_package is None
+
+    def job_name(self, version: str | None = None) -> str:
+        """The job's name: from the spec alone (an LLM's weights, a pinned package), or with the
+        `version` of the package the run found ('{}' gives States.Format's template)."""
+        if not self.finds_package:
+            return self.names.recommendation_job(self.endpoint, self.digest)
+        if version is None:
+            raise ValueError(f"endpoint '{self.endpoint}': its job's name needs the package version found")
+        return self.names.recommendation_job(self.endpoint, self.digest, version)
+
+    @property
+    def job_label(self) -> str:
+        """The job's name as a reader sees it before the run (comments, docs)."""
+        return self.job_name("<version>") if self.finds_package else self.job_name()
 
     @property
     def workload_name(self) -> str:
@@ -89,7 +111,7 @@ class ResolvedRecommendation:
         return self.names.recommendation_state_machine(self.endpoint)
 
     def output_uri(self, bucket: str) -> str:
-        return f"s3://{bucket}/recommendations/{self.endpoint}/{self.job_name}/"
+        return f"s3://{bucket}/recommendations/{self.endpoint}/{self.job_name()}/"
 
 
 def _llm_of(ep: EndpointSpec) -> LlmSpec | None:
@@ -164,10 +186,10 @@ def ai_recommendation_request(
         output["MlflowConfig"] = {
             "MlflowResourceArn": mlflow_arn,
             "MlflowExperimentName": r.names.mlflow_experiment(f"recommend-{r.endpoint}"),
-            "MlflowRunName": r.job_name,
+            "MlflowRunName": r.job_name(),
         }
     request: dict[str, Any] = {
-        "AIRecommendationJobName": r.job_name,
+        "AIRecommendationJobName": r.job_name(),
         "ModelSource": {"S3": {"S3Uri": weights_location(r.llm, deployment.bucket)}},
         "OutputConfig": output,
         "AIWorkloadConfigIdentifier": workload_arn,
@@ -212,9 +234,9 @@ def stopping_conditions(slo: SloSpec) -> dict[str, Any]:
 def inference_recommendations_request(r: ResolvedRecommendation, deployment: Deployment) -> dict[str, Any]:
     """CreateInferenceRecommendationsJob (Advanced) for a classic endpoint's target; the model
     package is the environment's pin, else one the pipeline finds at run time (ModelPackageVersionArn
-    then comes from the run: see recommend_states)."""
+    and the job's name then come from the run: see recommend_states; stand-ins here)."""
     request: dict[str, Any] = {
-        "JobName": r.job_name,
+        "JobName": r.job_name(STAND_IN_VERSION if r.finds_package else None),
         "JobType": "Advanced",
         "RoleArn": deployment.role_arn,
         "JobDescription": f"sagestack: {r.endpoint}'s instance types against its slo",

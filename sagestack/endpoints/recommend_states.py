@@ -2,9 +2,11 @@
 the endpoint-usage quota of every candidate the job deploys, find the model package a classic
 endpoint serves (its pin, else the group's newest approved), run the recommendation job (backing
 off when SageMaker has no room, following a job of the same name that exists: the name is the
-target's content hash), follow it to its end and hand its Describe answer on as the execution's
-output — `sagestack recommend` reads the verdict from it. A target no candidate meets is a verdict
-the job reports, not a failure of the pipeline.
+target's content hash and, for a package found here, its version — rendered by the run, so a newly
+approved version gets a job of its own), follow it to its end and hand its Describe answer on as
+the execution's output, with the job's name and the package it measured — `sagestack recommend`
+reads the verdict from it. A target no candidate meets is a verdict the job reports, not a failure
+of the pipeline.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from sagestack.endpoints.recommend import (
 )
 
 JOB = "$.job"  # the Describe answer
-PACKAGE = "$.package"
+PACKAGE = "$.package"  # the package found: {Arn, Version, JobName}
+JOB_NAME = f"{PACKAGE}.JobName"
 
 
 @dataclass(frozen=True)
@@ -149,9 +152,30 @@ def recommendation_request(
     if r.llm is not None:
         return ai_recommendation_request(r, deployment, workload_arn=workload_arn, mlflow_arn=mlflow_arn)
     request = inference_recommendations_request(r, deployment)
-    if r.model_package is None:  # the package the environment serves is found at run time
+    if r.finds_package:  # the package the environment serves, and so the name, found at run time
         asl.dynamic(request, ("InputConfig", "ModelPackageVersionArn"), f"{PACKAGE}.Arn")
+        asl.dynamic(request, ("JobName",), JOB_NAME)
     return request
+
+
+def _named(key: str, r: ResolvedRecommendation) -> dict[str, str]:
+    """{key: the job's name}: the spec's, or the one the run rendered (key.$)."""
+    return {f"{key}.$": JOB_NAME} if r.finds_package else {key: r.job_name()}
+
+
+def _label(r: ResolvedRecommendation) -> str:
+    """The endpoint in a message: quoted in a fixed text; in one the run renders, named without the
+    quote an intrinsic function must escape (moto's interpreter, which runs the tests, reads the
+    escape differently from Step Functions)."""
+    return f"endpoint {r.endpoint}" if r.finds_package else f"'{r.endpoint}'"
+
+
+def _message(key: str, r: ResolvedRecommendation, text: str) -> dict[str, str]:
+    """{key: text}, the job's name where `text` says '{}' (rendered by the run when it found the
+    package)."""
+    if r.finds_package:
+        return {f"{key}.$": asl.formatted(text, JOB_NAME)}
+    return {key: text.replace("{}", r.job_name())}
 
 
 def recommendation_definition(
@@ -166,7 +190,7 @@ def recommendation_definition(
     """The pipeline's state machine (its input is ignored: the spec decides the job)."""
     names = RecommendStates(r.endpoint)
     types = measured(r)
-    first_after_quota = names.find_package if r.llm is None and r.model_package is None else names.create
+    first_after_quota = names.find_package if r.finds_package else names.create
     states: dict[str, asl.State] = {}
     for i, t in enumerate(types):
         qn = quota_name(t, "endpoint")
@@ -190,17 +214,20 @@ def recommendation_definition(
             "slo.candidates.",
         )
     if first_after_quota == names.find_package:
-        states.update(_package_states(names, group))
+        states.update(_package_states(r, names, group))
     states.update(_create_states(r, deployment, settings, names, workload_arn, mlflow_arn, types))
     states.update(_follow_states(r, settings, names))
     return {
-        "Comment": f"sagestack: measure '{r.endpoint}''s candidates against its slo ({r.job_name})",
+        "Comment": f"sagestack: measure '{r.endpoint}''s candidates against its slo ({r.job_label})",
         "StartAt": names.quota(0),
         "States": states,
     }
 
 
-def _package_states(names: RecommendStates, group: str) -> dict[str, asl.State]:
+def _package_states(r: ResolvedRecommendation, names: RecommendStates, group: str) -> dict[str, asl.State]:
+    # The version is the ARN's last part ('…:model-package/<group>/<version>'; a group's name has no
+    # '/'): a string, which States.Format takes everywhere (ModelPackageVersion is a number).
+    version = "States.ArrayGetItem(States.StringSplit($.ModelPackageArn, '/'), 2)"
     return {
         names.find_package: asl.task(
             "sagemaker:listModelPackages",
@@ -228,7 +255,12 @@ def _package_states(names: RecommendStates, group: str) -> dict[str, asl.State]:
         f"{names.found_package} keep": {
             "Type": "Pass",
             "InputPath": f"{PACKAGE}.Found[0]",
-            "Parameters": {"Arn.$": "$.ModelPackageArn"},
+            "Parameters": {
+                "Arn.$": "$.ModelPackageArn",
+                "Version.$": version,
+                # The job that measures this version: a new approval, a new job; the same, followed.
+                "JobName.$": asl.formatted(r.job_name("{}"), version),
+            },
             "ResultPath": PACKAGE,
             "Next": names.create,
         },
@@ -254,14 +286,15 @@ def _create_states(
         names.create: asl.task(
             api.create,
             recommendation_request(r, deployment, workload_arn=workload_arn, mlflow_arn=mlflow_arn),
-            comment=f"{api.operation} for {', '.join(types)} (named by the target's content hash)",
+            comment=f"{api.operation} for {', '.join(types)} (named by the target's content hash"
+            + (" and the package's version)" if r.finds_package else ")"),
             result_path="$.created",
             nxt=names.wait,
             catch_=asl.catch(names.refused),
         ),
         names.refused: asl.choice(
             asl.when(asl.error_matches(CAPACITY_PATTERNS), names.backoff),
-            # Same target, same name: the job exists already (running or done); follow it.
+            # Same target and model, same name: the job exists already (running or done); follow it.
             asl.when(asl.error_matches((*IN_USE_PATTERNS, "*already exist*")), names.describe),
             default=names.notify_failed,
         ),
@@ -272,11 +305,15 @@ def _create_states(
 def _output(r: ResolvedRecommendation, api: Api, results: str | None) -> asl.State:
     """The execution's output: the job, the candidates, and what the answer measured."""
     params: dict[str, Any] = {
-        "JobName": r.job_name,
+        **_named("JobName", r),
         "Endpoint": r.endpoint,
         "Kind": r.kind,
         "Candidates": measured(r),
     }
+    if r.finds_package:  # what was measured, so a reader can tell whether it is still served
+        params.update({"ModelPackage.$": f"{PACKAGE}.Arn", "ModelPackageVersion.$": f"{PACKAGE}.Version"})
+    elif r.model_package is not None:
+        params["ModelPackage"] = r.model_package
     if results is None:
         params[api.results] = []
     else:
@@ -292,7 +329,7 @@ def _follow_states(
     return {
         **asl.poll(
             names,
-            asl.Describe(api.describe, {api.name_key: r.job_name}, JOB),
+            asl.Describe(api.describe, _named(api.name_key, r), JOB),
             status_path=f"{JOB}.{api.status_key}",
             seconds=settings.poll_seconds,
             endings=("COMPLETED", "FAILED", "STOPPED") if api is IR else asl.ENDINGS,
@@ -302,10 +339,12 @@ def _follow_states(
         names.notify_done: asl.notify(
             settings,
             f"sagestack: recommended {r.endpoint}"[:100],
-            {
-                "Message": f"Recommendation job {r.job_name} of '{r.endpoint}' completed: `sagestack recommend "
-                f"{r.endpoint} --env {r.names.env}` shows the verdict."
-            },
+            _message(
+                "Message",
+                r,
+                f"Recommendation job {{}} of {_label(r)} completed: `sagestack recommend "
+                f"{r.endpoint} --env {r.names.env}` shows the verdict.",
+            ),
             names.results,
         ),
         # The verdict's inputs only (the answer's timestamps are not JSON); a job that completed
@@ -318,7 +357,7 @@ def _follow_states(
         names.notify_failed: asl.notify(
             settings,
             f"sagestack: recommendation {r.endpoint} failed"[:100],
-            {"Message": f"Recommendation job {r.job_name} of '{r.endpoint}' failed; see the execution."},
+            _message("Message", r, f"Recommendation job {{}} of {_label(r)} failed; see the execution."),
             names.failed_reason,
         ),
         names.failed_reason: asl.choice(
@@ -328,9 +367,15 @@ def _follow_states(
         ),
         names.failed: asl.fail("RecommendationJobFailed", cause_path=reason),
         names.refused_fail: asl.fail_with_caught_error(),
-        names.failed_no_reason: asl.fail(
-            "RecommendationJobFailed",
-            cause=f"Recommendation job {r.job_name} ended without completing (stopped, or failed with no "
-            "reason given); see its Describe call",
-        ),
+        names.failed_no_reason: _failed_no_reason(r),
     }
+
+
+def _failed_no_reason(r: ResolvedRecommendation) -> asl.State:
+    text = (
+        "Recommendation job {} ended without completing (stopped, or failed with no reason given); see "
+        "its Describe call"
+    )
+    if r.finds_package:  # a Fail takes a rendered cause as CausePath
+        return asl.fail("RecommendationJobFailed", cause_path=asl.formatted(text, JOB_NAME))
+    return asl.fail("RecommendationJobFailed", cause=text.replace("{}", r.job_name()))

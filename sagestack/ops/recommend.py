@@ -1,7 +1,9 @@
 """An endpoint's recommendation, after its pipeline ran: the verdict read from the newest successful
-execution's output (the job's Describe answer, as the pipeline kept it), and the pin — the
-recommended instance type written into the environment's overlay as `promote` pins a package: a
-change to a reviewed file, never a deployment."""
+execution's output (the job's Describe answer, as the pipeline kept it, with the job's name and the
+model package it measured), whether that package is still the one the environment serves (a version
+approved since was not measured: its verdict is not this one), and the pin — the recommended
+instance type written into the environment's overlay as `promote` pins a package: a change to a
+reviewed file, never a deployment, and never from a verdict about another model."""
 
 from __future__ import annotations
 
@@ -44,6 +46,40 @@ def newest_result(sfn: Any, project: str, env: str, endpoint: str) -> Result:
         )
     described = sfn.describe_execution(executionArn=runs[0]["executionArn"])
     return Result(runs[0]["executionArn"], json.loads(described.get("output") or "{}"))
+
+
+def served_package(sm: Any, names: Names, ep: EndpointSpec) -> str | None:
+    """The package the environment serves, which a run measures: its pin, else the newest approved
+    version of its group (as the pipeline finds it); None when the group has none approved."""
+    if ep.model_package is not None:
+        return ep.model_package
+    found = sm.list_model_packages(
+        ModelPackageGroupName=names.model_package_group,
+        ModelApprovalStatus="Approved",
+        SortBy="CreationTime",
+        SortOrder="Descending",
+        MaxResults=1,
+    )["ModelPackageSummaryList"]
+    return str(found[0]["ModelPackageArn"]) if found else None
+
+
+def package_version(arn: str) -> str:
+    """'…:model-package/<group>/<version>' → '<version>' (an unversioned package: its name)."""
+    return arn.rsplit("/", 1)[-1]
+
+
+def stale_reason(output: dict[str, Any], served: str | None, group: str) -> str | None:
+    """Why a classic endpoint's result is not about the model the environment serves now, or None
+    when it is: the package the run measured against its pin or its group's newest approved."""
+    measured = output.get("ModelPackage")
+    if measured is None:
+        return "its run did not record which model package it measured"  # a run from before it did
+    if measured == served:
+        return None
+    was = f"it measured model package version {package_version(str(measured))}"
+    if served is None:
+        return f"{was}; {group} has no approved one now"
+    return f"{was}; version {package_version(served)} is served now"
 
 
 def verdict_of(endpoint: str, ep: EndpointSpec, output: dict[str, Any]) -> Verdict:

@@ -7,6 +7,7 @@ MLflow tracking server). cdk-nag clean (the build fails on any finding), cfn-lin
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -35,6 +36,12 @@ def _resources(example, env):  # type: ignore[no-untyped-def]
 
 def _create_request(example, env: str, endpoint: str) -> tuple[str, dict]:  # type: ignore[no-untyped-def]
     """The create task's action and parameters, the template's tokens given sample values."""
+    definition = _definition(example, env, endpoint)
+    state = definition["States"][f"Recommend {endpoint}"]
+    return state["Resource"].rsplit(":", 1)[1], state["Parameters"]
+
+
+def _definition(example, env: str, endpoint: str) -> dict:  # type: ignore[no-untyped-def]
     resources = _resources(example, env)
     account = ACCOUNTS[env]
     (machine,) = [
@@ -67,9 +74,7 @@ def _create_request(example, env: str, endpoint: str) -> tuple[str, dict]:  # ty
                 return value
         raise KeyError(export)
 
-    definition = json.loads(resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value))
-    state = definition["States"][f"Recommend {endpoint}"]
-    return state["Resource"].rsplit(":", 1)[1], state["Parameters"]
+    return json.loads(resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value))
 
 
 @pytest.mark.parametrize("env", ["dev", "staging"])
@@ -93,6 +98,17 @@ def test_a_workload_config_per_target_and_a_valid_classic_request(example, env):
     request["InputConfig"]["ModelPackageVersionArn"] = (
         f"arn:aws:sagemaker:us-east-1:{ACCOUNTS[env]}:model-package/g/1"
     )
+    # ... and so is the job's name: the target's hash and the version found, rendered by the run
+    assert request.pop("JobName.$") == "$.package.JobName"
+    found = _definition(example, env, "digits")["States"]["Package found digits? keep"]["Parameters"]
+    version = "States.ArrayGetItem(States.StringSplit($.ModelPackageArn, '/'), 2)"
+    assert found["Version.$"] == version
+    template = re.fullmatch(
+        rf"States\.Format\('([a-z0-9-]+-v\{{\}})', {re.escape(version)}\)", found["JobName.$"]
+    )
+    assert template is not None, found["JobName.$"]
+    assert re.fullmatch(rf"digits-{env}-digits-[0-9a-f]{{12}}-v\{{\}}", template[1])
+    request["JobName"] = template[1].replace("{}", str(2**31 - 1))  # the longest version there is
     validate_request("CreateInferenceRecommendationsJob", request)
     assert request["StoppingConditions"]["ModelLatencyThresholds"] == [
         {"Percentile": "P95", "ValueInMilliseconds": 20}

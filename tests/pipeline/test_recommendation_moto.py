@@ -8,6 +8,7 @@ package the job measures is moto's own (ListModelPackages: the group's newest ap
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -64,7 +65,11 @@ class FakeRecommender:
             return json.dumps(answer)
 
         def describe_inference_recommendations_job(self):  # type: ignore[no-untyped-def]
-            (request,) = fake.created
+            name = json.loads(self.body)["JobName"]
+            found = [j for j in fake.created if j["JobName"] == name]
+            if not found:
+                raise JsonRESTError("ResourceNotFound", f"Job {name} not found")
+            (request,) = found
             status = fake.statuses[min(fake.described, len(fake.statuses) - 1)]
             fake.described += 1
             answer = {
@@ -143,21 +148,24 @@ def _definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
     return resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value)
 
 
+def _approve(moto) -> str:  # type: ignore[no-untyped-def]
+    """A new approved version in the environment's group (what a training run and a review make)."""
+    return moto.client("sagemaker").create_model_package(
+        ModelPackageGroupName="digits-dev",
+        ModelApprovalStatus="Approved",
+        InferenceSpecification={
+            "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+    )["ModelPackageArn"]
+
+
 def _deploy(moto, app, *, approved: bool = True) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
     moto.reset()
     sm = moto.client("sagemaker")
     sm.create_model_package_group(ModelPackageGroupName="digits-dev")
-    package = None
-    if approved:
-        package = sm.create_model_package(
-            ModelPackageGroupName="digits-dev",
-            ModelApprovalStatus="Approved",
-            InferenceSpecification={
-                "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
-                "SupportedContentTypes": ["application/json"],
-                "SupportedResponseMIMETypes": ["application/json"],
-            },
-        )["ModelPackageArn"]
+    package = _approve(moto) if approved else None
     topic = moto.client("sns").create_topic(Name="digits-dev-recommendation")["TopicArn"]
     machine = moto.client("stepfunctions").create_state_machine(
         name=MACHINE, definition=_definition(app, topic), roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline"
@@ -167,6 +175,11 @@ def _deploy(moto, app, *, approved: bool = True) -> tuple[str, str | None]:  # t
 
 def _run(moto, app, **kw) -> dict:  # type: ignore[no-untyped-def]
     machine, package = _deploy(moto, app, **kw)
+    return {**_execute(moto, machine), "package": package}
+
+
+def _execute(moto, machine: str) -> dict:  # type: ignore[no-untyped-def]
+    """Start the deployed machine once and wait for its end: the execution, the states entered."""
     sfn = moto.client("stepfunctions")
     execution = sfn.start_execution(stateMachineArn=machine, name=f"run-{time.monotonic_ns()}")[
         "executionArn"
@@ -179,7 +192,7 @@ def _run(moto, app, **kw) -> dict:  # type: ignore[no-untyped-def]
         time.sleep(0.2)
     history = sfn.get_execution_history(executionArn=execution)["events"]
     entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
-    return {**described, "entered": entered, "package": package}
+    return {**described, "entered": entered}
 
 
 def _slo(app):  # type: ignore[no-untyped-def]
@@ -267,6 +280,38 @@ def test_no_room_backs_off_and_a_second_run_follows_the_same_job(moto, dev_app, 
     assert "Recommend refused digits?" in result["entered"] and len(fake.created) == 1
 
 
+def test_a_new_approved_version_is_measured_by_a_job_of_its_own(moto, dev_app, monkeypatch):
+    """Version 1 measured; version 2 approved: the next run measures version 2 in a second job (not
+    version 1's answer under the same name); a run with no new version follows version 2's job."""
+    fake = FakeRecommender(["COMPLETED"], {"ml.c5.xlarge": (14, 7800, 2.2e-6)})
+    fake.install(monkeypatch)
+    machine, first = _deploy(moto, dev_app)
+    result = _execute(moto, machine)
+    assert result["status"] == "SUCCEEDED", result
+    second = _approve(moto)
+    assert second.endswith("/2") and first is not None and first.endswith("/1")
+    result = _execute(moto, machine)
+    assert result["status"] == "SUCCEEDED", result
+    assert [j["InputConfig"]["ModelPackageVersionArn"] for j in fake.created] == [first, second]
+    one, two = (j["JobName"] for j in fake.created)
+    assert one != two and one.endswith("-v1") and two.endswith("-v2")
+    assert one.removesuffix("-v1") == two.removesuffix("-v2")  # the same target: only the model differs
+    output = json.loads(result["output"])
+    assert output["JobName"] == two and output["ModelPackage"] == second
+    # The Describe call and the notification name the job this run made, not the first one.
+    history = moto.client("stepfunctions").get_execution_history(executionArn=result["executionArn"])
+    published = [
+        json.loads(e["taskScheduledEventDetails"]["parameters"])
+        for e in history["events"]
+        if e.get("taskScheduledEventDetails", {}).get("resource") == "publish"
+    ]
+    assert [p["Message"].split()[2] for p in published] == [two]
+    result = _execute(moto, machine)  # nothing new approved: the same job, followed
+    assert result["status"] == "SUCCEEDED", result
+    assert "Recommend refused digits?" in result["entered"] and len(fake.created) == 2
+    assert json.loads(result["output"])["JobName"] == two
+
+
 def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monkeypatch):
     from tests.pipeline.test_training_pipeline_moto import _cli
 
@@ -311,6 +356,52 @@ def test_run_recommend_then_the_verdict_then_a_reviewed_pin(moto, dev_app, monke
     result = _cli(moto, root, "run", "digts", "--env", "dev", "--recommend")
     assert result.returncode == 2 and "did you mean 'digits'" in result.stderr.replace("\n", " ")
     overlay.write_text(before)
+
+
+def test_a_verdict_about_a_version_no_longer_served_is_shown_stale_and_never_pinned(
+    moto, dev_app, monkeypatch
+):
+    from tests.pipeline.test_training_pipeline_moto import _cli
+
+    FakeRecommender(["COMPLETED"], {"ml.c5.large": (18, 6600, 2.0e-6)}).install(monkeypatch)
+    root = dev_app.root
+    overlay = root / "config/envs/dev.yaml"
+    before = overlay.read_text()
+    _deploy(moto, dev_app)
+    assert _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2").returncode == 0
+    _approve(moto)  # version 2, not measured yet
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    print(result.stdout)
+    assert lines[0].startswith("digits in dev: digits-dev-digits-") and lines[0].endswith("-v1")
+    assert lines[1] == "Measured model package version 1." and all(len(line) <= 80 for line in lines)
+    assert lines[-2:] == [
+        "Stale: it measured model package version 1; version 2 is served now.",
+        "Measure it: sagestack run digits --env dev --recommend",
+    ]
+    answer = json.loads(_cli(moto, root, "recommend", "digits", "--env", "dev", "--json").stdout)
+    assert answer["model_package"].endswith("/1") and "version 2 is served now" in answer["stale"]
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")
+    assert result.returncode == 1 and "not pinned" in result.stderr and overlay.read_text() == before
+    assert "sagestack run digits --env dev --recommend" in result.stderr.replace("\n", " ")
+    # measured again: version 2's own job, and the verdict is current
+    assert _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2").returncode == 0
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev")
+    assert result.stdout.splitlines()[0].endswith("-v2") and "Stale" not in result.stdout
+    assert result.stdout.splitlines()[-1] == "Pin it for review: sagestack recommend digits --env dev --pin"
+    result = _cli(moto, root, "recommend", "digits", "--env", "dev", "--pin")
+    assert result.returncode == 0 and "→ ml.c5.large" in result.stdout
+    overlay.write_text(before)
+
+
+def test_a_job_that_stops_without_a_reason_fails_naming_the_job_the_run_rendered(moto, dev_app, monkeypatch):
+    FakeRecommender(["STOPPED"], {}).install(monkeypatch)
+    result = _run(moto, dev_app)
+    assert result["status"] == "FAILED" and result.get("error") == "RecommendationJobFailed", result
+    assert re.fullmatch(
+        r"Recommendation job digits-dev-digits-[0-9a-f]{12}-v1 ended without .*", result["cause"]
+    )
 
 
 @pytest.fixture(scope="module")

@@ -4,17 +4,23 @@ botocore's model, their refusals said in words."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from sagestack.core.catalog.service_model import service_model
 from sagestack.core.deployment import Deployment
-from sagestack.core.names import Names
+from sagestack.core.names import PACKAGE_VERSION_DIGITS_MAX, Names
+from sagestack.core.states import formatted
 from sagestack.endpoints.recommend import (
+    STAND_IN_VERSION,
     ai_recommendation_request,
     inference_recommendations_request,
     resolve_recommendations,
     stand_in_workload_arn,
     validate_recommendation,
 )
+from sagestack.endpoints.recommend_states import recommendation_request
 from tests.unit.test_llm_rules import llm_endpoint
 from tests.unit.test_rules import findings
 from tests.unit.test_slo_rules import DIGITS, with_slo
@@ -71,5 +77,50 @@ def test_requests_follow_the_target(project):
     # the same target names the same job; another target, another job
     again = _resolved(project, with_slo(DIGITS, "{p99_ms: 40.5, requests_per_second: 35}"))
     other = _resolved(project, with_slo(DIGITS, "{p99_ms: 40.5, requests_per_second: 36}"))
-    assert again.job_name == r.job_name != other.job_name
-    assert len(r.job_name) <= 63 and r.job_name.startswith("digits-dev-digits-")
+    assert again.job_name("1") == r.job_name("1") != other.job_name("1")
+    assert len(r.job_name("1")) <= 63 and r.job_name("1").startswith("digits-dev-digits-")
+    # the package found at run time names the job too: another version, another job
+    assert r.job_name("1") != r.job_name("2") and r.job_name("2").endswith("-v2")
+    with pytest.raises(ValueError, match="needs the package version found"):
+        r.job_name()
+    # a pinned package or an LLM's weights: the spec alone names the job, as before
+    assert llm.job_name() == llm.job_name("7") and not llm.job_name().endswith("-v7")
+
+
+def _name_limits(operation: str, member: str) -> tuple[int, re.Pattern[str]]:
+    """botocore's max length and pattern for the job's name in `operation`'s request."""
+    shape = service_model().operation_model(operation).input_shape.members[member]
+    return shape.metadata["max"], re.compile(shape.metadata["pattern"])
+
+
+@pytest.mark.parametrize("endpoint", ["digits", "a-very-long-endpoint-key-that-fills-the-name-" + "x" * 30])
+def test_the_name_a_run_renders_is_within_both_apis_limits_at_its_longest(project, endpoint):
+    """Whatever version the run finds (the longest an Integer has), the name fits both APIs, and the
+    template the state machine formats gives the name the code means."""
+    spec = project.spec(with_slo(DIGITS, "{p95_ms: 20}")).load().spec
+    (r,) = resolve_recommendations(
+        Names("a-long-project-name", "staging"), {endpoint: spec.endpoints["digits"]}
+    )
+    assert r.finds_package
+    for version in ("1", str(2**31 - 1)):
+        name = r.job_name(version)
+        for operation, member in (
+            ("CreateInferenceRecommendationsJob", "JobName"),
+            ("CreateAIRecommendationJob", "AIRecommendationJobName"),
+        ):
+            longest, pattern = _name_limits(operation, member)
+            assert len(name) <= longest and pattern.fullmatch(name), (operation, name)
+        assert r.job_name("{}").replace("{}", version) == name
+    assert len(STAND_IN_VERSION) == PACKAGE_VERSION_DIGITS_MAX == len(str(2**31 - 1))
+    request = recommendation_request(
+        r, Deployment.stand_ins(region="us-east-1"), workload_arn="w", mlflow_arn=None
+    )
+    assert request["JobName.$"] == "$.package.JobName" and "JobName" not in request
+
+
+def test_a_rendered_text_escapes_what_intrinsic_functions_reserve():
+    assert (
+        formatted("job {} of 'a' {b} \\ ok", "$.x")
+        == "States.Format('job {} of \\'a\\' \\{b\\} \\\\ ok', $.x)"
+    )
+    assert formatted("{}-{}", "$.a", "$.b") == "States.Format('{}-{}', $.a, $.b)"
