@@ -152,5 +152,5 @@ class EnvironmentStage(Stage):
             description=f"sagestack {plan.names.prefix}: endpoint recommendation pipelines (Step Functions)",
         )
         if self.training is not None:  # its pipelines log to the training stack's log group
-            stack.add_dependency(self.training)
+            stack.add_stack_dependency(self.training)
         return stack

@@ -111,11 +111,14 @@ def terminal_width(stream: Any = None) -> int | None:
 
 def print_lines(out: Any, text: str, mark: str = "", hang: str = "    ") -> None:
     """`text` on the rich console `out`, wrapped at spaces as terminal_lines does for its stream;
-    `mark`: rich markup printed before it (a coloured ✓), counted as two columns."""
-    from sagestack.ops.screen import broken
+    `mark`: rich markup printed before it (a coloured ✓), counted as two columns; the text's own
+    leading blanks are its indent (fit drops a line's leading blanks, and the mark's with them)."""
+    from sagestack.ops.screen import broken, fit
 
     width = terminal_width(out.file)
-    lines = terminal_lines(("  " if mark else "") + text, out.file, hang)
+    body = text.lstrip(" ")
+    lead = ("  " if mark else "") + text[: len(text) - len(body)]
+    lines = [lead + body] if width is None else fit(body, width, lead, hang)
     if width is not None:  # a path or ARN longer than a line: broken after a separator, marked
         lines = [part for line in lines for part in broken(line, width, hang)]
     for i, line in enumerate(lines):

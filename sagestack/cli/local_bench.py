@@ -133,18 +133,21 @@ def _classic(
     from sagestack.local.errors import LocalRunError
 
     try:
+        model_dir = served_model(err, err, loaded, endpoint, model)
+        # without compile:, the shape the model states (model_info.json), as `local compile` takes it
+        input_shapes = ep.compile.input_shapes if ep.compile is not None else _stated_shapes(model_dir)
         if payload is not None:
             bodies, note = classic.payload_file(payload), f"{payload}'s requests"
-        elif ep.compile is not None:
-            bodies = classic.generated_payloads(ep.compile.input_shapes)
-            shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in ep.compile.input_shapes.items())
+        elif input_shapes is not None:
+            bodies = classic.generated_payloads(input_shapes)
+            shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in input_shapes.items())
             note = f"generated requests of the model's input shape ({shapes})"
         else:
             raise LocalRunError(
-                f"'{endpoint}' states no input shape (compile.input_shapes): give the requests to send "
-                "with --payload FILE (one JSON request body a line)"
+                f"'{endpoint}' states no input shape (compile.input_shapes, or input_shape in the "
+                "model's model_info.json): give the requests to send with --payload FILE (one JSON "
+                "request body a line)"
             )
-        model_dir = served_model(err, err, loaded, endpoint, model)
         configs = classic.configurations(ep.batching, len(os.sched_getaffinity(0)), quick=quick)
         progress, step = _progress(err, f"{endpoint}: {len(configs)} configurations")
         with progress:
@@ -161,6 +164,23 @@ def _classic(
         err.print(str(e), markup=False)
         raise typer.Exit(1) from None
     return points, note
+
+
+def _stated_shapes(model_dir: Path) -> dict[str, list[int]] | None:
+    """The input shape the model folder states: model_info.json's input_shapes (a local compile
+    writes them) or input_shape (training writes it), as one input of batch 1; None without."""
+    try:
+        info = json.loads((model_dir / "model_info.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    if isinstance(info.get("input_shapes"), dict):
+        return dict(info["input_shapes"])
+    shape = info.get("input_shape")
+    if isinstance(shape, list) and shape and all(isinstance(n, int) for n in shape):
+        return {"input0": [1, *shape[1:]]}
+    return None
 
 
 def _llm(

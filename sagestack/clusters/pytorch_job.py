@@ -61,10 +61,11 @@ def job_config(
     )
     if itype is None:
         raise ValueError(f"no instance group of {' or '.join(job.instance_type)}, the job's instance type")
-    try:
+    try:  # processes per host: its accelerators, else 1 (a CPU type: the pod asks for no accelerator)
         per_node = catalog_instance(itype).accelerators_per_host
+        accelerated = catalog_instance(itype).is_accelerated
     except (KeyError, ValueError):
-        per_node = 0
+        per_node, accelerated = 0, False
     config: dict[str, Any] = {
         "job_name": f"{names.prefix}-{job_key}"[:63].rstrip("-"),
         "image": image,
@@ -79,7 +80,7 @@ def job_config(
     }
     if job.environment:
         config["environment"] = dict(sorted(job.environment.items()))
-    if per_node:
+    if per_node and accelerated:
         config["accelerators"] = config["accelerators_limit"] = per_node
     if priority is not None:
         config["priority"] = priority_class(priority)

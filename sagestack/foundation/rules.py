@@ -59,31 +59,6 @@ def tuning_job_reference(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rule(
-    "endpoint-model-reference",
-    "error",
-    "an endpoint's model comes from a job or tuning entry",
-    why=(
-        "An endpoint serves a model: either the one a pipeline trains (model.from) "
-        "or a registered package (model_package). Neither means nothing to serve."
-    ),
-    fix="Add model: {from: <job or tuning entry>} or pin model_package: <ARN> (sagestack promote writes it).",
-)
-def endpoint_model_reference(ctx: RuleContext) -> Iterator[Finding]:
-    sources = [*ctx.spec.jobs, *ctx.spec.tuning]
-    for name, ep in ctx.spec.endpoints.items():
-        if ep.model is not None and ep.model.from_ not in sources:
-            yield Finding(
-                ("endpoints", name, "model", "from"),
-                f"'{ep.model.from_}' is neither a job nor a tuning entry{did_you_mean(ep.model.from_, sources)}",
-            )
-        if ep.model is None and ep.model_package is None and not ep.components and ep.llm is None:
-            yield Finding(
-                ("endpoints", name),
-                "an endpoint needs model: {from: <job or tuning entry>} or a pinned model_package ARN",
-            )
-
-
-@rule(
     "dockerfile-exists",
     "error",
     "an image built from a Dockerfile points at a folder holding one",

@@ -351,6 +351,7 @@ def _allowed_keys(path: Path_) -> list[str]:
         model = _step(model, part)
         if model is None:
             return []
+    model = _unwrap(model)  # an optional section (`SloSpec | None`) is its model
     if isinstance(model, type) and issubclass(model, BaseModel):
         return [f.alias or name for name, f in model.model_fields.items()]
     return []

@@ -110,3 +110,37 @@ def test_a_wrong_team_or_priority_or_a_slurm_cluster_is_a_clear_error(eks_projec
     assert "no priority class 'urgent'" in done.stderr and "Traceback" not in done.stderr
     done = _submit(eks_project.root, "llm", "--cluster", "shared")
     assert "name a team with --team (research, product)" in done.stderr
+
+
+def test_a_job_on_cpu_nodes_requests_no_gpu(eks_project):
+    """A job on a group without GPUs (ml.m5.xlarge) asks for no nvidia.com/gpu (the catalog counts
+    one "process per host" for a CPU type: a pod asking for 1 GPU never schedules on an m5 node),
+    and still runs one process per host; AWS's template renders the same object."""
+    spec = (eks_project.root / "config" / "sagestack.yaml").read_text()
+    cpu_job = "  prep:\n    image: train\n    instance_type: ml.m5.xlarge\n"
+    eks_project.spec(spec.replace("clusters:\n", "  " + cpu_job.strip(" ") + "clusters:\n", 1))
+    done = _submit(eks_project.root, "prep", "--cluster", "shared", "--team", "research", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    printed = yaml.safe_load(done.stdout)
+    container = printed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"nvidia.com/gpu": "0"}, "limits": {"nvidia.com/gpu": "0"}}
+    assert "--nproc-per-node=1" in container["command"] and printed["spec"]["nprocPerNode"] == "1"
+
+    from sagestack.clusters.pytorch_job import job_config
+    from sagestack.project.environment import resolve_environment
+    from sagestack.project.loader import ProjectFiles
+
+    resolved = resolve_environment(ProjectFiles(eks_project.root).load("dev"))
+    clusters, jobs = resolved.spec.clusters, resolved.spec.jobs
+    config = job_config(
+        resolved.names,
+        "shared",
+        clusters["shared"],
+        "prep",
+        jobs["prep"],
+        team="research",
+        priority=None,
+        image=container["image"],
+    )
+    template = runpy.run_path(str(TEMPLATE / "template.py"))["TEMPLATE_CONTENT"]
+    assert printed == yaml.safe_load(jinja2.Template(template).render(**config))

@@ -38,13 +38,23 @@ def cdk_synth(cwd: Path, outdir: Path, *extra: str) -> subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory) -> Path:
+def synthesis(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     if not CDK.exists():
         pytest.fail("node_modules/.bin/cdk is missing: run `make setup` (npm ci)")
     out = tmp_path_factory.mktemp("cdk-cli") / "cdk.out"
     result = cdk_synth(REPO, out)
     assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def synthesized(synthesis) -> Path:
+    return synthesis[0]
+
+
+def test_the_synth_uses_no_deprecated_cdk_api(synthesis):
+    # jsii prints "[WARNING] aws-cdk-lib.X is deprecated ..." on the user's every synth
+    assert "is deprecated" not in synthesis[1].stderr, synthesis[1].stderr[-3000:]
 
 
 def test_every_environment_is_synthesized(synthesized):

@@ -98,6 +98,26 @@ def test_local_bench_without_an_input_shape_asks_for_payloads(example, tmp_path)
     assert "request 2 is not JSON" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_local_bench_without_compile_sends_requests_of_the_models_own_shape(example, tmp_path):
+    """An endpoint with no compile: (the init skeleton's) is benched with requests of the input
+    shape its model states (model_info.json), as `local compile` / `local serve` use it; it said
+    "states no input shape: give --payload" while `local serve --predict` served the same model."""
+    root, model = example
+    project = tmp_path / "nocompile"
+    shutil.copytree(root, project, ignore=shutil.ignore_patterns(".sagestack"))
+    spec = project / "config" / "sagestack.yaml"
+    text = spec.read_text()
+    start, end = text.index("    compile:  "), text.index("    instance_type: ml.c5.xlarge")
+    block = text[start:end]
+    spec.write_text(text.replace(block, "", 1))
+    result = bench(
+        project, "digits", "--env", "dev", "--quick", "--model", str(model), "--clients", "1",
+        "--requests", "10", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "input0 1x1x8x8" in json.loads(result.stdout)["workload"], result.stdout[:300]
+
+
 def test_local_bench_chat_measures_time_to_first_token_and_tokens_per_user(example):
     """The LLM: tiny weights made first (what `local serve` would make, trained for a few steps)."""
     from sagestack.local.llm.endpoint import local_llm

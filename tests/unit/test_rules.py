@@ -21,8 +21,9 @@ def test_every_rule_has_a_test():
     assert untested == []
 
 
-# The foundation checks the references between sections (a job's image, a tuning entry's job, an
-# endpoint's model source); every other rule lives with the feature its id names.
+# The foundation checks the references between sections (a job's image, a tuning entry's job; an
+# endpoint's model source is endpoints' endpoint-model-source); every other rule lives with the
+# feature its id names.
 OWNERS = {
     "cluster-": "clusters",
     "delivery-": "delivery",
@@ -31,7 +32,7 @@ OWNERS = {
     "tuning-": "tuning",
     "endpoint-": "endpoints",
 }
-REFERENCES = ("image-reference", "tuning-job-reference", "endpoint-model-reference")
+REFERENCES = ("image-reference", "tuning-job-reference")
 
 
 def test_every_feature_owns_its_rules():
@@ -70,30 +71,6 @@ def test_tuning_job_reference(project):
     assert findings(project, "tuning-job-reference", TUNING) == []
     assert findings(project, "tuning-job-reference", TUNING.replace("job: classifier", "job: clasifier")) == [
         "tuning.search.job: job 'clasifier' is not defined under jobs:; did you mean 'classifier'?"
-    ]
-
-
-ENDPOINT = (
-    MINIMAL
-    + """\
-endpoints:
-  digits:
-    model: {from: classifier}
-    instance_type: ml.c5.xlarge
-"""
-)
-
-
-def test_endpoint_model_reference(project):
-    assert findings(project, "endpoint-model-reference", ENDPOINT) == []
-    assert findings(
-        project, "endpoint-model-reference", ENDPOINT.replace("from: classifier", "from: clasifier")
-    ) == [
-        "endpoints.digits.model.from: 'clasifier' is neither a job nor a tuning entry; did you mean 'classifier'?"
-    ]
-    no_model = ENDPOINT.replace("    model: {from: classifier}\n", "")
-    assert findings(project, "endpoint-model-reference", no_model) == [
-        "endpoints.digits: an endpoint needs model: {from: <job or tuning entry>} or a pinned model_package ARN"
     ]
 
 
@@ -249,7 +226,6 @@ REGISTRY_ORDER = [
     "tracking-requirements",
     "image-reference",
     "tuning-job-reference",
-    "endpoint-model-reference",
     "dockerfile-exists",
     "source-dir-exists",
     "prod-retains-data",

@@ -240,6 +240,32 @@ def test_the_detector_finds_a_cut_and_passes_whole_words():
     assert cut_words(["─" * 100], joined=True) == []
 
 
+def test_a_marked_or_indented_line_keeps_every_letter_in_a_terminal(monkeypatch):
+    """print_lines in an 80-column terminal: the mark's two columns and the text's own indent are
+    kept, not taken out of the text (`check` showed "✗ edentials: …", "- otstrap: …")."""
+    import io
+
+    from rich.console import Console
+
+    from sagestack.cli.common import print_lines
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((WIDTH, 24)))
+    tty = Tty()
+    out = Console(file=tty, width=WIDTH, highlight=False, soft_wrap=True, color_system=None)
+    long = "credentials: none usable (Unable to locate credentials); run `aws configure` or set AWS_PROFILE"
+    print_lines(out, long, "[red]✗[/]")
+    print_lines(out, "bootstrap: needs credentials", "[yellow]-[/]")
+    print_lines(out, "  traced == eager on 8 inputs", hang="      ")
+    lines = tty.getvalue().splitlines()
+    assert lines[0].startswith("✗ credentials: none usable") and len(lines[0]) <= WIDTH
+    assert " ".join(line.strip() for line in lines[:2]) == "✗ " + long
+    assert lines[2:] == ["- bootstrap: needs credentials", "  traced == eager on 8 inputs"]
+
+
 # ---------------------------------------------------------------- the runs
 
 

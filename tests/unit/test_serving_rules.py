@@ -32,6 +32,18 @@ def test_endpoint_model_source_rule(project):
     ]
 
 
+def test_a_misnamed_or_missing_model_source_is_one_error_not_two(project):
+    # endpoint-model-reference (foundation) said the same as endpoint-model-source: validate
+    # printed each mistake twice, once with and once without the defined entries
+    errors = project.spec(endpoint(OK.replace("from: classifier", "from: clasifier"))).errors()
+    assert [e for e in errors if "clasifier" in e] == [
+        "config/sagestack.yaml:11:19: endpoints.digits.model.from: 'clasifier' is neither a job nor a tuning "
+        "entry; did you mean 'classifier'? (defined: classifier) [endpoint-model-source]"
+    ]
+    errors = project.spec(endpoint("    instance_type: ml.c5.xlarge\n")).errors()
+    assert len([e for e in errors if e.split(": ", 1)[1].startswith("endpoints.digits: ")]) == 1, errors
+
+
 def test_endpoint_capacity(project):
     assert findings(project, "endpoint-capacity", endpoint()) == []
     both = OK + "    serverless: {memory_mb: 2048}\n"

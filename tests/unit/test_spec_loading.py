@@ -31,6 +31,27 @@ def test_unknown_key_names_location_and_closest_key(project):
     assert "max_wait" in errors[0]
 
 
+def test_unknown_key_under_an_optional_section_names_the_closest_key(project):
+    # slo: and queue: are optional (`SloSpec | None`): their misspelt keys got neither the
+    # suggestion nor the keys allowed
+    errors = project.spec(
+        MINIMAL
+        + "    queue: {name: q, shair: a}\n"
+        + "endpoints:\n  digits:\n    model: {from: classifier}\n    instance_type: ml.c5.xlarge\n"
+        + "    slo: {p95ms: 20}\n"
+    ).errors()
+    assert any(
+        "jobs.classifier.queue.shair: unknown key 'shair'; did you mean 'share'? (allowed here: name, share"
+        in e
+        for e in errors
+    ), errors
+    assert any(
+        "endpoints.digits.slo.p95ms: unknown key 'p95ms'; did you mean 'p95_ms'? (allowed here: p95_ms, p99_ms"
+        in e
+        for e in errors
+    ), errors
+
+
 def test_unknown_instance_type_suggests_the_real_one(project):
     errors = project.spec(MINIMAL.replace("ml.m5.xlarge", "[ml.g5.xlarge, ml.p4d.24xl]")).errors()
     assert errors == [
