@@ -148,7 +148,7 @@ class HyperPodCluster(Construct):
         self.cluster_name = self.request["ClusterName"]
         self.resource: sagemaker.CfnCluster | None = None
         self.teams: ClusterTeams | None = None
-        self.observability: ClusterObservability | None = None
+        self.observability: ClusterObservability | None = None  # with the cluster, below
         self.cluster_arn: str | None = None
         if cluster.eks is not None and cluster.eks.helm_dependencies == "pending":
             return  # HyperPod's Helm chart goes on the EKS cluster first (EksControlPlane.helm_step)
@@ -164,18 +164,25 @@ class HyperPodCluster(Construct):
                 cluster_arn=self.cluster_arn,
                 tags=tag_items,
             )
-        if self.eks is not None and cluster.observability is not None:
-            self.observability = ClusterObservability(
-                self,
-                "Observability",
-                spec=cluster.observability,
-                control_plane=self.eks,
-                cluster_name=self.cluster_name,
-                after=self.resource,
-                encryption_key=encryption_key,
-                alias=names.cluster(key),
-                removal_policy=removal_policy,
-            )
+        self.observability = self._observability(encryption_key, removal_policy)
+
+    def _observability(
+        self, encryption_key: kms.IKey, removal_policy: RemovalPolicy
+    ) -> ClusterObservability | None:
+        """observability: HyperPod's add-on and its workspace, once the cluster has nodes."""
+        if self.eks is None or self.resource is None or self.spec.observability is None:
+            return None
+        return ClusterObservability(
+            self,
+            "Observability",
+            spec=self.spec.observability,
+            control_plane=self.eks,
+            cluster_name=self.cluster_name,
+            after=self.resource,
+            encryption_key=encryption_key,
+            alias=self.names.cluster(self.key),
+            removal_policy=removal_policy,
+        )
 
     def _cluster(self) -> sagemaker.CfnCluster:
         """The AWS::SageMaker::Cluster carrying the request; on EKS, created after the add-ons."""
