@@ -28,6 +28,21 @@ from model import build_model
 
 
 def main() -> None:
+    size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if size > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=size)
+    train(size, rank)
+    if size > 1:
+        # Every rank reaches the end before the group goes: a rank tearing gloo down while its peer
+        # is still in its last all-reduce aborts. And the group goes only after train() returned:
+        # while the DDP model that holds it lived on in main(), the group was freed with it during
+        # interpreter shutdown, and 1 run in ~30 aborted there ("terminate called without an active
+        # exception", no Python frame; training_src/train.py ends the same way).
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def train(size: int, rank: int) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--max_steps", type=int, default=400)
     p.add_argument("--batch_size_per_device", type=int, default=64)
@@ -36,9 +51,6 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args, _ = p.parse_known_args()
 
-    size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
-    if size > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=size)
     data = load_training_data()
     train, _ = split(data, 0.2, args.seed)
     dataset = TensorDataset(train.x, train.y)
@@ -76,11 +88,6 @@ def main() -> None:
             if step >= args.max_steps:
                 break
         epoch += 1
-    if size > 1:
-        # Every rank reaches the end before the group goes: a rank tearing gloo down while its peer
-        # is still in its last all-reduce aborts ("terminate called without an active exception").
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

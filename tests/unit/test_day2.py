@@ -58,7 +58,9 @@ def moto():
         # process's moto config says (it is the process's, not the server's, and picks the backend
         # per request: the interpreter's would end a Pass at once, and its store has none of the
         # state machines deployed into the static one — both seen in CI when it read True mid-module).
-        patch.setattr(responses, "get_backend", lambda account, region: stepfunctions_backends[account][region])
+        patch.setattr(
+            responses, "get_backend", lambda account, region: stepfunctions_backends[account][region]
+        )
         yield server
     del SageMakerResponse.stop_training_job  # type: ignore[attr-defined]
 
