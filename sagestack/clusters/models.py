@@ -135,6 +135,46 @@ class EksSpec(StrictModel):
     task_governance: bool = Field(default=True, description="the HyperPod task governance add-on (Kueue)")
 
 
+class ObservabilityMetricsSpec(StrictModel):
+    """The level of each metric category HyperPod's observability add-on collects (its
+    `metricsProvider`), with the values and defaults AWS's own setup template allows."""
+
+    training: Literal["BASIC", "ADVANCED"] = "BASIC"
+    task_governance: Literal["DISABLED", "ADVANCED"] = Field(
+        default="DISABLED", description="Kueue's queue and quota metrics (needs eks.task_governance)"
+    )
+    scaling: Literal["DISABLED", "ADVANCED"] = Field(default="DISABLED", description="autoscaling metrics")
+    cluster: Literal["BASIC", "ADVANCED"] = "BASIC"
+    node: Literal["BASIC", "ADVANCED"] = "BASIC"
+    accelerated_compute: Literal["BASIC", "ADVANCED"] = Field(
+        default="BASIC", description="GPU (DCGM) and Neuron metrics"
+    )
+    network: Literal["DISABLED", "ADVANCED"] = Field(default="DISABLED", description="EFA metrics")
+
+
+class ObservabilitySpec(StrictModel):
+    """orchestrator eks: HyperPod's observability add-on (amazon-sagemaker-hyperpod-observability),
+    writing the cluster's metrics to an Amazon Managed Service for Prometheus workspace."""
+
+    metrics: ObservabilityMetricsSpec = Field(default_factory=ObservabilityMetricsSpec)
+    logging: bool = Field(
+        default=False,
+        description="the add-on sends container logs to CloudWatch Logs, under the cluster's "
+        "/aws/sagemaker/Clusters/<name>/ log groups",
+    )
+    prometheus_workspace: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[-a-z]*:aps:[a-z0-9-]+:\d{12}:workspace/[0-9A-Za-z][-.0-9A-Za-z_]*$",
+        description="an existing Amazon Managed Service for Prometheus workspace's ARN to write to "
+        "(default: a workspace is created for the cluster, encrypted with the project key)",
+    )
+    addon_version: str | None = Field(
+        default=None,
+        pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
+        description="the add-on's version, e.g. v1.0.5-eksbuild.1 (default: EKS's default)",
+    )
+
+
 class TeamSpec(StrictModel):
     """A team's share of an EKS-orchestrated cluster (task governance: a ComputeQuota)."""
 
@@ -170,6 +210,11 @@ class ClusterSpec(_ClusterBase):
         description="orchestrator eks: task priority classes and their weights (0-100), highest first",
     )
     fair_share: bool = Field(default=True, description="teams borrow idle compute by fair-share weight")
+    observability: ObservabilitySpec | None = Field(
+        default=None,
+        description="orchestrator eks: HyperPod's observability add-on and its Prometheus workspace "
+        "(default: none; {} turns it on with AWS's default metric levels)",
+    )
 
     @model_validator(mode="after")
     def _eks_needs_its_settings(self) -> ClusterSpec:

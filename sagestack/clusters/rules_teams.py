@@ -9,20 +9,28 @@ from sagestack.core.rules import Finding, RuleContext, rule
 
 _SLURM_ONLY = ("partitions",)
 _EKS_ONLY = ("capacity", "labels", "taints")
+# The cluster-wide settings only an EKS-orchestrated cluster has, and why.
+_EKS_FEATURES = {
+    "teams": "need orchestrator: eks (HyperPod task governance runs on EKS)",
+    "priority_classes": "need orchestrator: eks (HyperPod task governance runs on EKS)",
+    "observability": "needs orchestrator: eks (amazon-sagemaker-hyperpod-observability is an EKS add-on; "
+    "a Slurm cluster's metrics come from its lifecycle scripts)",
+}
 
 
 @rule(
     "cluster-orchestrator-settings",
     "error",
     "a cluster's settings are its orchestrator's: Slurm's node types and partitions, EKS's capacity, "
-    "labels, taints and teams",
+    "labels, taints, teams and observability add-on",
     why=(
         "CreateCluster refuses SlurmConfig on an EKS-orchestrated group and ignores nothing quietly: "
         "a Kubernetes label on a Slurm node, or a team's compute quota on a Slurm cluster "
         "(task governance is EKS's: Kueue), would never take effect."
     ),
-    fix="Set orchestrator: eks for capacity, labels, taints, teams and priority_classes; remove "
-    "node_type and partitions from an EKS cluster's groups.",
+    fix="Set orchestrator: eks for capacity, labels, taints, teams, priority_classes and "
+    "observability (or remove them from a Slurm cluster); remove node_type and partitions from an EKS "
+    "cluster's groups.",
 )
 def cluster_orchestrator_settings(ctx: RuleContext) -> Iterator[Finding]:
     for name, cluster in ctx.spec.clusters.items():
@@ -39,12 +47,9 @@ def cluster_orchestrator_settings(ctx: RuleContext) -> Iterator[Finding]:
                     (*where, f), f"{f} is {other}; this cluster is orchestrated by {cluster.orchestrator}"
                 )
         if not eks:
-            for f in ("teams", "priority_classes"):
+            for f, what in _EKS_FEATURES.items():
                 if getattr(cluster, f):
-                    yield Finding(
-                        ("clusters", name, f),
-                        f"{f} need orchestrator: eks (HyperPod task governance runs on EKS)",
-                    )
+                    yield Finding(("clusters", name, f), f"{f} {what}")
 
 
 def _capacity(cluster: ClusterSpec) -> dict[str, int]:

@@ -192,3 +192,18 @@ OPTIMIZATION_JOBS_RUN = (
 
 # HyperPod's managed Karpenter (eks.autoscaling): what its cluster role does to the cluster's nodes.
 CLUSTER_AUTOSCALING = ("sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes")
+
+# HyperPod's observability add-on (its OpenTelemetry collector's Pod Identity role): remote write to
+# its Prometheus workspace, and with logging the CloudWatch Logs actions AWS's setup grants it, split
+# by the resource each acts on in IAM's data (log group, log stream, or none).
+PROMETHEUS_REMOTE_WRITE = ("aps:RemoteWrite",)
+OBSERVABILITY_LOG_GROUPS = (
+    "logs:CreateLogGroup",
+    "logs:DescribeLogStreams",
+    "logs:FilterLogEvents",
+    "logs:GetLogRecord",
+    "logs:StartQuery",
+    "logs:GetQueryResults",
+)
+OBSERVABILITY_LOG_STREAMS = ("logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents")
+OBSERVABILITY_LOGS_UNSCOPED = ("logs:DescribeLogGroups", "logs:StopQuery")  # no resource type in IAM's data

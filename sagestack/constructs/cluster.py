@@ -22,6 +22,7 @@ from sagestack.clusters.models import ClusterFsxSpec, ClusterSpec
 from sagestack.clusters.request import ClusterContext, create_cluster_request, stand_in_cluster_context
 from sagestack.constructs import actions
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
+from sagestack.constructs.cluster_observability import ClusterObservability
 from sagestack.constructs.cluster_props import (
     DEFAULT_FILE_SYSTEM,
     ClusterFileSystem,
@@ -62,7 +63,8 @@ class HyperPodCluster(Construct):
       the typed props (the spec path's door); validated by the same model.
     vpc: default: a new VPC (public + private subnets in one Availability Zone, one NAT gateway,
       flow logs); pass one to use its private subnets.
-    removal_policy: of the file system (default RETAIN).
+    removal_policy: of the file system and of the Prometheus workspace `observability:` creates
+      (default RETAIN).
     tags: cluster tags; sagestack:cluster=<key> is always added (`sagestack cost` groups by it).
     """
 
@@ -146,6 +148,7 @@ class HyperPodCluster(Construct):
         self.cluster_name = self.request["ClusterName"]
         self.resource: sagemaker.CfnCluster | None = None
         self.teams: ClusterTeams | None = None
+        self.observability: ClusterObservability | None = None  # with the cluster, below
         self.cluster_arn: str | None = None
         if cluster.eks is not None and cluster.eks.helm_dependencies == "pending":
             return  # HyperPod's Helm chart goes on the EKS cluster first (EksControlPlane.helm_step)
@@ -161,6 +164,25 @@ class HyperPodCluster(Construct):
                 cluster_arn=self.cluster_arn,
                 tags=tag_items,
             )
+        self.observability = self._observability(encryption_key, removal_policy)
+
+    def _observability(
+        self, encryption_key: kms.IKey, removal_policy: RemovalPolicy
+    ) -> ClusterObservability | None:
+        """observability: HyperPod's add-on and its workspace, once the cluster has nodes."""
+        if self.eks is None or self.resource is None or self.spec.observability is None:
+            return None
+        return ClusterObservability(
+            self,
+            "Observability",
+            spec=self.spec.observability,
+            control_plane=self.eks,
+            cluster_name=self.cluster_name,
+            after=self.resource,
+            encryption_key=encryption_key,
+            alias=self.names.cluster(self.key),
+            removal_policy=removal_policy,
+        )
 
     def _cluster(self) -> sagemaker.CfnCluster:
         """The AWS::SageMaker::Cluster carrying the request; on EKS, created after the add-ons."""

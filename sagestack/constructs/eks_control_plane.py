@@ -101,6 +101,7 @@ class EksControlPlane(Construct):
         self.cluster_arn = self.resource.attr_arn
         self._access_entries()
         self.addons = self._addons()
+        self.pod_identity_agent = self.addons[1]  # what every Pod Identity association needs first
 
     def _access_entries(self) -> None:
         """Cluster-admin access for each admin role of the spec and for CDK's deploy role (which

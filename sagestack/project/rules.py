@@ -31,6 +31,7 @@ from sagestack.llm import rules_slo as llm_slo
 from sagestack.endpoints import rules_recommend as endpoint_recommend
 from sagestack.queues import rules as queues
 from sagestack.clusters import rules_teams as cluster_teams
+from sagestack.clusters import rules_observability as cluster_observability
 
 # isort: on
 from sagestack.core.rules import RULES, Finding, Rule, RuleContext, check_spec, rule, run_rule
@@ -61,6 +62,7 @@ FEATURE_RULES = (
     endpoint_recommend,
     queues,
     cluster_teams,
+    cluster_observability,
 )
 
 __all__ = ["FEATURE_RULES", "RULES", "Finding", "Rule", "RuleContext", "check_spec", "rule", "run_rule"]

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.synth
 
 ADMIN = "arn:aws:iam::111111111111:role/platform-admin"
 PLAN = "arn:aws:sagemaker:us-east-1:111111111111:training-plan/reserved-p5"
+OBSERVABILITY = "amazon-sagemaker-hyperpod-observability"
 EKS_SPEC = f"""\
 project: digits
 region: us-east-1
@@ -46,6 +47,7 @@ clusters:
     teams:
       research: {{quota: {{ml.p5.48xlarge: 3}}, fair_share_weight: 60, borrow: {{ml.p5.48xlarge: 1}}}}
       product: {{quota: {{ml.p5.48xlarge: 1}}, fair_share_weight: 40, sharing: Lend}}
+    observability: {{logging: true, metrics: {{task_governance: ADVANCED, network: ADVANCED}}}}
 """
 
 
@@ -88,9 +90,10 @@ def test_the_hyperpod_cluster_is_orchestrated_by_its_eks_cluster(eks_app):
     assert gpus["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert "OnStartDeepHealthChecks" not in system
     assert gpus["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
-    # created only once the add-ons are
-    addons = set(t.find_resources("AWS::EKS::Addon"))
-    assert addons <= set(cluster["DependsOn"])
+    # created only once the add-ons are, but for observability's, which needs its nodes
+    addons = t.find_resources("AWS::EKS::Addon")
+    before = {k for k, a in addons.items() if a["Properties"]["AddonName"] != OBSERVABILITY}
+    assert before and before <= set(cluster["DependsOn"])
 
 
 def test_karpenter_autoscaling_has_a_role_held_to_its_own_cluster(eks_app):
@@ -149,6 +152,7 @@ def test_the_eks_cluster_is_private_api_authenticated_encrypted_and_logged(eks_a
         "cert-manager",
         "amazon-sagemaker-hyperpod-training-operator",
         "amazon-sagemaker-hyperpod-taskgovernance",
+        OBSERVABILITY,
     }
 
 
@@ -191,6 +195,7 @@ def test_pending_helm_dependencies_deploy_the_eks_cluster_only_and_say_the_step(
     t.resource_count_is("AWS::EKS::Cluster", 1)
     t.resource_count_is("AWS::SageMaker::Cluster", 0)
     t.resource_count_is("AWS::SageMaker::ComputeQuota", 0)
+    t.resource_count_is("AWS::APS::Workspace", 0)  # observability waits for the HyperPod cluster
     outputs = json.dumps(t.to_json()["Outputs"])
     assert "helm install hyperpod-dependencies" in outputs and "HyperPodHelmChart" in outputs
 
@@ -205,3 +210,139 @@ def test_eks_cluster_templates_pass_cfn_lint(eks_app):
     code, output = cfn_lint([str(prod)])
     findings = [line for line in output.splitlines() if line.strip()]
     assert findings and all(":W3010:" in line for line in findings), output
+
+
+def _observability(t):  # type: ignore[no-untyped-def]
+    (addon_id,) = [
+        k
+        for k, a in t.find_resources("AWS::EKS::Addon").items()
+        if a["Properties"]["AddonName"] == OBSERVABILITY
+    ]
+    addon = t.find_resources("AWS::EKS::Addon")[addon_id]
+    role_id = addon["Properties"]["PodIdentityAssociations"][0]["RoleArn"]["Fn::GetAtt"][0]
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in t.find_resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
+    return addon, t.find_resources("AWS::IAM::Role")[role_id]["Properties"], policy
+
+
+def _resolved(value, names):  # type: ignore[no-untyped-def]
+    """A Fn::Join of strings and references, with each reference written as names gives it."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_resolved(part, names) for part in parts)
+    return names[json.dumps(value, sort_keys=True)]
+
+
+def test_observability_writes_to_a_workspace_of_its_own_under_the_project_key(eks_app):
+    """observability: the add-on on the EKS cluster, configured with its own Prometheus workspace
+    (KMS-encrypted with the project key, kept in an environment that retains data), the spec's
+    metric levels and logging; created after the HyperPod cluster (its pods need a node) and the
+    Pod Identity agent."""
+    t = _template(eks_app)
+    ((ws_id, workspace),) = t.find_resources("AWS::APS::Workspace").items()
+    assert workspace["Properties"]["Alias"] == "digits-dev-shared"
+    assert "Fn::ImportValue" in json.dumps(workspace["Properties"]["KmsKeyArn"])  # the foundation's key
+    assert workspace["DeletionPolicy"] == "Delete"  # dev: retain_data: false
+    addon, _, _ = _observability(t)
+    props = addon["Properties"]
+    (cluster_id,) = t.find_resources("AWS::SageMaker::Cluster")
+    (agent,) = [
+        k
+        for k, a in t.find_resources("AWS::EKS::Addon").items()
+        if a["Properties"]["AddonName"] == "eks-pod-identity-agent"
+    ]
+    assert {cluster_id, agent} <= set(addon["DependsOn"])
+    assert (
+        props["PodIdentityAssociations"][0]["ServiceAccount"]
+        == "hyperpod-observability-operator-otel-collector"
+    )
+    (eks_id,) = t.find_resources("AWS::EKS::Cluster")
+    assert props["ClusterName"] == {"Ref": eks_id}
+    names = {
+        json.dumps({"Ref": "AWS::URLSuffix"}): "amazonaws.com",
+        json.dumps({"Fn::GetAtt": [ws_id, "WorkspaceId"]}, sort_keys=True): "ws-1",
+        json.dumps({"Fn::GetAtt": [ws_id, "Arn"]}, sort_keys=True): "arn:aws:aps:us-east-1:1:workspace/ws-1",
+    }
+    config = json.loads(_resolved(props["ConfigurationValues"], names))
+    assert config["ampWorkspace"] == {
+        "prometheusEndpoint": "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1",
+        "arn": "arn:aws:aps:us-east-1:1:workspace/ws-1",
+    }
+    levels = {k: v["level"] for k, v in config["metricsProvider"].items()}
+    assert levels["taskGovernanceMetrics"] == "ADVANCED" and levels["networkMetrics"] == "ADVANCED"
+    assert levels["trainingMetrics"] == "BASIC" and levels["scalingMetrics"] == "DISABLED"
+    assert config["logging"] == {"enabled": True}
+    prod = _template(eks_app, "prod")
+    (kept,) = prod.find_resources("AWS::APS::Workspace").values()
+    assert kept["DeletionPolicy"] == "Retain"
+
+
+def test_the_observability_role_is_held_to_its_cluster_workspace_and_log_groups(eks_app):
+    """The collector's Pod Identity role: trusted by EKS Pod Identity for this EKS cluster of this
+    account only; remote write to this workspace only; CloudWatch Logs in this HyperPod cluster's log
+    groups only (the two logs actions IAM gives no resource type, on '*')."""
+    t = _template(eks_app)
+    (ws_id,) = t.find_resources("AWS::APS::Workspace")
+    (eks_id,) = t.find_resources("AWS::EKS::Cluster")
+    _, role, policy = _observability(t)
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert trust["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [eks_id, "Arn"]}},
+    }
+    by_resource = {json.dumps(s["Resource"], sort_keys=True): s for s in policy}
+    write = by_resource.pop(json.dumps({"Fn::GetAtt": [ws_id, "Arn"]}, sort_keys=True))
+    assert write["Action"] == "aps:RemoteWrite"
+    unscoped = by_resource.pop(json.dumps("*"))
+    assert sorted(unscoped["Action"]) == ["logs:DescribeLogGroups", "logs:StopQuery"]
+    scoped = {
+        _resolved(json.loads(k), {json.dumps({"Ref": "AWS::AccountId"}): "1"}): s
+        for k, s in by_resource.items()
+    }
+    group = "arn:aws:logs:us-east-1:1:log-group:/aws/sagemaker/Clusters/digits-dev-shared/*"
+    assert set(scoped) == {group, group + ":log-stream:*"}
+    assert "logs:PutLogEvents" in scoped[group + ":log-stream:*"]["Action"]
+    assert "logs:CreateLogGroup" in scoped[group]["Action"]
+
+
+def test_observability_may_write_to_an_existing_workspace_without_logs(tmp_path):
+    """prometheus_workspace: no workspace is created; the role may remote-write to the one named and
+    has no CloudWatch Logs statement without logging."""
+    from aws_cdk.assertions import Template
+
+    from tests.conftest import Project
+    from tests.support.cdk_app import BuiltApp
+
+    arn = "arn:aws:aps:us-east-1:111111111111:workspace/ws-0123abcd-4567"
+    spec = EKS_SPEC.replace(
+        "observability: {logging: true, metrics: {task_governance: ADVANCED, network: ADVANCED}}",
+        f"observability: {{prometheus_workspace: '{arn}', addon_version: v1.0.5-eksbuild.1}}",
+    )
+    assert spec != EKS_SPEC
+    project = Project(tmp_path / "p")
+    project.spec(spec).env("dev", "retain_data: false\n")
+    _lifecycle(project.root)
+    app = BuiltApp(project.root, tmp_path / "out", ["dev"])
+    t = Template.from_stack(app.stages["dev"].clusters)
+    t.resource_count_is("AWS::APS::Workspace", 0)
+    addon, _, policy = _observability(t)
+    assert addon["Properties"]["AddonVersion"] == "v1.0.5-eksbuild.1"
+    assert policy == [{"Action": "aps:RemoteWrite", "Effect": "Allow", "Resource": arn}]
+    config = json.loads(
+        _resolved(
+            addon["Properties"]["ConfigurationValues"],
+            {json.dumps({"Ref": "AWS::URLSuffix"}): "amazonaws.com"},
+        )
+    )
+    assert config["ampWorkspace"] == {
+        "prometheusEndpoint": "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd-4567",
+        "arn": arn,
+    }
+    assert config["logging"] == {"enabled": False}

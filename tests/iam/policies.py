@@ -41,6 +41,7 @@ ARN_OF_TYPE = {
     "AWS::Scheduler::Schedule": "arn:{p}:scheduler:{r}:{a}:schedule/default/{name}",
     "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{name}",
     "AWS::EKS::Cluster": "arn:{p}:eks:{r}:{a}:cluster/{name}",
+    "AWS::APS::Workspace": "arn:{p}:aps:{r}:{a}:workspace/{name}",  # name: a stand-in for its ID
 }
 # What Ref returns where it is the ARN (else the name).
 REF_IS_ARN = {"AWS::SNS::Topic", "AWS::StepFunctions::StateMachine", "AWS::IAM::ManagedPolicy"}
