@@ -61,11 +61,11 @@ def job_config(
     )
     if itype is None:
         raise ValueError(f"no instance group of {' or '.join(job.instance_type)}, the job's instance type")
-    try:  # processes per host: its accelerators, else 1 (a CPU type: the pod asks for no accelerator)
+    try:  # processes per host: its GPUs or Neuron cores, else 1 (a CPU type: the pod asks for no device)
         per_node = catalog_instance(itype).accelerators_per_host
-        accelerated = catalog_instance(itype).is_accelerated
+        devices = device_request(itype)[1]
     except (KeyError, ValueError):
-        per_node, accelerated = 0, False
+        per_node, devices = 0, 0
     config: dict[str, Any] = {
         "job_name": f"{names.prefix}-{job_key}"[:63].rstrip("-"),
         "image": image,
@@ -80,11 +80,24 @@ def job_config(
     }
     if job.environment:
         config["environment"] = dict(sorted(job.environment.items()))
-    if per_node and accelerated:
-        config["accelerators"] = config["accelerators_limit"] = per_node
+    if devices:  # GPUs, or Trainium/Inferentia chips ("accelerators a.k.a GPUs or Trainium Chips")
+        config["accelerators"] = config["accelerators_limit"] = devices
     if priority is not None:
         config["priority"] = priority_class(priority)
     return config
+
+
+def device_request(instance_type: str) -> tuple[str | None, int]:
+    """The Kubernetes device resource a pod on `instance_type` asks for, and how many a whole host
+    has: NVIDIA GPUs as `nvidia.com/gpu`, Trainium and Inferentia chips as
+    `aws.amazon.com/neurondevice` (16 on a trn1.32xlarge, as the HyperPod CLI's quota allocation
+    maps them; AWS's Jinja template writes only nvidia.com/gpu), none for a CPU type."""
+    accelerator = catalog_instance(instance_type).accelerator
+    if accelerator is None or not accelerator.count:
+        return None, 0
+    if accelerator.kind == "nvidia":
+        return "nvidia.com/gpu", accelerator.count
+    return "aws.amazon.com/neurondevice", accelerator.count
 
 
 def hyperpod_pytorch_job(config: dict[str, Any]) -> dict[str, Any]:
@@ -101,10 +114,11 @@ def hyperpod_pytorch_job(config: dict[str, Any]) -> dict[str, Any]:
     }
     if config.get("environment"):
         container["env"] = [{"name": k, "value": v} for k, v in config["environment"].items()]
-    gpus = config.get("accelerators")
+    devices = config.get("accelerators")
+    resource = device_request(config["instance_type"])[0] if devices else None
     container["resources"] = (
-        {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
-        if gpus
+        {"requests": {resource: devices}, "limits": {resource: devices}}
+        if resource
         else {"requests": {"nvidia.com/gpu": "0"}, "limits": {"nvidia.com/gpu": "0"}}
     )
     node_selector = {

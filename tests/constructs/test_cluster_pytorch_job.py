@@ -144,3 +144,54 @@ def test_a_job_on_cpu_nodes_requests_no_gpu(eks_project):
     )
     template = runpy.run_path(str(TEMPLATE / "template.py"))["TEMPLATE_CONTENT"]
     assert printed == yaml.safe_load(jinja2.Template(template).render(**config))
+
+
+def test_a_job_on_trainium_nodes_requests_neuron_devices_not_gpus(eks_project):
+    """A job on a Trainium group asks for its chips as `aws.amazon.com/neurondevice` (16 on a
+    trn1.32xlarge, as AWS's HyperPod CLI allocates them) and runs one process per Neuron core (32);
+    it asked for 32 nvidia.com/gpu, which no Trainium node has. AWS's Jinja template writes only
+    nvidia.com/gpu: apart from the device's name, the object is the one it renders."""
+    spec = (eks_project.root / "config" / "sagestack.yaml").read_text()
+    neuron_job = "neuron:\n    image: neuronx\n    instance_type: ml.trn1.32xlarge\n"
+    spec = spec.replace("clusters:\n", "  " + neuron_job + "clusters:\n", 1)
+    neuronx = '  neuronx: {dlc: {framework: pytorch, version: "2.5", py_version: py310}}\n'
+    spec = spec.replace("images:\n", "images:\n" + neuronx, 1)
+    spec = spec.replace(
+        "    instance_groups:\n",
+        "    instance_groups:\n      trn: {instance_type: ml.trn1.32xlarge, count: 1}\n",
+        1,
+    )
+    eks_project.spec(spec)
+    done = _submit(eks_project.root, "neuron", "--cluster", "shared", "--team", "research", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    printed = yaml.safe_load(done.stdout)
+    container = printed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    devices = {"aws.amazon.com/neurondevice": 16}
+    assert container["resources"] == {"requests": devices, "limits": devices}
+    assert "--nproc-per-node=32" in container["command"] and printed["spec"]["nprocPerNode"] == "32"
+
+    from sagestack.clusters.pytorch_job import job_config
+    from sagestack.project.environment import resolve_environment
+    from sagestack.project.loader import ProjectFiles
+
+    resolved = resolve_environment(ProjectFiles(eks_project.root).load("dev"))
+    config = job_config(
+        resolved.names,
+        "shared",
+        resolved.spec.clusters["shared"],
+        "neuron",
+        resolved.spec.jobs["neuron"],
+        team="research",
+        priority=None,
+        image=container["image"],
+    )
+    schema = json.loads((TEMPLATE / "schema.json").read_text())
+    assert [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(config)] == []
+    template = runpy.run_path(str(TEMPLATE / "template.py"))["TEMPLATE_CONTENT"]
+    rendered = yaml.safe_load(jinja2.Template(template).render(**config))
+    aws = rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+    assert aws == {"requests": {"nvidia.com/gpu": 16}, "limits": {"nvidia.com/gpu": 16}}
+    rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"] = container[
+        "resources"
+    ]
+    assert printed == rendered
