@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
 from sagestack.core.model import StrictModel
 from sagestack.core.types import (
@@ -94,10 +95,28 @@ class _ClusterBase(StrictModel):
 KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 
 
+# An access entry's principal: an IAM role of an account (a path allowed), as IAM writes its ARN.
+IAM_ROLE_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9_+=,.@/-]+$"
+
+
+def _role_arn(value: str) -> str:
+    if not re.match(IAM_ROLE_ARN, value):
+        raise ValueError(
+            "an IAM role's ARN, as `aws iam get-role --role-name NAME --query Role.Arn` prints it "
+            "(arn:aws:iam::123456789012:role/ml-admin): EKS gives that role an access entry"
+        )
+    return value
+
+
+RoleArn = Annotated[
+    str, AfterValidator(_role_arn), WithJsonSchema({"type": "string", "pattern": IAM_ROLE_ARN})
+]
+
+
 class EksSpec(StrictModel):
     """The EKS cluster that orchestrates a HyperPod cluster (`orchestrator: eks`)."""
 
-    admin_roles: list[str] = Field(
+    admin_roles: list[RoleArn] = Field(
         min_length=1,
         description="IAM role ARNs given cluster-admin access entries (the people who run kubectl and "
         "install HyperPod's Helm chart)",

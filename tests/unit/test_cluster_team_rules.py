@@ -3,6 +3,8 @@ fails (message asserted)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.test_rules import findings
 
 BASE = """\
@@ -95,3 +97,22 @@ def test_cluster_team_job_fits_rule(project):
     assert findings(project, "cluster-team-job-fits", unknown) == [
         "clusters.shared.teams.alpha.jobs.0: no job 'bigg' in jobs:"
     ]
+
+
+def test_an_admin_role_that_is_not_a_role_arn_fails_the_load_with_its_line(project):
+    """eks.admin_roles become EKS access entries' principals: a name, a user or a typo was accepted
+    and failed only in CloudFormation, an hour into the deploy."""
+    from sagestack.core.errors import SpecError
+    from tests.constructs.test_clusters import _lifecycle
+
+    _lifecycle(project.root)
+    good = '["arn:aws:iam::111111111111:role/admin", "arn:aws:iam::111111111111:role/team/ml-admin"]'
+    project.spec(BASE.replace('["arn:aws:iam::111111111111:role/admin"]', good)).load()
+    for wrong in ("not-an-arn", "arn:aws:iam::111111111111:user/alice", "arn:aws:iam::1111:role/admin"):
+        spec = BASE.replace("arn:aws:iam::111111111111:role/admin", wrong)
+        with pytest.raises(SpecError) as raised:
+            project.spec(spec).load()
+        text = str(raised.value)
+        assert "config/sagestack.yaml:10:25: clusters.shared.eks.admin_roles[0]: " in text, text
+        assert "an IAM role's ARN" in text and f"(given: '{wrong}')" in text, text
+        assert "Traceback" not in text
