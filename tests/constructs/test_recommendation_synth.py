@@ -153,7 +153,9 @@ def test_an_approval_in_the_group_starts_the_pipeline_as_a_role_that_may_start_o
         if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
         for st in r["Properties"]["PolicyDocument"]["Statement"]
     ]
-    assert statements == [{"Action": "states:StartExecution", "Effect": "Allow", "Resource": {"Ref": machine}}]
+    assert statements == [
+        {"Action": "states:StartExecution", "Effect": "Allow", "Resource": {"Ref": machine}}
+    ]
     assert not any(
         r["Type"] == "AWS::IAM::ManagedPolicy" or ({"Ref": role} in r["Properties"].get("Roles", []))
         for r in resources.values()
@@ -161,6 +163,7 @@ def test_an_approval_in_the_group_starts_the_pipeline_as_a_role_that_may_start_o
     )
     # the pipeline takes the package the event names (else finds the newest approved)
     states = _definition(example, env, "digits")["States"]
+
     def into(name: str) -> set[str]:
         return {
             k
@@ -170,7 +173,9 @@ def test_an_approval_in_the_group_starts_the_pipeline_as_a_role_that_may_start_o
 
     assert into("Find package digits") == {"Approved package given digits?"}  # every path asks first
     given = states["Approved package given digits?"]
-    assert given["Choices"][0]["Next"] == "Package approved digits" and given["Default"] == "Find package digits"
+    assert (
+        given["Choices"][0]["Next"] == "Package approved digits" and given["Default"] == "Find package digits"
+    )
     assert states["Package approved digits"]["InputPath"] == "$.detail"
 
 

@@ -550,7 +550,9 @@ def _rule_into_a_queue(moto, app) -> str:  # type: ignore[no-untyped-def]
     (rule,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
     sqs = moto.client("sqs")
     queue = sqs.create_queue(QueueName="as-the-machine-receives")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     events = moto.client("events")
     events.put_rule(Name=rule["Name"], EventPattern=json.dumps(rule["EventPattern"]), State=rule["State"])
     events.put_targets(Rule=rule["Name"], Targets=[{"Id": "machine", "Arn": queue_arn}])

@@ -133,7 +133,9 @@ def test_endpoint_slo_on_registration(project):
     llm = llm_endpoint() + LLM_SLO % "[ml.g5.2xlarge]"
     assert findings(project, "endpoint-slo-on-registration", llm) == []  # off: nothing to say
     assert findings(
-        project, "endpoint-slo-on-registration", llm.replace("candidates:", "on_registration: true, candidates:")
+        project,
+        "endpoint-slo-on-registration",
+        llm.replace("candidates:", "on_registration: true, candidates:"),
     ) == [
         "endpoints.chat.slo.on_registration: 'chat' serves an llm: (its weights in S3), which no model "
         "package approval changes; drop on_registration and measure with `sagestack run chat --recommend`"
