@@ -1,19 +1,25 @@
 """PackageApprovalTrigger: an EventBridge rule that starts a pipeline's state machine when a version
 of a model package group is approved ("SageMaker Model Package State Change", ModelApprovalStatus
-Approved), with a role that may start that state machine and nothing else. The execution's input is
-the event as EventBridge delivers it: its `detail` names the approved package."""
+Approved), with a role that may start that state machine and nothing else, and an alarm when an
+approval could not start it (no execution exists then, so the pipeline's own failure alarm cannot
+tell). The execution's input is the event as EventBridge delivers it: its `detail` names the approved
+package."""
 
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from sagestack.constructs.alarm_actions import notify
 from sagestack.constructs.job_pipeline import JobPipelineBase
 from sagestack.constructs.prop_types import typed_props
+from sagestack.constructs.read_once import five_minutes
 from sagestack.constructs.trust import events_principal
 
 SOURCE = "aws.sagemaker"
@@ -45,7 +51,8 @@ class PackageApprovalTrigger(Construct):
     retry_attempts: how often EventBridge retries a failed StartExecution (default 3, within 1 hour,
       as RetrainingSchedule's Scheduler does).
     dead_letter_queue: where an event goes that could not start the pipeline after the retries
-      (default: none; the rule's FailedInvocations metric counts them).
+      (default: none; the alarm on the rule's FailedInvocations says so).
+    topic: the alarm's action (default: none).
     """
 
     @typed_props
@@ -61,6 +68,7 @@ class PackageApprovalTrigger(Construct):
         enabled: bool = True,
         retry_attempts: int = 3,
         dead_letter_queue: sqs.IQueue | None = None,
+        topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, id)
         # Only EventBridge, and only for this account's rules (the confused-deputy guard AWS documents).
@@ -92,6 +100,30 @@ class PackageApprovalTrigger(Construct):
         policy = self.role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             self.rule.node.add_dependency(policy)
+        self.alarm = cloudwatch.Alarm(
+            self,
+            "FailedStarts",
+            alarm_description=f"An approval in {model_package_group_name} could not start {rule_name or id}'s "
+            "pipeline (EventBridge gave up after its retries)",
+            metric=self.metric_failed_invocations(),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        if topic is not None:
+            notify(self.alarm, topic)
+
+    def metric_failed_invocations(self, *, period: Duration | None = None) -> cloudwatch.Metric:
+        """Events the rule could not deliver to the pipeline (StartExecution refused after the
+        retries), summed per `period` (default 5 minutes). The alarm uses it."""
+        return cloudwatch.Metric(
+            namespace="AWS/Events",
+            metric_name="FailedInvocations",
+            dimensions_map={"RuleName": self.rule.rule_name},
+            statistic="Sum",
+            period=period or five_minutes(),
+        )
 
     @property
     def rule_arn(self) -> str:

@@ -129,10 +129,10 @@ class RecommendationPipeline(JobPipeline):
         self._grant_job(r, execution_role, registry, mlflow_arn)
         execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(stack.region)
-        self.on_registration = self._on_registration(r, registry)
+        self.on_registration = self._on_registration(r, registry, topic)
 
     def _on_registration(
-        self, r: ResolvedRecommendation, registry: ModelPackageGroupBase
+        self, r: ResolvedRecommendation, registry: ModelPackageGroupBase, topic: sns.ITopic | None
     ) -> PackageApprovalTrigger | None:
         if not r.slo.on_registration:
             return None
@@ -150,6 +150,7 @@ class RecommendationPipeline(JobPipeline):
             model_package_group_name=registry.group_name,
             rule_name=r.names.recommendation_rule(r.endpoint),
             description=f"Measures each approved version of '{r.endpoint}''s model against its slo",
+            topic=topic,
         )
 
     def _grant_job(

@@ -636,6 +636,10 @@ def test_a_package_approval_trigger_starts_an_imported_pipeline_and_nothing_else
         },
     )
     assert trigger.rule_arn
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"Namespace": "AWS/Events", "MetricName": "FailedInvocations", "Threshold": 1},
+    )
 
 
 def _recommendation_pipeline(package: str | None):  # type: ignore[no-untyped-def]

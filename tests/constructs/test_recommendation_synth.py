@@ -127,8 +127,8 @@ def test_an_approval_in_the_group_starts_the_pipeline_as_a_role_that_may_start_o
         if r["Type"] == "AWS::StepFunctions::StateMachine"
     }
     (machine,) = [lid for lid, name in machines.items() if name == f"digits-{env}-recommend-digits"]
-    (rule,) = [r for r in resources.values() if r["Type"] == "AWS::Events::Rule"]  # chat's: none (an LLM)
-    props = rule["Properties"]
+    (rule_id,) = [lid for lid, r in resources.items() if r["Type"] == "AWS::Events::Rule"]  # chat: none
+    props = resources[rule_id]["Properties"]
     assert props["Name"] == f"digits-{env}-recommend-digits-on-approval" and props["State"] == "ENABLED"
     assert props["EventPattern"] == {
         "source": ["aws.sagemaker"],
@@ -161,6 +161,18 @@ def test_an_approval_in_the_group_starts_the_pipeline_as_a_role_that_may_start_o
         for r in resources.values()
         if r["Type"] != "AWS::IAM::Policy"
     )
+    # an approval that could not start the pipeline (no execution: the pipeline's alarm cannot see
+    # it) goes off on the environment's topic
+    (alarm,) = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"]["Namespace"] == "AWS/Events"
+    ]
+    assert alarm["MetricName"] == "FailedInvocations" and alarm["Statistic"] == "Sum"
+    assert alarm["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": rule_id}}]
+    assert alarm["Threshold"] == 1 and alarm["TreatMissingData"] == "notBreaching"
+    (action,) = alarm["AlarmActions"]
+    assert resources[action["Ref"]]["Type"] == "AWS::SNS::Topic"
     # the pipeline takes the package the event names (else finds the newest approved)
     states = _definition(example, env, "digits")["States"]
 
