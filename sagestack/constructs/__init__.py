@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sagestack.constructs.approval_trigger import PackageApprovalTrigger
     from sagestack.constructs.artifact_bucket import PREFIXES, ArtifactBucket, ArtifactBucketBase
     from sagestack.constructs.cluster import HyperPodCluster
     from sagestack.constructs.cluster_props import ClusterFileSystem, ClusterInstanceGroup
@@ -77,6 +78,7 @@ _WHERE = {
     "ModelPackageGroupBase": "sagestack.constructs.model_registry",
     "ModelRegistration": "sagestack.constructs.model_registration",
     "Names": "sagestack.core.names",
+    "PackageApprovalTrigger": "sagestack.constructs.approval_trigger",
     "PromoterPolicy": "sagestack.constructs.promotion",
     "OptimizationPipeline": "sagestack.constructs.llm_optimization",
     "PromotionReaderRole": "sagestack.constructs.promotion",
@@ -135,6 +137,7 @@ __all__ = [
     "ModelRegistration",
     "Names",
     "OptimizationPipeline",
+    "PackageApprovalTrigger",
     "PromoterPolicy",
     "PromotionReaderRole",
     "RetrainingSchedule",

@@ -3,8 +3,10 @@ workload configuration (AWS::SageMaker::AIWorkloadConfig: the traffic and token 
 names), and a pipeline that checks each candidate's endpoint quota and runs the recommendation job
 (CreateAIRecommendationJob for an LLM, Inference Recommender's CreateInferenceRecommendationsJob for a
 classic model), follows it, and ends with its Describe answer. `sagestack run <endpoint> --env E
---recommend` starts it; `sagestack recommend <endpoint> --env E` reads the verdict. Nothing it
-measures is deployed: pinning a candidate is a reviewed overlay change."""
+--recommend` starts it, and with `slo: {on_registration: true}` so does each approval of a version in
+the endpoint's group (a PackageApprovalTrigger: the event names the version measured); `sagestack
+recommend <endpoint> --env E` reads the verdict. Nothing it measures is deployed: pinning a candidate
+is a reviewed overlay change."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sagestack.constructs import actions
+from sagestack.constructs.approval_trigger import PackageApprovalTrigger
 from sagestack.constructs.artifact_bucket import ArtifactBucketBase
 from sagestack.constructs.endpoint_llm import grant_weights_read
 from sagestack.constructs.execution_role import ExecutionRoleBase
@@ -40,6 +43,8 @@ class RecommendationPipeline(JobPipeline):
       weights (an LLM's) or the group's newest approved package (a classic model's, unless pinned) and
       writes s3://<bucket>/recommendations/<endpoint>/<job>/.
     mlflow_arn: the environment's MLflow tracking server or App (an LLM's job logs to it; default: none).
+    on_registration: the PackageApprovalTrigger that starts the pipeline when a version is approved in
+      the group, made when the target asks for it (`self.on_registration`; else None).
     role, log_group, topic, state_machine_name, poll_interval, backoff, quota_codes, tags: as
       TransformPipeline.
     """
@@ -124,6 +129,29 @@ class RecommendationPipeline(JobPipeline):
         self._grant_job(r, execution_role, registry, mlflow_arn)
         execution_role.grant_pass_role(self.role)
         self._grant_quota_reads(stack.region)
+        self.on_registration = self._on_registration(r, registry, topic)
+
+    def _on_registration(
+        self, r: ResolvedRecommendation, registry: ModelPackageGroupBase, topic: sns.ITopic | None
+    ) -> PackageApprovalTrigger | None:
+        if not r.slo.on_registration:
+            return None
+        if not r.finds_package:  # the spec's rule (endpoint-slo-on-registration) says it first
+            raise ValueError(
+                f"endpoint '{r.endpoint}': slo.on_registration measures each version approved in the "
+                "group, but this endpoint serves "
+                + ("an LLM's weights" if r.llm is not None else f"the pinned package {r.model_package}")
+                + ", which no approval changes"
+            )
+        return PackageApprovalTrigger(
+            self,
+            "OnRegistration",
+            pipeline=self,
+            model_package_group_name=registry.group_name,
+            rule_name=r.names.recommendation_rule(r.endpoint),
+            description=f"Measures each approved version of '{r.endpoint}''s model against its slo",
+            topic=topic,
+        )
 
     def _grant_job(
         self,

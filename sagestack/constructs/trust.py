@@ -8,6 +8,8 @@ confused-deputy guard AWS recommends (aws:SourceAccount and aws:SourceArn in the
   all of them share.
 - Step Functions sends the state machine's ARN: 'stateMachine:*' of this account and region (a
   pipeline's name may be chosen by CloudFormation, and the role exists before its machines).
+- EventBridge sends the rule's ARN: 'rule/*' of this account and region (the rule names the role
+  as its target's, so the role cannot name the rule back).
 """
 
 from __future__ import annotations
@@ -48,5 +50,17 @@ def states_principal(scope: Construct) -> iam.ServicePrincipal:
             resource="stateMachine",
             resource_name="*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        ),
+    )
+
+
+def events_principal(scope: Construct) -> iam.ServicePrincipal:
+    """events.amazonaws.com, for this account's EventBridge rules in the stack's region."""
+    stack = Stack.of(scope)
+    return _guarded(
+        scope,
+        "events.amazonaws.com",
+        stack.format_arn(
+            service="events", resource="rule", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
         ),
     )

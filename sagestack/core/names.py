@@ -212,6 +212,12 @@ class Names:
     def recommendation_state_machine(self, key: str) -> str:
         return f"{self.prefix}-recommend-{key}"
 
+    def recommendation_rule(self, key: str) -> str:
+        """The EventBridge rule that starts an endpoint's recommendation pipeline when a version is
+        approved in its group (64 characters at most)."""
+        suffix = "-on-approval"
+        return f"{self.prefix}-recommend-{key}"[: 64 - len(suffix)].rstrip("-") + suffix
+
     def baseline_state_machine(self, endpoint_key: str) -> str:
         return f"{self.prefix}-baseline-{endpoint_key}"
 

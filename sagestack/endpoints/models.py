@@ -176,6 +176,13 @@ class SloSpec(StrictModel):
         description="instance types measured against the target (default: the endpoint's instance_type); "
         "measuring one never deploys it",
     )
+    on_registration: bool = Field(
+        default=False,
+        description="also measure each model package version approved in the endpoint's group: an "
+        "EventBridge rule starts the recommendation pipeline with the approval event, and the job "
+        "measures that version (default: only `sagestack run <endpoint> --recommend`); for a classic "
+        "model served unpinned only",
+    )
 
     @model_validator(mode="after")
     def _a_target(self) -> SloSpec:

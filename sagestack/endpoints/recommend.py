@@ -70,7 +70,9 @@ class ResolvedRecommendation:
     @property
     def digest(self) -> str:
         spec = {
-            "slo": self.slo.model_dump(mode="json"),
+            # what is measured, not what starts the measuring: turning on_registration on or off
+            # renames no job
+            "slo": self.slo.model_dump(mode="json", exclude={"on_registration"}),
             "candidates": list(self.candidates),
             "llm": None if self.llm is None else self.llm.model_dump(mode="json"),
             "model_package": self.model_package,
@@ -82,6 +84,12 @@ class ResolvedRecommendation:
         """A classic model served unpinned: what is measured (the group's newest approved package)
         and so the job's name are known to the run only."""
         return self.llm is None and self.model_package is None
+
+    @property
+    def on_registration(self) -> bool:
+        """Measured again whenever a version is approved in the group (an EventBridge rule starts the
+        pipeline with the approval event; the package it names is the one measured)."""
+        return self.slo.on_registration and self.finds_package
 
     def job_name(self, version: str | None = None) -> str:
         """The job's name: from the spec alone (an LLM's weights, a pinned package), or with the

@@ -28,6 +28,8 @@ from sagestack.endpoints.recommend import (
 JOB = "$.job"  # the Describe answer
 PACKAGE = "$.package"  # the package found: {Arn, Version, JobName}
 JOB_NAME = f"{PACKAGE}.JobName"
+# What an approval event's detail must carry ("SageMaker Model Package State Change", EventBridge)
+_EVENT_KEYS = ("ModelPackageArn", "ModelPackageGroupName", "ModelApprovalStatus")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,14 @@ class RecommendStates:
     @property
     def find_package(self) -> str:
         return f"Find package {self.key}"
+
+    @property
+    def from_event(self) -> str:
+        return f"Approved package given {self.key}?"
+
+    @property
+    def event_package(self) -> str:
+        return f"Package approved {self.key}"
 
     @property
     def found_package(self) -> str:
@@ -187,10 +197,14 @@ def recommendation_definition(
     workload_arn: str,
     mlflow_arn: str | None = None,
 ) -> dict[str, Any]:
-    """The pipeline's state machine (its input is ignored: the spec decides the job)."""
+    """The pipeline's state machine. The spec decides the job; its input is ignored, except that an
+    endpoint measured on registration takes the package an approval event names (the event
+    EventBridge delivers as the input: see _package_states)."""
     names = RecommendStates(r.endpoint)
     types = measured(r)
-    first_after_quota = names.find_package if r.finds_package else names.create
+    first_after_quota = names.create
+    if r.finds_package:
+        first_after_quota = names.from_event if r.on_registration else names.find_package
     states: dict[str, asl.State] = {}
     for i, t in enumerate(types):
         qn = quota_name(t, "endpoint")
@@ -213,7 +227,7 @@ def recommendation_definition(
             f"'{r.endpoint}' deploys each candidate on one. Request an increase or drop {t} from "
             "slo.candidates.",
         )
-    if first_after_quota == names.find_package:
+    if r.finds_package:
         states.update(_package_states(r, names, group))
     states.update(_create_states(r, deployment, settings, names, workload_arn, mlflow_arn, types))
     states.update(_follow_states(r, settings, names))
@@ -224,11 +238,51 @@ def recommendation_definition(
     }
 
 
-def _package_states(r: ResolvedRecommendation, names: RecommendStates, group: str) -> dict[str, asl.State]:
+def _keep(r: ResolvedRecommendation, input_path: str, nxt: str) -> asl.State:
+    """{Arn, Version, JobName} of the package at `input_path` (a ModelPackageSummary, or an approval
+    event's detail: both name it ModelPackageArn) into $.package."""
     # The version is the ARN's last part ('…:model-package/<group>/<version>'; a group's name has no
     # '/'): a string, which States.Format takes everywhere (ModelPackageVersion is a number).
     version = "States.ArrayGetItem(States.StringSplit($.ModelPackageArn, '/'), 2)"
     return {
+        "Type": "Pass",
+        "InputPath": input_path,
+        "Parameters": {
+            "Arn.$": "$.ModelPackageArn",
+            "Version.$": version,
+            # The job that measures this version: a new approval, a new job; the same, followed.
+            "JobName.$": asl.formatted(r.job_name("{}"), version),
+        },
+        "ResultPath": PACKAGE,
+        "Next": nxt,
+    }
+
+
+def _event_states(names: RecommendStates, group: str) -> dict[str, asl.State]:
+    """Started by the group's approval event (EventBridge hands the whole event over as the input):
+    measure the version it approved, not whatever is newest when the execution gets here (a later
+    approval starts its own execution). Any other input finds the newest approved version."""
+    detail = "$.detail"
+    return {
+        names.from_event: asl.choice(
+            asl.when(
+                asl.all_of(
+                    # present first: a comparison of a missing path fails the execution
+                    *(asl.is_present(f"{detail}.{k}") for k in _EVENT_KEYS),
+                    asl.string_equals(f"{detail}.ModelPackageGroupName", group),
+                    asl.string_equals(f"{detail}.ModelApprovalStatus", "Approved"),
+                ),
+                names.event_package,
+            ),
+            default=names.find_package,
+        ),
+    }
+
+
+def _package_states(r: ResolvedRecommendation, names: RecommendStates, group: str) -> dict[str, asl.State]:
+    return {
+        **(_event_states(names, group) if r.on_registration else {}),
+        **({names.event_package: _keep(r, "$.detail", names.create)} if r.on_registration else {}),
         names.find_package: asl.task(
             "sagemaker:listModelPackages",
             {
@@ -252,18 +306,7 @@ def _package_states(r: ResolvedRecommendation, names: RecommendStates, group: st
             },
             default=names.no_package,
         ),
-        f"{names.found_package} keep": {
-            "Type": "Pass",
-            "InputPath": f"{PACKAGE}.Found[0]",
-            "Parameters": {
-                "Arn.$": "$.ModelPackageArn",
-                "Version.$": version,
-                # The job that measures this version: a new approval, a new job; the same, followed.
-                "JobName.$": asl.formatted(r.job_name("{}"), version),
-            },
-            "ResultPath": PACKAGE,
-            "Next": names.create,
-        },
+        f"{names.found_package} keep": _keep(r, f"{PACKAGE}.Found[0]", names.create),
         names.no_package: asl.fail(
             "NoModelPackage",
             cause=f"Model package group '{group}' holds no approved package: run the training pipeline "

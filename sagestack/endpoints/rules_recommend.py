@@ -47,3 +47,35 @@ def endpoint_slo_cloud_candidates(ctx: RuleContext) -> Iterator[Finding]:
                 )
             else:
                 kept += 1
+
+
+@rule(
+    "endpoint-slo-on-registration",
+    "error",
+    "a target measured on registration belongs to a classic model served from its group unpinned",
+    why=(
+        "slo.on_registration starts the recommendation pipeline when SageMaker approves a version in "
+        "the environment's model package group, and the job measures that version. An LLM's job "
+        "measures its weights in S3, and a pinned model_package is served whatever is approved next: "
+        "no approval changes what either serves, so the rule would start jobs that measure nothing new."
+    ),
+    fix="Drop on_registration here (`sagestack run <endpoint> --recommend` measures on request), or "
+    "set it only in the overlays of environments that serve the group's newest approved version.",
+)
+def endpoint_slo_on_registration(ctx: RuleContext) -> Iterator[Finding]:
+    for name, ep in ctx.spec.endpoints.items():
+        if ep.slo is None or not ep.slo.on_registration:
+            continue
+        if serves_llm(ep):
+            yield Finding(
+                ("endpoints", name, "slo", "on_registration"),
+                f"'{name}' serves an llm: (its weights in S3), which no model package approval changes; "
+                f"drop on_registration and measure with `sagestack run {name} --recommend`",
+            )
+        elif ep.model_package is not None:
+            yield Finding(
+                ("endpoints", name, "slo", "on_registration"),
+                f"'{name}' serves the pinned model_package {ep.model_package}, which no approval "
+                "changes; drop on_registration in this environment (set it in the overlays of those "
+                "that serve the group's newest approved version) or unpin model_package",
+            )

@@ -534,3 +534,143 @@ def test_the_pipeline_sends_the_infra_check_the_spec_sets():
     create = pipeline.definition["States"]["Create"]["Parameters"]
     assert create["InfraCheckConfig"] == {"EnableInfraCheck": True}
     assert "InfraCheckConfig" not in json.dumps(_pipeline(_stack()).definition)
+
+
+def test_a_package_approval_trigger_starts_an_imported_pipeline_and_nothing_else():
+    """The trigger on its own, in any CDK app: an imported state machine, a dead-letter queue of the
+    app's own, disabled; the role may start that machine only and trusts this account's rules only."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_sqs as sqs
+    from aws_cdk.assertions import Match, Template
+
+    from sagestack.constructs import JobPipeline, PackageApprovalTrigger
+
+    stack = Stack(App(), "Trigger", env={"account": "123456789012", "region": "us-east-1"})
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:digits-dev-recommend-digits"
+    dlq = sqs.Queue(stack, "Dlq", enforce_ssl=True, encryption=sqs.QueueEncryption.SQS_MANAGED)
+    trigger = PackageApprovalTrigger(
+        stack,
+        "OnApproval",
+        pipeline=JobPipeline.from_state_machine_arn(stack, "Machine", machine),
+        model_package_group_name="digits-dev",
+        enabled=False,
+        retry_attempts=5,
+        dead_letter_queue=dlq,
+    )
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "State": "DISABLED",
+            "EventPattern": {
+                "source": ["aws.sagemaker"],
+                "detail-type": ["SageMaker Model Package State Change"],
+                "detail": {
+                    "ModelPackageGroupName": ["digits-dev"],
+                    "ModelApprovalStatus": ["Approved"],
+                    "ModelPackageStatus": ["Completed"],
+                },
+            },
+            "Targets": [
+                Match.object_like(
+                    {
+                        "Arn": machine,
+                        "RetryPolicy": {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 3600},
+                        "DeadLetterConfig": {"Arn": {"Fn::GetAtt": [Match.any_value(), "Arn"]}},
+                    }
+                )
+            ],
+        },
+    )
+    policies = template.find_resources("AWS::IAM::Policy")
+    (policy,) = policies.values()
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": "states:StartExecution", "Effect": "Allow", "Resource": machine}
+    ]
+    template.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    Match.object_like(
+                        {
+                            "Principal": {"Service": "events.amazonaws.com"},
+                            "Condition": {
+                                "StringEquals": {"aws:SourceAccount": "123456789012"},
+                                "ArnLike": {
+                                    "aws:SourceArn": {
+                                        "Fn::Join": [
+                                            "",
+                                            [
+                                                "arn:",
+                                                {"Ref": "AWS::Partition"},
+                                                ":events:us-east-1:123456789012:rule/*",
+                                            ],
+                                        ]
+                                    }
+                                },
+                            },
+                        }
+                    )
+                ]
+            }
+        },
+    )
+    # the queue lets this rule, and only it, send what it could not deliver
+    template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Action": "sqs:SendMessage",
+                                "Principal": {"Service": "events.amazonaws.com"},
+                                "Condition": {"ArnEquals": {"aws:SourceArn": Match.any_value()}},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+    assert trigger.rule_arn
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"Namespace": "AWS/Events", "MetricName": "FailedInvocations", "Threshold": 1},
+    )
+
+
+def _recommendation_pipeline(package: str | None):  # type: ignore[no-untyped-def]
+    from sagestack.constructs import ModelPackageGroup, Names
+    from sagestack.constructs.recommendation import RecommendationPipeline
+    from sagestack.endpoints.models import SloSpec
+    from sagestack.endpoints.recommend import ResolvedRecommendation
+
+    stack = _stack()
+    key, artifacts, role = _base(stack)
+    slo = SloSpec(p95_ms=20, on_registration=True)
+    r = ResolvedRecommendation("digits", slo, ("ml.c5.xlarge",), None, package, Names("digits", "prod"))
+    return RecommendationPipeline(
+        stack,
+        "Recommend",
+        recommendation=r,
+        execution_role=role,
+        artifacts=artifacts,
+        encryption_key=key,
+        registry=ModelPackageGroup.from_model_package_group_name(stack, "Group", "digits-prod"),
+    )
+
+
+def test_a_recommendation_pipeline_refuses_on_registration_where_no_approval_changes_the_model():
+    """The spec's rule says it at the file and line; the construct, used on its own, still refuses a
+    pinned package (no approval changes it) in words, and builds the trigger where it fits."""
+    assert _recommendation_pipeline(None).on_registration is not None
+    pinned = "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3"
+    with pytest.raises(ValueError) as raised:
+        _recommendation_pipeline(pinned)
+    assert str(raised.value) == (
+        "endpoint 'digits': slo.on_registration measures each version approved in the group, but "
+        f"this endpoint serves the pinned package {pinned}, which no approval changes"
+    )

@@ -244,6 +244,13 @@ CASES: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
         "",  # a TrainingPipeline is a JobPipelineBase: accepted (see the test)
     ),
     (
+        "PackageApprovalTrigger",
+        _construct("PackageApprovalTrigger", pipeline="pipeline", model_package_group_name="digits-dev"),
+        {"retry_attempts": "3", "dead_letter_queue": "arn:aws:sqs:us-east-1:123456789012:dlq"},
+        "retry_attempts: expected int, got the string '3'; "
+        "dead_letter_queue: expected sqs.IQueue, got the string 'arn:aws:sqs:us-east-1:123456789012:dlq'",
+    ),
+    (
         "MlflowTrackingServer",
         _construct("MlflowTrackingServer", name="digits", artifacts="artifacts", encryption_key="key"),
         {"automatic_model_registration": "true"},

@@ -2,7 +2,10 @@
 account (dev: digits) and one with (staging: digits and the chat LLM): one AIWorkloadConfig per
 endpoint with an slo, and a pipeline whose create call is the request botocore's model accepts —
 Inference Recommender for digits, an AI recommendation job for chat (logging to the environment's
-MLflow tracking server). cdk-nag clean (the build fails on any finding), cfn-lint clean."""
+MLflow tracking server). digits is measured on registration in both (the overlays' slo:
+{on_registration: true}): an EventBridge rule on its group's approvals starts its pipeline, as a role
+that may start that machine and nothing else. cdk-nag clean (the build fails on any finding),
+cfn-lint clean."""
 
 from __future__ import annotations
 
@@ -113,6 +116,79 @@ def test_a_workload_config_per_target_and_a_valid_classic_request(example, env):
     assert request["StoppingConditions"]["ModelLatencyThresholds"] == [
         {"Percentile": "P95", "ValueInMilliseconds": 20}
     ]
+
+
+@pytest.mark.parametrize("env", ["dev", "staging"])
+def test_an_approval_in_the_group_starts_the_pipeline_as_a_role_that_may_start_only_it(example, env):
+    resources = _resources(example, env)
+    machines = {
+        lid: r["Properties"]["StateMachineName"]
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+    }
+    (machine,) = [lid for lid, name in machines.items() if name == f"digits-{env}-recommend-digits"]
+    (rule_id,) = [lid for lid, r in resources.items() if r["Type"] == "AWS::Events::Rule"]  # chat: none
+    props = resources[rule_id]["Properties"]
+    assert props["Name"] == f"digits-{env}-recommend-digits-on-approval" and props["State"] == "ENABLED"
+    assert props["EventPattern"] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker Model Package State Change"],
+        "detail": {
+            "ModelPackageGroupName": [f"digits-{env}"],
+            "ModelApprovalStatus": ["Approved"],
+            "ModelPackageStatus": ["Completed"],
+        },
+    }
+    (target,) = props["Targets"]
+    assert target["Arn"] == {"Ref": machine} and "Input" not in target  # the event itself is the input
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 3600}
+    role = target["RoleArn"]["Fn::GetAtt"][0]
+    (trust,) = resources[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "events.amazonaws.com"}
+    assert set(trust["Condition"]) == {"StringEquals", "ArnLike"}  # this account's rules only
+    assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
+    statements = [
+        st
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert statements == [
+        {"Action": "states:StartExecution", "Effect": "Allow", "Resource": {"Ref": machine}}
+    ]
+    assert not any(
+        r["Type"] == "AWS::IAM::ManagedPolicy" or ({"Ref": role} in r["Properties"].get("Roles", []))
+        for r in resources.values()
+        if r["Type"] != "AWS::IAM::Policy"
+    )
+    # an approval that could not start the pipeline (no execution: the pipeline's alarm cannot see
+    # it) goes off on the environment's topic
+    (alarm,) = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"]["Namespace"] == "AWS/Events"
+    ]
+    assert alarm["MetricName"] == "FailedInvocations" and alarm["Statistic"] == "Sum"
+    assert alarm["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": rule_id}}]
+    assert alarm["Threshold"] == 1 and alarm["TreatMissingData"] == "notBreaching"
+    (action,) = alarm["AlarmActions"]
+    assert resources[action["Ref"]]["Type"] == "AWS::SNS::Topic"
+    # the pipeline takes the package the event names (else finds the newest approved)
+    states = _definition(example, env, "digits")["States"]
+
+    def into(name: str) -> set[str]:
+        return {
+            k
+            for k, st in states.items()
+            if name in (st.get("Next"), st.get("Default"), *(c.get("Next") for c in st.get("Choices", [])))
+        }
+
+    assert into("Find package digits") == {"Approved package given digits?"}  # every path asks first
+    given = states["Approved package given digits?"]
+    assert (
+        given["Choices"][0]["Next"] == "Package approved digits" and given["Default"] == "Find package digits"
+    )
+    assert states["Package approved digits"]["InputPath"] == "$.detail"
 
 
 def test_the_llm_request_names_the_workload_the_target_and_the_mlflow_server(example):

@@ -159,11 +159,13 @@ def test_no_name_pattern_reaches_a_sibling_environment(synthesized):
 EXPECTED_SOURCE = {
     "sagemaker.amazonaws.com": "arn:aws:sagemaker:{r}:{a}:*",
     "states.amazonaws.com": "arn:aws:states:{r}:{a}:stateMachine:*",
+    "events.amazonaws.com": "arn:aws:events:{r}:{a}:rule/*",
 }
 
 
 def unguarded_trust(app: Synthesized) -> list[str]:
-    """Trust statements of SageMaker and Step Functions without aws:SourceAccount / aws:SourceArn."""
+    """Trust statements of SageMaker, Step Functions and EventBridge without aws:SourceAccount /
+    aws:SourceArn."""
     bad = []
     for s in statements(app.outdir, app.name):
         principal = s.statement.get("Principal", {})

@@ -527,3 +527,122 @@ def _staging_definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
         raise KeyError(export)
 
     return resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value)
+
+
+def _approval_event(moto, package: str) -> tuple[str, str, list[str]]:  # type: ignore[no-untyped-def]
+    """The event SageMaker sends when a version changes state ("SageMaker Model Package State
+    Change", SageMaker developer guide: Events that SageMaker sends to EventBridge): its detail is
+    the package as DescribeModelPackage answers — ModelPackageGroupName, ModelPackageVersion,
+    ModelPackageArn, ModelApprovalStatus, ModelPackageStatus … (PutEvents' Detail, DetailType,
+    Resources)."""
+    described = moto.client("sagemaker").describe_model_package(ModelPackageName=package)
+    described.pop("ResponseMetadata")
+    return json.dumps(described, default=str), "SageMaker Model Package State Change", [package]
+
+
+def _rule_into_a_queue(moto, app) -> str:  # type: ignore[no-untyped-def]
+    """The dev template's rule as it stands (name and pattern), its target a queue in place of the
+    state machine (moto's EventBridge delivers to SQS, not to Step Functions): the queue receives
+    what EventBridge hands the machine as its input."""
+    from aws_cdk.assertions import Template
+
+    resources = Template.from_stack(app.stages["dev"].recommendation).to_json()["Resources"]
+    (rule,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
+    sqs = moto.client("sqs")
+    queue = sqs.create_queue(QueueName="as-the-machine-receives")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events = moto.client("events")
+    events.put_rule(Name=rule["Name"], EventPattern=json.dumps(rule["EventPattern"]), State=rule["State"])
+    events.put_targets(Rule=rule["Name"], Targets=[{"Id": "machine", "Arn": queue_arn}])
+    return queue
+
+
+def _delivered(moto, queue: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    sqs = moto.client("sqs")
+    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+    for m in got:
+        sqs.delete_message(QueueUrl=queue, ReceiptHandle=m["ReceiptHandle"])
+    return [json.loads(m["Body"]) for m in got]
+
+
+def _execute_with(moto, machine: str, event: dict) -> dict:  # type: ignore[no-untyped-def]
+    sfn = moto.client("stepfunctions")
+    execution = sfn.start_execution(
+        stateMachineArn=machine, name=f"event-{time.monotonic_ns()}", input=json.dumps(event)
+    )["executionArn"]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            break
+        time.sleep(0.2)
+    history = sfn.get_execution_history(executionArn=execution)["events"]
+    return {**described, "entered": [e["stateEnteredEventDetails"]["name"] for e in history
+                                      if "stateEnteredEventDetails" in e]}  # fmt: skip
+
+
+def test_an_approval_starts_a_run_that_measures_the_version_it_approved(moto, dev_app, monkeypatch):
+    """dev's overlay asks for on_registration. Two versions approved one after the other: each
+    approval's event, delivered by EventBridge through the rule's own pattern, starts a run that
+    measures the version that event approved — not the newest when the run gets there. A version
+    left pending and another group's approval deliver nothing; the same event twice (SageMaker may
+    send several) follows the one job; a run started by hand still finds the newest approved."""
+    fake = FakeRecommender(["COMPLETED"], {"ml.c5.xlarge": (14, 7800, 2.2e-6)})
+    fake.install(monkeypatch)
+    machine, first = _deploy(moto, dev_app)
+    assert first is not None
+    queue = _rule_into_a_queue(moto, dev_app)
+    second = _approve(moto)
+    sm, events = moto.client("sagemaker"), moto.client("events")
+    pending = sm.create_model_package(
+        ModelPackageGroupName="digits-dev",
+        ModelApprovalStatus="PendingManualApproval",
+        InferenceSpecification={
+            "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+    )["ModelPackageArn"]
+    sm.create_model_package_group(ModelPackageGroupName="other")
+    elsewhere = sm.create_model_package(
+        ModelPackageGroupName="other",
+        ModelApprovalStatus="Approved",
+        InferenceSpecification={
+            "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+    )["ModelPackageArn"]
+    entries = []
+    for package in (first, second, pending, elsewhere):
+        detail, detail_type, resources = _approval_event(moto, package)
+        entries.append(
+            {"Source": "aws.sagemaker", "DetailType": detail_type, "Detail": detail, "Resources": resources}
+        )
+    answer = events.put_events(Entries=entries)
+    assert answer["FailedEntryCount"] == 0, answer
+    delivered = _delivered(moto, queue)
+    assert [e["detail"]["ModelPackageArn"] for e in delivered] == [first, second]  # the pattern's choice
+    assert all(e["detail-type"] == "SageMaker Model Package State Change" for e in delivered)
+    # Each delivered event, as the state machine's input: first's run after second was approved.
+    for event, package, version in ((delivered[0], first, "1"), (delivered[1], second, "2")):
+        result = _execute_with(moto, machine, event)
+        assert result["status"] == "SUCCEEDED", result
+        assert "Package approved digits" in result["entered"]
+        assert "Find package digits" not in result["entered"]
+        output = json.loads(result["output"])
+        assert output["ModelPackage"] == package and output["ModelPackageVersion"] == version
+        assert output["JobName"].endswith(f"-v{version}")
+    assert [j["InputConfig"]["ModelPackageVersionArn"] for j in fake.created] == [first, second]
+    # SageMaker may send one change twice: the second run follows the job the first started.
+    result = _execute_with(moto, machine, delivered[0])
+    assert result["status"] == "SUCCEEDED" and "Recommend refused digits?" in result["entered"]
+    assert len(fake.created) == 2
+    # An event of another group handed over by hand is not taken: the run finds the newest approved.
+    (foreign,) = [e for e in entries if e["Resources"] == [elsewhere]]
+    result = _execute_with(moto, machine, {"detail": json.loads(foreign["Detail"])})
+    assert result["status"] == "SUCCEEDED", result
+    assert "Find package digits" in result["entered"] and len(fake.created) == 2  # v2's job, followed
+    assert json.loads(result["output"])["ModelPackage"] == second

@@ -124,3 +124,53 @@ def test_a_rendered_text_escapes_what_intrinsic_functions_reserve():
         == "States.Format('job {} of \\'a\\' \\{b\\} \\\\ ok', $.x)"
     )
     assert formatted("{}-{}", "$.a", "$.b") == "States.Format('{}-{}', $.a, $.b)"
+
+
+def test_endpoint_slo_on_registration(project):
+    """On registration: a classic model served from its group unpinned, nothing else."""
+    ok = with_slo(DIGITS, "{p95_ms: 20, on_registration: true}")
+    assert findings(project, "endpoint-slo-on-registration", ok) == []
+    llm = llm_endpoint() + LLM_SLO % "[ml.g5.2xlarge]"
+    assert findings(project, "endpoint-slo-on-registration", llm) == []  # off: nothing to say
+    assert findings(
+        project,
+        "endpoint-slo-on-registration",
+        llm.replace("candidates:", "on_registration: true, candidates:"),
+    ) == [
+        "endpoints.chat.slo.on_registration: 'chat' serves an llm: (its weights in S3), which no model "
+        "package approval changes; drop on_registration and measure with `sagestack run chat --recommend`"
+    ]
+    pinned = ok.replace(
+        "    model: {from: classifier}\n",
+        "    model: {from: classifier}\n"
+        "    model_package: arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3\n",
+    )
+    assert findings(project, "endpoint-slo-on-registration", pinned) == [
+        "endpoints.digits.slo.on_registration: 'digits' serves the pinned model_package "
+        "arn:aws:sagemaker:us-east-1:111111111111:model-package/digits-prod/3, which no approval changes; "
+        "drop on_registration in this environment (set it in the overlays of those that serve the group's "
+        "newest approved version) or unpin model_package"
+    ]
+
+
+def test_on_registration_in_a_pinned_environment_is_refused_at_the_overlays_line(project):
+    """Set in the base file and pinned by a promotion in prod's overlay: the error names the file,
+    line and key that ask for it, and says what to do."""
+    project.spec(with_slo(DIGITS, "{p95_ms: 20, on_registration: true}"))
+    project.env("prod", "endpoints:\n  digits:\n    model_package: arn:aws:sagemaker:us-east-1:111111111111:"
+                "model-package/digits-prod/3\n")  # fmt: skip
+    (error,) = [e for e in project.errors("prod") if "warning" not in e]
+    assert error.startswith("config/sagestack.yaml:15:40: ")
+    assert "endpoints.digits.slo.on_registration: 'digits' serves the pinned model_package" in error
+    assert error.endswith("or unpin model_package [endpoint-slo-on-registration]")
+    project.env("dev", "endpoints:\n  digits:\n    slo: {on_registration: true}\n")
+    project.spec(with_slo(DIGITS, "{p95_ms: 20}"))
+    assert project.load("dev").spec.endpoints["digits"].slo.on_registration  # set in one overlay: fine
+    assert project.load("prod").spec.endpoints["digits"].slo.on_registration is False
+
+
+def test_turning_on_registration_on_renames_no_job(project):
+    off = _resolved(project, with_slo(DIGITS, "{p95_ms: 20}"))
+    on = _resolved(project, with_slo(DIGITS, "{p95_ms: 20, on_registration: true}"))
+    assert on.on_registration and not off.on_registration
+    assert on.job_name("3") == off.job_name("3")  # what starts the job is not what it measures
