@@ -175,3 +175,26 @@ def error_code(e: Exception) -> str | None:
     """The AWS error code of a botocore ClientError (None for anything else)."""
     response = getattr(e, "response", None)
     return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+
+
+def kept(e: Exception) -> str:
+    """An error of one entry as its line; missing credentials end the read."""
+    if no_credentials(e):
+        raise e
+    return reason(e)
+
+
+def no_credentials(e: Exception) -> bool:
+    return type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError")
+
+
+def reason(e: Exception) -> str:
+    """An error in a line: its code and message (not an HTML page a proxy or stand-in sent)."""
+    response = getattr(e, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        error = response["Error"]
+        message = str(error.get("Message", "")).strip()
+        if message.startswith("<"):
+            message = f"HTTP {response.get('ResponseMetadata', {}).get('HTTPStatusCode', '?')}"
+        return f"{error.get('Code', '?')}: {message}"
+    return f"{type(e).__name__}: {e}"
