@@ -4,7 +4,10 @@
 When an expression fires next (neither GetSchedule nor DescribeMonitoringSchedule says):
 `at(…)`, `rate(N unit)` counted from the schedule's start, and `cron(min hour dom month dow
 year)` with numbers, names, `*`, `?`, ranges, steps and lists. A cron field with L, W or # gives
-None (the screen says the expression instead)."""
+None (the screen says the expression instead).
+
+Also the helpers every section of status shares: a response's time (`iso`), an error's code, its
+line (`reason`), and whether it is missing credentials (which end the read)."""
 
 from __future__ import annotations
 
