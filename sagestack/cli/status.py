@@ -227,8 +227,10 @@ def _recommendations(doc: dict[str, Any], now: datetime) -> list[tuple[str, str]
             out.append(("    ", f"measure: {r['measure']}"))
             continue
         out.append(("  ", f"{head} {_verdict(r)}"))
-        where = f"version {r['model_package_version']}" if r["model_package_version"] else f"job {r['job']}"
-        measured = f"measured {where} {_when(r['measured_at'], now)}"
+        version = (
+            f" version {r['model_package_version']}" if r["model_package_version"] else ""
+        )  # an LLM: none
+        measured = f"measured{version} {_when(r['measured_at'], now)}"
         if r["stale"]:
             out.append(("    ", f"stale: {r['stale']}"))
             out.append(("    ", f"measure: {r['measure']}"))
@@ -245,13 +247,11 @@ def _verdict(r: dict[str, Any]) -> str:
         return f"no candidate meets the target ({len(r['rows'])} of {len(r['candidates'])} measured)"
     best = next(row for row in r["rows"] if row["instance_type"] == r["recommended"] and row["meets"])
     figures = [
-        f"{_number(best['latency_ms'])} ms" if best["latency_ms"] is not None else "",
+        f"{'TTFT ' * llm}{_number(best['latency_ms'])} ms" if best["latency_ms"] is not None else "",
         f"{_number(best['throughput'])} {'tok/s' if llm else 'req/s'}"
         if best["throughput"] is not None
         else "",
-        f"${best['cost']:,.4f} per {'1M tokens' if llm else '1k requests'}"
-        if best["cost"] is not None
-        else "",
+        f"${best['cost']:,.4f}/{'1M tok' if llm else '1k req'}" if best["cost"] is not None else "",
     ]
     return f"{r['recommended']} meets the target: {', '.join(f for f in figures if f)}"
 

@@ -418,7 +418,7 @@ def test_status_shows_the_verdict_the_pipeline_recorded_and_when_it_goes_stale(m
     assert shown == ["  digits never measured", "    measure: sagestack run digits --env dev --recommend"]
     assert _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2").returncode == 0
     shown, row = section()
-    assert shown[0] == "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020 per 1k requests"
+    assert shown[0] == "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020/1k req"
     assert re.fullmatch(
         r"    measured version 1 \d\d:\d\d; table: `sagestack recommend digits --env dev`", shown[1]
     )

@@ -151,7 +151,7 @@ def test_a_recorded_verdict_in_a_line_with_the_version_it_measured(aws, moto):
     _measured(moto, package)
     result = _status(aws)
     section = _section(result.output)
-    assert section[0] == "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020 per 1k requests"
+    assert section[0] == "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020/1k req"
     assert re.fullmatch(
         r"    measured version 1 \d\d:\d\d; table: `sagestack recommend digits --env dev`", section[1]
     ), section
@@ -202,7 +202,7 @@ def test_a_version_approved_since_makes_the_verdict_stale(aws, moto):
     _approve(moto)  # version 2: served now (the group's newest approved), never measured
     section = _section(_status(aws).output)
     assert section == [
-        "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020 per 1k requests",
+        "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020/1k req",
         "    stale: it measured model package version 1; version 2 is served now",
         "    measure: sagestack run digits --env dev --recommend",
     ]
@@ -293,3 +293,25 @@ def test_status_reads_each_recommendation_once(aws, moto, monkeypatch):
     assert calls == Counter(
         {"ListStateMachines": 1, "ListExecutions": 1, "DescribeExecution": 1, "ListModelPackages": 1}
     )
+
+
+def test_an_llm_verdict_reads_in_tokens():
+    """chat's row as status's document holds it: time to first token, tokens/s, $ per million tokens."""
+    row = {
+        "endpoint": "chat", "state": "measured", "kind": "llm", "measured_at": "2026-12-06T09:30:00+00:00",
+        "job": "digits-staging-chat-0123456789ab", "model_package_version": None, "stale": None,
+        "newer_run": None, "recommended": "ml.g5.2xlarge", "candidates": ["ml.g5.2xlarge", "ml.g6.2xlarge"],
+        "rows": [{"instance_type": "ml.g5.2xlarge", "latency_ms": 420.0, "throughput": 34.5, "cost": 3.1,
+                  "meets": True, "shortfalls": []}],
+        "show": "sagestack recommend chat --env staging",
+    }  # fmt: skip
+    doc = {"project": "digits", "environment": "staging", "region": REGION, "read_at": "2026-12-06T09:40:00+00:00",
+           "recommendations": [row], "errors": [],
+           **{k: [] for k in ("stacks", "pipelines", "training_jobs", "tuning_jobs", "endpoints", "clusters",
+                              "schedules")}}  # fmt: skip
+    lines = render(doc, 80)
+    start = lines.index("recommendations (slo:)")
+    assert lines[start + 1 : start + 3] == [
+        "  chat ml.g5.2xlarge meets the target: TTFT 420 ms, 34.5 tok/s, $3.1000/1M tok",
+        "    measured 09:30; table: `sagestack recommend chat --env staging`",
+    ]
