@@ -50,6 +50,10 @@ def logs(
     from sagestack.ops.status import scope_of, training_row
 
     scope = scope_of(resolve_for(root, env))
+    try:
+        ops.check_name(scope, target)  # a name the spec does not know: said before any credentials
+    except ops.NotFound as e:
+        raise UserError(str(e)) from None
     client = clients(scope.region)
     width = shutil.get_terminal_size().columns
     with aws_errors(scope.region):
@@ -160,9 +164,13 @@ def stop(
     StopHyperParameterTuningJob), and say what was stopped; nothing running: said, exit 0. Only
     this environment's pipelines and jobs (by sagestack's names and tags) are stopped."""
     from sagestack.ops.status import scope_of
-    from sagestack.ops.stop import NotOurs, plan, stop
+    from sagestack.ops.stop import NotOurs, check_target, plan, stop
 
     scope = scope_of(resolve_for(root, env))
+    try:
+        check_target(scope, target)  # a name the spec does not know: said before any credentials
+    except NotOurs as e:
+        raise UserError(str(e)) from None
     client = clients(scope.region)
     with aws_errors(scope.region):
         try:

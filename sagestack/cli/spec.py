@@ -22,7 +22,6 @@ from sagestack.cli.common import (
     print_lines,
     report_issues,
     resolve_for,
-    terminal_lines,
     terminal_width,
 )
 
@@ -225,11 +224,16 @@ def rules(
         return
     out = console()
     if explain is not None:
+        from sagestack.ops.screen import fit
+
+        # prose to read, as the list below: wrapped at spaces to the terminal's width, and in a pipe
+        # (a pager, a CI log) to COLUMNS or 80 columns, never one line of hundreds
+        width = max(min(out.width, 100), 40)
         r = chosen[0]
         for i, paragraph in enumerate(
             (f"{r.id} ({r.severity}): {r.summary}", f"Why: {r.why}", f"What to do: {r.fix}")
         ):
-            for line in ([""] if i else []) + terminal_lines(paragraph, sys.stdout, hang="  "):
+            for line in ([""] if i else []) + fit(paragraph, width, "", "  "):
                 typer.echo(line)
         return
     _print_rules(out, chosen)

@@ -49,10 +49,18 @@ def wrap_pairs(text: str, width: int) -> list[str]:
     return fit(text, width, "", "") if text.strip() else []
 
 
+# The least time the steps since the first report must span before their pace is an estimate.
+# A report's time is when the CLI read its line, not when the step ended: lines written while the
+# CLI was not scheduled arrive together, and fast steps (the init skeleton's take a millisecond)
+# report faster than that. A pace over milliseconds said "eta 0:00" at step 23 of 115.
+MIN_PACE_SECONDS = 2.0
+
+
 @dataclass
 class Pace:
     """The time left at the pace of the steps since the first one reported (the seconds before it,
-    starting the processes and loading data, are no measure of a step)."""
+    starting the processes and loading data, are no measure of a step); none (shown '-:--') until
+    those steps span MIN_PACE_SECONDS."""
 
     first: tuple[int, float] | None = None  # (step, elapsed) of the first report
 
@@ -64,9 +72,10 @@ class Pace:
         if step >= total:
             return 0.0
         first_step, first_elapsed = self.first
-        if step <= first_step:
+        span = elapsed - first_elapsed
+        if step <= first_step or span < MIN_PACE_SECONDS:
             return None
-        return (elapsed - first_elapsed) / (step - first_step) * (total - step)
+        return span / (step - first_step) * (total - step)
 
 
 def plain_line(

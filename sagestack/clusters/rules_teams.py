@@ -89,14 +89,35 @@ def cluster_team_quota(ctx: RuleContext) -> Iterator[Finding]:
 
 def _lendable(cluster: ClusterSpec, itype: str, borrower: str) -> int:
     """What a team may borrow of a type at most: the lending teams' quotas and what no team holds."""
+    lent, free, _ = _borrowable(cluster, itype, borrower)
+    return lent + free
+
+
+def _borrowable(cluster: ClusterSpec, itype: str, borrower: str) -> tuple[int, int, list[str]]:
+    """Of a type, for `borrower`: what the other teams lend in total, what is in no team's quota,
+    and the other teams that hold some but lend none (sharing: DontLend)."""
     capacity = _capacity(cluster).get(itype, 0)
     held = sum(t.quota.get(itype, 0) for t in cluster.teams.values())
-    lent = sum(
-        t.quota.get(itype, 0)
-        for n, t in cluster.teams.items()
-        if n != borrower and t.sharing in ("Lend", "LendAndBorrow")
+    others = {n: t for n, t in cluster.teams.items() if n != borrower and t.quota.get(itype, 0)}
+    lent = sum(t.quota[itype] for t in others.values() if t.sharing in ("Lend", "LendAndBorrow"))
+    keepers = [n for n, t in others.items() if t.sharing == "DontLend"]
+    return lent, max(0, capacity - held), keepers
+
+
+def _borrow_message(team: str, itype: str, count: int, lent: int, free: int, keepers: list[str]) -> str:
+    """Which team borrows how many of which type, what the others lend in total, and what to change."""
+    most = lent + free
+    unheld = f" and {free} {'is' if free == 1 else 'are'} in no team's quota" if free else ""
+    change = f"lower its borrow to {most}" if most else "remove its borrow"
+    if keepers:
+        who = keepers[0] if len(keepers) == 1 else ", ".join(keepers)
+        change += f", or let {who} lend (sharing: Lend or LendAndBorrow)"
+    else:
+        change += f", or add {itype} instances to the cluster's groups"
+    return (
+        f"team {team} borrows up to {count} {itype}, but the other teams lend {lent} in total{unheld}, "
+        f"so it can borrow at most {most}: {change}"
     )
-    return lent + max(0, capacity - held)
 
 
 @rule(
@@ -119,11 +140,10 @@ def cluster_team_borrow(ctx: RuleContext) -> Iterator[Finding]:
                 yield Finding(where, f"sharing: {team.sharing} does not borrow: set sharing: LendAndBorrow")
                 continue
             for itype, count in team.borrow.items():
-                lendable = _lendable(cluster, itype, team_name)
-                if count > lendable:
+                lent, free, keepers = _borrowable(cluster, itype, team_name)
+                if count > lent + free:
                     yield Finding(
-                        (*where, itype),
-                        f"borrows up to {count} {itype}; the other teams lend and nobody holds {lendable}",
+                        (*where, itype), _borrow_message(team_name, itype, count, lent, free, keepers)
                     )
 
 

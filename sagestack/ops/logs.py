@@ -5,7 +5,9 @@ once it has ended read the streams one last time, then its final status and metr
 
 A target is found by sagestack's names (core/names.py): a job key of the spec (its newest training
 job in the environment), a training job's own name (one of this environment's), or an endpoint key.
-boto3 is not imported here: the caller passes the clients."""
+Whether a name can be one is known from the spec: `check_name` refuses any other before a client
+is made (no credentials needed to hear of a typo). boto3 is not imported here: the caller passes
+the clients."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sagestack.core.catalog.suggest import could_be
 from sagestack.ops.status import Scope, job_of
 from sagestack.ops.status_schedules import error_code
 
@@ -58,8 +61,43 @@ def newest_job(scope: Scope, sm: Any, key: str) -> str | None:
     return max(ours, key=lambda s: s["CreationTime"])["TrainingJobName"] if ours else None
 
 
+def what_is(scope: Scope, target: str) -> str | None:
+    """What else of the spec `target` names ('a search', 'a cluster', …), or None."""
+    kinds = (
+        ("a job", scope.jobs),
+        ("an endpoint", scope.endpoints),
+        ("a search", scope.tuning),
+        ("a cluster", scope.clusters),
+        ("a training queue", scope.queues),
+        ("a pipeline", tuple(scope.pipelines)),
+    )
+    return next((kind for kind, names in kinds if target in names), None)
+
+
+def check_name(scope: Scope, target: str) -> None:
+    """NotFound, before any AWS call, when `target` is no job or endpoint key of the spec and no
+    training job name of one of its jobs in this environment: what it is instead, or the names it
+    could be."""
+    if target in scope.jobs or target in scope.endpoints or job_of(scope, target) is not None:
+        return
+    where = f"{scope.names.project}/{scope.names.env}"
+    known = (
+        f"jobs: {', '.join(scope.jobs) or 'none'}; endpoints: {', '.join(scope.endpoints) or 'none'}; "
+        f"or a training job named {scope.names.prefix}-…"
+    )
+    other = what_is(scope, target)
+    if other is not None:
+        raise NotFound(
+            f"'{target}' is {other} of {where}, not a job or endpoint: `sagestack logs` reads a training "
+            f"job's or an endpoint's logs ({known})"
+        )
+    could = could_be(target, [*scope.jobs, *scope.endpoints])
+    raise NotFound(f"'{target}' is no job or endpoint of {where}{could} ({known})")
+
+
 def resolve(scope: Scope, sm: Any, target: str) -> Target:
     """The job or endpoint `target` names; NotFound (with what exists) when none of this environment."""
+    check_name(scope, target)
     env = scope.names.env
     if target in scope.endpoints:
         name = scope.names.endpoint(target)
@@ -71,13 +109,7 @@ def resolve(scope: Scope, sm: Any, target: str) -> Target:
                 f"job '{target}' has no training job in {env} yet: `sagestack run {target} --env {env}` starts one"
             )
         return Target("training", newest, target, TRAINING_GROUP, newest + "/")
-    key = job_of(scope, target)
-    if key is None:
-        known = ", ".join([*scope.jobs, *scope.endpoints]) or "none"
-        raise NotFound(
-            f"'{target}' is no job or endpoint of {scope.names.project}/{env} (jobs and endpoints: {known}; "
-            f"or a training job named {scope.names.prefix}-…)"
-        )
+    key = job_of(scope, target)  # a training job of one of the spec's jobs: check_name refused the rest
     try:
         sm.describe_training_job(TrainingJobName=target)
     except Exception as e:

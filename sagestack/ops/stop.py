@@ -4,15 +4,20 @@ executions and the SageMaker jobs they started. A pipeline's states create a job
 
 Only what is sagestack's in this environment is stopped: executions of the spec's state machines
 (by name), training jobs by the environment's name prefix, tuning jobs by name stem and the
-environment's tags. boto3 is not imported here: the caller passes the clients."""
+environment's tags. Whether a name can be one of these is known from the spec (its entries, the
+names of their jobs, the shapes of run names): `check_target` refuses any other before a client is
+made. boto3 is not imported here: the caller passes the clients."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from sagestack.core.catalog.suggest import could_be
+from sagestack.ops.logs import what_is
 from sagestack.ops.status import Scope, job_of, search_of, state_machines, tagged
 from sagestack.ops.status_schedules import error_code
 
@@ -40,10 +45,49 @@ class Plan:
     jobs: tuple[tuple[str, str, str | None], ...]
 
 
+# The names of the runs sagestack starts (`run`: run-<time>, `run --retrain`: retrain-<time>, a
+# deploy's run_on_deploy: deploy-<digest>) and the UUIDs Step Functions' console and EventBridge
+# give theirs; a run of any other name is stopped by its ARN.
+RUN_NAME = re.compile(r"(run|retrain|deploy)-[A-Za-z0-9_-]+|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.I)
+EXECUTION_ARN = re.compile(r"arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:execution:([^:]+):([^:]+)")
+
+
+def check_target(scope: Scope, target: str) -> None:
+    """NotOurs, before any AWS call, when `target` can be nothing `stop` stops here: no entry with
+    a pipeline, no name of one of its training or tuning jobs, no run name and no ARN of a run of
+    the spec's state machines. What it is instead, or the names it could be."""
+    if target in scope.pipelines or job_of(scope, target) or search_of(scope, target):
+        return
+    where = f"{scope.names.project}/{scope.names.env}"
+    pipelines = ", ".join(scope.pipelines) or "none"
+    arn = EXECUTION_ARN.fullmatch(target)
+    if arn is not None:
+        if arn[1] in scope.pipelines.values():
+            return
+        raise NotOurs(
+            f"run {arn[2]} is of state machine {arn[1]}, no pipeline of {where} (pipelines: {pipelines}); "
+            "sagestack stops only what it started there"
+        )
+    if RUN_NAME.fullmatch(target):
+        return  # a run's name: whose run it is, only Step Functions knows
+    other = what_is(scope, target)
+    if other is not None:
+        raise NotOurs(
+            f"'{target}' is {other} of {where}, not a pipeline, run or job: `sagestack stop` stops a "
+            f"pipeline's runs and the jobs they started (pipelines: {pipelines})"
+        )
+    raise NotOurs(
+        f"'{target}' is no pipeline, run or job of {where}{could_be(target, scope.pipelines)} "
+        f"(pipelines: {pipelines}; a run by the name `sagestack run` printed, run-…, or by its ARN); "
+        "sagestack stops only what it started there"
+    )
+
+
 def plan(scope: Scope, sfn: Any, sm: Any, target: str, batch: Any = None) -> Plan:
     """The running executions and jobs `target` names: a pipeline's entry (all it runs), a run's
     name or ARN (that run and its job), or a training or tuning job's name; NotOurs otherwise.
     With a Batch client, a queued job's service job too (one still queued has no training job)."""
+    check_target(scope, target)
     machines = state_machines(scope, sfn)
     if target in scope.pipelines:
         executions = [(target, arn) for arn in _running(sfn, machines.get(target))]

@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from sagestack.cli import app
 from tests.docs.test_screens_status import shown
-from tests.unit.test_day2 import DONE, aws, executions_stay_running, moto
+from tests.unit.test_day2 import DONE, aws, moto, world
 
-__all__ = ["aws", "executions_stay_running", "moto"]
+__all__ = ["aws", "moto", "world"]
 
 
 def test_the_guides_logs_screen_is_what_logs_prints(aws) -> None:

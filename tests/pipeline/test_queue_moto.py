@@ -54,7 +54,9 @@ def _run(
         definition=definition(app, "digits-dev-classifier", topic),
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
     )["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+    # named as `sagestack run` names its runs (moto names an unnamed one 'None'; AWS, a UUID)
+    run = f"run-{time.strftime('%Y%m%dT%H%M%S')}{time.monotonic_ns() % 10**6:06d}Z"
+    execution = sfn.start_execution(stateMachineArn=machine, name=run, input="{}")["executionArn"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         described = sfn.describe_execution(executionArn=execution)

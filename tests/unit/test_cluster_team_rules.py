@@ -74,8 +74,19 @@ def test_cluster_team_borrow_rule(project):
     assert findings(project, "cluster-team-borrow", ok) == []
     too_much = ok.replace("sharing: Lend", "sharing: DontLend")
     assert findings(project, "cluster-team-borrow", too_much) == [
-        "clusters.shared.teams.alpha.borrow.ml.p5.48xlarge: borrows up to 2 ml.p5.48xlarge; the other teams "
-        "lend and nobody holds 1",
+        "clusters.shared.teams.alpha.borrow.ml.p5.48xlarge: team alpha borrows up to 2 ml.p5.48xlarge, but "
+        "the other teams lend 0 in total and 1 is in no team's quota, so it can borrow at most 1: lower its "
+        "borrow to 1, or let beta lend (sharing: Lend or LendAndBorrow)",
+    ]
+    # the trial's case: two lenders lend 2 in total, every instance held, a borrow of 3
+    lenders = _teams(
+        "alpha: {quota: {ml.p5.48xlarge: 2}, borrow: {ml.p5.48xlarge: 3}}\n"
+        "beta: {quota: {ml.p5.48xlarge: 1}, sharing: Lend}\ngamma: {quota: {ml.p5.48xlarge: 1}}"
+    )
+    assert findings(project, "cluster-team-borrow", lenders) == [
+        "clusters.shared.teams.alpha.borrow.ml.p5.48xlarge: team alpha borrows up to 3 ml.p5.48xlarge, but "
+        "the other teams lend 2 in total, so it can borrow at most 2: lower its borrow to 2, or add "
+        "ml.p5.48xlarge instances to the cluster's groups",
     ]
     lender = _teams("alpha: {quota: {ml.p5.48xlarge: 2}, sharing: Lend, borrow: {ml.p5.48xlarge: 1}}")
     assert findings(project, "cluster-team-borrow", lender) == [

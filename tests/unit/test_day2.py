@@ -343,6 +343,86 @@ def test_stop_refuses_what_is_not_this_environments(aws, moto):
     assert _describe(moto, prod) == ("RUNNING", None)
 
 
+# ---------------------------------------------------------------- a name the spec does not know
+
+NO_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": None,
+    "AWS_SECRET_ACCESS_KEY": None,
+    "AWS_SESSION_TOKEN": None,
+    "AWS_PROFILE": None,
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+    "AWS_CONFIG_FILE": "/nonexistent/config",
+}
+UNKNOWN = [  # (command, name, what the refusal says)
+    (
+        "logs",
+        "clasifier",
+        "'clasifier' is no job or endpoint of digits/dev; did you mean 'classifier', 'classifier-ngc' or "
+        "'classifier-spot'? (jobs: classifier, classifier-spot, classifier-ngc; endpoints: digits, chat;",
+    ),
+    ("logs", "nosuch", "'nosuch' is no job or endpoint of digits/dev (jobs: classifier, "),
+    ("logs", "lr-search", "'lr-search' is a search of digits/dev, not a job or endpoint"),
+    ("logs", "digits-prod-classifier-1a2b3c4d-0", "is no job or endpoint of digits/dev"),
+    (
+        "stop",
+        "nosuch",
+        "'nosuch' is no pipeline, run or job of digits/dev (pipelines: classifier, classifier-spot, "
+        "classifier-ngc, lr-search; a run by the name `sagestack run` printed, run-…, or by its ARN); "
+        "sagestack stops only what it started there",
+    ),
+    ("stop", "lr-serch", "; did you mean 'lr-search'?"),
+    ("stop", "digits", "'digits' is an endpoint of digits/dev, not a pipeline, run or job"),
+    ("stop", "digits-prod-classifier-1a2b3c4d-0", "sagestack stops only what it started there"),
+    (
+        "stop",
+        f"arn:aws:states:{REGION}:{ACCOUNT}:execution:digits-prod-classifier:run-1",
+        "run run-1 is of state machine digits-prod-classifier, no pipeline of digits/dev",
+    ),
+]
+
+
+def _requests(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every request the moto server answers from now on: method, path and X-Amz-Target."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    seen: list[str] = []
+    answer = DomainDispatcherApplication.__call__
+
+    def counted(self, environ, start_response):  # type: ignore[no-untyped-def]
+        seen.append(
+            " ".join((environ["REQUEST_METHOD"], environ["PATH_INFO"], environ.get("HTTP_X_AMZ_TARGET", "")))
+        )
+        return answer(self, environ, start_response)
+
+    monkeypatch.setattr(DomainDispatcherApplication, "__call__", counted)
+    return seen
+
+
+@pytest.mark.parametrize(("command", "name", "said"), UNKNOWN, ids=[f"{c}-{n[:20]}" for c, n, _ in UNKNOWN])
+def test_a_name_the_spec_does_not_know_is_refused_before_credentials(example_project, command, name, said):
+    """The trial: `logs nosuch` and `stop nosuch` said "no AWS credentials" first, not the name."""
+    result = CliRunner().invoke(
+        app, [command, name, "--env", "dev", "--root", str(example_project.root)], env=NO_CREDENTIALS
+    )
+    assert result.exit_code == 1, result.output
+    assert said in str(result.exception) and "credentials" not in str(result.exception), result.exception
+
+
+def test_a_name_the_spec_does_not_know_is_refused_before_any_request(aws, moto, monkeypatch):
+    """With credentials, `stop nosuch` asked Step Functions for the state machines first."""
+    prod = _start(moto, "digits-prod-classifier")
+    seen = _requests(monkeypatch)
+    for command, name, said in UNKNOWN:
+        result = _cli(aws, command, name, "--env", "dev")
+        assert result.exit_code == 1 and said in str(result.exception), (command, name, result.output)
+        assert seen == [], (command, name, seen)
+    assert _describe(moto, prod) == ("RUNNING", None)
+    # what the spec does know still goes to AWS: a run's name (whose it is, only AWS knows)
+    result = _cli(aws, "stop", prod.rsplit(":", 1)[-1], "--env", "dev")
+    assert result.exit_code == 1 and "sagestack stops only what it started there" in str(result.exception)
+    assert seen, "the counter saw no request: it would pass whatever the command did"
+
+
 # ---------------------------------------------------------------- Ctrl-C in run
 
 

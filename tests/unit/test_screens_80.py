@@ -266,6 +266,24 @@ def test_a_marked_or_indented_line_keeps_every_letter_in_a_terminal(monkeypatch)
     assert lines[2:] == ["- bootstrap: needs credentials", "  traced == eager on 8 inputs"]
 
 
+def test_rules_explain_wraps_every_rule_at_80_columns_in_a_pipe_words_whole():
+    """`rules --explain ID` is prose to read, as `rules` lists it: in a pipe (a pager, a CI log) it
+    is wrapped at spaces to COLUMNS (80 when unset), never one line of 300 columns; every word kept."""
+    from sagestack.project.rules import RULES
+
+    for rule_id, r in RULES.items():
+        for columns in ("80", None):
+            env = {"COLUMNS": columns} if columns else {"COLUMNS": None}
+            shown = CliRunner().invoke(app, ["rules", "--explain", rule_id], env=env)
+            assert shown.exit_code == 0, shown.output
+            lines = shown.output.splitlines()
+            too_long = [line for line in lines if len(line) > WIDTH and " " in line.strip()]
+            assert not too_long, (rule_id, too_long)
+            assert cut_words(lines, joined=False) == [], rule_id
+            words = f"{r.id} ({r.severity}): {r.summary} Why: {r.why} What to do: {r.fix}".split()
+            assert shown.output.split() == words, rule_id
+
+
 # ---------------------------------------------------------------- the runs
 
 

@@ -10,7 +10,15 @@ import re
 from rich.console import Console
 
 from sagestack.cli.local_training import undefined_keys
-from sagestack.cli.training_progress import Pace, Window, clock, metrics_text, plain_line, training_progress
+from sagestack.cli.training_progress import (
+    MIN_PACE_SECONDS,
+    Pace,
+    Window,
+    clock,
+    metrics_text,
+    plain_line,
+    training_progress,
+)
 
 DEFINED = ["val_accuracy", "train_loss"]
 LONG = {f"metric_number_{i}": 0.123456 + i for i in range(8)}  # far more than 80 columns of metrics
@@ -28,10 +36,16 @@ def _feed(on_metrics, steps=range(10, 101, 10)):  # type: ignore[no-untyped-def]
         on_metrics({"step": step, "total_steps": 100, "train_loss": 1 / step, "val_accuracy": 0.5, **LONG})
 
 
-def test_the_bar_keeps_step_total_and_eta_at_80_columns_with_the_metrics_under_it():
+def test_the_bar_keeps_step_total_and_eta_at_80_columns_with_the_metrics_under_it(monkeypatch):
+    import sagestack.cli.training_progress as module
+
+    now = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
     console, _ = _terminal()
     progress, on_metrics, on_line = training_progress(console, "classifier", 1, 1, DEFINED)
-    _feed(on_metrics, range(10, 51, 10))
+    for step in range(10, 51, 10):  # a report a second: a pace the ETA can be measured from
+        _feed(on_metrics, [step])
+        now[0] += 1.0
     with console.capture() as captured:
         on_line("sagestack", "launch: " + "word " * 30)  # a host's line above the bar: wrapped too
     lines = captured.get().splitlines()
@@ -88,6 +102,37 @@ def test_eta_follows_the_pace_since_the_first_report_not_the_start_up():
     assert plain_line(55, 105, 70.0, 10.0, {"train_loss": 0.25}, DEFINED) == (
         "step 55/105 · 1:10 elapsed · eta 0:10 · train_loss=0.25"
     )
+
+
+def test_no_eta_from_reports_read_together_only_from_a_measured_span():
+    """The trial's run (init skeleton, 115 steps, a report every 5): steps 5 to 23 reached the CLI
+    within milliseconds of each other (read from the pipe together, 24 s into the run), and the line
+    said "eta 0:00" at step 23 of 115 — a pace measured over no time. No ETA until the steps since
+    the first report span MIN_PACE_SECONDS; then the pace over that span."""
+    pace = Pace()
+    for i, step in enumerate((5, 10, 15, 20, 23)):
+        left = pace.eta(step, 115, 24.0 + i * 0.004)
+        assert left is None, (step, left)
+    assert plain_line(23, 115, 24.016, None, {}, DEFINED) == "step 23/115 · 0:24 elapsed · eta -:--"
+    assert pace.eta(46, 115, 24.0 + MIN_PACE_SECONDS) == MIN_PACE_SECONDS / 41 * 69  # 41 steps measured
+    assert pace.eta(115, 115, 30.0) == 0.0  # the last step: nothing left, however fast
+
+
+def test_a_pipe_shows_no_eta_of_zero_for_steps_read_at_once(monkeypatch):
+    import sagestack.cli.training_progress as module
+
+    now = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=80, force_terminal=False, soft_wrap=True)
+    context, on_metrics, _ = training_progress(console, "train", 1, 1, DEFINED)
+    with context:
+        now[0] += 24.0  # start-up
+        for step in (5, 10, 15, 20, 23):
+            on_metrics({"step": step, "total_steps": 115})
+            now[0] += 0.004
+    etas = [line.split(" · ")[2] for line in buffer.getvalue().splitlines()]
+    assert etas and "eta 0:00" not in etas, etas
 
 
 def test_clock_and_metrics_text():

@@ -18,3 +18,11 @@ def did_you_mean(given: str, allowed: Iterable[str]) -> str:
     """' (did you mean 'x'?)' or '' when nothing is close."""
     hits = closest(given, allowed)
     return f"; did you mean '{hits[0]}'?" if hits else ""
+
+
+def could_be(given: str, allowed: Iterable[str], n: int = 3) -> str:
+    """'; did you mean 'x' or 'y'?' (the `n` closest, best first) or '' when nothing is close."""
+    hits = [f"'{h}'" for h in closest(given, allowed, n=n)]
+    if not hits:
+        return ""
+    return f"; did you mean {hits[0] if len(hits) == 1 else ', '.join(hits[:-1]) + ' or ' + hits[-1]}?"
