@@ -38,9 +38,12 @@ def recommend(
     from sagestack.ops.promote_registry import PromotionError
     from sagestack.ops.recommend import (
         NoRecommendation,
+        measure_command,
+        measures_package,
         newest_result,
         package_version,
         pin_recommended,
+        rows_json,
         served_package,
         stale_reason,
         verdict_of,
@@ -55,7 +58,7 @@ def recommend(
     try:
         result = newest_result(aws_client("stepfunctions", spec.region), spec.project, env, endpoint)
         v = verdict_of(endpoint, ep, result.output)
-        if v.kind == "classic":  # a package measured: still the one served? (an LLM: the spec's weights)
+        if measures_package(v):  # still the one served? (an LLM's verdict: the spec's weights)
             served = served_package(aws_client("sagemaker", spec.region), names, ep)
             stale = stale_reason(result.output, served, names.model_package_group)
     except NoRecommendation as e:
@@ -67,17 +70,12 @@ def recommend(
     except (ClientError, BotoCoreError) as e:
         raise UserError(f"could not read the recommendation of '{endpoint}': {e}") from None
     out = console()
-    measure = f"sagestack run {endpoint} --env {env} --recommend"
+    measure = measure_command(endpoint, env)
     measured = result.output.get("ModelPackage")
     if as_json:
-        rows = [
-            {"instance_type": r.instance_type, "latency_ms": r.latency_ms, "throughput": r.throughput,
-             "cost": r.cost, "meets": r.meets, "shortfalls": list(r.shortfalls)}
-            for r in v.rows
-        ]  # fmt: skip
         chosen = v.best.instance_type if v.best else None
         answer = {"endpoint": endpoint, "kind": v.kind, "job": result.output.get("JobName"),
-                  "model_package": measured, "stale": stale, "rows": rows, "recommended": chosen}  # fmt: skip
+                  "model_package": measured, "stale": stale, "rows": rows_json(v), "recommended": chosen}  # fmt: skip
         print(json.dumps(answer, indent=2))
     else:
         out.print(f"{endpoint} in {env}: {result.output.get('JobName', '?')}", markup=False, highlight=False)

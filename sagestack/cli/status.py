@@ -96,6 +96,7 @@ def render(doc: dict[str, Any], width: int) -> list[str]:
         ("training jobs", _training(doc["training_jobs"])),
         ("tuning jobs", _tuning(doc["tuning_jobs"])),
         ("endpoints (last hour)", _endpoints(doc["endpoints"])),
+        ("recommendations (slo:)", _recommendations(doc, read_at)),
         ("clusters", _clusters(doc["clusters"])),
         ("training queues", _queues(doc.get("queues", []))),
         ("schedules", _schedules(doc["schedules"], read_at)),
@@ -203,6 +204,62 @@ def _endpoints(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             parts = ", ".join(f"{c['name']} {c['status']}" for c in r["components"])
             out.append(("    ", f"components: {parts}"))
     return out
+
+
+def _recommendations(doc: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
+    """Per endpoint with slo: its newest verdict in a line (the candidate recommended, or none meets;
+    the model version measured, when), then what makes it stale or what to run; commands on lines of
+    their own, as they run pasted."""
+    rows = doc.get("recommendations") or []
+    pad = _pad(r["endpoint"] for r in rows)
+    out = []
+    for r in rows:
+        head, state = f"{r['endpoint']:<{pad}}", r["state"]
+        if state == "not_deployed":
+            out.append(("  ", f"{head} pipeline not deployed: sagestack deploy --env {doc['environment']}"))
+            continue
+        if state == "error":
+            out.append(("  ", f"{head} could not read: {r['error']}"))
+            continue
+        newer = r["newer_run"]
+        if state == "never_measured":
+            out.append(("  ", f"{head} never measured" + (f" ({_run(newer, now)})" if newer else "")))
+            out.append(("    ", f"measure: {r['measure']}"))
+            continue
+        out.append(("  ", f"{head} {_verdict(r)}"))
+        version = (
+            f" version {r['model_package_version']}" if r["model_package_version"] else ""
+        )  # an LLM: none
+        measured = f"measured{version} {_when(r['measured_at'], now)}"
+        if r["stale"]:
+            out.append(("    ", f"stale: {r['stale']}"))
+            out.append(("    ", f"measure: {r['measure']}"))
+        elif newer:  # what became of the runs since (the table waits: two lines)
+            out.append(("    ", f"{measured}; {_run(newer, now)} since"))
+        else:
+            out.append(("    ", f"{measured}; table: `{r['show']}`"))
+    return out
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    llm = r["kind"] == "llm"
+    if r["recommended"] is None:
+        return f"no candidate meets the target ({len(r['rows'])} of {len(r['candidates'])} measured)"
+    best = next(row for row in r["rows"] if row["instance_type"] == r["recommended"] and row["meets"])
+    figures = [
+        f"{'TTFT ' * llm}{_number(best['latency_ms'])} ms" if best["latency_ms"] is not None else "",
+        f"{_number(best['throughput'])} {'tok/s' if llm else 'req/s'}"
+        if best["throughput"] is not None
+        else "",
+        f"${best['cost']:,.4f}/{'1M tok' if llm else '1k req'}" if best["cost"] is not None else "",
+    ]
+    return f"{r['recommended']} meets the target: {', '.join(f for f in figures if f)}"
+
+
+def _run(run: dict[str, Any], now: datetime) -> str:
+    """A run after the one measured (or the only one): under way, failed, stopped."""
+    status = {"RUNNING": "a run under way since"}.get(run["status"], f"a run {run['status']}")
+    return f"{status} {_when(run['started'], now)}".rstrip()
 
 
 def _variant(v: dict[str, Any]) -> str:

@@ -41,11 +41,19 @@ def newest_result(sfn: Any, project: str, env: str, endpoint: str) -> Result:
         ) from None
     runs = sfn.list_executions(stateMachineArn=arn, statusFilter="SUCCEEDED", maxResults=1)["executions"]
     if not runs:
-        raise NoRecommendation(
-            f"'{name}' has no successful run yet: `sagestack run {endpoint} --env {env} --recommend`"
-        )
-    described = sfn.describe_execution(executionArn=runs[0]["executionArn"])
-    return Result(runs[0]["executionArn"], json.loads(described.get("output") or "{}"))
+        raise NoRecommendation(f"'{name}' has no successful run yet: `{measure_command(endpoint, env)}`")
+    return result_of(sfn, runs[0]["executionArn"])
+
+
+def result_of(sfn: Any, execution_arn: str) -> Result:
+    """One execution's output (a run of the recommendation pipeline that succeeded)."""
+    described = sfn.describe_execution(executionArn=execution_arn)
+    return Result(execution_arn, json.loads(described.get("output") or "{}"))
+
+
+def measure_command(endpoint: str, env: str) -> str:
+    """What measures the endpoint's candidates (as it runs when pasted)."""
+    return f"sagestack run {endpoint} --env {env} --recommend"
 
 
 def served_package(sm: Any, names: Names, ep: EndpointSpec) -> str | None:
@@ -80,6 +88,21 @@ def stale_reason(output: dict[str, Any], served: str | None, group: str) -> str 
     if served is None:
         return f"{was}; {group} has no approved one now"
     return f"{was}; version {package_version(served)} is served now"
+
+
+def measures_package(v: Verdict) -> bool:
+    """Whether the verdict is about a model package (classic), whose version may have moved on
+    since; an LLM's is about the spec's weights."""
+    return v.kind == "classic"
+
+
+def rows_json(v: Verdict) -> list[dict[str, Any]]:
+    """The verdict's table as data (`recommend --json`, `status --json`)."""
+    return [
+        {"instance_type": r.instance_type, "latency_ms": r.latency_ms, "throughput": r.throughput,
+         "cost": r.cost, "meets": r.meets, "shortfalls": list(r.shortfalls)}
+        for r in v.rows
+    ]  # fmt: skip
 
 
 def verdict_of(endpoint: str, ep: EndpointSpec, output: dict[str, Any]) -> Verdict:

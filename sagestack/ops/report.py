@@ -14,6 +14,7 @@ from sagestack.capacity.ledger import QuotaBook, Row
 from sagestack.core.catalog.quotas import TRAINING_INSTANCES_TOTAL
 from sagestack.endpoints.components import Packing, describe
 from sagestack.ops.lock import autoscaled_type_changes, lock_changes, lock_document
+from sagestack.ops.report_slo import SloPlan, slo_json, slo_notes, slo_plans
 from sagestack.ops.screen import fit, fit_nested, quote_commands
 from sagestack.project.environment import ResolvedEnvironment
 from sagestack.project.requests import EnvironmentRequests, render_environment
@@ -30,6 +31,7 @@ class PlanResult:
     lock_state: str = "none"  # none | matches | differs
     lock_changes: list[str] = field(default_factory=list)
     refused_updates: list[str] = field(default_factory=list)  # updates SageMaker would refuse
+    slo: list[SloPlan] = field(default_factory=list)  # each endpoint's performance target
 
     @property
     def exit_code(self) -> int:
@@ -46,7 +48,7 @@ def plan_report(root: Path, plan: ResolvedEnvironment, book: QuotaBook) -> PlanR
         if rows:
             sizing[key] = rows
     llm = [fit for key, ep in plan.spec.endpoints.items() for fit in llm_fits(key, ep, root, plan.env)]
-    result = PlanResult(plan, requests, capacity, sizing, llm)
+    result = PlanResult(plan, requests, capacity, sizing, llm, slo=slo_plans(plan))
     locked = plan.files.lock
     if locked is not None:
         changes = lock_changes(locked, lock_document(plan, requests))
@@ -146,6 +148,7 @@ def render(result: PlanResult, console: Any) -> None:
     _render_components(result, console)
     _render_llm(result, console)
     _render_optimizations(result, console)
+    _render_slo(result, console)
     _render_sizing(result, console)
     _render_lock(result, console)
     for warning in cap.warnings:
@@ -337,6 +340,27 @@ def _render_optimizations(result: PlanResult, console: Any) -> None:
         _say(console, f"{row['llm']}: job {row['job']}", "  ")
 
 
+def _render_slo(result: PlanResult, console: Any) -> None:
+    """Each endpoint's slo: its candidates at the catalog's $/h (an LLM's: what bandwidth allows one
+    user, at most), measured in the cloud by a job that deploys them, never the endpoint."""
+    if not result.slo:
+        return
+    t = _table(console, "Performance targets (slo:): candidates at on-demand $/h, measured in the cloud")
+    llm = any(c.max_tokens_per_second is not None for p in result.slo for c in p.candidates)
+    bound = ("bandwidth bound per user",) * llm
+    _columns(t, ("endpoint", "candidate", "$/h", "measured", *bound), ("$/h",))
+    for p in (p for p in result.slo if p.candidates):
+        for i, c in enumerate(p.candidates):
+            cells = [p.endpoint if i == 0 else "", c.instance_type + " (now)" * c.serves_now]
+            cells += [_money(c.price_per_hour), "yes" if c.measured else "no"]
+            tok, ttft = c.max_tokens_per_second, c.min_ttft_ms
+            t.add_row(*cells, *[f"≤ {tok:,.0f} tok/s, ≥ {ttft:g} ms" if tok and ttft else ""] * llm)
+    if any(p.candidates for p in result.slo):
+        _show(console, t)
+    for line in (n for p in result.slo for n in slo_notes(p, result.plan.env)):
+        _say(console, line, "  ")
+
+
 def _render_sizing(result: PlanResult, console: Any) -> None:
     """Memory per device of each job's candidates, and (from 120 columns) what its all-reduce costs."""
     if not result.sizing:
@@ -417,6 +441,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             for k, p in result.requests.jobs.items()
         },
         "optimizations": optimization_rows(result),
+        "slo": slo_json(result.slo),
         "lock": {"state": result.lock_state, "changes": result.lock_changes},
         "refused_updates": result.refused_updates,
     }

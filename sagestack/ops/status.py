@@ -15,9 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sagestack.core.names import Names
+from sagestack.endpoints.models import EndpointSpec
+from sagestack.endpoints.recommend import resolve_recommendations
 from sagestack.llm.optimization_job import resolve_optimizations
 from sagestack.ops.status_queues import read_queues
-from sagestack.ops.status_schedules import error_code, iso, read_schedules
+from sagestack.ops.status_recommend import read_recommendations
+from sagestack.ops.status_schedules import error_code, iso, kept, no_credentials, read_schedules, reason
 
 STACK_KINDS = ("foundation", "training", "serving", "optimization", "clusters")
 MAX_SPLIT_STACKS = 20  # training-01 … (a split training stack), probed until one is missing
@@ -53,6 +56,8 @@ class Scope:
     schedules: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     # endpoint -> its Model Monitor schedule's name
     monitors: dict[str, str] = field(default_factory=dict)
+    # endpoint -> its spec, each with slo: candidates measured by a recommendation pipeline
+    slos: dict[str, EndpointSpec] = field(default_factory=dict)
 
 
 def scope_of(resolved: Any) -> Scope:
@@ -81,6 +86,7 @@ def scope_of(resolved: Any) -> Scope:
         pipelines=pipelines,
         schedules=schedules,
         monitors={key: names.monitoring_schedule(key) for key, ep in spec.endpoints.items() if ep.monitor},
+        slos={r.endpoint: spec.endpoints[r.endpoint] for r in resolve_recommendations(names, spec.endpoints)},
     )
 
 
@@ -101,6 +107,12 @@ def read_status(scope: Scope, client: Client, now: datetime | None = None) -> di
         ("training_jobs", lambda: read_training_jobs(scope, client("sagemaker"), now)),
         ("tuning_jobs", lambda: read_tuning_jobs(scope, client("sagemaker"), now)),
         ("endpoints", lambda: read_endpoints(scope, client("sagemaker"), client("cloudwatch"), now, errors)),
+        (
+            "recommendations",
+            lambda: read_recommendations(
+                scope.names, scope.slos, client("stepfunctions"), client("sagemaker"), kept
+            ),
+        ),
         ("clusters", lambda: read_clusters(scope, client("sagemaker"))),
         (
             "queues",
@@ -462,22 +474,3 @@ def read_clusters(scope: Scope, sm: Any) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def reason(e: Exception) -> str:
-    """An error in a line: its code and message (not an HTML page a proxy or stand-in sent)."""
-    response = getattr(e, "response", None)
-    if isinstance(response, dict) and "Error" in response:
-        error = response["Error"]
-        message = str(error.get("Message", "")).strip()
-        if message.startswith("<"):
-            message = f"HTTP {response.get('ResponseMetadata', {}).get('HTTPStatusCode', '?')}"
-        return f"{error.get('Code', '?')}: {message}"
-    return f"{type(e).__name__}: {e}"
-
-
-def no_credentials(e: Exception) -> bool:
-    return type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError")

@@ -4,7 +4,10 @@
 When an expression fires next (neither GetSchedule nor DescribeMonitoringSchedule says):
 `at(…)`, `rate(N unit)` counted from the schedule's start, and `cron(min hour dom month dow
 year)` with numbers, names, `*`, `?`, ranges, steps and lists. A cron field with L, W or # gives
-None (the screen says the expression instead)."""
+None (the screen says the expression instead).
+
+Also the helpers every section of status shares: a response's time (`iso`), an error's code, its
+line (`reason`), and whether it is missing credentials (which end the read)."""
 
 from __future__ import annotations
 
@@ -175,3 +178,26 @@ def error_code(e: Exception) -> str | None:
     """The AWS error code of a botocore ClientError (None for anything else)."""
     response = getattr(e, "response", None)
     return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+
+
+def kept(e: Exception) -> str:
+    """An error of one entry as its line; missing credentials end the read."""
+    if no_credentials(e):
+        raise e
+    return reason(e)
+
+
+def no_credentials(e: Exception) -> bool:
+    return type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError")
+
+
+def reason(e: Exception) -> str:
+    """An error in a line: its code and message (not an HTML page a proxy or stand-in sent)."""
+    response = getattr(e, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        error = response["Error"]
+        message = str(error.get("Message", "")).strip()
+        if message.startswith("<"):
+            message = f"HTTP {response.get('ResponseMetadata', {}).get('HTTPStatusCode', '?')}"
+        return f"{error.get('Code', '?')}: {message}"
+    return f"{type(e).__name__}: {e}"

@@ -395,6 +395,47 @@ def test_a_verdict_about_a_version_no_longer_served_is_shown_stale_and_never_pin
     overlay.write_text(before)
 
 
+def test_status_shows_the_verdict_the_pipeline_recorded_and_when_it_goes_stale(moto, dev_app, monkeypatch):
+    """`status` reads what the real pipeline leaves (not a copy of its shape): never measured, then the
+    verdict with the version it measured, then stale once a new version is approved."""
+    from tests.pipeline.test_training_pipeline_moto import _cli
+
+    FakeRecommender(["COMPLETED"], {"ml.c5.large": (18, 6600, 2.0e-6)}).install(monkeypatch)
+    root = dev_app.root
+
+    def section() -> tuple[list[str], dict]:  # type: ignore[type-arg]
+        screen = _cli(moto, root, "status", "--env", "dev")
+        assert "Traceback" not in screen.stderr, screen.stderr
+        lines = screen.stdout.splitlines()
+        assert all(len(line) <= 80 for line in lines), lines
+        start = lines.index("recommendations (slo:)") + 1
+        end = next((i for i in range(start, len(lines)) if not lines[i].startswith("  ")), len(lines))
+        (row,) = json.loads(_cli(moto, root, "status", "--env", "dev", "--json").stdout)["recommendations"]
+        return lines[start:end], row
+
+    _deploy(moto, dev_app)
+    shown, row = section()
+    assert shown == ["  digits never measured", "    measure: sagestack run digits --env dev --recommend"]
+    assert _cli(moto, root, "run", "digits", "--env", "dev", "--recommend", "--poll", "0.2").returncode == 0
+    shown, row = section()
+    assert shown[0] == "  digits ml.c5.large meets the target: 18 ms, 110 req/s, $0.0020/1k req"
+    assert re.fullmatch(
+        r"    measured version 1 \d\d:\d\d; table: `sagestack recommend digits --env dev`", shown[1]
+    )
+    assert row["job"].endswith("-v1") and row["stale"] is None and row["recommended"] == "ml.c5.large"
+    # the same rows as `recommend --json`
+    answer = json.loads(_cli(moto, root, "recommend", "digits", "--env", "dev", "--json").stdout)
+    assert row["rows"] == answer["rows"] and row["model_package"] == answer["model_package"]
+    _approve(moto)
+    shown, row = section()
+    assert shown[1:] == [
+        "    stale: it measured model package version 1; version 2 is served now",
+        "    measure: sagestack run digits --env dev --recommend",
+    ]
+    answer = json.loads(_cli(moto, root, "recommend", "digits", "--env", "dev", "--json").stdout)
+    assert row["stale"] == answer["stale"]  # one judgement, both commands
+
+
 def test_a_job_that_stops_without_a_reason_fails_naming_the_job_the_run_rendered(moto, dev_app, monkeypatch):
     FakeRecommender(["STOPPED"], {}).install(monkeypatch)
     result = _run(moto, dev_app)
