@@ -122,6 +122,8 @@ def slo_notes(p: SloPlan, env: str) -> list[str]:
             "botocore's GPU types, three at most"
         )
     lines.append(f"{p.endpoint}: measure with `{p.measure}`, then `{p.show}` shows the verdict")
+    if p.slo.on_registration:
+        lines.append(f"{p.endpoint}: measured again on each approved version (slo.on_registration)")
     return lines
 
 

@@ -61,6 +61,7 @@ def test_plan_shows_digits_target_candidates_prices_and_how_to_measure_in_a_pipe
         "  digits: n/a: no catalog price for ml.c5.large; the job measures its cost",
         "  digits: measure with `sagestack run digits --env dev --recommend`, then",
         "    `sagestack recommend digits --env dev` shows the verdict",
+        "  digits: measured again on each approved version (slo.on_registration)",
         "  chat: target TTFT ≤ 500 ms, ≥ 30 tokens/s per user, 512 tokens in, 128 out",
         "  chat: not deployed in dev (deploy: false): measured where it is deployed",
     ]
@@ -112,6 +113,7 @@ def test_plan_json_carries_the_section_and_calls_no_aws(monkeypatch):
         "p99_ms": 50.0,
         "requests_per_second": 100.0,
         "candidates": ["ml.c5.large", "ml.c5.xlarge", "ml.c5.2xlarge"],
+        "on_registration": True,  # config/envs/dev.yaml
     }
     assert [(c["instance_type"], c["price_per_hour"], c["serves_now"]) for c in digits["candidates"]] == [
         ("ml.c5.large", None, False),
