@@ -101,14 +101,16 @@ UNSUPPORTED_BY_MOTO = {
 STACKS = ("digits-e2e-foundation", "digits-e2e-training", "digits-e2e-serving", "digits-e2e-recommendation")
 
 
-def _bridge_emulator_defects() -> None:
+def _bridge_emulator_defects(patch: pytest.MonkeyPatch) -> None:
+    """Patch moto's models for the module that deploys: `patch` undoes every change at the module's
+    end (they are the process's: left in place, a later module on the same worker met the
+    interpreter's Step Functions backend where it had deployed into the static one)."""
     import moto.kms.models as kms_models
     import moto.stepfunctions.models as sfn_models
+    import moto.stepfunctions.responses  # noqa: F401  (bound to the static backend before the patch)
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
     original = kms_models.KmsBackend.create_key
-    if getattr(original, "_sagestack_bridge", False):
-        return
 
     def create_key(self, *args, **kwargs):
         tags = kwargs.get("tags")
@@ -119,8 +121,7 @@ def _bridge_emulator_defects() -> None:
             ]
         return original(self, *args, **kwargs)
 
-    create_key._sagestack_bridge = True  # type: ignore[attr-defined]
-    kms_models.KmsBackend.create_key = create_key
+    patch.setattr(kms_models.KmsBackend, "create_key", create_key)
 
     # On the InstancePreferences path AWS reports the type it launched (SelectedInstanceType); moto
     # stores the request as sent and reports none.
@@ -139,7 +140,7 @@ def _bridge_emulator_defects() -> None:
             response["ResourceConfig"] = resources
         return response
 
-    sm_models.SageMakerModelBackend.describe_training_job = describe_training_job
+    patch.setattr(sm_models.SageMakerModelBackend, "describe_training_job", describe_training_job)
 
     # An endpoint config for inference components names no model on its variant (the components
     # name theirs); moto requires one.
@@ -148,17 +149,18 @@ def _bridge_emulator_defects() -> None:
     def validate_production_variants(self, production_variants):  # type: ignore[no-untyped-def]
         return validate_variants(self, [v for v in production_variants if "ModelName" in v])
 
-    sm_models.SageMakerModelBackend.validate_production_variants = validate_production_variants
-    sfn_models.stepfunctions_backends = stepfunctions_parser_backends
+    patch.setattr(sm_models.SageMakerModelBackend, "validate_production_variants", validate_production_variants)
+    patch.setattr(sfn_models, "stepfunctions_backends", stepfunctions_parser_backends)
 
 
 @pytest.fixture(scope="module")
 def emulator():
-    _bridge_emulator_defects()
-    server = MotoServer()
-    server.start()
-    yield server
-    server.stop()
+    with pytest.MonkeyPatch.context() as patch:
+        _bridge_emulator_defects(patch)
+        server = MotoServer()
+        server.start()
+        yield server
+        server.stop()
 
 
 @pytest.fixture(scope="module")

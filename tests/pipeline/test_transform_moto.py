@@ -40,8 +40,11 @@ def transform_app(tmp_path_factory):
         )
     )
     dev = root / "config/envs/dev.yaml"
+    # The overlay's own endpoints: section (digits measured on registration) gives way to the pin:
+    # a pinned package has no registration to measure on.
+    overlay = dev.read_text().split("\nendpoints:\n", 1)[0] + "\n"
     dev.write_text(
-        dev.read_text()
+        overlay
         + "pipeline: {poll_interval: 1s, backoff: 1s}\n"
         + f'endpoints:\n  digits:\n    model_package: "{PIN}"\n    monitor: {{dataset_format: json}}\n'
     )

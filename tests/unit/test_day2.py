@@ -42,10 +42,11 @@ T0 = int(datetime(2026, 12, 6, 3, 0, tzinfo=UTC).timestamp() * 1000)
 
 @pytest.fixture(scope="module")
 def moto():
+    from moto.core.base_backend import BackendDict
     from moto.core.responses import ActionResult
     from moto.sagemaker.responses import SageMakerResponse
     from moto.stepfunctions import responses
-    from moto.stepfunctions.models import stepfunctions_backends
+    from moto.stepfunctions.models import StepFunctionBackend
 
     def stop_training_job(self):  # type: ignore[no-untyped-def]
         job = self.sagemaker_backend.training_jobs[self._get_param("TrainingJobName")]
@@ -54,13 +55,12 @@ def moto():
 
     SageMakerResponse.stop_training_job = stop_training_job  # type: ignore[attr-defined]
     with running_moto() as server, pytest.MonkeyPatch.context() as patch:
-        # Executions stay RUNNING until stopped: moto's static Step Functions backend, whatever the
-        # process's moto config says (it is the process's, not the server's, and picks the backend
-        # per request: the interpreter's would end a Pass at once, and its store has none of the
-        # state machines deployed into the static one — both seen in CI when it read True mid-module).
-        patch.setattr(
-            responses, "get_backend", lambda account, region: stepfunctions_backends[account][region]
-        )
+        # Executions stay RUNNING until stopped: a static Step Functions backend of the module's own.
+        # Not the process's: moto picks the backend per request from a process-wide config, and a
+        # module that deploys with CloudFormation swaps the models' backends for the interpreter's
+        # (the interpreter would end a Pass at once, and its store lacks what was deployed here).
+        static = BackendDict(StepFunctionBackend, "stepfunctions")
+        patch.setattr(responses, "get_backend", lambda account, region: static[account][region])
         yield server
     del SageMakerResponse.stop_training_job  # type: ignore[attr-defined]
 

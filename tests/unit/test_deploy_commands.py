@@ -74,11 +74,12 @@ def _whole_words(text: str) -> None:
 def moto():
     from tests.e2e.test_deploy_and_run import _bridge_emulator_defects
 
-    _bridge_emulator_defects()
-    server = MotoServer()
-    server.start()
-    yield server
-    server.stop()
+    with pytest.MonkeyPatch.context() as patch:
+        _bridge_emulator_defects(patch)
+        server = MotoServer()
+        server.start()
+        yield server
+        server.stop()
 
 
 @pytest.fixture(scope="module")
