@@ -27,8 +27,8 @@ from typing import Any
 from sagestack.capacity.ledger import HOURS_PER_MONTH, Row
 from sagestack.core.names import CLUSTER_TAG, ENDPOINT_TAG
 from sagestack.ops.cost_running import running_now
-from sagestack.ops.status import Client, Scope, no_credentials, reason
-from sagestack.ops.status_schedules import error_code, iso
+from sagestack.ops.status import Client, Scope
+from sagestack.ops.status_schedules import error_code, iso, no_credentials, reason
 
 JOB_TAG = "sagestack:job"  # training/request.py: every CreateTrainingJob of a job
 SEARCH_TAG = "sagestack:tuning"  # tuning/request.py: a search's tuning job, and so its trials

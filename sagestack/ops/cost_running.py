@@ -13,12 +13,11 @@ from sagestack.capacity.ledger import SPOT_SAVINGS, Row, price_of
 from sagestack.ops.status import (
     Scope,
     endpoint_rows,
-    no_credentials,
     read_clusters,
     read_training_jobs,
     read_tuning_jobs,
-    reason,
 )
+from sagestack.ops.status_schedules import no_credentials, reason
 
 RUNNING = ("InProgress", "Stopping")
 SERVING = ("InService", "Updating", "SystemUpdating", "RollingBack")

@@ -149,7 +149,9 @@ def _bridge_emulator_defects(patch: pytest.MonkeyPatch) -> None:
     def validate_production_variants(self, production_variants):  # type: ignore[no-untyped-def]
         return validate_variants(self, [v for v in production_variants if "ModelName" in v])
 
-    patch.setattr(sm_models.SageMakerModelBackend, "validate_production_variants", validate_production_variants)
+    patch.setattr(
+        sm_models.SageMakerModelBackend, "validate_production_variants", validate_production_variants
+    )
     patch.setattr(sfn_models, "stepfunctions_backends", stepfunctions_parser_backends)
 
 

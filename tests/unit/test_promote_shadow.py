@@ -5,6 +5,8 @@ the overlay's text after each step (comments kept), and the result loads, valida
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sagestack.ops.promote import PromotionError, promote
@@ -120,11 +122,11 @@ def test_the_candidate_can_come_from_a_source_environments_pin(example_project, 
         CustomerMetadataProperties={"sagestack:endpoint": "digits"},
     )["ModelPackageArn"]
     staging_file = example_project.root / "config/envs/staging.yaml"
-    # staging's overlay already has an endpoints: section (its LLM endpoint); the pin joins it
+    # staging's overlay already has an endpoints: section (its LLM endpoint, and digits measured on
+    # registration, which a pinned package has none of): the pin takes digits' place there
+    overlay = re.sub(r"  digits:\n(    .*\n)*", "", staging_file.read_text())
     staging_file.write_text(
-        staging_file.read_text().replace(
-            "endpoints:\n", f'endpoints:\n  digits:\n    model_package: "{candidate}"\n'
-        )
+        overlay.replace("endpoints:\n", f'endpoints:\n  digits:\n    model_package: "{candidate}"\n')
     )
     result = promote(example_project.root, "digits", "staging", "prod", shadow=True)
     copy = result.package_arn
