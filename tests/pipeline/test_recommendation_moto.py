@@ -148,11 +148,12 @@ def _definition(app, topic: str) -> str:  # type: ignore[no-untyped-def]
     return resolve(machine["Properties"]["DefinitionString"], ref, get_att, import_value)
 
 
-def _approve(moto) -> str:  # type: ignore[no-untyped-def]
-    """A new approved version in the environment's group (what a training run and a review make)."""
+def _approve(moto, group: str = "digits-dev", status: str = "Approved") -> str:  # type: ignore[no-untyped-def]
+    """A new version in a group, approved unless `status` says otherwise (by default what a training
+    run and a review make in the environment's group)."""
     return moto.client("sagemaker").create_model_package(
-        ModelPackageGroupName="digits-dev",
-        ModelApprovalStatus="Approved",
+        ModelPackageGroupName=group,
+        ModelApprovalStatus=status,
         InferenceSpecification={
             "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
             "SupportedContentTypes": ["application/json"],
@@ -637,25 +638,9 @@ def test_an_approval_starts_a_run_that_measures_the_version_it_approved(moto, de
     queue = _rule_into_a_queue(moto, dev_app)
     second = _approve(moto)
     sm, events = moto.client("sagemaker"), moto.client("events")
-    pending = sm.create_model_package(
-        ModelPackageGroupName="digits-dev",
-        ModelApprovalStatus="PendingManualApproval",
-        InferenceSpecification={
-            "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
-            "SupportedContentTypes": ["application/json"],
-            "SupportedResponseMIMETypes": ["application/json"],
-        },
-    )["ModelPackageArn"]
+    pending = _approve(moto, status="PendingManualApproval")
     sm.create_model_package_group(ModelPackageGroupName="other")
-    elsewhere = sm.create_model_package(
-        ModelPackageGroupName="other",
-        ModelApprovalStatus="Approved",
-        InferenceSpecification={
-            "Containers": [{"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1"}],
-            "SupportedContentTypes": ["application/json"],
-            "SupportedResponseMIMETypes": ["application/json"],
-        },
-    )["ModelPackageArn"]
+    elsewhere = _approve(moto, group="other")
     entries = []
     for package in (first, second, pending, elsewhere):
         detail, detail_type, resources = _approval_event(moto, package)
